@@ -1,0 +1,125 @@
+"""``python -m aioproducer.testing``: run a mock Kafka cluster as a process.
+
+For benchmarks and manual experiments that want a broker in another process (so
+the client under test does not share the GIL with the broker's bookkeeping, and
+so non-Python clients can use it too)::
+
+    python -m aioproducer.testing --brokers 3 --topic orders:6 --until-stdin-eof
+
+The first line of stdout is ``bootstrap.servers=127.0.0.1:PORT,...`` (flushed
+at once, so a parent can read it and go). The cluster then runs until SIGTERM or
+SIGINT, or, with ``--until-stdin-eof``, until stdin is closed: a parent that
+dies or simply closes the pipe takes the cluster down with it, with no signal
+handling of its own. Exit status 0 on any of these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+
+class _Terminate(Exception):
+    """Raised in the main thread by the SIGTERM handler, to unwind to the cleanup."""
+
+
+def _topic(spec: str) -> tuple[str, int]:
+    """Parse ``NAME:PARTITIONS`` (``NAME`` alone means one partition)."""
+    name, sep, count = spec.rpartition(":")
+    if not sep:
+        return spec, 1
+    try:
+        partitions = int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS, got {spec!r}") from None
+    if not name or partitions < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS with PARTITIONS >= 1, got {spec!r}")
+    return name, partitions
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m aioproducer.testing",
+        description="Run a librdkafka mock Kafka cluster and print its bootstrap servers.",
+    )
+    parser.add_argument("--brokers", type=int, default=3, help="number of brokers (ids 1..N)")
+    parser.add_argument(
+        "--topic",
+        type=_topic,
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="create a topic up front (repeatable)",
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=None,
+        help="replicas per partition (default: min(3, brokers))",
+    )
+    parser.add_argument(
+        "--until-stdin-eof",
+        action="store_true",
+        help="also stop when stdin reaches end of file (the parent closed the pipe)",
+    )
+    parser.add_argument("--debug", default=None, help="librdkafka debug contexts, e.g. 'mock,protocol'")
+    return parser
+
+
+def _raise_terminate(signum: int, frame: FrameType | None) -> None:
+    raise _Terminate()
+
+
+def _wait_for_stdin_eof(done: threading.Event) -> None:
+    """Read and discard stdin until EOF, then ask the main thread to stop."""
+    try:
+        fd = sys.stdin.fileno()
+        while os.read(fd, 65536):
+            pass
+    except (OSError, ValueError):
+        pass  # a broken or closed stdin means the same thing as EOF here
+    done.set()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # Import late so that --help works without confluent-kafka installed.
+    from aioproducer.testing import MockCluster
+
+    try:
+        cluster = MockCluster(
+            brokers=args.brokers,
+            topics=dict(args.topic),
+            replication_factor=args.replication_factor,
+            debug=args.debug,
+        )
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, _raise_terminate)
+    try:
+        print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+        if args.until_stdin_eof:
+            threading.Thread(
+                target=_wait_for_stdin_eof, args=(stop,), name="stdin-eof", daemon=True
+            ).start()
+        # Event.wait is interrupted by the exceptions the SIGINT/SIGTERM
+        # handlers raise, so no polling is needed.
+        stop.wait()
+    except (KeyboardInterrupt, _Terminate):
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
