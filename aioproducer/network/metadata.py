@@ -1,0 +1,177 @@
+"""Cluster metadata as immutable value objects.
+
+Why immutable snapshots: the sender, the partitioner and ``send()`` all read
+metadata while a refresh may be landing. Replacing one frozen
+:class:`ClusterMetadata` object per Metadata response (as the Java client
+replaces its ``Cluster``) means a reader holding a snapshot sees one
+consistent view (nodes, leaders and partition counts from the same response)
+and nothing needs a lock.
+
+:meth:`ClusterMetadata.from_response` is a pure function of a decoded
+Metadata response body (the dict ``protocol.messages.decode_response``
+returns), so the parsing is unit-tested without a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+__all__ = ["ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata", "NO_LEADER"]
+
+#: What a Metadata response says for "no leader" (leader election in progress, all replicas offline).
+NO_LEADER = -1
+
+#: UNKNOWN_TOPIC_OR_PARTITION: what :meth:`ClusterMetadata.topic_error` reports for a topic
+#: the snapshot does not mention, as the Java client does for a topic missing from its Cluster.
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+class Node(NamedTuple):
+    """Where a broker listens. A tuple so ``host, port, rack = metadata.nodes[1]`` reads naturally."""
+
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """One partition as the last Metadata response described it.
+
+    ``leader`` is :data:`NO_LEADER` (-1) while no leader is known;
+    ``leader_epoch`` is -1 when the broker does not report one (Metadata < v7).
+    """
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    error_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """One topic: its error code (0 when fine) and its partitions by index."""
+
+    name: str
+    error_code: int
+    is_internal: bool
+    partitions: Mapping[int, PartitionMetadata]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    """An immutable snapshot of what the cluster told us in one Metadata response.
+
+    Lookups answer ``None`` rather than raising: an unknown topic or a missing
+    leader is an ordinary state for a producer (it waits and refreshes), not an
+    exceptional one.
+    """
+
+    nodes: Mapping[int, Node]
+    topics: Mapping[str, TopicMetadata]
+    controller_id: int = -1
+    cluster_id: str | None = None
+
+    @classmethod
+    def empty(cls) -> ClusterMetadata:
+        """The snapshot before any Metadata response: no nodes, no topics."""
+        return cls(nodes=MappingProxyType({}), topics=MappingProxyType({}))
+
+    @classmethod
+    def from_response(cls, body: Mapping[str, Any]) -> ClusterMetadata:
+        """Build a snapshot from a decoded Metadata response body.
+
+        Fields an older response version lacks (``rack`` < v1, ``cluster_id``
+        < v2, ``leader_epoch`` < v7, ``offline_replicas`` < v5) take their
+        "unknown" value, so every version yields the same shape.
+        """
+        nodes = {
+            int(b["node_id"]): Node(str(b["host"]), int(b["port"]), b.get("rack"))
+            for b in body.get("brokers") or ()
+        }
+        topics: dict[str, TopicMetadata] = {}
+        for t in body.get("topics") or ():
+            name = t.get("name")
+            if name is None:  # v10+ may identify a topic by id only; a producer addresses by name
+                continue
+            partitions = {
+                int(p["partition_index"]): PartitionMetadata(
+                    partition=int(p["partition_index"]),
+                    leader=int(p.get("leader_id", NO_LEADER)),
+                    leader_epoch=int(p.get("leader_epoch", -1)),
+                    replicas=tuple(p.get("replica_nodes") or ()),
+                    isr=tuple(p.get("isr_nodes") or ()),
+                    offline_replicas=tuple(p.get("offline_replicas") or ()),
+                    error_code=int(p.get("error_code", 0)),
+                )
+                for p in t.get("partitions") or ()
+            }
+            topics[str(name)] = TopicMetadata(
+                name=str(name),
+                error_code=int(t.get("error_code", 0)),
+                is_internal=bool(t.get("is_internal", False)),
+                partitions=MappingProxyType(partitions),
+            )
+        controller = body.get("controller_id")
+        return cls(
+            nodes=MappingProxyType(nodes),
+            topics=MappingProxyType(topics),
+            controller_id=-1 if controller is None else int(controller),
+            cluster_id=body.get("cluster_id"),
+        )
+
+    def partitions_for(self, topic: str) -> tuple[int, ...] | None:
+        """All partition indexes of ``topic`` in ascending order, or ``None`` if it has none here.
+
+        Includes partitions without a leader: the partition *count* is what
+        key hashing depends on, and it must not change when a leader fails.
+        """
+        meta = self.topics.get(topic)
+        if meta is None or not meta.partitions:
+            return None
+        return tuple(sorted(meta.partitions))
+
+    def available_partitions_for(self, topic: str) -> tuple[int, ...]:
+        """Partitions of ``topic`` whose leader is known and listed among the nodes.
+
+        What a partitioner picks from for records without a key (KIP-794), so
+        it does not pile records onto a partition that cannot be sent.
+        """
+        meta = self.topics.get(topic)
+        if meta is None:
+            return ()
+        return tuple(sorted(p for p, pm in meta.partitions.items() if pm.leader in self.nodes))
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
+        """The full description of one partition, or ``None`` if the snapshot lacks it."""
+        meta = self.topics.get(topic)
+        return None if meta is None else meta.partitions.get(partition)
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        """The node id leading ``topic``/``partition``, or ``None`` if it cannot be contacted.
+
+        ``None`` covers every reason a sender cannot send there now: unknown
+        topic or partition, no leader (-1), or a leader absent from the node
+        list (Java's ``Cluster.leaderFor`` returns null in the same cases).
+        """
+        meta = self.partition(topic, partition)
+        if meta is None or meta.leader not in self.nodes:
+            return None
+        return meta.leader
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch (KIP-320), or -1 when unknown."""
+        meta = self.partition(topic, partition)
+        return -1 if meta is None else meta.leader_epoch
+
+    def topic_error(self, topic: str) -> int:
+        """The topic's error code from the last response: 0 when fine,
+        UNKNOWN_TOPIC_OR_PARTITION (3) when the snapshot does not mention it."""
+        meta = self.topics.get(topic)
+        return _UNKNOWN_TOPIC_OR_PARTITION if meta is None else meta.error_code
