@@ -1,0 +1,455 @@
+"""RecordAccumulator: per-partition queues of batches between ``send()`` and the Sender.
+
+Theory of operation (Java's ``RecordAccumulator``, in asyncio terms)
+--------------------------------------------------------------------
+Each topic has a ``TopicInfo`` holding one deque of ``ProducerBatch`` per
+partition. ``send()`` appends to the last batch of a deque; when it has no
+room, a new batch is opened with memory reserved from the ``BufferPool``.
+
+Everything runs on one event loop thread, so a synchronous section is already
+atomic: the only place that needs care is the one suspension point, waiting
+for buffer memory. ``try_append()`` is the synchronous fast path; ``append()``
+may wait for memory, and after waiting tries the last batch again (another
+``send()`` may have opened one meanwhile) before opening its own, giving the
+memory back if it was not needed. No lock is held across that wait.
+
+The sender asks ``ready()`` which leaders have a sendable batch (full, linger
+expired, memory exhausted, flush or close in progress, not backing off) and
+when to look again, then ``drain()`` takes at most ``max.request.size`` of
+batches per node, starting each time one partition later so none starves.
+Time is passed in (``now`` in milliseconds) so all of this is tested with a
+fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+from aioproducer.errors import ProducerClosedError
+from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.protocol.records import RecordBatchBuilder, estimate_size_in_bytes_upper_bound
+
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "monotonic_ms"]
+
+Headers = Sequence[tuple[str, Optional[bytes]]]
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class LeaderLookup(Protocol):
+    """The part of cluster metadata the accumulator needs."""
+
+    def leader_for(self, topic: str, partition: int) -> int | None: ...
+
+
+@dataclass
+class ReadyCheckResult:
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: float
+    unknown_leader_topics: set[str]
+
+
+class TopicInfo:
+    """A topic's partition deques and its sticky choice for keyless records."""
+
+    __slots__ = ("batches", "sticky_partition", "sticky_bytes")
+
+    def __init__(self) -> None:
+        self.batches: dict[int, deque[ProducerBatch]] = {}
+        self.sticky_partition = -1
+        self.sticky_bytes = 0
+
+
+@dataclass
+class AccumulatorConfig:
+    batch_size: int = 16384
+    linger_ms: float = 0
+    compression_type: int = 0
+    compression_level: int | None = None
+    retry_backoff_ms: float = 100
+    retry_backoff_max_ms: float = 1000
+    delivery_timeout_ms: float = 120000
+    guarantee_message_order: bool = False
+
+
+class RecordAccumulator:
+    """Queues batches per partition; see the module docstring."""
+
+    def __init__(
+        self,
+        config: AccumulatorConfig,
+        pool: BufferPool,
+        transaction_manager: TransactionManager | None,
+        wakeup: Callable[[], None],
+        clock: Callable[[], float] = monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        self.transaction_manager = transaction_manager
+        self._wakeup = wakeup
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._topics: dict[str, TopicInfo] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._muted: set[tuple[str, int]] = set()
+        self._drain_index: dict[int, int] = {}
+        self._flushes_in_progress = 0
+        self._appends_in_progress = 0
+        self.closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ================================================================ append (hot path)
+    def topic_info(self, topic: str) -> TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            info = self._topics[topic] = TopicInfo()
+        return info
+
+    def sticky_partition(self, topic: str, num_partitions: int) -> int:
+        """KIP-794 style: keep the current partition for keyless records until a batch's worth was sent.
+
+        The partition changes only when the bytes appended since the last switch
+        reach ``batch.size``; the new one is random among the others.
+        """
+        info = self.topic_info(topic)
+        partition = info.sticky_partition
+        if partition < 0 or partition >= num_partitions:
+            partition = info.sticky_partition = self._rng.randrange(num_partitions)
+            info.sticky_bytes = 0
+        return partition
+
+    def record_sticky_append(self, topic: str, partition: int, num_partitions: int, size: int) -> None:
+        """Count a keyless record's bytes against the sticky partition; switch after a batch's worth."""
+        info = self.topic_info(topic)
+        if partition != info.sticky_partition:
+            return
+        info.sticky_bytes += size
+        if info.sticky_bytes >= self.config.batch_size and num_partitions > 1:
+            choice = self._rng.randrange(num_partitions - 1)
+            info.sticky_partition = choice if choice < partition else choice + 1
+            info.sticky_bytes = 0
+
+    def try_append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> FutureRecordMetadata | None:
+        """Append to the partition's open batch, or to a new one if memory is free now.
+
+        Returns None only when memory must be waited for: then call ``append()``.
+        """
+        info = self._topics.get(topic)
+        if info is None:
+            info = self.topic_info(topic)
+        dq = info.batches.get(partition)
+        if dq:
+            last = dq[-1]
+            future = last.try_append(timestamp, key, value, headers, on_delivery)
+            if future is not None:
+                if last.builder.estimated_size_in_bytes >= self.config.batch_size:
+                    self._wakeup()  # the batch is full: the sender has work now
+                return future
+        size = self._reservation_size(key, value, headers)
+        if not self.pool.try_allocate(size):
+            return None
+        return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+        max_block_ms: float,
+    ) -> FutureRecordMetadata:
+        """The slow path of ``try_append()``: wait up to ``max_block_ms`` for buffer memory."""
+        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery)
+        if future is not None:
+            return future
+        size = self._reservation_size(key, value, headers)
+        self._appends_in_progress += 1
+        self._wakeup()  # memory is exhausted: the sender should drain rather than linger
+        try:
+            await self.pool.allocate(size, max_block_ms)
+        finally:
+            self._appends_in_progress -= 1
+        info = self.topic_info(topic)
+        dq = info.batches.get(partition)
+        if dq:
+            future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
+            if future is not None:
+                self.pool.deallocate(size)  # someone opened a batch while we waited
+                return future
+        return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
+
+    def _reservation_size(self, key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+        batch_size = self.config.batch_size
+        upper = estimate_size_in_bytes_upper_bound(key, value, headers)
+        return upper if upper > batch_size else batch_size
+
+    def _append_new_batch(
+        self,
+        info: TopicInfo,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+        reserved: int,
+    ) -> FutureRecordMetadata:
+        if self.closed:
+            self.pool.deallocate(reserved)
+            raise ProducerClosedError("the producer is closed: no more records are accepted")
+        config = self.config
+        builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        batch = ProducerBatch(topic, partition, builder, self._clock(), reserved, loop)
+        future = batch.try_append(timestamp, key, value, headers, on_delivery)
+        if future is None:  # impossible: an empty builder always has room
+            raise AssertionError("a new batch refused its first record")
+        dq = info.batches.get(partition)
+        if dq is None:
+            dq = info.batches[partition] = deque()
+        dq.append(batch)
+        self._incomplete.add(batch)
+        self._wakeup()
+        return future
+
+    # ================================================================ sender side
+    def ready(self, metadata: LeaderLookup, now: float) -> ReadyCheckResult:
+        """Which leaders have something to send now, and how long until one might."""
+        config = self.config
+        ready_nodes: set[int] = set()
+        unknown: set[str] = set()
+        next_delay = float("inf")
+        exhausted = self.pool.exhausted() or self._appends_in_progress > 0
+        force = exhausted or self.closed or self._flushes_in_progress > 0
+        muted = self._muted
+        for topic, info in self._topics.items():
+            for partition, dq in info.batches.items():
+                if not dq:
+                    continue
+                leader = metadata.leader_for(topic, partition)
+                if leader is None or leader < 0:
+                    unknown.add(topic)
+                    continue
+                if leader in ready_nodes or (topic, partition) in muted:
+                    continue
+                batch = dq[0]
+                waited = now - batch.last_attempt_ms
+                backing_off = batch.attempts > 0 and waited < self.retry_backoff(batch.attempts)
+                time_to_wait = self.retry_backoff(batch.attempts) if backing_off else config.linger_ms
+                full = len(dq) > 1 or batch.is_full(config.batch_size)
+                expired = waited >= time_to_wait
+                if (full or expired or force) and not backing_off:
+                    ready_nodes.add(leader)
+                else:
+                    left = time_to_wait - waited
+                    if left < next_delay:
+                        next_delay = max(0.0, left)
+        return ReadyCheckResult(ready_nodes, next_delay, unknown)
+
+    def retry_backoff(self, attempts: int) -> float:
+        """Exponential backoff (KIP-580): retry.backoff.ms doubling per attempt, capped, no jitter here."""
+        base = self.config.retry_backoff_ms
+        if attempts <= 1:
+            return base
+        return min(self.config.retry_backoff_max_ms, base * (2 ** (attempts - 1)))
+
+    def drain(
+        self,
+        metadata: LeaderLookup,
+        nodes: Iterable[int],
+        max_size: int,
+        now: float,
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take up to ``max_size`` bytes of batches per node, one batch per partition."""
+        by_node: dict[int, list[tuple[str, int, deque[ProducerBatch]]]] = {}
+        wanted = set(nodes)
+        for topic, info in self._topics.items():
+            # Empty deques stay in the list so that the rotation is over a stable order.
+            for partition, dq in info.batches.items():
+                leader = metadata.leader_for(topic, partition)
+                if leader is not None and leader in wanted:
+                    by_node.setdefault(leader, []).append((topic, partition, dq))
+        return {node: self._drain_node(node, parts, max_size, now) for node, parts in by_node.items()}
+
+    def _drain_node(
+        self,
+        node: int,
+        parts: list[tuple[str, int, deque[ProducerBatch]]],
+        max_size: int,
+        now: float,
+    ) -> list[ProducerBatch]:
+        ready: list[ProducerBatch] = []
+        size = 0
+        count = len(parts)
+        start = self._drain_index.get(node, 0) % count
+        self._drain_index[node] = start + 1  # rotate so no partition starves
+        tm = self.transaction_manager
+        for i in range(count):
+            topic, partition, dq = parts[(start + i) % count]
+            if (topic, partition) in self._muted or not dq:
+                continue
+            first = dq[0]
+            if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff(first.attempts):
+                continue
+            batch_size = first.estimated_size()
+            if ready and size + batch_size > max_size:
+                break  # the request is full; the rest waits for the next drain
+            if tm is not None and tm.should_stop_drain(first):
+                continue
+            dq.popleft()
+            if tm is not None:
+                tm.assign_sequence(first)
+            first.in_flight = True
+            size += batch_size
+            ready.append(first)
+            if self.config.guarantee_message_order:
+                self._muted.add((topic, partition))
+        return ready
+
+    def expired_batches(self, now: float) -> list[ProducerBatch]:
+        """Pop queued batches past ``delivery.timeout.ms`` (in-flight ones are the sender's)."""
+        timeout = self.config.delivery_timeout_ms
+        expired: list[ProducerBatch] = []
+        for info in self._topics.values():
+            for dq in info.batches.values():
+                while dq and now - dq[0].created_ms >= timeout:
+                    expired.append(dq.popleft())
+        return expired
+
+    def next_expiry_delay(self, now: float) -> float:
+        timeout = self.config.delivery_timeout_ms
+        delay = float("inf")
+        for info in self._topics.values():
+            for dq in info.batches.values():
+                if dq:
+                    delay = min(delay, dq[0].created_ms + timeout - now)
+        return max(0.0, delay)
+
+    def reenqueue(self, batch: ProducerBatch, now: float) -> None:
+        """Put a batch that will be retried back at the front, in sequence order when numbered."""
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        batch.in_flight = False
+        dq = self.topic_info(batch.topic).batches.setdefault(batch.partition, deque())
+        if batch.has_sequence:
+            # Retries go before new batches and among themselves by sequence.
+            index = 0
+            while index < len(dq) and dq[index].has_sequence and dq[index].base_sequence < batch.base_sequence:
+                index += 1
+            dq.insert(index, batch)
+        else:
+            dq.appendleft(batch)
+
+    def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> int:
+        """Split a batch the broker found too large into ``batch.size`` pieces, re-queued in order."""
+        config = self.config
+        records = batch.builder.records()
+        pieces: list[ProducerBatch] = []
+        builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+        piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
+        for future, (timestamp, key, value, headers) in zip(batch.futures, records):
+            if not piece.builder.has_room_for(timestamp, key, value, headers):
+                pieces.append(piece)
+                builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+                piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
+            future._relative_offset = piece.builder.append(timestamp, key, value, headers)
+            future._batch = piece
+            piece.futures.append(future)
+            if future._on_delivery is not None or future._callbacks:
+                piece.callback_futures.append(future)
+        pieces.append(piece)
+        # The pool reservation moves to the first piece; the others were never reserved
+        # (the records already had memory counted in the parent).
+        pieces[0].reserved_bytes = batch.reserved_bytes
+        batch.reserved_bytes = 0
+        dq = self.topic_info(batch.topic).batches.setdefault(batch.partition, deque())
+        for piece in reversed(pieces):
+            piece.attempts = batch.attempts
+            piece.last_attempt_ms = now
+            dq.appendleft(piece)
+            self._incomplete.add(piece)
+        self._incomplete.discard(batch)
+        batch.is_done = True
+        batch.hand_over(pieces)
+        return len(pieces)
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """A batch finished: release its memory and forget it."""
+        self._incomplete.discard(batch)
+        if batch.reserved_bytes:
+            self.pool.deallocate(batch.reserved_bytes)
+            batch.reserved_bytes = 0
+
+    def mute(self, topic: str, partition: int) -> None:
+        self._muted.add((topic, partition))
+
+    def unmute(self, topic: str, partition: int) -> None:
+        self._muted.discard((topic, partition))
+
+    # ================================================================ flush and close
+    def has_undrained(self) -> bool:
+        return any(dq for info in self._topics.values() for dq in info.batches.values())
+
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        return list(self._incomplete)
+
+    def begin_flush(self) -> None:
+        self._flushes_in_progress += 1
+        self._wakeup()
+
+    def end_flush(self) -> None:
+        self._flushes_in_progress -= 1
+
+    async def await_flush_completion(self, since_ms: float) -> None:
+        """Wait until every batch opened before ``since_ms`` (and what it was split into) is done."""
+        while True:
+            pending = [b for b in self._incomplete if b.created_ms <= since_ms and not b.is_done]
+            if not pending:
+                return
+            for batch in pending:
+                while not batch.is_done:
+                    await batch.add_waiter()
+
+    def abort_undrained(self, error: BaseException) -> list[ProducerBatch]:
+        """Pop every queued batch (for a forced close); the caller fails them."""
+        aborted: list[ProducerBatch] = []
+        for info in self._topics.values():
+            for dq in info.batches.values():
+                aborted.extend(dq)
+                dq.clear()
+        return aborted
+
+    def queue_sizes(self, topic: str) -> dict[int, int]:
+        info = self._topics.get(topic)
+        if info is None:
+            return {}
+        return {p: len(dq) for p, dq in info.batches.items()}

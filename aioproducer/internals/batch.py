@@ -1,0 +1,361 @@
+"""ProducerBatch and the light per-record future, FutureRecordMetadata.
+
+Why a custom future: an ``asyncio.Future`` per record costs allocation, a loop
+reference and callback bookkeeping on the hottest path. As in the Java client
+(one ``ProduceRequestResult`` per batch, a ``FutureRecordMetadata`` holding a
+relative offset), a record's future here is a small slotted object that points
+at its batch; the batch completes once and every record's metadata follows
+from it (offset = base offset + relative offset).
+
+It still behaves like a future to users and to asyncio: it can be awaited, has
+``done()``, ``result()``, ``exception()``, ``cancelled()``, ``cancel()``,
+``add_done_callback()`` / ``remove_done_callback()`` and ``get_loop()``, and
+passes ``asyncio.isfuture`` so ``asyncio.gather``, ``asyncio.wait_for`` and
+``asyncio.shield`` use it directly instead of wrapping it in a task.
+
+Cancelling a record future only stops *waiting* for it: a record that is in a
+batch cannot be withdrawn (nor can it in the Java client), it is still sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from aioproducer.protocol.records import RecordBatchBuilder
+
+__all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "DeliveryCallback"]
+
+log = logging.getLogger("aioproducer")
+
+DeliveryCallback = Callable[[Optional["RecordMetadata"], Optional[BaseException]], Any]
+Headers = Sequence[tuple[str, Optional[bytes]]]
+
+NO_SEQUENCE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record landed: what ``await future`` returns.
+
+    ``offset`` is -1 when the broker did not say (``acks=0``, or a duplicate
+    the broker had already written). ``timestamp`` is the broker's log-append
+    time when the topic uses it, else the record's create time.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class FutureRecordMetadata:
+    """A record's delivery future, backed by its batch's single completion."""
+
+    __slots__ = (
+        "_batch",
+        "_relative_offset",
+        "_timestamp",
+        "_key_size",
+        "_value_size",
+        "_callbacks",
+        "_on_delivery",
+        "_cancelled",
+    )
+
+    # Duck-typing marker read by asyncio.isfuture(): lets gather/wait_for/shield use us directly.
+    _asyncio_future_blocking = False
+
+    def __init__(
+        self,
+        batch: ProducerBatch,
+        relative_offset: int,
+        timestamp: int,
+        key_size: int,
+        value_size: int,
+    ) -> None:
+        self._batch = batch
+        self._relative_offset = relative_offset
+        self._timestamp = timestamp
+        self._key_size = key_size
+        self._value_size = value_size
+        self._callbacks: list[tuple[Callable[[Any], Any], Any]] | None = None
+        self._on_delivery: DeliveryCallback | None = None
+        self._cancelled = False
+
+    # -- future protocol ---------------------------------------------------------------
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._batch.loop
+
+    def done(self) -> bool:
+        return self._cancelled or self._batch.is_done
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Stop waiting for this record (it is still delivered): callbacks run, awaiters get CancelledError."""
+        if self.done():
+            return False
+        self._cancelled = True
+        self._batch.detach_callbacks(self)
+        self._schedule_callbacks()
+        return True
+
+    def exception(self) -> BaseException | None:
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        batch = self._batch
+        if not batch.is_done:
+            raise asyncio.InvalidStateError("delivery of this record is not complete yet")
+        return batch.error
+
+    def result(self) -> RecordMetadata:
+        if self._cancelled:
+            raise asyncio.CancelledError()
+        batch = self._batch
+        if not batch.is_done:
+            raise asyncio.InvalidStateError("delivery of this record is not complete yet")
+        if batch.error is not None:
+            raise batch.error
+        return self.metadata()
+
+    def metadata(self) -> RecordMetadata:
+        """The record's metadata from its completed batch (no error check)."""
+        batch = self._batch
+        base = batch.base_offset
+        offset = base + self._relative_offset if base >= 0 else -1
+        ts = batch.log_append_time if batch.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(batch.topic, batch.partition, offset, ts, self._key_size, self._value_size)
+
+    def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
+        if self.done():
+            self._batch.loop.call_soon(fn, self, context=context)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+            self._batch.attach_callbacks(self)
+        self._callbacks.append((fn, context))
+
+    def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
+        if not self._callbacks:
+            return 0
+        kept = [(f, c) for (f, c) in self._callbacks if f != fn]
+        removed = len(self._callbacks) - len(kept)
+        self._callbacks = kept
+        return removed
+
+    def _schedule_callbacks(self) -> None:
+        callbacks = self._callbacks
+        if not callbacks:
+            return
+        self._callbacks = []
+        call_soon = self._batch.loop.call_soon
+        for fn, context in callbacks:
+            call_soon(fn, self, context=context)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        # Each suspension waits on a fresh loop future so that cancelling the awaiting
+        # task never cancels anything shared by other records of the batch.
+        while not self.done():
+            waiter = self._batch.add_waiter()
+            yield from waiter
+        return self.result()
+
+    __iter__ = __await__
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self._cancelled else ("done" if self._batch.is_done else "pending")
+        return f"<FutureRecordMetadata {self._batch.topic}-{self._batch.partition} {state}>"
+
+
+class ProducerBatch:
+    """Records for one topic-partition, sent and completed together.
+
+    Only the event loop touches a batch; between ``drain()`` and completion it is
+    owned by the sender.
+    """
+
+    __slots__ = (
+        "topic",
+        "partition",
+        "builder",
+        "loop",
+        "created_ms",
+        "last_attempt_ms",
+        "attempts",
+        "reserved_bytes",
+        "futures",
+        "callback_futures",
+        "waiters",
+        "is_done",
+        "base_offset",
+        "log_append_time",
+        "error",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "in_retry",
+        "in_flight",
+        "_records_bytes",
+        "_records_state",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        builder: RecordBatchBuilder,
+        now_ms: float,
+        reserved_bytes: int,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder = builder
+        self.loop = loop
+        self.created_ms = now_ms
+        self.last_attempt_ms = now_ms
+        self.attempts = 0
+        self.reserved_bytes = reserved_bytes
+        self.futures: list[FutureRecordMetadata] = []
+        # Futures with user callbacks or on_delivery, in send order.
+        self.callback_futures: list[FutureRecordMetadata] = []
+        self.waiters: list[asyncio.Future[None]] = []
+        self.is_done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
+        self.in_retry = False
+        self.in_flight = False
+        self._records_bytes: bytes | None = None
+        self._records_state: tuple[int, int, int] | None = None
+
+    # -- appending -------------------------------------------------------------------
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> FutureRecordMetadata | None:
+        """Append if the batch has room; None tells the accumulator to open a new batch."""
+        relative_offset = self.builder.try_append(timestamp, key, value, headers)
+        if relative_offset < 0:
+            return None
+        future = FutureRecordMetadata(
+            self,
+            relative_offset,
+            timestamp,
+            len(key) if key is not None else -1,
+            len(value) if value is not None else -1,
+        )
+        self.futures.append(future)
+        if on_delivery is not None:
+            future._on_delivery = on_delivery
+            self.callback_futures.append(future)
+        return future
+
+    @property
+    def record_count(self) -> int:
+        return self.builder.record_count
+
+    def estimated_size(self) -> int:
+        return self.builder.estimated_size_in_bytes
+
+    def is_full(self, batch_size: int) -> bool:
+        return self.builder.estimated_size_in_bytes >= batch_size
+
+    # -- idempotence ------------------------------------------------------------------
+    @property
+    def has_sequence(self) -> bool:
+        return self.base_sequence != NO_SEQUENCE
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+
+    def records(self) -> bytes:
+        """The wire bytes: compressed once, re-stamped only when the producer state changed."""
+        state = (self.producer_id, self.producer_epoch, self.base_sequence)
+        if self._records_bytes is None or self._records_state != state:
+            self._records_bytes = self.builder.build(
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
+            )
+            self._records_state = state
+        return self._records_bytes
+
+    # -- completion -------------------------------------------------------------------
+    def add_waiter(self) -> asyncio.Future[None]:
+        waiter: asyncio.Future[None] = self.loop.create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def attach_callbacks(self, future: FutureRecordMetadata) -> None:
+        if future._on_delivery is None:  # already listed when it has on_delivery
+            self.callback_futures.append(future)
+
+    def detach_callbacks(self, future: FutureRecordMetadata) -> None:
+        if future._on_delivery is None:
+            try:
+                self.callback_futures.remove(future)
+            except ValueError:
+                pass
+
+    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
+        """Finish the batch once; False if it was already finished (a late response)."""
+        if self.is_done:
+            return False
+        self.is_done = True
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        for future in self.callback_futures:
+            if future._cancelled:
+                continue
+            on_delivery = future._on_delivery
+            if on_delivery is not None:
+                _call_delivery_callback(on_delivery, future, error)
+            future._schedule_callbacks()
+        self._wake_waiters()
+        return True
+
+    def _wake_waiters(self) -> None:
+        waiters = self.waiters
+        if waiters:
+            self.waiters = []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    def hand_over(self, batches: list[ProducerBatch]) -> None:
+        """After a split: this batch's records now belong to ``batches``; wake awaiters to follow them."""
+        self._wake_waiters()
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
+            f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
+        )
+
+
+def _call_delivery_callback(callback: DeliveryCallback, future: FutureRecordMetadata, error: BaseException | None) -> None:
+    try:
+        if error is None:
+            callback(future.metadata(), None)
+        else:
+            callback(None, error)
+    except Exception:  # a user's callback must never break delivery of the others
+        log.exception("on_delivery callback %r raised", callback)

@@ -1,0 +1,155 @@
+"""BufferPool: the ``buffer.memory`` budget that makes ``send()`` apply backpressure.
+
+Theory of operation
+-------------------
+The Java producer's ``BufferPool`` hands out ``ByteBuffer`` objects and keeps a
+free list of ``batch.size`` buffers so that the common allocation is a pop.
+In Python a batch's bytes live in the ``bytearray`` its ``RecordBatchBuilder``
+grows, so there is nothing to recycle physically; what matters is the *budget*:
+the total bytes reserved by open and in-flight batches never exceeds
+``buffer.memory``. This pool therefore deals in reservations (integers), with
+the Java pool's invariants kept:
+
+* ``available_memory`` = ``total`` minus everything reserved and not yet returned;
+  a reservation of ``batch.size`` bytes is the pooled, standard size; a record
+  larger than ``batch.size`` reserves exactly what it needs.
+* Waiters are served strictly first come, first served: an allocation that
+  cannot be satisfied queues behind earlier waiters even if it is small, so a
+  large record is never starved by a stream of small ones.
+* A waiter that times out (``max.block.ms``) or is cancelled leaves the queue
+  and takes nothing with it; memory it was about to receive goes to the next
+  waiter.
+
+Only the event loop's thread touches the pool: no locks are needed, the
+waiters are futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError
+
+__all__ = ["BufferPool"]
+
+
+class _Waiter:
+    __slots__ = ("size", "future")
+
+    def __init__(self, size: int, future: asyncio.Future[None]) -> None:
+        self.size = size
+        self.future = future
+
+
+class BufferPool:
+    """A FIFO-fair budget of ``total`` bytes, reserved per batch."""
+
+    def __init__(self, total: int, pool_size: int) -> None:
+        if total <= 0 or pool_size <= 0:
+            raise ValueError("buffer pool sizes must be positive")
+        self.total = total
+        self.pool_size = pool_size
+        self._available = total  # guarded by: the event loop (single thread)
+        self._waiters: deque[_Waiter] = deque()
+        self._closed = False
+
+    @property
+    def available_memory(self) -> int:
+        """Bytes that could be reserved right now."""
+        return self._available
+
+    @property
+    def queued(self) -> int:
+        """How many allocations are waiting for memory."""
+        return len(self._waiters)
+
+    def exhausted(self) -> bool:
+        """True when someone waits for memory: the sender should drain now, not linger."""
+        return bool(self._waiters)
+
+    def try_allocate(self, size: int) -> bool:
+        """Reserve ``size`` bytes without waiting; False if it would have to wait."""
+        if self._waiters or size > self._available:
+            return False
+        self._available -= size
+        return True
+
+    async def allocate(self, size: int, max_time_to_block_ms: float) -> None:
+        """Reserve ``size`` bytes, waiting in line at most ``max_time_to_block_ms``.
+
+        Raises ``RecordTooLargeError`` at once when ``size`` exceeds the whole
+        pool (waiting could never help) and ``KafkaTimeoutError`` when the time
+        runs out.
+        """
+        if size > self.total:
+            raise RecordTooLargeError(
+                f"attempt to allocate {size} bytes, but buffer.memory is only {self.total} bytes"
+            )
+        if self._closed:
+            raise KafkaTimeoutError("the buffer pool is closed")
+        if self.try_allocate(size):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(size, future)
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(max(0.0, max_time_to_block_ms) / 1000.0):
+                await future
+        except BaseException as exc:
+            self._abandon(waiter)
+            closed = future.done() and not future.cancelled() and future.exception() is not None
+            if isinstance(exc, TimeoutError) and not closed:
+                raise KafkaTimeoutError(
+                    f"failed to allocate {size} bytes of buffer.memory within "
+                    f"max.block.ms={int(max_time_to_block_ms)} ms"
+                ) from None
+            raise
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """A waiter gave up (timeout, cancellation, close): it must leave owning nothing."""
+        future = waiter.future
+        if future.done() and not future.cancelled() and future.exception() is None:
+            # Memory was granted in the same loop iteration the waiter gave up: give it back.
+            self.deallocate(waiter.size)
+            return
+        if not future.done():
+            future.cancel()
+        self._remove_waiter(waiter)
+
+    def _remove_waiter(self, waiter: _Waiter) -> None:
+        try:
+            self._waiters.remove(waiter)
+        except ValueError:
+            pass
+        self._serve_waiters()
+
+    def deallocate(self, size: int) -> None:
+        """Return ``size`` bytes and wake the waiters at the head of the line that now fit."""
+        self._available += size
+        if self._available > self.total:  # a bookkeeping bug must not go unnoticed
+            raise AssertionError("buffer pool returned more memory than it handed out")
+        if self._waiters:
+            self._serve_waiters()
+
+    def _serve_waiters(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            head = waiters[0]
+            if head.future.done():  # timed out or cancelled, not yet removed
+                waiters.popleft()
+                continue
+            if head.size > self._available:
+                return
+            waiters.popleft()
+            self._available -= head.size
+            head.future.set_result(None)
+
+    def close(self) -> None:
+        """Fail every waiter: the producer is closing and no memory will be handed out."""
+        self._closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_exception(KafkaTimeoutError("the producer closed while waiting for buffer memory"))
+

@@ -1,0 +1,423 @@
+"""Sender: the one background task that moves batches from the accumulator to the brokers.
+
+Theory of operation (Java's ``Sender.sendProducerData`` as an asyncio task)
+--------------------------------------------------------------------------
+One pass, ``run_once(now)``:
+
+1. ``accumulator.ready()`` names the leaders with sendable batches and how long
+   until another might become sendable; topics whose leader is unknown trigger
+   a metadata refresh.
+2. Leaders without a usable connection (not yet connected, in reconnect
+   backoff, or at ``max.in.flight.requests.per.connection``) are dropped for
+   this pass; a connection attempt starts in the background.
+3. ``accumulator.drain()`` takes up to ``max.request.size`` per node.
+4. Batches past ``delivery.timeout.ms`` that are still queued are failed.
+5. One Produce request per node is sent, each in its own task so that
+   requests to different brokers, and up to the in-flight limit to one broker,
+   overlap.
+
+Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
+batch filled or opened, a response arrived, a connection came up, a flush or
+close began) or until the earliest linger/backoff/expiry deadline: no polling.
+
+Responses are classified per partition: success completes the batch;
+``DUPLICATE_SEQUENCE_NUMBER`` is success with an unknown offset; a retriable
+error re-queues the batch after an exponential backoff while
+``delivery.timeout.ms`` allows (refreshing metadata when the error says the
+leader moved); ``MESSAGE_TOO_LARGE`` on a multi-record batch splits it; any
+other error fails the batch's records. A request that is still in flight when
+its batch's delivery timeout passes is bounded by ``request.timeout.ms``
+(the connection fails it), after which the batch fails instead of retrying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from aioproducer.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    error_for_code,
+)
+from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
+from aioproducer.internals.batch import ProducerBatch
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.protocol import messages
+
+__all__ = ["Sender", "SenderConfig"]
+
+log = logging.getLogger("aioproducer.sender")
+
+NONE = 0
+MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+UNKNOWN_PRODUCER_ID = 59
+
+
+class SenderConfig(Protocol):
+    acks: int
+    retries: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    max_request_size: int
+    metadata_max_age_ms: int
+    retry_backoff_ms: int
+
+
+class SenderClient(Protocol):
+    """What the sender needs from ``network.client.KafkaClient``."""
+
+    @property
+    def metadata(self) -> Any: ...
+
+    def add_topic(self, topic: str) -> None: ...
+
+    def request_update(self) -> None: ...
+
+    async def refresh_metadata(self, topics: Any = None) -> Any: ...
+
+    def is_ready(self, node_id: int) -> bool: ...
+
+    async def connection(self, node_id: int) -> Any: ...
+
+    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Sender:
+    """Owns the accumulator's drained batches until they complete."""
+
+    def __init__(
+        self,
+        client: SenderClient,
+        accumulator: RecordAccumulator,
+        transaction_manager: TransactionManager | None,
+        config: SenderConfig,
+        on_complete: Callable[[ProducerBatch], None] | None = None,
+        clock: Callable[[], float] = monotonic_ms,
+    ) -> None:
+        self.client = client
+        self.accumulator = accumulator
+        self.transaction_manager = transaction_manager
+        self.config = config
+        self._on_complete = on_complete
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._running = True
+        self._force_close = False
+        self._requests: set[asyncio.Task[None]] = set()
+        self._connecting: dict[int, asyncio.Task[None]] = {}
+        self._metadata_task: asyncio.Task[None] | None = None
+        self.fatal_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def wakeup(self) -> None:
+        """Called on every event that may make a batch sendable; cheap when already awake."""
+        if not self._wake.is_set():
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Loop until closed, then until the accumulator is empty (graceful) or at once (forced)."""
+        try:
+            while self._running:
+                await self._loop_once()
+            while not self._force_close and (self.accumulator.has_undrained() or self._requests):
+                await self._loop_once()
+        finally:
+            await self._shutdown_background()
+
+    def initiate_close(self) -> None:
+        self._running = False
+        self.accumulator.closed = True
+        self.wakeup()
+
+    def force_close(self) -> None:
+        self._force_close = True
+        self.initiate_close()
+
+    async def _loop_once(self) -> None:
+        tm = self.transaction_manager
+        if tm is not None and (not tm.has_producer_id or tm.epoch_bump_required) and not self._requests:
+            await self._init_producer_id()
+        delay = self.run_once(self._clock())
+        await self._sleep(delay)
+
+    async def _sleep(self, delay_ms: float) -> None:
+        wake = self._wake
+        if wake.is_set():
+            wake.clear()
+            return
+        handle = None
+        if delay_ms != float("inf"):
+            handle = asyncio.get_running_loop().call_later(max(delay_ms, 0.0) / 1000.0, wake.set)
+        try:
+            await wake.wait()
+        finally:
+            if handle is not None:
+                handle.cancel()
+            wake.clear()
+
+    # ------------------------------------------------------------------ one pass
+    def run_once(self, now: float) -> float:
+        """One ready → drain → expire → send pass; returns how long to sleep (ms)."""
+        accumulator = self.accumulator
+        metadata: LeaderLookup = self.client.metadata
+        result = accumulator.ready(metadata, now)
+        delay = result.next_ready_check_delay_ms
+        if result.unknown_leader_topics:
+            for topic in result.unknown_leader_topics:
+                self.client.add_topic(topic)
+            self._refresh_metadata()
+            delay = min(delay, float(self.config.retry_backoff_ms))
+
+        nodes = set()
+        for node in result.ready_nodes:
+            if self.client.is_ready(node):
+                nodes.add(node)
+            else:
+                self._connect(node)
+
+        batches_by_node = accumulator.drain(metadata, nodes, self.config.max_request_size, now)
+
+        for batch in accumulator.expired_batches(now):
+            self._fail_batch(
+                batch,
+                KafkaTimeoutError(
+                    f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+                    f"{int(now - batch.created_ms)} ms has passed since batch creation "
+                    f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
+                ),
+                sequence_unresolved=False,
+            )
+        if accumulator.has_undrained():
+            delay = min(delay, accumulator.next_expiry_delay(now))
+
+        for node, batches in batches_by_node.items():
+            if batches:
+                self._send_produce_request(node, batches)
+        return delay
+
+    # ------------------------------------------------------------------ background helpers
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
+        return task
+
+    def _connect(self, node: int) -> None:
+        if node in self._connecting:
+            return
+
+        async def connect() -> None:
+            try:
+                await self.client.connection(node)
+            except KafkaError as exc:
+                log.debug("connection to node %s failed: %s", node, exc)
+            finally:
+                self._connecting.pop(node, None)
+                self.wakeup()
+
+        self._connecting[node] = self._spawn(connect())
+
+    def _refresh_metadata(self) -> None:
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return
+
+        async def refresh() -> None:
+            try:
+                await self.client.refresh_metadata()
+            except KafkaError as exc:
+                log.debug("metadata refresh failed: %s", exc)
+            finally:
+                self.wakeup()
+
+        self._metadata_task = self._spawn(refresh())
+
+    async def _init_producer_id(self) -> None:
+        """Get a producer id, or bump the epoch of the current one (KIP-360) to reset sequences."""
+        tm = self.transaction_manager
+        assert tm is not None
+        body = {
+            "transactional_id": None,
+            "transaction_timeout_ms": 2147483647,
+            "producer_id": tm.producer_id,
+            "producer_epoch": tm.producer_epoch,
+        }
+        backoff = self.config.retry_backoff_ms / 1000.0
+        while self._running or not self._force_close:
+            try:
+                response = await self.client.send_any(messages.INIT_PRODUCER_ID, body)
+            except KafkaError as exc:
+                log.debug("InitProducerId failed: %s", exc)
+            else:
+                code = response.get("error_code", 0)
+                if code == NONE:
+                    tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
+                    log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
+                    return
+                error = error_for_code(code)
+                if not error.retriable and code not in (INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID):
+                    self._fatal(error(f"InitProducerId failed: {error.message}"))
+                    return
+                if code in (INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID):
+                    body["producer_id"] = -1  # the broker forgot us: start a new producer id
+                    body["producer_epoch"] = -1
+            if self._force_close:
+                return
+            await asyncio.sleep(backoff)  # retry.backoff.ms between attempts; nothing to wait on
+
+    def _fatal(self, error: BaseException) -> None:
+        """An error that no retry can fix: fail every queued record with it."""
+        self.fatal_error = error
+        for batch in self.accumulator.abort_undrained(error):
+            self._fail_batch(batch, error, sequence_unresolved=False)
+
+    async def _shutdown_background(self) -> None:
+        tasks = [*self._connecting.values(), *self._requests]
+        if self._metadata_task is not None:
+            tasks.append(self._metadata_task)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ produce requests
+    def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> None:
+        acks = self.config.acks
+        topic_data: dict[str, list[dict[str, Any]]] = {}
+        by_tp: dict[tuple[str, int], ProducerBatch] = {}
+        for batch in batches:
+            topic_data.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.records()})
+            by_tp[(batch.topic, batch.partition)] = batch
+        body = {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": self.config.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()],
+        }
+        task = self._spawn(self._produce(node, body, by_tp))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    async def _produce(self, node: int, body: dict[str, Any], by_tp: dict[tuple[str, int], ProducerBatch]) -> None:
+        acks = body["acks"]
+        try:
+            connection = await self.client.connection(node)
+            response = await connection.send(messages.PRODUCE, body, expect_response=acks != 0)
+        except (KafkaError, OSError) as exc:
+            error = exc if isinstance(exc, KafkaError) else KafkaConnectionError(str(exc))
+            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+                self.client.request_update()
+            now = self._clock()
+            for batch in by_tp.values():
+                self._handle_error(batch, error, now, outcome_unknown=True)
+        else:
+            now = self._clock()
+            if response is None:  # acks=0: nothing comes back, offsets are unknown
+                for batch in by_tp.values():
+                    self._complete_ok(batch, -1, -1)
+            else:
+                self._handle_response(response, by_tp, now)
+        finally:
+            self.wakeup()
+
+    def _handle_response(
+        self, response: dict[str, Any], by_tp: dict[tuple[str, int], ProducerBatch], now: float
+    ) -> None:
+        for topic_response in response.get("responses", ()):
+            topic = topic_response["name"]
+            for part in topic_response.get("partition_responses", ()):
+                batch = by_tp.pop((topic, part["index"]), None)
+                if batch is None:
+                    continue
+                code = part.get("error_code", 0)
+                if code == NONE:
+                    self._complete_ok(batch, part.get("base_offset", -1), part.get("log_append_time_ms", -1))
+                elif code == DUPLICATE_SEQUENCE_NUMBER:
+                    self._complete_ok(batch, -1, part.get("log_append_time_ms", -1))
+                else:
+                    error_class = error_for_code(code)
+                    detail = part.get("error_message") or ""
+                    for record_error in part.get("record_errors") or ():
+                        detail += f" (record {record_error.get('batch_index')}: {record_error.get('batch_index_error_message')})"
+                    self._handle_error(batch, error_class(detail.strip()), now, outcome_unknown=False)
+        for batch in by_tp.values():  # the broker did not answer for these partitions
+            self._handle_error(
+                batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
+            )
+
+    def _handle_error(self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool) -> None:
+        if batch.is_done:
+            return
+        accumulator = self.accumulator
+        tm = self.transaction_manager
+        code = getattr(error, "errno", None)
+        if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
+            if tm is not None and batch.has_sequence:
+                tm.on_failed(batch, sequence_unresolved=False)
+            accumulator.unmute(batch.topic, batch.partition)
+            pieces = accumulator.split_and_reenqueue(batch, now)
+            log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, pieces)
+            return
+        if getattr(error, "invalid_metadata", False):
+            self.client.request_update()
+            self._refresh_metadata()
+        if self._can_retry(batch, error, now):
+            if tm is not None:
+                if code == UNKNOWN_PRODUCER_ID or code == INVALID_PRODUCER_EPOCH:
+                    tm.request_epoch_bump()
+                tm.on_retry(batch)
+            accumulator.reenqueue(batch, now)
+            accumulator.unmute(batch.topic, batch.partition)
+            return
+        if tm is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            tm.request_epoch_bump()
+        self._fail_batch(batch, error, sequence_unresolved=outcome_unknown)
+
+    def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:
+        if self._past_delivery_timeout(batch, now) or batch.attempts >= self.config.retries:
+            return False
+        if not self._running and self._force_close:
+            return False
+        tm = self.transaction_manager
+        code = getattr(error, "errno", None)
+        if tm is not None and batch.has_sequence:
+            if code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+                # Retriable only when an earlier batch failed first (this one is not next in line).
+                return not tm.is_next_in_line(batch)
+            if code == UNKNOWN_PRODUCER_ID:
+                return True  # KIP-360: bump the epoch and send it again
+            if code == INVALID_PRODUCER_EPOCH:
+                return batch.producer_epoch != tm.producer_epoch or tm.epoch_bump_required
+        return bool(error.retriable)
+
+    def _past_delivery_timeout(self, batch: ProducerBatch, now: float) -> bool:
+        return now - batch.created_ms >= self.config.delivery_timeout_ms
+
+    def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if self.transaction_manager is not None:
+            self.transaction_manager.on_acknowledged(batch, base_offset)
+        self._finish(batch, base_offset, log_append_time, None)
+
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, sequence_unresolved: bool) -> None:
+        if self.transaction_manager is not None:
+            self.transaction_manager.on_failed(batch, sequence_unresolved=sequence_unresolved)
+        self._finish(batch, -1, -1, error)
+
+    def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        self.accumulator.unmute(batch.topic, batch.partition)
+        if batch.complete(base_offset, log_append_time, error):
+            self.accumulator.deallocate(batch)
+            if self._on_complete is not None:
+                self._on_complete(batch)
+
+    def abort_incomplete(self, error: BaseException) -> None:
+        """Forced close: fail everything still queued or in flight with ``error``."""
+        for batch in self.accumulator.abort_undrained(error):
+            self._fail_batch(batch, error, sequence_unresolved=False)
+        for batch in self.accumulator.incomplete_batches():
+            self._fail_batch(batch, error, sequence_unresolved=True)
+

@@ -1,0 +1,228 @@
+"""RecordAccumulator with a fake clock: batching, ready(), drain(), expiry, retries, splits."""
+
+from __future__ import annotations
+
+import pytest
+
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.protocol.records import decode_batches
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Leaders:
+    """Partition p of every topic is led by node p % nodes."""
+
+    def __init__(self, nodes: int = 2, unknown: set[int] | None = None) -> None:
+        self.nodes = nodes
+        self.unknown = unknown or set()
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        return None if partition in self.unknown else partition % self.nodes
+
+
+def make(
+    clock: FakeClock,
+    *,
+    batch_size: int = 1024,
+    linger_ms: float = 10,
+    memory: int = 1 << 20,
+    tm: TransactionManager | None = None,
+    order: bool = False,
+) -> tuple[RecordAccumulator, list[int]]:
+    wakeups: list[int] = []
+    acc = RecordAccumulator(
+        AccumulatorConfig(
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            delivery_timeout_ms=5_000,
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=1000,
+            guarantee_message_order=order,
+        ),
+        BufferPool(memory, batch_size),
+        tm,
+        lambda: wakeups.append(1),
+        clock=clock,
+    )
+    return acc, wakeups
+
+
+VALUE = b"x" * 100
+
+
+async def test_records_share_a_batch_until_it_is_full() -> None:
+    clock = FakeClock()
+    acc, wakeups = make(clock, batch_size=1024)
+    futures = [acc.try_append("t", 0, 1, None, VALUE, None, None) for _ in range(20)]
+    assert all(f is not None for f in futures)
+    batches = list(acc.topic_info("t").batches[0])
+    assert len(batches) > 1  # 20 x ~110 bytes do not fit in 1024
+    assert all(b.estimated_size() <= 1024 for b in batches)
+    assert sum(b.record_count for b in batches) == 20
+    assert wakeups, "opening and filling batches must wake the sender"
+
+
+async def test_ready_waits_for_linger_then_reports_the_leader() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=10)
+    acc.try_append("t", 1, 1, None, VALUE, None, None)
+    result = acc.ready(Leaders(), clock.now + 4)
+    assert result.ready_nodes == set()
+    assert result.next_ready_check_delay_ms == pytest.approx(6)
+    result = acc.ready(Leaders(), clock.now + 10)
+    assert result.ready_nodes == {1}
+
+
+async def test_full_batch_is_ready_before_linger() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=512, linger_ms=10_000)
+    for _ in range(10):
+        acc.try_append("t", 0, 1, None, VALUE, None, None)
+    assert acc.ready(Leaders(), clock.now).ready_nodes == {0}
+
+
+async def test_flush_makes_lingering_batches_ready() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=10_000)
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    assert acc.ready(Leaders(), clock.now).ready_nodes == set()
+    acc.begin_flush()
+    assert acc.ready(Leaders(), clock.now).ready_nodes == {0}
+    acc.end_flush()
+
+
+async def test_unknown_leader_is_reported() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock)
+    acc.try_append("t", 3, 1, None, VALUE, None, None)
+    result = acc.ready(Leaders(unknown={3}), clock.now + 100)
+    assert result.unknown_leader_topics == {"t"}
+    assert result.ready_nodes == set()
+
+
+async def test_drain_respects_max_request_size_and_rotates() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=300, linger_ms=0)
+    for partition in (0, 2, 4):  # all led by node 0
+        acc.try_append("t", partition, 1, None, VALUE, None, None)
+    one_batch = acc.topic_info("t").batches[0][0].estimated_size()
+    first = acc.drain(Leaders(), [0], one_batch * 2, clock.now)[0]
+    assert len(first) == 2
+    drained = {b.partition for b in first}
+    second = acc.drain(Leaders(), [0], one_batch * 2, clock.now)[0]
+    assert {b.partition for b in second} == {0, 2, 4} - drained
+
+
+async def test_drain_start_rotates_so_no_partition_starves() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=300, linger_ms=0)
+    firsts = []
+    for _ in range(3):
+        for partition in (0, 2, 4):
+            acc.try_append("t", partition, 1, None, VALUE, None, None)
+        size = acc.topic_info("t").batches[0][0].estimated_size()
+        batches = acc.drain(Leaders(), [0], size, clock.now)[0]  # room for one batch only
+        firsts.append(batches[0].partition)
+        acc.drain(Leaders(), [0], 10**9, clock.now)  # empty the rest
+    assert sorted(firsts) == [0, 2, 4]
+
+
+async def test_expired_batches_are_popped_after_delivery_timeout() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock)
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    assert acc.expired_batches(clock.now + 4_999) == []
+    expired = acc.expired_batches(clock.now + 5_000)
+    assert len(expired) == 1 and expired[0].record_count == 1
+    assert not acc.has_undrained()
+
+
+async def test_reenqueued_batch_backs_off_exponentially() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=0)
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    acc.reenqueue(batch, clock.now)
+    assert acc.ready(Leaders(), clock.now + 99).ready_nodes == set()
+    assert acc.ready(Leaders(), clock.now + 100).ready_nodes == {0}
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now + 100)[0]
+    acc.reenqueue(batch, clock.now + 100)
+    assert acc.ready(Leaders(), clock.now + 299).ready_nodes == set()  # 2nd retry: 200 ms
+    assert acc.ready(Leaders(), clock.now + 300).ready_nodes == {0}
+
+
+async def test_guaranteed_order_mutes_partition_while_in_flight() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=0, order=True)
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    acc.drain(Leaders(), [0], 10**6, clock.now)
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    assert acc.ready(Leaders(), clock.now).ready_nodes == set()
+    acc.unmute("t", 0)
+    assert acc.ready(Leaders(), clock.now).ready_nodes == {0}
+
+
+async def test_idempotent_drain_assigns_sequences_and_retries_in_order() -> None:
+    clock = FakeClock()
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    acc, _ = make(clock, batch_size=300, linger_ms=0, tm=tm)
+    for _ in range(6):
+        acc.try_append("t", 0, 1, None, VALUE, None, None)
+    first = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    second = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert [b.base_sequence for b in first + second] == [0, first[0].record_count]
+    # Both fail; the later one comes back first, but the earlier must be resent first.
+    for batch in (second[0], first[0]):
+        tm.on_retry(batch)
+        acc.reenqueue(batch, clock.now)
+    later = clock.now + 1000
+    resent = acc.drain(Leaders(), [0], 10**6, later)[0]
+    assert resent == first
+    assert acc.drain(Leaders(), [0], 10**6, later)[0] == []  # waits for the first to complete
+    tm.on_acknowledged(first[0], 0)
+    assert acc.drain(Leaders(), [0], 10**6, later)[0] == second
+
+
+async def test_epoch_bump_renumbers_unacknowledged_batches_from_zero() -> None:
+    clock = FakeClock()
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    acc, _ = make(clock, batch_size=300, linger_ms=0, tm=tm)
+    for _ in range(4):
+        acc.try_append("t", 0, 1, None, VALUE, None, None)
+    a = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
+    b = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
+    tm.on_acknowledged(a, 0)
+    tm.set_producer_id_and_epoch(7, 1)
+    assert (b.producer_epoch, b.base_sequence) == (1, 0)
+    header = decode_batches(b.records())[0]
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)
+
+
+async def test_split_moves_futures_to_the_new_batches() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=4096, linger_ms=0)
+    futures = [acc.try_append("t", 0, 1 + i, None, bytes([i]) * 100, None, None) for i in range(20)]
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    acc.config.batch_size = 600
+    pieces = acc.split_and_reenqueue(batch, clock.now)
+    assert pieces > 1
+    queued = list(acc.topic_info("t").batches[0])
+    assert sum(b.record_count for b in queued) == 20
+    base = 100
+    for piece in queued:
+        piece.complete(base, -1, None)
+        base += piece.record_count
+    offsets = [f.result().offset for f in futures]  # type: ignore[union-attr]
+    assert offsets == list(range(100, 120))
+    assert [f.result().timestamp for f in futures] == list(range(1, 21))  # type: ignore[union-attr]

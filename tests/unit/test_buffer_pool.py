@@ -1,0 +1,98 @@
+"""BufferPool: budget, FIFO fairness, timeouts and cancellation that leak nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError
+from aioproducer.internals.buffer_pool import BufferPool
+
+
+async def test_try_allocate_within_budget_and_deallocate_restores() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(600)
+    assert pool.available_memory == 400
+    assert not pool.try_allocate(500)
+    pool.deallocate(600)
+    assert pool.available_memory == 1000
+
+
+async def test_larger_than_total_fails_at_once() -> None:
+    pool = BufferPool(1000, 100)
+    with pytest.raises(RecordTooLargeError, match="buffer.memory"):
+        await pool.allocate(1001, 10_000)
+    assert pool.available_memory == 1000
+
+
+async def test_waiters_are_served_first_come_first_served() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+    order: list[str] = []
+
+    async def take(name: str, size: int) -> None:
+        await pool.allocate(size, 10_000)
+        order.append(name)
+
+    big = asyncio.create_task(take("big", 800))
+    await asyncio.sleep(0)  # let it queue
+    small = asyncio.create_task(take("small", 100))
+    await asyncio.sleep(0)
+    assert pool.queued == 2
+    # A small allocation must not jump ahead of the big one waiting in front of it.
+    assert not pool.try_allocate(50)
+    pool.deallocate(500)
+    await asyncio.sleep(0)
+    assert order == []  # 500 free: the head (800) does not fit, the small one waits behind it
+    pool.deallocate(500)
+    await asyncio.gather(big, small)
+    assert order == ["big", "small"]
+    assert pool.available_memory == 100
+
+
+async def test_timed_out_waiter_leaves_without_memory() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+    with pytest.raises(KafkaTimeoutError, match="max.block.ms=20"):
+        await pool.allocate(500, 20)
+    assert pool.queued == 0
+    pool.deallocate(1000)
+    assert pool.available_memory == 1000
+
+
+async def test_cancelled_waiter_does_not_block_the_line() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+    first = asyncio.create_task(pool.allocate(900, 10_000))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(pool.allocate(100, 10_000))
+    await asyncio.sleep(0)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    pool.deallocate(100)
+    await second
+    assert pool.available_memory == 0
+    assert pool.queued == 0
+
+
+async def test_memory_granted_then_cancelled_is_returned() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+    waiter = asyncio.create_task(pool.allocate(400, 10_000))
+    await asyncio.sleep(0)
+    pool.deallocate(400)  # grants the waiter in this iteration...
+    waiter.cancel()  # ...but it is cancelled before it resumes
+    await asyncio.gather(waiter, return_exceptions=True)
+    assert waiter.cancelled()
+    assert pool.available_memory == 400
+
+
+async def test_close_fails_waiters_with_a_clear_error() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+    waiter = asyncio.create_task(pool.allocate(10, 10_000))
+    await asyncio.sleep(0)
+    pool.close()
+    with pytest.raises(KafkaTimeoutError, match="closed"):
+        await waiter
