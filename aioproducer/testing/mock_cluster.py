@@ -95,6 +95,8 @@ class MockCluster:
         self._mc: int | None = None
         # Cluster-level error stacks pushed so far, for clear_request_errors().
         self._pushed_api_keys: set[int] = set()
+        # Requests recorded before the last stop_request_tracking() (see there).
+        self._stopped_requests: list[MockRequest] = []
         self._rk = self._new_handle(debug)
         mc = self._lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not mc:
@@ -314,33 +316,46 @@ class MockCluster:
             self._lib.rd_kafka_mock_start_request_tracking(self._handle())
 
     def stop_request_tracking(self) -> None:
-        """Stop recording; what was recorded stays until :meth:`clear_requests`."""
+        """Stop recording; what was recorded stays available until :meth:`clear_requests`.
+
+        librdkafka 2.16 frees its request log when tracking stops (its header
+        says it does not), so the log is copied to Python first and the C log
+        cleared, which gives the same result on either behaviour.
+        """
         with self._lock:
-            self._lib.rd_kafka_mock_stop_request_tracking(self._handle())
+            handle = self._handle()
+            self._stopped_requests += self._read_requests(handle)
+            self._lib.rd_kafka_mock_stop_request_tracking(handle)
+            self._lib.rd_kafka_mock_clear_requests(handle)
 
     def requests(self) -> list[MockRequest]:
         """The requests recorded so far, in arrival order (a copy; the log is kept)."""
-        count = ctypes.c_size_t(0)
         with self._lock:
-            array = self._lib.rd_kafka_mock_get_requests(self._handle(), ctypes.byref(count))
-            if not array:
-                return []
-            try:
-                return [
-                    MockRequest(
-                        broker_id=self._lib.rd_kafka_mock_request_id(array[i]),
-                        api_key=self._lib.rd_kafka_mock_request_api_key(array[i]),
-                        timestamp_us=self._lib.rd_kafka_mock_request_timestamp(array[i]),
-                    )
-                    for i in range(count.value)
-                ]
-            finally:
-                self._lib.rd_kafka_mock_request_destroy_array(array, count.value)
+            return self._stopped_requests + self._read_requests(self._handle())
+
+    def _read_requests(self, handle: int) -> list[MockRequest]:
+        """Copy librdkafka's request log; the caller holds ``self._lock``."""
+        count = ctypes.c_size_t(0)
+        array = self._lib.rd_kafka_mock_get_requests(handle, ctypes.byref(count))
+        if not array:
+            return []
+        try:
+            return [
+                MockRequest(
+                    broker_id=self._lib.rd_kafka_mock_request_id(array[i]),
+                    api_key=self._lib.rd_kafka_mock_request_api_key(array[i]),
+                    timestamp_us=self._lib.rd_kafka_mock_request_timestamp(array[i]),
+                )
+                for i in range(count.value)
+            ]
+        finally:
+            self._lib.rd_kafka_mock_request_destroy_array(array, count.value)
 
     def clear_requests(self) -> None:
         """Forget the requests recorded so far (tracking stays on if it was)."""
         with self._lock:
             self._lib.rd_kafka_mock_clear_requests(self._handle())
+            self._stopped_requests = []
 
     # ---------------------------------------------------------------- lifecycle
 
