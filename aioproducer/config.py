@@ -1,0 +1,532 @@
+"""Producer configuration: the Java producer's keys and defaults, parsed and validated once.
+
+Why Java's keys: users port settings from Java ``producer.properties`` files, Kafka docs and
+Confluent guides. So :class:`ProducerConfig` takes the dotted keys (``{"linger.ms": "5"}``), with
+string values as in a properties file, *and* Python keywords (``linger_ms=5``, dots become
+underscores), and exposes typed attributes with the Python names (``cfg.linger_ms == 5``).
+
+Defaults are those of the **Java client 3.9** (``ProducerConfig.java`` of that release), because
+aioproducer follows Kafka 3.9 semantics. The one visible consequence: ``linger.ms`` defaults to
+**0**; Kafka 4.0 changed it to 5 (KIP-1030) — set ``linger_ms=5`` to get 4.0's batching.
+
+Everything is checked at construction, with messages that name the key: unknown keys (with the
+closest known key suggested), values of the wrong type or out of range, and the cross-key rules of
+the Java client:
+
+* ``delivery.timeout.ms >= linger.ms + request.timeout.ms``: an error if ``delivery.timeout.ms`` was
+  set explicitly, otherwise it is raised to that sum (``KafkaProducer.configureDeliveryTimeout``);
+* idempotence (on by default, KIP-679) needs ``acks=all``, ``retries > 0`` and
+  ``max.in.flight.requests.per.connection <= 5``: if ``enable.idempotence=true`` was set
+  explicitly a conflict is an error; if it was left to its default, a conflicting setting silently
+  disables idempotence (3.9 behaviour; 4.0 turned the max-in-flight case into an error);
+* ``reconnect.backoff.ms`` set without ``reconnect.backoff.max.ms`` disables the exponential
+  reconnect backoff (max := base), as ``CommonClientConfigs.postProcessReconnectBackoffConfigs``;
+* an empty ``client.id`` becomes ``aioproducer-N`` (Java: ``producer-N``).
+
+Key status (the full table, with defaults and types, is :func:`render_markdown_table`):
+
+========================================  ======================================================
+supported                                 every key in :data:`CONFIG_DEFS` not listed below
+accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.recovery.strategy``,
+                                          ``metric.reporters``, ``metrics.num.samples``,
+                                          ``metrics.recording.level``,
+                                          ``metrics.sample.window.ms``, ``enable.metrics.push``,
+                                          ``transaction.timeout.ms``
+passed on, applied by the network layer   ``send.buffer.bytes``, ``receive.buffer.bytes``
+                                          (``-1``: OS default)
+not supported yet (ConfigError if set)    ``transactional.id``; ``security.protocol`` other than
+                                          ``PLAINTEXT``; every ``ssl.*`` / ``sasl.*`` key
+========================================  ======================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aioproducer.errors import ConfigError
+from aioproducer.partitioner import PartitionerFn, resolve_partitioner
+from aioproducer.serializers import SerializeFn, import_dotted, resolve_serializer
+
+__all__ = [
+    "COMPRESSION_CODECS",
+    "CONFIG_DEFS",
+    "ConfigDef",
+    "ProducerConfig",
+    "render_markdown_table",
+]
+
+log = logging.getLogger(__name__)
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+#: ``compression.type`` names -> the codec id in the RecordBatch ``attributes`` bits 0-2.
+COMPRESSION_CODECS: dict[str, int] = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+#: Most in-flight requests per connection with which the broker can still de-duplicate
+#: (it keeps the last 5 batches per producer, ``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``).
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
+
+_client_id_sequence = itertools.count(1)
+
+Parser = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One configuration key: its Java name, type (as Java's ``ConfigDef.Type``), default, doc.
+
+    ``default`` is written the way a user would write it (``"all"``, ``"none"``) and goes through
+    ``parse`` like any user value. ``status`` is ``"supported"``, ``"ignored"`` (accepted and
+    validated, no effect) or ``"network"`` (applied by the network layer).
+    """
+
+    key: str
+    type: str
+    default: Any
+    doc: str
+    parse: Parser
+    status: str = "supported"
+
+    @property
+    def attr(self) -> str:
+        """The Python name: attribute of :class:`ProducerConfig` and keyword argument."""
+        return self.key.replace(".", "_")
+
+
+# ----------------------------------------------------------------------------------- parsers
+
+
+def _show(value: Any) -> str:
+    return repr(value)
+
+
+def _to_int(key: str, value: Any, expectation: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be {expectation}, got {_show(value)}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+    raise ConfigError(f"{key} must be {expectation}, got {_show(value)}")
+
+
+def _int(low: int | None = None, high: int = INT_MAX, *, long: bool = False) -> Parser:
+    """An ``int``/``long`` with Java's bounds, from an int or a decimal string."""
+    high = LONG_MAX if long and high == INT_MAX else high
+    type_low = -(2**63) if long else -(2**31)
+    if low is None:
+        expectation = "an integer"
+    elif high in (INT_MAX, LONG_MAX):
+        expectation = f"an integer >= {low}"
+    else:
+        expectation = f"an integer in [{low}, {high}]"
+
+    def parse(key: str, value: Any) -> int:
+        number = _to_int(key, value, expectation)
+        if not (low if low is not None else type_low) <= number <= high:
+            raise ConfigError(f"{key} must be {expectation}, got {_show(value)}")
+        return number
+
+    return parse
+
+
+def _bool(key: str, value: Any) -> bool:
+    """Java accepts ``true``/``false`` in any case, and booleans; so do we (no 0/1, no yes/no)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{key} must be a boolean (true or false), got {_show(value)}")
+
+
+def _choice(options: Iterable[str]) -> Parser:
+    """One of ``options``, case-insensitively; stored in the options' case."""
+    canonical = {o.lower(): o for o in options}
+
+    def parse(key: str, value: Any) -> str:
+        if isinstance(value, str) and value.strip().lower() in canonical:
+            return canonical[value.strip().lower()]
+        raise ConfigError(f"{key} must be one of {', '.join(canonical.values())}, got {_show(value)}")
+
+    return parse
+
+
+def _string(key: str, value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise ConfigError(f"{key} must be a string, got {_show(value)}")
+
+
+def _list_items(key: str, value: Any) -> list[Any]:
+    """Java's ``Type.LIST``: a list, or a comma-separated string (blanks dropped)."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise ConfigError(f"{key} must be a list or a comma-separated string, got {_show(value)}")
+
+
+def _string_list(key: str, value: Any) -> list[str]:
+    items = _list_items(key, value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"{key} must be a list of strings, got item {_show(item)}")
+    return items
+
+
+def _acks(key: str, value: Any) -> int:
+    """``all`` is ``-1`` on the wire; also accepts -1/0/1 as ints or strings."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return -1
+    if not isinstance(value, bool) and isinstance(value, (int, str)):
+        text = str(value).strip()
+        if text in ("-1", "0", "1"):
+            return int(text)
+    raise ConfigError(f"{key} must be one of all, -1, 0, 1, got {_show(value)}")
+
+
+def _compression_type(key: str, value: Any) -> int:
+    """Codec name (any case) or codec id 0..4 -> codec id."""
+    if isinstance(value, str) and value.strip().lower() in COMPRESSION_CODECS:
+        return COMPRESSION_CODECS[value.strip().lower()]
+    if not isinstance(value, bool) and isinstance(value, int) and value in COMPRESSION_CODECS.values():
+        return value
+    raise ConfigError(f"{key} must be one of {', '.join(COMPRESSION_CODECS)}, got {_show(value)}")
+
+
+def _gzip_level(key: str, value: Any) -> int:
+    """Java: ``Deflater.DEFAULT_COMPRESSION`` (-1) or 1..9."""
+    level = _to_int(key, value, "-1 or an integer in [1, 9]")
+    if level != -1 and not 1 <= level <= 9:
+        raise ConfigError(f"{key} must be -1 or an integer in [1, 9], got {_show(value)}")
+    return level
+
+
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\[\]\s]+)\]|(?P<host>[^\[\]:\s]+)):(?P<port>\d+)$")
+
+
+def _bootstrap_servers(key: str, value: Any) -> list[tuple[str, int]]:
+    """``host:port`` entries (or ``(host, port)`` tuples), list or comma string; IPv6 in brackets (``[::1]:9092``)."""
+    servers: list[tuple[str, int]] = []
+    for item in _list_items(key, value):
+        if isinstance(item, tuple) and len(item) == 2:  # (host, port), as as_dict() gives them back
+            host, port_value = item
+            item = f"[{host}]:{port_value}" if isinstance(host, str) and ":" in host else f"{host}:{port_value}"
+        if not isinstance(item, str):
+            raise ConfigError(f"{key} entries must be 'host:port' strings, got {_show(item)}")
+        match = _HOST_PORT.match(item.strip())
+        if match is None:
+            hint = " (IPv6 addresses go in brackets: [::1]:9092)" if item.count(":") > 1 else ""
+            raise ConfigError(f"{key}: invalid address {item!r}, expected host:port{hint}")
+        port = int(match["port"])
+        if not 0 < port <= 65535:
+            raise ConfigError(f"{key}: invalid port in {item!r}, must be in [1, 65535]")
+        servers.append((match["v6"] or match["host"], port))
+    return servers
+
+
+def _security_protocol(key: str, value: Any) -> str:
+    protocol: str = _choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])(key, value)
+    if protocol != "PLAINTEXT":
+        raise ConfigError(f"{key}={protocol} is not supported yet: aioproducer speaks PLAINTEXT only")
+    return protocol
+
+
+def _transactional_id(key: str, value: Any) -> None:
+    if value is None:
+        return None
+    raise ConfigError(f"{key}: transactions are not supported yet (got {_show(value)})")
+
+
+def _serializer(key: str, value: Any) -> SerializeFn | None:
+    return None if value is None else resolve_serializer(value, key)
+
+
+def _partitioner(key: str, value: Any) -> PartitionerFn | None:
+    return None if value is None else resolve_partitioner(value)
+
+
+def _interceptors(key: str, value: Any) -> list[Any]:
+    """Objects, classes (instantiated without arguments) or dotted paths to either."""
+    result: list[Any] = []
+    for item in _list_items(key, value):
+        if isinstance(item, str):
+            item = import_dotted(item, key)
+        if isinstance(item, type):
+            try:
+                item = item()
+            except Exception as exc:  # noqa: BLE001 - any constructor failure is a configuration error
+                raise ConfigError(f"{key}: {item.__qualname__}() failed: {exc!r}") from exc
+        result.append(item)
+    return result
+
+
+# -------------------------------------------------------------------------------- the table
+
+_IGN = "ignored"
+
+#: Every key aioproducer accepts, in the order of the docs table. Defaults: Java client 3.9.
+CONFIG_DEFS: tuple[ConfigDef, ...] = (
+    ConfigDef("bootstrap.servers", "list", [], "Brokers to fetch the initial metadata from, `host:port` (IPv6: `[::1]:9092`), a list or a comma-separated string. Required to start a producer.", _bootstrap_servers),
+    ConfigDef("client.id", "string", "", "Name sent with every request, for broker logs and quotas. Empty: `aioproducer-N`.", _string),
+    ConfigDef("acks", "string", "all", "Acknowledgements the leader waits for: `0` (none, no retries possible), `1` (leader only), `all`/`-1` (all in-sync replicas). Stored as an int, `all` = -1.", _acks),
+    ConfigDef("batch.size", "int", 16384, "Target size in bytes of a per-partition batch; also how many bytes go to the sticky partition before it changes. 0 disables batching (one record per batch).", _int(0)),
+    ConfigDef("linger.ms", "long", 0, "How long a batch that is not full may wait for more records. Kafka 3.9 default 0; Kafka 4.0 uses 5.", _int(0, long=True)),
+    ConfigDef("buffer.memory", "long", 33554432, "Total bytes of records waiting to be sent; `send()` waits up to `max.block.ms` for room.", _int(0, long=True)),
+    ConfigDef("max.block.ms", "long", 60000, "How long `send()` may wait for metadata and buffer memory before failing.", _int(0, long=True)),
+    ConfigDef("max.request.size", "int", 1048576, "Largest request, and so largest record (batch) in bytes.", _int(0)),
+    ConfigDef("request.timeout.ms", "int", 30000, "How long to wait for a broker's response before retrying the request or failing it.", _int(0)),
+    ConfigDef("delivery.timeout.ms", "int", 120000, "Upper bound on reporting success or failure after `send()` returns, retries included. Must be >= `linger.ms` + `request.timeout.ms`.", _int(0)),
+    ConfigDef("retries", "int", INT_MAX, "Retries of a failed batch (bounded by `delivery.timeout.ms` anyway). 0 disables retries (and implicit idempotence).", _int(0)),
+    ConfigDef("retry.backoff.ms", "long", 100, "Initial wait before retrying a failed request; grows exponentially up to `retry.backoff.max.ms` (KIP-580).", _int(0, long=True)),
+    ConfigDef("retry.backoff.max.ms", "long", 1000, "Maximum retry backoff.", _int(0, long=True)),
+    ConfigDef("reconnect.backoff.ms", "long", 50, "Initial wait before reconnecting to a broker; grows exponentially up to `reconnect.backoff.max.ms`.", _int(0, long=True)),
+    ConfigDef("reconnect.backoff.max.ms", "long", 1000, "Maximum reconnect backoff. If only `reconnect.backoff.ms` is set, it is used as a constant backoff.", _int(0, long=True)),
+    ConfigDef("max.in.flight.requests.per.connection", "int", 5, "Unacknowledged requests per broker connection. At most 5 with idempotence.", _int(1)),
+    ConfigDef("enable.idempotence", "boolean", True, "Producer id + sequence numbers so retries cannot duplicate or reorder. Needs `acks=all`, `retries > 0`, `max.in.flight.requests.per.connection <= 5`; if not set explicitly, a conflicting setting turns it off.", _bool),
+    ConfigDef("compression.type", "string", "none", "Batch compression: none, gzip, snappy, lz4, zstd. Stored as the codec id 0..4.", _compression_type),
+    ConfigDef("compression.gzip.level", "int", -1, "gzip level: -1 (zlib default) or 1..9.", _gzip_level),
+    ConfigDef("compression.lz4.level", "int", 9, "lz4 level, 1..17.", _int(1, 17)),
+    ConfigDef("compression.zstd.level", "int", 3, "zstd level, -131072..22.", _int(-131072, 22)),
+    ConfigDef("metadata.max.age.ms", "long", 300000, "Refresh metadata at least this often, even without errors.", _int(0, long=True)),
+    ConfigDef("metadata.max.idle.ms", "long", 300000, "Forget the metadata of a topic not produced to for this long.", _int(5000, long=True)),
+    ConfigDef("connections.max.idle.ms", "long", 540000, "Close connections idle for this long.", _int(long=True)),
+    ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, "Initial timeout for establishing a connection; grows exponentially per failure.", _int(0, long=True)),
+    ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, "Maximum connection setup timeout.", _int(0, long=True)),
+    ConfigDef("send.buffer.bytes", "int", 131072, "SO_SNDBUF of broker sockets; -1: OS default.", _int(-1), "network"),
+    ConfigDef("receive.buffer.bytes", "int", 32768, "SO_RCVBUF of broker sockets; -1: OS default.", _int(-1), "network"),
+    ConfigDef("partitioner.class", "class", None, "Custom partitioner: callable or object with `partition(topic, key, key_bytes, value, value_bytes, cluster)`, or its dotted import path. None: built-in (murmur2 for keys, sticky otherwise).", _partitioner),
+    ConfigDef("partitioner.ignore.keys", "boolean", False, "Built-in partitioner: ignore keys, use the sticky partition for every record.", _bool),
+    ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True, "Built-in partitioner: send more to partitions whose brokers drain faster (KIP-794).", _bool),
+    ConfigDef("partitioner.availability.timeout.ms", "long", 0, "Built-in adaptive partitioner: skip partitions whose leader could not be sent to for this long. 0 disables.", _int(0, long=True)),
+    ConfigDef("key.serializer", "class", None, "Key serializer: `f(key) -> bytes|None`, object with `serialize(topic, data)`, or dotted path. None: bytes/str only.", _serializer),
+    ConfigDef("value.serializer", "class", None, "Value serializer, like `key.serializer`.", _serializer),
+    ConfigDef("interceptor.classes", "list", [], "Interceptors: objects, classes or dotted paths, list or comma string.", _interceptors),
+    ConfigDef("security.protocol", "string", "PLAINTEXT", "Only PLAINTEXT is supported yet.", _security_protocol),
+    ConfigDef("transactional.id", "string", None, "Transactions are not supported yet: setting it is an error.", _transactional_id),
+    ConfigDef("transaction.timeout.ms", "int", 60000, "Accepted and ignored (no transactions yet).", _int(), _IGN),
+    ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "Accepted and ignored: every resolved address is tried.", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]), _IGN),
+    ConfigDef("metadata.recovery.strategy", "string", "none", "Accepted and ignored (3.9 default `none`).", _choice(["none", "rebootstrap"]), _IGN),
+    ConfigDef("metric.reporters", "list", [], "Accepted and ignored (no JMX).", _string_list, _IGN),
+    ConfigDef("metrics.num.samples", "int", 2, "Accepted and ignored.", _int(1), _IGN),
+    ConfigDef("metrics.recording.level", "string", "INFO", "Accepted and ignored.", _choice(["INFO", "DEBUG", "TRACE"]), _IGN),
+    ConfigDef("metrics.sample.window.ms", "long", 30000, "Accepted and ignored.", _int(0, long=True), _IGN),
+    ConfigDef("enable.metrics.push", "boolean", True, "Accepted and ignored (no KIP-714 telemetry).", _bool, _IGN),
+)
+
+_DEFS_BY_KEY: dict[str, ConfigDef] = {d.key: d for d in CONFIG_DEFS}
+_KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}
+
+
+def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
+    if name.startswith(("ssl.", "sasl.", "ssl_", "sasl_")):
+        return ConfigError(f"unknown {what} {name!r}: SSL and SASL are not supported yet")
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown {what} {name!r}{hint}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - exotic __eq__: treat as different
+        return False
+
+
+class ProducerConfig:
+    """Validated producer configuration with typed attributes named like the keys.
+
+    ``ProducerConfig({"linger.ms": "5", "acks": "1"}, compression_type="lz4")``. Giving a key both
+    ways with different values is an error; with equal values it is fine. Attributes are those of
+    :data:`CONFIG_DEFS` (``cfg.acks``, ``cfg.compression_type``, ...) plus:
+
+    * ``idempotence_explicit`` — ``enable.idempotence`` was given by the user (Java's
+      ``originals().containsKey``), which decides whether conflicts are errors or disable it;
+    * ``explicit_keys`` — every key the user gave.
+
+    Notable parsed forms: ``acks`` int (-1 = all), ``compression_type`` codec id 0..4,
+    ``bootstrap_servers`` list of ``(host, port)`` (may be empty here; :meth:`require_bootstrap_servers`
+    is what the producer calls), serializers normalized to ``fn(topic, data)``.
+    """
+
+    bootstrap_servers: list[tuple[str, int]]
+    client_id: str
+    acks: int
+    batch_size: int
+    linger_ms: int
+    buffer_memory: int
+    max_block_ms: int
+    max_request_size: int
+    request_timeout_ms: int
+    delivery_timeout_ms: int
+    retries: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    reconnect_backoff_ms: int
+    reconnect_backoff_max_ms: int
+    max_in_flight_requests_per_connection: int
+    enable_idempotence: bool
+    compression_type: int
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_zstd_level: int
+    metadata_max_age_ms: int
+    metadata_max_idle_ms: int
+    connections_max_idle_ms: int
+    socket_connection_setup_timeout_ms: int
+    socket_connection_setup_timeout_max_ms: int
+    send_buffer_bytes: int
+    receive_buffer_bytes: int
+    partitioner_class: PartitionerFn | None
+    partitioner_ignore_keys: bool
+    partitioner_adaptive_partitioning_enable: bool
+    partitioner_availability_timeout_ms: int
+    key_serializer: SerializeFn | None
+    value_serializer: SerializeFn | None
+    interceptor_classes: list[Any]
+    security_protocol: str
+    transactional_id: str | None  # always None until transactions are supported
+    transaction_timeout_ms: int
+    client_dns_lookup: str
+    metadata_recovery_strategy: str
+    metric_reporters: list[str]
+    metrics_num_samples: int
+    metrics_recording_level: str
+    metrics_sample_window_ms: int
+    enable_metrics_push: bool
+
+    idempotence_explicit: bool
+    explicit_keys: frozenset[str]
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        given: dict[str, Any] = {}
+        for key, value in (config or {}).items():
+            if key not in _DEFS_BY_KEY:
+                raise _unknown(str(key), _DEFS_BY_KEY, "config key")
+            given[key] = value
+        for name, value in kwargs.items():
+            if name not in _KEY_BY_ATTR:
+                raise _unknown(name, _KEY_BY_ATTR, "keyword argument")
+            key = _KEY_BY_ATTR[name]
+            if key in given and not _same(given[key], value):
+                raise ConfigError(
+                    f"{key} given twice with different values: {given[key]!r} in the mapping "
+                    f"and {name}={value!r}"
+                )
+            given[key] = value
+
+        for d in CONFIG_DEFS:
+            setattr(self, d.attr, d.parse(d.key, given[d.key] if d.key in given else d.default))
+        self.explicit_keys = frozenset(given)
+        self.idempotence_explicit = "enable.idempotence" in given
+        self._post_process()
+
+    def _post_process(self) -> None:
+        """The cross-key rules, in the order of Java's ``postProcessParsedConfig`` + ``KafkaProducer``."""
+        explicit = self.explicit_keys
+        if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
+            self.reconnect_backoff_max_ms = self.reconnect_backoff_ms
+        if self.retry_backoff_ms > self.retry_backoff_max_ms:
+            log.warning(
+                "retry.backoff.ms=%d is greater than retry.backoff.max.ms=%d: a static backoff of %d ms applies",
+                self.retry_backoff_ms, self.retry_backoff_max_ms, self.retry_backoff_max_ms,
+            )
+
+        if self.enable_idempotence:
+            conflicts: list[str] = []
+            if self.retries == 0:
+                conflicts.append("retries must be > 0 (got 0)")
+            if self.acks != -1:
+                conflicts.append(f"acks must be all (got {self.acks})")
+            if self.max_in_flight_requests_per_connection > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+                conflicts.append(
+                    "max.in.flight.requests.per.connection must be <= "
+                    f"{MAX_IN_FLIGHT_FOR_IDEMPOTENCE} (got {self.max_in_flight_requests_per_connection})"
+                )
+            if conflicts:
+                if self.idempotence_explicit:
+                    raise ConfigError(
+                        "enable.idempotence=true conflicts with other settings: " + "; ".join(conflicts)
+                    )
+                log.info("idempotence disabled because %s", "; ".join(conflicts))
+                self.enable_idempotence = False
+
+        floor = min(self.linger_ms + self.request_timeout_ms, INT_MAX)
+        if self.delivery_timeout_ms < floor:
+            if "delivery.timeout.ms" in explicit:
+                raise ConfigError(
+                    f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms "
+                    f"({self.linger_ms}) + request.timeout.ms ({self.request_timeout_ms})"
+                )
+            log.warning(
+                "delivery.timeout.ms raised from %d to linger.ms + request.timeout.ms = %d",
+                self.delivery_timeout_ms, floor,
+            )
+            self.delivery_timeout_ms = floor
+
+        if not self.client_id:
+            self.client_id = f"aioproducer-{next(_client_id_sequence)}"
+
+    def require_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """The bootstrap servers, or ConfigError if none: a producer cannot start without them."""
+        if not self.bootstrap_servers:
+            raise ConfigError("bootstrap.servers is required: give at least one host:port")
+        return self.bootstrap_servers
+
+    def as_dict(self) -> dict[str, Any]:
+        """Dotted key -> effective (parsed, post-processed) value, for logging.
+
+        Values are what the producer uses (``acks`` -1, codec ids, resolved serializers), so
+        ``ProducerConfig(cfg.as_dict())`` builds an equivalent configuration.
+        """
+        out: dict[str, Any] = {}
+        for d in CONFIG_DEFS:
+            value = getattr(self, d.attr)
+            out[d.key] = list(value) if isinstance(value, list) else value
+        return out
+
+    def __repr__(self) -> str:
+        changed = {
+            d.key: getattr(self, d.attr) for d in CONFIG_DEFS if d.key in self.explicit_keys
+        }
+        return f"ProducerConfig({changed!r})"
+
+
+# ------------------------------------------------------------------------------- docs table
+
+
+def _default_text(d: ConfigDef) -> str:
+    if d.key == "bootstrap.servers":
+        return "(required)"
+    if d.default is None:
+        return "null"
+    if isinstance(d.default, bool):
+        return str(d.default).lower()
+    if d.default == "" or d.default == []:
+        return '""'
+    return str(d.default)
+
+
+def render_markdown_table() -> str:
+    """The README's configuration table, generated from :data:`CONFIG_DEFS` so it cannot drift."""
+    lines = [
+        "| Key | Keyword | Type | Default | Status | Description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for d in CONFIG_DEFS:
+        doc = d.doc.replace("|", "\\|")
+        lines.append(
+            f"| `{d.key}` | `{d.attr}` | {d.type} | `{_default_text(d)}` | {d.status} | {doc} |"
+        )
+    return "\n".join(lines) + "\n"
