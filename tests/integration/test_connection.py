@@ -1,0 +1,412 @@
+"""BrokerConnection against real wire peers.
+
+The peer is librdkafka's mock broker (``mock_cluster`` fixture), except where
+the broker has to misbehave in ways no real broker does (garbage frames,
+silence): there a tiny asyncio TCP server in this file plays the broker. It
+fakes the *broker*, never our network layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from aioproducer.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from aioproducer.network.connection import BrokerConnection
+from aioproducer.protocol import messages
+from aioproducer.protocol.records import RecordBatchBuilder
+from aioproducer.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def broker_address(mc: MockCluster, broker_id: int) -> tuple[str, int]:
+    """The listener of mock broker ``broker_id`` (bootstrap servers are listed in id order)."""
+    host, port = mc.bootstrap_servers.split(",")[broker_id - 1].rsplit(":", 1)
+    return host, int(port)
+
+
+async def connect(mc: MockCluster, broker_id: int = 1, **kwargs: Any) -> BrokerConnection:
+    host, port = broker_address(mc, broker_id)
+    conn = BrokerConnection(host, port, broker_id, client_id="test-connection", **kwargs)
+    await conn.connect()
+    return conn
+
+
+def produce_body(topic: str = "orders", partition: int = 0, acks: int = -1) -> dict[str, Any]:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), b"key", b"value")
+    return {
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": builder.build()}]}
+        ],
+    }
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until ``predicate()`` holds (checked every 5 ms); fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.005)
+
+
+def closed_port() -> int:
+    """A localhost port nothing listens on (bound then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def other_tasks() -> set[asyncio.Task[Any]]:
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+# ----------------------------------------------------------- a fake broker
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def fake_broker(handler: Handler) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """Serve ``handler`` on a localhost port; yields (port, what each connection read after the handler)."""
+    leftovers: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)
+            # Whatever the client does next: it should close, so this read ends with EOF.
+            leftovers.append(await asyncio.wait_for(reader.read(), 5))
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], leftovers
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[messages.RequestHeader, dict[str, Any]]:
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    return messages.decode_request(await reader.readexactly(size))
+
+
+API_VERSIONS_BODY = {
+    "error_code": 0,
+    "api_keys": [
+        {"api_key": messages.PRODUCE, "min_version": 3, "max_version": 9},
+        {"api_key": messages.METADATA, "min_version": 1, "max_version": 8},
+        {"api_key": messages.API_VERSIONS, "min_version": 0, "max_version": 3},
+    ],
+}
+
+
+async def answer_api_versions(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    header, _ = await read_request(reader)
+    writer.write(
+        messages.encode_response(
+            messages.API_VERSIONS, header.api_version, header.correlation_id, API_VERSIONS_BODY
+        )
+    )
+
+
+# ------------------------------------------------------------ negotiation
+
+
+async def test_negotiated_versions_are_within_both_ranges(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster)
+    try:
+        broker = conn.broker_api_versions
+        assert broker, "ApiVersions gave no ranges"
+        for api_key, (our_min, our_max) in messages.SUPPORTED_VERSIONS.items():
+            if api_key not in broker:
+                continue
+            their_min, their_max = broker[api_key]
+            if max(our_min, their_min) > min(our_max, their_max):
+                continue
+            version = conn.api_version(api_key)
+            assert max(our_min, their_min) <= version <= min(our_max, their_max)
+            assert version == min(our_max, their_max)  # the highest common one
+    finally:
+        await conn.close()
+
+
+async def test_api_versions_falls_back_when_broker_rejects_our_version(
+    mock_cluster: MockCluster,
+) -> None:
+    """The mock speaks ApiVersions v0-2 and refuses our v3: we must retry lower, not fail."""
+    mock_cluster.start_request_tracking()
+    conn = await connect(mock_cluster)
+    try:
+        our_max = messages.SUPPORTED_VERSIONS[messages.API_VERSIONS][1]
+        their_max = conn.broker_api_versions[messages.API_VERSIONS][1]
+        assert conn.api_version(messages.API_VERSIONS) == min(our_max, their_max)
+        api_versions_requests = [
+            r for r in mock_cluster.requests() if r.api_key == messages.API_VERSIONS
+        ]
+        assert len(api_versions_requests) == (2 if their_max < our_max else 1)
+    finally:
+        await conn.close()
+
+
+async def test_unknown_api_version_raises_clear_error(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = await connect(mock_cluster)
+    try:
+        _, their_max = conn.broker_api_versions[messages.PRODUCE]
+        monkeypatch.setitem(
+            messages.SUPPORTED_VERSIONS, messages.PRODUCE, (their_max + 1, their_max + 5)
+        )
+        with pytest.raises(UnsupportedVersionError) as info:
+            await conn.send(messages.PRODUCE, produce_body())
+        text = str(info.value)
+        assert "Produce" in text
+        assert f"v{their_max + 1}-v{their_max + 5}" in text  # our range
+        assert f"-v{their_max}" in text  # the broker's range
+        # Nothing was written: the connection is still usable.
+        assert conn.is_connected and conn.in_flight_count == 0
+        assert await conn.send(messages.API_VERSIONS, {}) is not None
+    finally:
+        await conn.close()
+
+
+# -------------------------------------------------------------- requests
+
+
+async def test_produce_returns_increasing_offsets(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster)
+    try:
+        offsets = []
+        for _ in range(3):
+            response = await conn.send(messages.PRODUCE, produce_body(partition=0))
+            assert response is not None
+            part = response["responses"][0]["partition_responses"][0]
+            assert part["error_code"] == 0
+            offsets.append(part["base_offset"])
+        assert offsets == [0, 1, 2]  # one record per batch
+    finally:
+        await conn.close()
+
+
+async def test_acks0_gets_no_response_and_stream_stays_in_step(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster)
+    try:
+        assert await conn.send(messages.PRODUCE, produce_body(acks=0), expect_response=False) is None
+        assert conn.in_flight_count == 0
+        # A later request is matched to its own response (correlation ids still line up).
+        response = await conn.send(messages.API_VERSIONS, {})
+        assert response is not None and response["error_code"] == 0
+    finally:
+        await conn.close()
+
+
+async def test_pipelining_reaches_the_limit_and_never_exceeds_it(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster, max_in_flight=3)
+    try:
+        mock_cluster.set_rtt(1, 300)
+        mock_cluster.start_request_tracking()
+        results = await asyncio.gather(
+            *(conn.send(messages.API_VERSIONS, {}) for _ in range(12))
+        )
+        assert all(r is not None and r["error_code"] == 0 for r in results)
+        assert conn.max_in_flight_observed == 3
+        assert conn.in_flight_count == 0 and conn.can_send_more()
+
+        arrived = [r for r in mock_cluster.requests() if r.api_key == messages.API_VERSIONS]
+        assert len(arrived) == 12
+        start = arrived[0].timestamp_us
+        # Pipelined: the first three reached the broker before any answer (RTT 300 ms) came back...
+        assert arrived[2].timestamp_us - start < 200_000
+        # ...and the fourth only after the first answer freed a slot.
+        assert arrived[3].timestamp_us - start >= 250_000
+    finally:
+        await conn.close()
+
+
+# ------------------------------------------------------------- failures
+
+
+async def test_broker_down_fails_every_in_flight_request_promptly(
+    mock_cluster: MockCluster,
+) -> None:
+    conn = await connect(mock_cluster, max_in_flight=5, request_timeout_ms=30000)
+    try:
+        mock_cluster.set_rtt(1, 5000)
+        mock_cluster.start_request_tracking()
+        sends = [asyncio.ensure_future(conn.send(messages.API_VERSIONS, {})) for _ in range(4)]
+        await eventually(lambda: len(mock_cluster.requests()) == 4)
+        started = time.monotonic()
+        mock_cluster.broker_down(1)
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        elapsed = time.monotonic() - started
+        assert elapsed < 2.0, f"in-flight requests took {elapsed:.1f} s to fail"
+        for result in results:
+            assert isinstance(result, KafkaConnectionError), result
+            assert result.retriable
+            assert "127.0.0.1" in str(result)
+        assert not conn.is_connected
+        assert conn.in_flight_count == 0
+        with pytest.raises(KafkaConnectionError):
+            await conn.send(messages.API_VERSIONS, {})
+    finally:
+        await conn.close()
+
+
+async def test_connection_refused_is_clear_and_fast() -> None:
+    port = closed_port()
+    conn = BrokerConnection("127.0.0.1", port, 7, client_id="t")
+    started = time.monotonic()
+    with pytest.raises(KafkaConnectionError) as info:
+        await conn.connect()
+    assert time.monotonic() - started < 2.0
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert info.value.retriable
+    assert not conn.is_connected
+    assert not other_tasks()
+
+
+async def test_request_timeout_fails_and_closes_the_connection(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster, request_timeout_ms=300)
+    try:
+        mock_cluster.set_rtt(1, 3000)
+        started = time.monotonic()
+        first = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+        second = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        elapsed = time.monotonic() - started
+        assert 0.25 <= elapsed < 2.0
+        # Both timed out on their own deadline or were failed by the first one closing the stream.
+        assert any(isinstance(r, KafkaTimeoutError) for r in results), results
+        assert all(isinstance(r, (KafkaTimeoutError, KafkaConnectionError)) for r in results)
+        assert "request.timeout.ms=300" in str(next(r for r in results if isinstance(r, KafkaTimeoutError)))
+        assert not conn.is_connected
+    finally:
+        await conn.close()
+
+
+async def test_silent_broker_during_connect_times_out() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)  # and never answer
+
+    async with fake_broker(silent) as (port, leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=200)
+        with pytest.raises(KafkaTimeoutError):
+            await conn.connect()
+        assert not conn.is_connected
+        await eventually(lambda: leftovers == [b""])  # the client closed its socket
+    assert not other_tasks()
+
+
+GARBAGE = {
+    "negative size": b"\xff\xff\xff\xff",
+    "absurd size": b"GARBAGE!" * 4,
+    "frame shorter than a correlation id": b"\x00\x00\x00\x02\x00\x00",
+    "wrong correlation id": b"\x00\x00\x00\x06\x00\x00\x03\xe7\x00\x00",
+    # Claims 5 ApiVersions entries, carries one: a truncated body.
+    "truncated body": b"\x00\x00\x00\x0d\x00\x00\x00\x00" + b"\x00\x00\x06" + b"\x00\x00\x00\x00\x00\x03",
+}
+
+
+@pytest.mark.parametrize("garbage", GARBAGE.values(), ids=list(GARBAGE))
+async def test_malformed_frame_during_connect_is_protocol_error(garbage: bytes) -> None:
+    async def garbler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(garbage)
+
+    async with fake_broker(garbler) as (port, leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=5000)
+        started = time.monotonic()
+        with pytest.raises(ProtocolError):
+            await conn.connect()
+        assert time.monotonic() - started < 2.0
+        assert not conn.is_connected
+        await eventually(lambda: leftovers == [b""])
+    assert not other_tasks()
+
+
+async def test_malformed_response_fails_its_request_and_the_rest_with_connection_error() -> None:
+    async def garble_second(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        await read_request(reader)
+        await read_request(reader)
+        # Size 5: correlation id 1 (the first send) and one byte, too short for an error code.
+        writer.write(b"\x00\x00\x00\x05" + b"\x00\x00\x00\x01" + b"\x07")
+
+    async with fake_broker(garble_second) as (port, leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        await conn.connect()
+        first = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+        second = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        assert isinstance(results[0], ProtocolError), results
+        assert isinstance(results[1], KafkaConnectionError), results
+        assert isinstance(results[1].__cause__, ProtocolError)
+        assert not conn.is_connected
+        await eventually(lambda: leftovers == [b""])
+        await conn.close()
+    assert not other_tasks()
+
+
+async def test_eof_mid_frame_is_a_connection_error() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"\x00\x00\x00\x40\x00\x00")  # 64 bytes announced, 2 sent
+        await writer.drain()
+        writer.close()
+
+    async with fake_broker(hang_up) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        with pytest.raises(KafkaConnectionError, match="mid-frame"):
+            await conn.connect()
+
+
+# ---------------------------------------------------------------- close
+
+
+async def test_close_is_idempotent_fails_in_flight_and_leaks_nothing(
+    mock_cluster: MockCluster,
+) -> None:
+    before = other_tasks()
+    conn = await connect(mock_cluster)
+    mock_cluster.set_rtt(1, 5000)
+    pending = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+    await eventually(lambda: conn.in_flight_count == 1)
+    await conn.close()
+    with pytest.raises(KafkaConnectionError):
+        await pending
+    await conn.close()
+    assert not conn.is_connected
+    assert other_tasks() == before
+    with pytest.raises(KafkaConnectionError):
+        await conn.send(messages.API_VERSIONS, {})
+
+
+async def test_connect_twice_is_a_bug(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster)
+    try:
+        with pytest.raises(RuntimeError):
+            await conn.connect()
+    finally:
+        await conn.close()
