@@ -20,6 +20,7 @@ from ``send()`` before anything is queued.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -157,6 +158,16 @@ def import_dotted(path: str, what: str) -> Any:
         raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from exc
 
 
+_RESOLVED_MARK = "__aioproducer_resolved_serializer__"
+
+
+def _is_resolved(obj: Any) -> bool:
+    """Already a :data:`SerializeFn`: our wrapper, or the bound ``serialize`` of an object."""
+    if getattr(obj, _RESOLVED_MARK, False):
+        return True
+    return inspect.ismethod(obj) and obj.__name__ == "serialize"
+
+
 def resolve_serializer(obj: Any, what: str = "serializer") -> SerializeFn:
     """Normalize a configured serializer to ``fn(topic, data) -> bytes | None``.
 
@@ -166,6 +177,8 @@ def resolve_serializer(obj: Any, what: str = "serializer") -> SerializeFn:
     the topic); or a dotted import path string naming any of these, e.g.
     ``"aioproducer.serializers.str_serializer"``. ``what`` names the config key in errors.
     """
+    if _is_resolved(obj):  # idempotent: ProducerConfig(cfg.as_dict()) must not wrap twice
+        return obj  # type: ignore[no-any-return]
     if isinstance(obj, str):
         obj = import_dotted(obj, what)
     if isinstance(obj, type):
@@ -186,6 +199,7 @@ def resolve_serializer(obj: Any, what: str = "serializer") -> SerializeFn:
 
         serialize.__qualname__ = f"resolved({getattr(plain, '__qualname__', type(plain).__name__)})"
         serialize.__wrapped__ = plain  # type: ignore[attr-defined]
+        setattr(serialize, _RESOLVED_MARK, True)
         return serialize
     raise ConfigError(
         f"{what} must be a callable f(data), an object with serialize(topic, data), "

@@ -1,0 +1,401 @@
+"""Tests for aioproducer.config: Java 3.9 keys and defaults, parsing, validation, cross-key rules."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from aioproducer.config import CONFIG_DEFS, ProducerConfig, render_markdown_table
+from aioproducer.errors import ConfigError
+from aioproducer.serializers import str_serializer
+
+# Java client 3.9 defaults (ProducerConfig.java / CommonClientConfigs.java of that release), in
+# their parsed form. Written out again here on purpose: a typo in CONFIG_DEFS must fail a test.
+JAVA_39_DEFAULTS: dict[str, Any] = {
+    "bootstrap_servers": [],
+    "acks": -1,
+    "batch_size": 16384,
+    "linger_ms": 0,  # 5 from Kafka 4.0 on
+    "buffer_memory": 33554432,
+    "max_block_ms": 60000,
+    "max_request_size": 1048576,
+    "request_timeout_ms": 30000,
+    "delivery_timeout_ms": 120000,
+    "retries": 2147483647,
+    "retry_backoff_ms": 100,
+    "retry_backoff_max_ms": 1000,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 1000,
+    "max_in_flight_requests_per_connection": 5,
+    "enable_idempotence": True,
+    "compression_type": 0,
+    "compression_gzip_level": -1,
+    "compression_lz4_level": 9,
+    "compression_zstd_level": 3,
+    "metadata_max_age_ms": 300000,
+    "metadata_max_idle_ms": 300000,
+    "connections_max_idle_ms": 540000,
+    "socket_connection_setup_timeout_ms": 10000,
+    "socket_connection_setup_timeout_max_ms": 30000,
+    "send_buffer_bytes": 131072,
+    "receive_buffer_bytes": 32768,
+    "partitioner_class": None,
+    "partitioner_ignore_keys": False,
+    "partitioner_adaptive_partitioning_enable": True,
+    "partitioner_availability_timeout_ms": 0,
+    "key_serializer": None,
+    "value_serializer": None,
+    "interceptor_classes": [],
+    "security_protocol": "PLAINTEXT",
+    "transactional_id": None,
+    "transaction_timeout_ms": 60000,
+    "client_dns_lookup": "use_all_dns_ips",
+    "metadata_recovery_strategy": "none",
+    "metric_reporters": [],
+    "metrics_num_samples": 2,
+    "metrics_recording_level": "INFO",
+    "metrics_sample_window_ms": 30000,
+    "enable_metrics_push": True,
+}
+
+
+def test_defaults_equal_java_3_9() -> None:
+    cfg = ProducerConfig()
+    for attr, expected in JAVA_39_DEFAULTS.items():
+        assert getattr(cfg, attr) == expected, attr
+    assert cfg.client_id.startswith("aioproducer-")
+    assert not cfg.idempotence_explicit
+    assert cfg.explicit_keys == frozenset()
+
+
+def test_every_def_is_tested_and_annotated() -> None:
+    attrs = {d.attr for d in CONFIG_DEFS} - {"client_id"}
+    assert attrs == set(JAVA_39_DEFAULTS)
+    annotations = ProducerConfig.__annotations__
+    for d in CONFIG_DEFS:
+        assert d.attr in annotations, d.attr
+        assert "." not in d.attr and "_" not in d.key
+
+
+# (key, string form as in a .properties file, Python form, parsed value) for every key.
+FORMS: list[tuple[str, Any, Any, Any]] = [
+    ("bootstrap.servers", "a:1, b:2", ["a:1", "b:2"], [("a", 1), ("b", 2)]),
+    ("client.id", "my-app", "my-app", "my-app"),
+    ("acks", "1", 1, 1),
+    ("batch.size", "32768", 32768, 32768),
+    ("linger.ms", "5", 5, 5),
+    ("buffer.memory", "67108864", 67108864, 67108864),
+    ("max.block.ms", "1000", 1000, 1000),
+    ("max.request.size", "2097152", 2097152, 2097152),
+    ("request.timeout.ms", "20000", 20000, 20000),
+    ("delivery.timeout.ms", "60000", 60000, 60000),
+    ("retries", "3", 3, 3),
+    ("retry.backoff.ms", "200", 200, 200),
+    ("retry.backoff.max.ms", "2000", 2000, 2000),
+    ("reconnect.backoff.ms", "20", 20, 20),
+    ("reconnect.backoff.max.ms", "500", 500, 500),
+    ("max.in.flight.requests.per.connection", "1", 1, 1),
+    ("enable.idempotence", "false", False, False),
+    ("compression.type", "lz4", "lz4", 3),
+    ("compression.gzip.level", "6", 6, 6),
+    ("compression.lz4.level", "12", 12, 12),
+    ("compression.zstd.level", "-5", -5, -5),
+    ("metadata.max.age.ms", "60000", 60000, 60000),
+    ("metadata.max.idle.ms", "60000", 60000, 60000),
+    ("connections.max.idle.ms", "-1", -1, -1),
+    ("socket.connection.setup.timeout.ms", "5000", 5000, 5000),
+    ("socket.connection.setup.timeout.max.ms", "6000", 6000, 6000),
+    ("send.buffer.bytes", "-1", -1, -1),
+    ("receive.buffer.bytes", "65536", 65536, 65536),
+    ("partitioner.ignore.keys", "true", True, True),
+    ("partitioner.adaptive.partitioning.enable", "FALSE", False, False),
+    ("partitioner.availability.timeout.ms", "250", 250, 250),
+    ("security.protocol", "plaintext", "PLAINTEXT", "PLAINTEXT"),
+    ("transaction.timeout.ms", "90000", 90000, 90000),
+    ("client.dns.lookup", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only"),
+    ("metadata.recovery.strategy", "rebootstrap", "rebootstrap", "rebootstrap"),
+    ("metric.reporters", "a.B, c.D", ["a.B", "c.D"], ["a.B", "c.D"]),
+    ("metrics.num.samples", "3", 3, 3),
+    ("metrics.recording.level", "debug", "DEBUG", "DEBUG"),
+    ("metrics.sample.window.ms", "1000", 1000, 1000),
+    ("enable.metrics.push", "false", False, False),
+    ("interceptor.classes", "", [], []),
+    ("partitioner.class", None, None, None),
+    ("key.serializer", None, None, None),
+    ("value.serializer", None, None, None),
+    ("transactional.id", None, None, None),
+]
+
+
+def test_forms_cover_every_key() -> None:
+    assert {f[0] for f in FORMS} == {d.key for d in CONFIG_DEFS}
+
+
+@pytest.mark.parametrize(("key", "text", "python", "parsed"), FORMS, ids=[f[0] for f in FORMS])
+def test_every_key_parses_from_string_and_python_forms(key: str, text: Any, python: Any, parsed: Any) -> None:
+    attr = key.replace(".", "_")
+    extra: dict[str, Any] = {"acks": "1"} if key == "enable.idempotence" else {}
+    from_text = ProducerConfig({key: text, **extra})
+    from_kwarg = ProducerConfig(extra, **{attr: python})
+    assert getattr(from_text, attr) == parsed
+    assert getattr(from_kwarg, attr) == parsed
+    assert key in from_text.explicit_keys and key in from_kwarg.explicit_keys
+
+
+@pytest.mark.parametrize(("value", "expected"), [("all", -1), ("ALL", -1), (" all ", -1), ("-1", -1), (-1, -1), ("0", 0), (0, 0), ("1", 1)])
+def test_acks_forms(value: Any, expected: int) -> None:
+    assert ProducerConfig(acks=value, enable_idempotence=expected == -1).acks == expected
+
+
+@pytest.mark.parametrize(("name", "codec"), [("none", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4), ("ZSTD", 4), (2, 2)])
+def test_compression_codecs(name: Any, codec: int) -> None:
+    assert ProducerConfig(compression_type=name).compression_type == codec
+
+
+def test_bootstrap_servers_forms() -> None:
+    cfg = ProducerConfig(bootstrap_servers="[::1]:9092,host.example:19092 , 10.0.0.1:9093,")
+    assert cfg.bootstrap_servers == [("::1", 9092), ("host.example", 19092), ("10.0.0.1", 9093)]
+    assert ProducerConfig(bootstrap_servers=[("::1", 9092), "h:1"]).bootstrap_servers == [("::1", 9092), ("h", 1)]
+    assert cfg.require_bootstrap_servers() == cfg.bootstrap_servers
+    with pytest.raises(ConfigError, match="bootstrap.servers is required"):
+        ProducerConfig().require_bootstrap_servers()
+
+
+@pytest.mark.parametrize("bad", ["localhost", "host:", ":9092", "::1:9092", "h:99999", "h:0", "h:x", 9092, ["h:1", 5]])
+def test_bootstrap_servers_rejects(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="bootstrap.servers"):
+        ProducerConfig(bootstrap_servers=bad)
+
+
+def test_ipv6_hint() -> None:
+    with pytest.raises(ConfigError, match=r"\[::1\]:9092"):
+        ProducerConfig(bootstrap_servers="::1:9092")
+
+
+def test_client_id_generated_when_empty_and_unique() -> None:
+    a, b = ProducerConfig(), ProducerConfig(client_id="")
+    assert a.client_id != b.client_id
+    assert a.client_id.startswith("aioproducer-") and b.client_id.startswith("aioproducer-")
+    assert ProducerConfig(client_id="svc").client_id == "svc"
+
+
+# ------------------------------------------------------------------------- errors
+
+
+def test_wrong_type_message_names_key_and_value() -> None:
+    with pytest.raises(ConfigError) as exc:
+        ProducerConfig({"linger.ms": "abc"})
+    assert str(exc.value) == "linger.ms must be an integer >= 0, got 'abc'"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("linger.ms", -1, "linger.ms must be an integer >= 0"),
+        ("linger.ms", 1.5, "linger.ms"),
+        ("linger.ms", True, "linger.ms"),
+        ("linger.ms", None, "linger.ms"),
+        ("batch.size", 2**31, "batch.size"),
+        ("max.in.flight.requests.per.connection", 0, r"max.in.flight.requests.per.connection must be an integer >= 1"),
+        ("metadata.max.idle.ms", 4999, "metadata.max.idle.ms must be an integer >= 5000"),
+        ("compression.lz4.level", 18, r"compression.lz4.level must be an integer in \[1, 17\]"),
+        ("compression.zstd.level", 23, "compression.zstd.level"),
+        ("compression.gzip.level", 0, r"-1 or an integer in \[1, 9\]"),
+        ("compression.type", "brotli", "compression.type must be one of none, gzip, snappy, lz4, zstd"),
+        ("acks", "2", "acks must be one of all, -1, 0, 1"),
+        ("acks", True, "acks"),
+        ("enable.idempotence", "yes", r"enable.idempotence must be a boolean"),
+        ("enable.idempotence", 1, "enable.idempotence"),
+        ("client.id", 5, "client.id must be a string"),
+        ("send.buffer.bytes", -2, "send.buffer.bytes"),
+        ("retries", -1, "retries"),
+        ("metrics.recording.level", "verbose", "metrics.recording.level"),
+        ("interceptor.classes", 5, "interceptor.classes"),
+        ("interceptor.classes", "no_such_module_q.Interceptor", "interceptor.classes"),
+        ("key.serializer", 42, "key.serializer"),
+        ("partitioner.class", "no_such_module_q.P", "partitioner.class"),
+    ],
+)
+def test_invalid_values(key: str, value: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ProducerConfig({key: value})
+
+
+@pytest.mark.parametrize(("given", "suggestion"), [("lingr.ms", "linger.ms"), ("linger_ms", "linger.ms"), ("batchsize", "batch.size"), ("ack", "acks")])
+def test_unknown_key_suggests_closest(given: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError, match=f"unknown config key '{given}'; did you mean '{suggestion}'"):
+        ProducerConfig({given: 1})
+
+
+def test_unknown_keyword_suggests_python_name() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'linger_ms'"):
+        ProducerConfig(linger=5)
+
+
+def test_unknown_key_without_close_match() -> None:
+    with pytest.raises(ConfigError) as exc:
+        ProducerConfig({"zzzzzz": 1})
+    assert "did you mean" not in str(exc.value)
+
+
+def test_ssl_and_sasl_keys_say_not_supported() -> None:
+    with pytest.raises(ConfigError, match="not supported yet"):
+        ProducerConfig({"sasl.mechanism": "PLAIN"})
+    with pytest.raises(ConfigError, match="not supported yet"):
+        ProducerConfig(ssl_keystore_location="/x")
+
+
+@pytest.mark.parametrize("protocol", ["SSL", "sasl_ssl", "SASL_PLAINTEXT"])
+def test_security_protocols_not_supported_yet(protocol: str) -> None:
+    with pytest.raises(ConfigError, match="not supported yet"):
+        ProducerConfig(security_protocol=protocol)
+
+
+def test_bad_security_protocol_lists_options() -> None:
+    with pytest.raises(ConfigError, match="must be one of PLAINTEXT"):
+        ProducerConfig(security_protocol="TLS")
+
+
+@pytest.mark.parametrize("tid", ["my-tx", ""])
+def test_transactional_id_not_supported_yet(tid: str) -> None:
+    with pytest.raises(ConfigError, match="transactions are not supported yet"):
+        ProducerConfig(transactional_id=tid)
+
+
+def test_mixing_forms() -> None:
+    assert ProducerConfig({"linger.ms": "5"}, linger_ms="5").linger_ms == 5
+    assert ProducerConfig({"linger.ms": 5}, linger_ms=5).linger_ms == 5
+    with pytest.raises(ConfigError, match="linger.ms given twice with different values"):
+        ProducerConfig({"linger.ms": 5}, linger_ms=10)
+
+
+# --------------------------------------------------------------------- cross-key rules
+
+
+def test_delivery_timeout_explicit_too_small_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"delivery.timeout.ms \(30000\) must be >= linger.ms \(5\) \+ request.timeout.ms \(30000\)"):
+        ProducerConfig(delivery_timeout_ms=30000, linger_ms=5)
+    assert ProducerConfig(delivery_timeout_ms=30005, linger_ms=5).delivery_timeout_ms == 30005
+
+
+def test_delivery_timeout_default_raised_to_floor(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="aioproducer.config"):
+        cfg = ProducerConfig(request_timeout_ms=200000, linger_ms=10)
+    assert cfg.delivery_timeout_ms == 200010
+    assert "delivery.timeout.ms raised" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"acks": "1"}, "acks must be all"),
+        ({"acks": 0}, "acks must be all"),
+        ({"retries": 0}, "retries must be > 0"),
+        ({"max.in.flight.requests.per.connection": 6}, "max.in.flight.requests.per.connection must be <= 5"),
+    ],
+)
+def test_explicit_idempotence_conflicts_are_errors(settings: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        ProducerConfig({**settings, "enable.idempotence": "true"})
+    with pytest.raises(ConfigError, match=match):
+        ProducerConfig(settings, enable_idempotence=True)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"acks": "1"}, {"acks": 0}, {"retries": 0}, {"max.in.flight.requests.per.connection": 6}],
+)
+def test_implicit_idempotence_is_silently_disabled(settings: dict[str, Any]) -> None:
+    cfg = ProducerConfig(settings)
+    assert cfg.enable_idempotence is False
+    assert cfg.idempotence_explicit is False
+
+
+def test_idempotence_explicit_flag() -> None:
+    assert ProducerConfig(enable_idempotence=True).idempotence_explicit
+    assert ProducerConfig({"enable.idempotence": "true"}).enable_idempotence
+    off = ProducerConfig(enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=10, retries=0)
+    assert off.idempotence_explicit and not off.enable_idempotence
+    # Compatible settings keep the default on.
+    kept = ProducerConfig(acks="all", retries=5, max_in_flight_requests_per_connection=5)
+    assert kept.enable_idempotence and not kept.idempotence_explicit
+
+
+def test_reconnect_backoff_without_max_becomes_constant() -> None:
+    assert ProducerConfig(reconnect_backoff_ms=200).reconnect_backoff_max_ms == 200
+    both = ProducerConfig(reconnect_backoff_ms=200, reconnect_backoff_max_ms=5000)
+    assert both.reconnect_backoff_max_ms == 5000
+    assert ProducerConfig().reconnect_backoff_max_ms == 1000
+
+
+# ------------------------------------------------------------------- objects & output
+
+
+class Interceptor:
+    def on_send(self, record: Any) -> Any:
+        return record
+
+
+def test_serializers_and_interceptors_resolve() -> None:
+    cfg = ProducerConfig(
+        key_serializer="aioproducer.serializers.str_serializer",
+        value_serializer=str_serializer,
+        interceptor_classes=f"{__name__}.Interceptor",
+    )
+    assert cfg.key_serializer is not None and cfg.key_serializer("t", "k") == b"k"
+    assert cfg.value_serializer is not None and cfg.value_serializer("t", "v") == b"v"
+    assert len(cfg.interceptor_classes) == 1 and isinstance(cfg.interceptor_classes[0], Interceptor)
+    obj = Interceptor()
+    assert ProducerConfig(interceptor_classes=[obj, Interceptor]).interceptor_classes[0] is obj
+
+
+def test_partitioner_class_resolves_to_callable() -> None:
+    def choose(topic: str, key: Any, key_bytes: Any, value: Any, value_bytes: Any, cluster: Any) -> int:
+        return 1
+
+    cfg = ProducerConfig(partitioner_class=choose)
+    assert cfg.partitioner_class is not None
+    assert cfg.partitioner_class("t", None, None, None, None, None) == 1
+
+
+def test_as_dict_round_trips() -> None:
+    cfg = ProducerConfig(
+        {"bootstrap.servers": "[::1]:9092,b:2", "acks": "1", "compression.type": "zstd", "linger.ms": "7"},
+        key_serializer=str_serializer,
+    )
+    d = cfg.as_dict()
+    assert d["acks"] == 1 and d["compression.type"] == 4 and d["linger.ms"] == 7
+    assert d["bootstrap.servers"] == [("::1", 9092), ("b", 2)]
+    assert set(d) == {c.key for c in CONFIG_DEFS}
+    again = ProducerConfig(d)
+    assert again.as_dict() == d
+    d["bootstrap.servers"].append(("x", 1))
+    assert len(cfg.bootstrap_servers) == 2  # as_dict hands out copies
+
+
+def test_repr_shows_explicit_keys_only() -> None:
+    text = repr(ProducerConfig(linger_ms=5))
+    assert "linger.ms" in text and "batch.size" not in text
+
+
+def test_markdown_table() -> None:
+    table = render_markdown_table()
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| Key | Keyword | Type | Default |")
+    assert len(lines) == 2 + len(CONFIG_DEFS)
+    assert "| `linger.ms` | `linger_ms` | long | `0` |" in table
+    assert "| `bootstrap.servers` | `bootstrap_servers` | list | `(required)` |" in table
+    assert "| `enable.idempotence` | `enable_idempotence` | boolean | `true` |" in table
+    for line in lines[2:]:
+        assert line.count(" | ") == 5, line  # no unescaped pipes inside a description
+
+
+def test_module_docstring_lists_every_ignored_key() -> None:
+    import aioproducer.config as config_module
+
+    doc = config_module.__doc__ or ""
+    for d in CONFIG_DEFS:
+        if d.status != "supported":
+            assert f"``{d.key}``" in doc, d.key
