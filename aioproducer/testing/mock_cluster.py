@@ -22,6 +22,23 @@ mock defaults: 4 partitions and ``min(3, brokers)`` replicas. A *Produce* reques
 to a topic that does not exist is answered ``UNKNOWN_TOPIC_OR_PARTITION`` and
 creates nothing. Create topics explicitly when a test depends on the partition
 count.
+
+What the mock does and does not check (librdkafka 2.16, measured):
+
+- Partition leaders are picked *at random* among the replicas. A test that
+  cares which broker leads a partition sets it with :meth:`set_partition_leader`,
+  before its client fetches metadata.
+- Produce: only magic-2 record batches are accepted (older magic:
+  ``UNSUPPORTED_VERSION``); the CRC is *not* verified; a non-leader answers
+  ``NOT_LEADER_OR_FOLLOWER``. Producer id, epoch and sequence numbers are only
+  validated for *transactional* producers (``DUPLICATE_SEQUENCE_NUMBER``,
+  ``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``INVALID_PRODUCER_EPOCH``); an idempotent,
+  non-transactional producer's sequences are appended unchecked.
+- ApiVersions is served up to v2 only; a v3+ request is answered with
+  ``UNSUPPORTED_VERSION`` and a v0 body, as KIP-511 prescribes.
+- :meth:`broker_down` closes the broker's open connections at once and its
+  listener refuses new ones; Metadata from the other brokers then omits the
+  down broker while still naming it as the leader of its partitions.
 """
 
 from __future__ import annotations
