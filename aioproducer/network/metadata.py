@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-__all__ = ["ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata", "NO_LEADER"]
+__all__ = ["NO_LEADER", "ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata"]
 
 #: What a Metadata response says for "no leader" (leader election in progress, all replicas offline).
 NO_LEADER = -1
@@ -126,13 +126,24 @@ class ClusterMetadata:
             cluster_id=body.get("cluster_id"),
         )
 
+    def _usable(self, topic: str) -> TopicMetadata | None:
+        """``topic`` if the response described it without a topic-level error.
+
+        An errored topic's partition list is not trusted, as in Java's
+        ``Metadata.handleMetadataResponse``, which only takes partitions from
+        topics whose error is NONE.
+        """
+        meta = self.topics.get(topic)
+        return meta if meta is not None and meta.error_code == 0 else None
+
     def partitions_for(self, topic: str) -> tuple[int, ...] | None:
         """All partition indexes of ``topic`` in ascending order, or ``None`` if it has none here.
 
         Includes partitions without a leader: the partition *count* is what
         key hashing depends on, and it must not change when a leader fails.
+        ``None`` as well for a topic reported with an error (see :meth:`topic_error`).
         """
-        meta = self.topics.get(topic)
+        meta = self._usable(topic)
         if meta is None or not meta.partitions:
             return None
         return tuple(sorted(meta.partitions))
@@ -143,14 +154,14 @@ class ClusterMetadata:
         What a partitioner picks from for records without a key (KIP-794), so
         it does not pile records onto a partition that cannot be sent.
         """
-        meta = self.topics.get(topic)
+        meta = self._usable(topic)
         if meta is None:
             return ()
         return tuple(sorted(p for p, pm in meta.partitions.items() if pm.leader in self.nodes))
 
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         """The full description of one partition, or ``None`` if the snapshot lacks it."""
-        meta = self.topics.get(topic)
+        meta = self._usable(topic)
         return None if meta is None else meta.partitions.get(partition)
 
     def leader_for(self, topic: str, partition: int) -> int | None:

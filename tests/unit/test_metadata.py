@@ -40,6 +40,8 @@ RESPONSE: dict[str, Any] = {
             "partitions": [_partition(2, 3), _partition(0, 1), _partition(1, NO_LEADER, error=5)],
         },
         {"error_code": 3, "name": "missing", "is_internal": False, "partitions": []},
+        # An errored topic's partitions are not to be trusted (Java ignores them).
+        {"error_code": 29, "name": "denied", "is_internal": False, "partitions": [_partition(0, 1)]},
         {
             "error_code": 0,
             "name": "orphan",
@@ -81,6 +83,9 @@ def test_available_partitions_exclude_leaderless_and_unknown_leaders(md: Cluster
 def test_partitions_for_unknown_or_errored_topic_is_none(md: ClusterMetadata) -> None:
     assert md.partitions_for("nope") is None
     assert md.partitions_for("missing") is None
+    assert md.partitions_for("denied") is None
+    assert md.available_partitions_for("denied") == ()
+    assert md.leader_for("denied", 0) is None
 
 
 def test_leader_for(md: ClusterMetadata) -> None:
@@ -112,6 +117,7 @@ def test_partition_details(md: ClusterMetadata) -> None:
 def test_topic_error(md: ClusterMetadata) -> None:
     assert md.topic_error("orders") == 0
     assert md.topic_error("missing") == 3
+    assert md.topic_error("denied") == 29
     assert md.topic_error("never-mentioned") == 3  # UNKNOWN_TOPIC_OR_PARTITION
 
 

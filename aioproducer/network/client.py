@@ -1,0 +1,578 @@
+"""KafkaClient: bootstrap, cluster metadata, one connection per broker, Produce.
+
+Theory of operation. The client owns every :class:`BrokerConnection` (at most
+one per node id, opened on first use) and the current
+:class:`~aioproducer.network.metadata.ClusterMetadata` snapshot. It does no
+work on its own: there is no background task. Whoever drives the producer
+(the sender loop) calls :meth:`KafkaClient.maybe_refresh_metadata` on its
+wake-ups, asks :meth:`is_ready` / :meth:`connection_delay` to skip brokers in
+reconnect backoff without blocking, and calls :meth:`produce_batch` or
+:meth:`connection` to talk to leaders.
+
+Times. Every duration here is in milliseconds, as in the Java client's
+``NetworkClient``/``Metadata``, and every time *point* (``now``) is in
+milliseconds of the injected ``clock`` (default: ``time.monotonic() * 1000``),
+so backoff and staleness logic can be tested with a fake clock.
+
+Metadata follows ``org.apache.kafka.clients.Metadata``: the client tracks a
+set of topics and always asks for all of them (never for "all topics"), with
+``allow_auto_topic_creation`` off, because a producer must not create topics
+by mentioning them; concurrent refreshes share one request; a snapshot is
+stale after ``metadata.max.age.ms`` or once someone called
+:meth:`request_update` (a leader moved, a connection died).
+
+Reconnect backoff follows ``ClusterConnectionStates``: after the n-th
+consecutive failed attempt to reach a node the next attempt waits
+``reconnect.backoff.ms * 2**(n-1)``, jittered by ±20 %, capped at
+``reconnect.backoff.max.ms``; a successful connection resets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from aioproducer import errors
+from aioproducer.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProtocolError,
+)
+from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.metadata import ClusterMetadata
+from aioproducer.protocol import messages
+
+__all__ = ["ClientConfig", "KafkaClient"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_LEADER_NOT_AVAILABLE = 5
+
+#: ±20 %: the jitter Java applies to reconnect backoff so that clients which
+#: lost a broker together do not all come back at the same instant.
+_RECONNECT_JITTER = 0.2
+
+
+class ClientConfig(Protocol):
+    """The settings :class:`KafkaClient` reads; ``ProducerConfig`` has them all.
+
+    Declared as read-only properties so a frozen dataclass satisfies it.
+    """
+
+    @property
+    def bootstrap_servers(self) -> Sequence[tuple[str, int]]: ...
+    @property
+    def client_id(self) -> str: ...
+    @property
+    def max_in_flight_requests_per_connection(self) -> int: ...
+    @property
+    def request_timeout_ms(self) -> int: ...
+    @property
+    def reconnect_backoff_ms(self) -> int: ...
+    @property
+    def reconnect_backoff_max_ms(self) -> int: ...
+    @property
+    def metadata_max_age_ms(self) -> int: ...
+    @property
+    def socket_connection_setup_timeout_ms(self) -> int: ...
+    @property
+    def retry_backoff_ms(self) -> int: ...
+
+
+@dataclass(slots=True)
+class _NodeBackoff:
+    """Reconnect bookkeeping for one node (Java's ``NodeConnectionState``)."""
+
+    failures: int = 0
+    last_attempt_ms: float = float("-inf")
+    backoff_ms: float = 0.0
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class KafkaClient:
+    """Connections to a Kafka cluster plus the metadata needed to find leaders.
+
+    Mutable state is touched only from the event loop thread. ``_connecting``
+    holds at most one connect attempt per node so concurrent callers share it;
+    ``_refresh`` likewise holds the one Metadata request in flight.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        clock: Callable[[], float] = _monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not config.bootstrap_servers:
+            raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
+        self._config = config
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._metadata = ClusterMetadata.empty()
+        self._topics: set[str] = set()
+        self._last_refresh_ms = float("-inf")  # last successful refresh
+        self._last_attempt_ms = float("-inf")  # last refresh started, successful or not
+        # An update is wanted while _wanted_seq > _done_seq; a refresh records the
+        # _wanted_seq it started at, so a request made while it is in flight survives it.
+        self._wanted_seq = 1
+        self._done_seq = 0
+        self._refresh: asyncio.Task[ClusterMetadata] | None = None
+        self._refresh_topics: frozenset[str] = frozenset()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
+        self._backoff: dict[int, _NodeBackoff] = {}
+        self._closed = False
+
+    # --------------------------------------------------------------- metadata
+
+    @property
+    def metadata(self) -> ClusterMetadata:
+        """The latest snapshot (empty before :meth:`bootstrap`); replaced, never mutated."""
+        return self._metadata
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The topics every Metadata request asks for."""
+        return frozenset(self._topics)
+
+    def add_topic(self, topic: str) -> None:
+        """Track ``topic``; a topic new to the set marks metadata stale so the next refresh has it."""
+        if topic not in self._topics:
+            self._topics.add(topic)
+            if topic not in self._metadata.topics:
+                self._wanted_seq += 1
+
+    def request_update(self) -> None:
+        """Mark the metadata stale: the next :meth:`maybe_refresh_metadata` refreshes it.
+
+        A refresh already in flight does not count: it may have been asked
+        before the change that made the caller call this.
+        """
+        self._wanted_seq += 1
+
+    @property
+    def update_requested(self) -> bool:
+        """Whether an update was asked for that no refresh started since has answered."""
+        return self._wanted_seq > self._done_seq
+
+    def metadata_age(self, now: float | None = None) -> float:
+        """Milliseconds since the last successful refresh (``inf`` before the first)."""
+        return (self._clock() if now is None else now) - self._last_refresh_ms
+
+    def time_to_next_update(self, now: float | None = None) -> float:
+        """Milliseconds until metadata should be refreshed (0: now).
+
+        As Java's ``Metadata.timeToNextUpdate``: when an update was requested
+        or the snapshot reached ``metadata.max.age.ms``, but never sooner than
+        ``retry.backoff.ms`` after the previous attempt, so a cluster that
+        cannot answer is not asked in a tight loop. What a sender loop bounds
+        its sleep with, instead of polling.
+        """
+        now = self._clock() if now is None else now
+        expire = 0.0 if self.update_requested else self._config.metadata_max_age_ms - self.metadata_age(now)
+        allow = self._last_attempt_ms + self._config.retry_backoff_ms - now
+        return max(0.0, expire, allow)
+
+    async def maybe_refresh_metadata(self) -> bool:
+        """Refresh if an update was requested or the snapshot reached ``metadata.max.age.ms``.
+
+        Returns whether a refresh ran. Safe to call on every wake-up (``maybe``).
+        """
+        if self.time_to_next_update() > 0:
+            return False
+        await self.refresh_metadata()
+        return True
+
+    async def bootstrap(self) -> ClusterMetadata:
+        """Fetch the first metadata, trying each bootstrap server in turn.
+
+        Raises :class:`KafkaConnectionError` listing every server's failure
+        when none answered.
+        """
+        return await self.refresh_metadata()
+
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Send one Metadata request for every tracked topic (``topics`` are tracked first).
+
+        Concurrent calls share a request in flight when it already covers
+        their topics, otherwise they wait for it and send the next one, so a
+        burst of callers costs at most two requests. Cancelling a caller does
+        not cancel the shared request.
+        """
+        if self._closed:
+            raise KafkaConnectionError("the client is closed")
+        for topic in topics or ():
+            self.add_topic(topic)
+        while True:
+            task = self._refresh
+            if task is not None and task.done():
+                task = self._refresh = None
+            if task is None:
+                wanted = frozenset(self._topics)
+                self._refresh_topics = wanted
+                self._last_attempt_ms = self._clock()
+                task = self._refresh = asyncio.create_task(
+                    self._do_refresh(wanted, self._wanted_seq), name="aioproducer-metadata-refresh"
+                )
+                task.add_done_callback(self._refresh_done)
+                return await asyncio.shield(task)
+            if self._topics <= self._refresh_topics:
+                return await asyncio.shield(task)
+            await asyncio.wait([task])  # its outcome is not ours: ours needs more topics
+
+    def _refresh_done(self, task: asyncio.Task[ClusterMetadata]) -> None:
+        if self._refresh is task:
+            self._refresh = None
+        if not task.cancelled():
+            task.exception()  # retrieved here so a refresh nobody awaits any more is not reported
+
+    async def _do_refresh(self, topics: frozenset[str], seq: int) -> ClusterMetadata:
+        """One Metadata request to the least loaded broker; installs the snapshot it returns."""
+        body: dict[str, Any] = {
+            "topics": [{"name": t} for t in sorted(topics)],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        moved: list[BrokerConnection] = []
+
+        def install(response: dict[str, Any]) -> ClusterMetadata:
+            metadata = ClusterMetadata.from_response(response)
+            for node_id, conn in list(self._conns.items()):
+                node = metadata.nodes.get(node_id)
+                if node is not None and (node.host, node.port) != (conn.host, conn.port):
+                    moved.append(self._conns.pop(node_id))  # reached at its new address on next use
+            self._metadata = metadata
+            self._last_refresh_ms = self._clock()
+            self._done_seq = max(self._done_seq, seq)
+            return metadata
+
+        try:
+            return await self._send_any(messages.METADATA, body, install)
+        finally:
+            await asyncio.gather(*(c.close() for c in moved))
+
+    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Send a request that any broker can answer to the least loaded one; return the response.
+
+        For InitProducerId (idempotent producer) and the like; the broker
+        choice and fallbacks are :meth:`_send_any`'s.
+        """
+        return await self._send_any(api_key, body, lambda response: response)
+
+    async def _send_any(
+        self, api_key: int, body: dict[str, Any], handle: Callable[[dict[str, Any]], _T]
+    ) -> _T:
+        """Send to the least loaded broker, falling back as Java's ``leastLoadedNode`` does.
+
+        Tried in order until one answers: live connections (fewest requests
+        in flight first), known nodes not in reconnect backoff, then each
+        bootstrap server on a fresh connection with a pseudo node id (-1,
+        -2, ...). ``handle`` runs on the response before a bootstrap
+        connection is kept (as its node's connection, when the metadata now
+        lists a node at that address) or closed. Raises
+        :class:`KafkaConnectionError` listing every failure when none answered.
+        """
+        if self._closed:
+            raise KafkaConnectionError("the client is closed")
+        failures: list[str] = []
+        live = sorted(
+            (c for c in self._conns.values() if c.is_connected), key=lambda c: c.in_flight_count
+        )
+        for conn in live:
+            if (response := await self._try_send(conn, api_key, body, failures)) is not None:
+                return handle(response)
+        tried = {c.node_id for c in live}
+        now = self._clock()
+        for node_id in list(self._metadata.nodes):
+            if node_id in tried or self.connection_delay(node_id, now) > 0:
+                continue
+            try:
+                conn = await self.connection(node_id)
+            except KafkaError as exc:
+                failures.append(f"node {node_id}: {exc}")
+                continue
+            if (response := await self._try_send(conn, api_key, body, failures)) is not None:
+                return handle(response)
+        for index, (host, port) in enumerate(self._config.bootstrap_servers):
+            conn = self._new_connection(host, port, -1 - index)
+            try:
+                try:
+                    await conn.connect()
+                except KafkaError as exc:
+                    failures.append(f"{host}:{port}: {exc}")
+                    continue
+                if (response := await self._try_send(conn, api_key, body, failures)) is not None:
+                    return handle(response)
+            finally:
+                if not self._adopt(conn):
+                    await conn.close()
+        raise KafkaConnectionError(
+            f"no broker answered {messages.API_NAMES.get(api_key, api_key)}: "
+            + ("; ".join(failures) or "no broker known")
+        )
+
+    @staticmethod
+    async def _try_send(
+        conn: BrokerConnection, api_key: int, body: dict[str, Any], failures: list[str]
+    ) -> dict[str, Any] | None:
+        """``conn.send``, with a connection-level failure noted in ``failures`` and ``None`` returned."""
+        try:
+            response = await conn.send(api_key, body)
+        except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
+            failures.append(f"{conn.address}: {exc}")
+            return None
+        assert response is not None  # expect_response=True
+        return response
+
+    def _adopt(self, conn: BrokerConnection) -> bool:
+        """Keep a live bootstrap connection as the connection of the node at the same address.
+
+        Saves a second TCP connection to a broker we already talk to.
+        Returns whether ``conn`` was kept.
+        """
+        if not conn.is_connected:
+            return False
+        for node_id, node in self._metadata.nodes.items():
+            if (node.host, node.port) == (conn.host, conn.port):
+                if node_id in self._conns:
+                    return False
+                conn.node_id = node_id
+                self._conns[node_id] = conn
+                return True
+        return False
+
+    async def wait_for_metadata(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
+        """Return ``topic``'s partitions, refreshing metadata until it appears or time runs out.
+
+        What ``send()`` does before partitioning (Java's ``waitOnMetadata``,
+        bounded by ``max.block.ms``): the topic is tracked, metadata refreshed,
+        and while the topic is unknown (or no broker answers) refreshed again
+        every ``retry.backoff.ms``. A non-retriable topic error (authorization,
+        invalid name) is raised at once. After ``timeout_ms`` raises
+        ``KafkaTimeoutError("Topic X not present in metadata after N ms")``.
+        """
+        self.add_topic(topic)
+        deadline = self._clock() + timeout_ms
+        attempted = False
+        while True:
+            partitions = self._metadata.partitions_for(topic)
+            if partitions:
+                return partitions
+            code = self._metadata.topic_error(topic)
+            if topic in self._metadata.topics and code and not errors.error_for_code(code).retriable:
+                raise errors.error_for_code(code)(f"topic {topic!r}")
+            remaining = deadline - self._clock()
+            if remaining > 0 and attempted:
+                await asyncio.sleep(min(self._config.retry_backoff_ms, remaining) / 1000)
+                remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {timeout_ms:g} ms")
+            attempted = True
+            try:
+                async with asyncio.timeout(remaining / 1000):
+                    await self.refresh_metadata()
+            except TimeoutError:
+                pass
+            except KafkaConnectionError as exc:
+                log.debug("metadata refresh for %r failed, will retry: %s", topic, exc)
+
+    # ------------------------------------------------------------ connections
+
+    def _new_connection(self, host: str, port: int, node_id: int) -> BrokerConnection:
+        return BrokerConnection(
+            host,
+            port,
+            node_id,
+            client_id=self._config.client_id,
+            max_in_flight=self._config.max_in_flight_requests_per_connection,
+            request_timeout_ms=self._config.request_timeout_ms,
+            connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
+        )
+
+    def connection_delay(self, node_id: int, now: float | None = None) -> float:
+        """Milliseconds before a connection attempt to ``node_id`` may start (0: now).
+
+        0 as well for a node already connected. Never blocks: the sender uses
+        it to skip nodes in backoff and to bound its sleep.
+        """
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.is_connected:
+            return 0.0
+        state = self._backoff.get(node_id)
+        if state is None or state.failures == 0:
+            return 0.0
+        now = self._clock() if now is None else now
+        return max(0.0, state.last_attempt_ms + state.backoff_ms - now)
+
+    def is_ready(self, node_id: int) -> bool:
+        """Whether ``node_id`` has a live connection with a free in-flight slot."""
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.can_send_more()
+
+    def is_connected(self, node_id: int) -> bool:
+        """Whether ``node_id`` has a live connection (slots free or not)."""
+        conn = self._conns.get(node_id)
+        return conn is not None and conn.is_connected
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The live connection to ``node_id``, connecting first if there is none.
+
+        A dead connection is replaced. A node in reconnect backoff is waited
+        for (at most ``reconnect.backoff.max.ms``); check :meth:`is_ready` /
+        :meth:`connection_delay` first to avoid waiting. Concurrent callers
+        share one connect attempt. Raises :class:`KafkaConnectionError` when
+        the node is not in the metadata or cannot be reached.
+        """
+        if self._closed:
+            raise KafkaConnectionError("the client is closed")
+        conn = self._conns.get(node_id)
+        if conn is not None:
+            if conn.is_connected:
+                return conn
+            del self._conns[node_id]
+            await conn.close()
+            conn = self._conns.get(node_id)  # another caller may have replaced it meanwhile
+            if conn is not None and conn.is_connected:
+                return conn
+        task = self._connecting.get(node_id)
+        if task is None:
+            task = asyncio.create_task(self._connect(node_id), name=f"aioproducer-connect-{node_id}")
+            self._connecting[node_id] = task
+            task.add_done_callback(lambda t: self._connect_done(node_id, t))
+        return await asyncio.shield(task)
+
+    def _connect_done(self, node_id: int, task: asyncio.Task[BrokerConnection]) -> None:
+        if self._connecting.get(node_id) is task:
+            del self._connecting[node_id]
+        if not task.cancelled():
+            task.exception()  # retrieved: every caller may have been cancelled
+
+    async def _connect(self, node_id: int) -> BrokerConnection:
+        node = self._metadata.nodes.get(node_id)
+        if node is None:
+            raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+        delay = self.connection_delay(node_id)
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+        state = self._backoff.setdefault(node_id, _NodeBackoff())
+        state.last_attempt_ms = self._clock()
+        conn = self._new_connection(node.host, node.port, node_id)
+        try:
+            await conn.connect()
+        except KafkaError:
+            state.failures += 1
+            state.backoff_ms = self._reconnect_backoff_ms(state.failures)
+            self.request_update()  # the broker may have moved or left
+            raise
+        if self._closed:
+            await conn.close()
+            raise KafkaConnectionError("the client was closed while connecting")
+        state.failures = 0
+        self._conns[node_id] = conn
+        return conn
+
+    def _reconnect_backoff_ms(self, failures: int) -> float:
+        """``reconnect.backoff.ms * 2**(failures-1)`` jittered ±20 %, capped at the max."""
+        base = self._config.reconnect_backoff_ms
+        cap = self._config.reconnect_backoff_max_ms
+        term = base * 2.0 ** min(failures - 1, 62)
+        jittered = term * self._rng.uniform(1 - _RECONNECT_JITTER, 1 + _RECONNECT_JITTER)
+        return min(jittered, max(cap, base))
+
+    # ---------------------------------------------------------------- produce
+
+    async def produce_batch(
+        self,
+        topic: str,
+        partition: int,
+        batch_bytes: bytes,
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30000,
+    ) -> int:
+        """Send one closed RecordBatch to the partition's leader; return its base offset.
+
+        The low-level building block: one Produce request per call, no retry.
+        A partition without a known leader triggers one metadata refresh
+        before giving up with the topic's or partition's error. A broker
+        error code raises its :mod:`aioproducer.errors` class; errors that
+        mean stale metadata (and a broken connection) mark metadata for
+        update. ``acks=0`` returns -1 once written: the broker sends no
+        response.
+        """
+        leader = self._metadata.leader_for(topic, partition)
+        if leader is None:
+            await self.refresh_metadata([topic])
+            metadata = self._metadata
+            leader = metadata.leader_for(topic, partition)
+            if leader is None:
+                code = metadata.topic_error(topic) or (
+                    _UNKNOWN_TOPIC_OR_PARTITION
+                    if metadata.partition(topic, partition) is None
+                    else _LEADER_NOT_AVAILABLE
+                )
+                raise errors.error_for_code(code)(f"no leader for {topic}-{partition}")
+        body = {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": timeout_ms,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": batch_bytes}]}
+            ],
+        }
+        try:
+            conn = await self.connection(leader)
+            response = await conn.send(messages.PRODUCE, body, expect_response=acks != 0)
+        except (KafkaConnectionError, KafkaTimeoutError):  # either way the connection is gone
+            self.request_update()
+            raise
+        if response is None:
+            return -1
+        result = _partition_response(response, topic, partition)
+        code = int(result.get("error_code", 0))
+        if code:
+            if errors.error_for_code(code).invalid_metadata:
+                self.request_update()
+            detail = result.get("error_message") or f"producing to {topic}-{partition}"
+            raise errors.error_for_code(code)(detail)
+        return int(result["base_offset"])
+
+    # ------------------------------------------------------------------ close
+
+    async def close(self) -> None:
+        """Close every connection and wait for pending connects and refreshes to end. Idempotent."""
+        self._closed = True
+        pending: list[asyncio.Task[Any]] = [*self._connecting.values()]
+        if self._refresh is not None:
+            pending.append(self._refresh)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        conns = list(self._conns.values())
+        self._conns.clear()
+        await asyncio.gather(*(c.close() for c in conns))
+
+
+def _partition_response(response: dict[str, Any], topic: str, partition: int) -> dict[str, Any]:
+    """The Produce response entry for ``topic``/``partition``; its absence is a protocol error."""
+    for topic_response in response.get("responses") or ():
+        if topic_response.get("name") == topic:
+            for part in topic_response.get("partition_responses") or ():
+                if part.get("index") == partition:
+                    return dict(part)
+    raise ProtocolError(f"Produce response has no entry for {topic}-{partition}")

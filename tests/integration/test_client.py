@@ -1,0 +1,400 @@
+"""KafkaClient against librdkafka's mock cluster: bootstrap, metadata, connections, Produce."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aioproducer import errors
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import KafkaConnectionError, KafkaTimeoutError
+from aioproducer.network.client import ClientConfig, KafkaClient
+from aioproducer.protocol import messages
+from aioproducer.protocol.records import RecordBatchBuilder
+from aioproducer.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+@dataclass
+class Config:
+    """The settings KafkaClient reads, with test-friendly backoffs."""
+
+    bootstrap_servers: list[tuple[str, int]]
+    client_id: str = "test-client"
+    max_in_flight_requests_per_connection: int = 5
+    request_timeout_ms: int = 30000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    metadata_max_age_ms: int = 300000
+    socket_connection_setup_timeout_ms: int = 10000
+    retry_backoff_ms: int = 100
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def servers(mc: MockCluster) -> list[tuple[str, int]]:
+    return [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in mc.bootstrap_servers.split(","))]
+
+
+class FakeClock:
+    """Milliseconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def client(mock_cluster: MockCluster) -> AsyncIterator[KafkaClient]:
+    c = KafkaClient(Config(servers(mock_cluster)))
+    await c.bootstrap()
+    yield c
+    await c.close()
+
+
+def batch(*values: bytes) -> bytes:
+    builder = RecordBatchBuilder()
+    for value in values:
+        builder.append(int(time.time() * 1000), None, value)
+    return builder.build()
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until ``predicate()`` holds (checked every 5 ms); fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.005)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def other_tasks() -> set[asyncio.Task[Any]]:
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+def metadata_requests(mc: MockCluster) -> int:
+    return sum(1 for r in mc.requests() if r.api_key == messages.METADATA)
+
+
+# ----------------------------------------------------------------- config
+
+
+def test_producer_config_satisfies_client_config() -> None:
+    config: ClientConfig = ProducerConfig(bootstrap_servers="127.0.0.1:9092")
+    assert list(config.bootstrap_servers) == [("127.0.0.1", 9092)]
+
+
+def test_empty_bootstrap_servers_is_a_config_error() -> None:
+    with pytest.raises(errors.ConfigError):
+        KafkaClient(Config([]))
+
+
+# --------------------------------------------------------------- metadata
+
+
+async def test_bootstrap_lists_brokers_partitions_and_leaders(mock_cluster: MockCluster) -> None:
+    client = KafkaClient(Config(servers(mock_cluster)))
+    try:
+        await client.bootstrap()
+        await client.refresh_metadata(["orders"])
+        md = client.metadata
+        assert sorted(md.nodes) == [1, 2, 3]
+        assert {(n.host, n.port) for n in md.nodes.values()} == set(servers(mock_cluster))
+        assert md.cluster_id
+        assert md.controller_id >= 0  # the mock names node 0, which it does not list
+        assert md.partitions_for("orders") == (0, 1, 2, 3, 4, 5)
+        for p in range(6):
+            assert md.leader_for("orders", p) in (1, 2, 3)
+        assert md.topic_error("orders") == 0
+        assert not client.update_requested
+    finally:
+        await client.close()
+
+
+async def test_metadata_follows_a_leader_move(client: KafkaClient, mock_cluster: MockCluster) -> None:
+    await client.refresh_metadata(["orders"])
+    new_leader = 1 if client.metadata.leader_for("orders", 0) != 1 else 2
+    mock_cluster.set_partition_leader("orders", 0, new_leader)
+    await client.refresh_metadata()
+    assert client.metadata.leader_for("orders", 0) == new_leader
+
+
+async def test_bootstrap_failure_lists_every_server() -> None:
+    ports = [closed_port(), closed_port()]
+    client = KafkaClient(Config([("127.0.0.1", p) for p in ports]))
+    started = time.monotonic()
+    with pytest.raises(KafkaConnectionError) as info:
+        await client.bootstrap()
+    assert time.monotonic() - started < 2.0
+    for port in ports:
+        assert f"127.0.0.1:{port}" in str(info.value)
+    await client.close()
+    assert not other_tasks()
+
+
+async def test_bootstrap_skips_a_dead_server(mock_cluster: MockCluster) -> None:
+    client = KafkaClient(Config([("127.0.0.1", closed_port()), *servers(mock_cluster)]))
+    try:
+        md = await client.bootstrap()
+        assert sorted(md.nodes) == [1, 2, 3]
+    finally:
+        await client.close()
+
+
+async def test_concurrent_refreshes_share_one_request(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    client.add_topic("orders")
+    mock_cluster.start_request_tracking()
+    results = await asyncio.gather(*(client.refresh_metadata() for _ in range(5)))
+    assert metadata_requests(mock_cluster) == 1
+    assert all(r is results[0] for r in results)
+    assert client.metadata is results[0]
+
+
+async def test_a_refresh_for_a_new_topic_is_not_answered_by_an_older_request(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    mock_cluster.create_topic("second", 2)
+    for broker in mock_cluster.broker_ids:
+        mock_cluster.set_rtt(broker, 200)
+    mock_cluster.start_request_tracking()
+    first = asyncio.ensure_future(client.refresh_metadata(["orders"]))
+    await eventually(lambda: metadata_requests(mock_cluster) == 1)  # first is in flight
+    second = await client.refresh_metadata(["second"])
+    assert (await first).partitions_for("second") is None  # it was asked before "second"
+    assert second.partitions_for("second") == (0, 1)
+    assert second.partitions_for("orders") is not None  # tracked topics are always asked for
+    assert metadata_requests(mock_cluster) == 2
+
+
+async def test_refresh_does_not_create_topics(client: KafkaClient, mock_cluster: MockCluster) -> None:
+    md = await client.refresh_metadata(["never-created"])
+    assert md.partitions_for("never-created") is None
+    assert md.topic_error("never-created") == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    md = await client.refresh_metadata()
+    assert md.partitions_for("never-created") is None  # still not auto-created
+
+
+async def test_wait_for_metadata_times_out_on_unknown_topic(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    mock_cluster.start_request_tracking()
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match="Topic nope not present in metadata after 500 ms"):
+        await client.wait_for_metadata("nope", 500)
+    elapsed = time.monotonic() - started
+    assert 0.5 <= elapsed < 2.0
+    assert metadata_requests(mock_cluster) >= 2  # it kept asking (retry.backoff.ms = 100)
+
+
+async def test_wait_for_metadata_returns_once_the_topic_appears(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    mock_cluster.start_request_tracking()
+    waiter = asyncio.ensure_future(client.wait_for_metadata("late", 5000))
+    await eventually(lambda: metadata_requests(mock_cluster) >= 1)
+    assert not waiter.done()
+    mock_cluster.create_topic("late", 3)
+    assert await waiter == (0, 1, 2)
+
+
+async def test_wait_for_metadata_raises_non_retriable_topic_errors(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    topic_authorization_failed = 29
+    mock_cluster.set_topic_error("orders", topic_authorization_failed)
+    started = time.monotonic()
+    with pytest.raises(errors.error_for_code(topic_authorization_failed)):
+        await client.wait_for_metadata("orders", 5000)
+    assert time.monotonic() - started < 1.0
+
+
+async def test_staleness_with_a_fake_clock(mock_cluster: MockCluster) -> None:
+    clock = FakeClock()
+    client = KafkaClient(Config(servers(mock_cluster), metadata_max_age_ms=1000), clock=clock)
+    try:
+        assert client.update_requested and client.time_to_next_update() == 0
+        assert await client.maybe_refresh_metadata()
+        assert not await client.maybe_refresh_metadata()  # fresh
+        assert client.time_to_next_update() == 1000
+        clock.now += 999
+        assert client.metadata_age() == 999
+        assert not await client.maybe_refresh_metadata()
+        clock.now += 1
+        assert await client.maybe_refresh_metadata()  # reached metadata.max.age.ms
+        client.request_update()
+        assert client.time_to_next_update() == 100  # retry.backoff.ms since the last attempt
+        clock.now += 100
+        assert await client.maybe_refresh_metadata()
+        assert not client.update_requested
+    finally:
+        await client.close()
+
+
+# ---------------------------------------------------------------- produce
+
+
+async def test_produce_batch_returns_increasing_base_offsets(client: KafkaClient) -> None:
+    offsets = [await client.produce_batch("orders", 0, batch(b"a", b"b"), acks=-1) for _ in range(3)]
+    assert offsets == [0, 2, 4]  # two records per batch
+    assert await client.produce_batch("orders", 1, batch(b"x"), acks=1) == 0  # per partition
+
+
+async def test_produce_batch_finds_the_leader_itself(mock_cluster: MockCluster) -> None:
+    client = KafkaClient(Config(servers(mock_cluster)))
+    try:
+        # No bootstrap, no add_topic: the first call fetches what it needs.
+        assert await client.produce_batch("orders", 3, batch(b"v")) == 0
+    finally:
+        await client.close()
+
+
+async def test_produce_batch_acks0_returns_minus_one(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    assert await client.produce_batch("orders", 0, batch(b"a"), acks=0) == -1
+    # The record was written all the same: the next batch comes after it.
+    assert await client.produce_batch("orders", 0, batch(b"b")) == 1
+
+
+async def test_produce_batch_raises_the_broker_error_and_requests_metadata(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    await client.refresh_metadata(["orders"])
+    assert not client.update_requested
+    mock_cluster.push_request_errors(messages.PRODUCE, NOT_LEADER_OR_FOLLOWER)
+    with pytest.raises(errors.error_for_code(NOT_LEADER_OR_FOLLOWER)) as info:
+        await client.produce_batch("orders", 0, batch(b"a"))
+    assert info.value.retriable and info.value.invalid_metadata
+    assert client.update_requested
+
+
+async def test_produce_batch_to_unknown_partition(client: KafkaClient) -> None:
+    with pytest.raises(errors.error_for_code(3)):  # UNKNOWN_TOPIC_OR_PARTITION
+        await client.produce_batch("orders", 99, batch(b"a"))
+
+
+# ------------------------------------------------------------ connections
+
+
+async def test_one_connection_per_node_shared_by_concurrent_callers(client: KafkaClient) -> None:
+    conns = await asyncio.gather(*(client.connection(2) for _ in range(5)))
+    assert all(c is conns[0] for c in conns)
+    assert conns[0].node_id == 2 and conns[0].is_connected
+    assert client.is_ready(2) and client.connection_delay(2) == 0
+
+
+async def test_broker_down_fails_in_flight_produce_promptly_then_reconnects(
+    client: KafkaClient, mock_cluster: MockCluster
+) -> None:
+    await client.refresh_metadata(["orders"])
+    leader = client.metadata.leader_for("orders", 0)
+    assert leader is not None
+    conn = await client.connection(leader)
+    mock_cluster.set_rtt(leader, 5000)
+    sends = [
+        asyncio.ensure_future(client.produce_batch("orders", 0, batch(b"x"))) for _ in range(3)
+    ]
+    await eventually(lambda: conn.in_flight_count == 3)
+    started = time.monotonic()
+    mock_cluster.broker_down(leader)
+    results = await asyncio.gather(*sends, return_exceptions=True)
+    assert time.monotonic() - started < 2.0  # request.timeout.ms is 30 s
+    assert all(isinstance(r, KafkaConnectionError) and r.retriable for r in results), results
+    assert client.update_requested
+    assert not client.is_ready(leader)
+
+    # While down: refused, fast, and the node enters reconnect backoff.
+    with pytest.raises(KafkaConnectionError):
+        await client.connection(leader)
+    assert client.connection_delay(leader) > 0
+    assert not client.is_ready(leader)
+
+    mock_cluster.set_rtt(leader, 0)
+    mock_cluster.broker_up(leader)
+    offset = await client.produce_batch("orders", 0, batch(b"y"))  # waits out the backoff
+    assert offset >= 0
+    new_conn = await client.connection(leader)
+    assert new_conn is not conn and new_conn.is_connected
+
+
+async def test_reconnect_backoff_doubles_with_jitter_up_to_the_max(
+    mock_cluster: MockCluster,
+) -> None:
+    clock = FakeClock()
+    config = Config(servers(mock_cluster), reconnect_backoff_ms=100, reconnect_backoff_max_ms=500)
+    fresh = KafkaClient(config, clock=clock, rng=random.Random(7))
+    try:
+        await fresh.bootstrap()
+        mock_cluster.broker_down(3)
+        seen = []
+        for _ in range(5):
+            with pytest.raises(KafkaConnectionError):
+                await fresh.connection(3)
+            delay = fresh.connection_delay(3)
+            seen.append(delay)
+            assert not fresh.is_ready(3)
+            clock.now += delay  # the next attempt may start now: no real waiting
+            assert fresh.connection_delay(3) == 0
+        for attempt, delay in enumerate(seen):
+            term = 100 * 2**attempt
+            assert min(term * 0.8, 500) <= delay <= min(term * 1.2, 500), seen
+        assert seen[-1] == 500  # capped
+        mock_cluster.broker_up(3)
+        conn = await fresh.connection(3)
+        assert conn.is_connected
+        mock_cluster.broker_down(3)
+        await eventually(lambda: not conn.is_connected)
+        with pytest.raises(KafkaConnectionError):
+            await fresh.connection(3)
+        assert fresh.connection_delay(3) <= 120  # a success reset the backoff
+    finally:
+        await fresh.close()
+
+
+async def test_unknown_node_is_a_connection_error(client: KafkaClient) -> None:
+    with pytest.raises(KafkaConnectionError, match="node 42"):
+        await client.connection(42)
+
+
+async def test_send_any_uses_a_live_broker(client: KafkaClient) -> None:
+    response = await client.send_any(messages.API_VERSIONS, {})
+    assert response["error_code"] == 0
+
+
+# ------------------------------------------------------------------ close
+
+
+async def test_close_closes_everything_and_leaks_nothing(mock_cluster: MockCluster) -> None:
+    before = other_tasks()
+    client = KafkaClient(Config(servers(mock_cluster)))
+    await client.bootstrap()
+    conns = [await client.connection(n) for n in (1, 2, 3)]
+    await client.produce_batch("orders", 0, batch(b"a"))
+    await client.close()
+    await client.close()
+    assert all(not c.is_connected for c in conns)
+    assert other_tasks() == before
+    with pytest.raises(KafkaConnectionError):
+        await client.refresh_metadata()
+    with pytest.raises(KafkaConnectionError):
+        await client.connection(1)
