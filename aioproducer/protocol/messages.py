@@ -580,11 +580,17 @@ def decode_response(api_key: int, version: int, payload: bytes | bytearray | mem
     if response_header_version(api_key, version) == 1:
         r.skip_tagged_fields()
     if api_key == API_VERSIONS and version > 0 and r.remaining >= 2:
+        body_start = r.pos
         error_code: int = struct.unpack_from(">h", r.raw(2))[0]
-        r.pos -= 2
+        r.pos = body_start
         if error_code == UNSUPPORTED_VERSION_ERROR_CODE:
             # The broker does not speak ``version`` and answered in v0 (KIP-511).
-            version = 0
+            # Some brokers (librdkafka's mock) answer in the requested version
+            # instead, so that is the second guess.
+            try:
+                return correlation_id, _decode_body(schema, 0, r)
+            except ProtocolError:
+                r.pos = body_start
     return correlation_id, _decode_body(schema, version, r)
 
 

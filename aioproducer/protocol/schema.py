@@ -422,23 +422,36 @@ def _array_codec(t: ArrayOf, version: int, flexible: bool, nullable: bool) -> tu
     return encode, decode
 
 
+def _default_factory(f: Field, version: int, flexible: bool) -> Callable[[], Any]:
+    """A zero-argument callable returning a fresh default, cheap for the decode hot path."""
+    default = default_value(f, version, flexible)
+    if isinstance(default, list):
+        return list
+    if isinstance(default, dict):
+        assert isinstance(f.type, StructOf)
+        subs = [
+            (sub.name, _default_factory(sub, version, flexible)) for sub in f.type.fields if version in sub.versions
+        ]
+        return lambda: {name: make() for name, make in subs}
+    return lambda: default
+
+
 @dataclass(frozen=True, slots=True)
 class _Tagged:
     tag: int
     name: str
     encode: Encoder
     decode: Decoder
-    field: Field
+    make_default: Callable[[], Any]
     default_bytes: bytes
 
 
 class StructCodec:
     """A struct compiled for one version: prepared encoders/decoders in field order."""
 
-    __slots__ = ("_regular", "_decoders", "_tagged", "_flexible", "_version")
+    __slots__ = ("_regular", "_decoders", "_tagged", "_flexible")
 
     def __init__(self, s: StructOf, version: int, flexible: bool) -> None:
-        self._version = version
         self._flexible = flexible
         regular: list[tuple[str, Encoder, Any]] = []
         decoders: list[tuple[str, Decoder]] = []
@@ -452,7 +465,8 @@ class StructCodec:
                     raise ValueError(f"tagged field {f.name} in non-flexible version {version}")
                 scratch = Output()
                 encode(scratch, default_value(f, version, flexible))
-                tagged.append(_Tagged(f.tag, f.name, encode, decode, f, scratch.getvalue()))
+                make_default = _default_factory(f, version, flexible)
+                tagged.append(_Tagged(f.tag, f.name, encode, decode, make_default, scratch.getvalue()))
                 continue
             default = default_value(f, version, flexible)
             if isinstance(default, list):
@@ -497,7 +511,7 @@ class StructCodec:
             for t in self._tagged:
                 payload = raw.get(t.tag)
                 if payload is None:
-                    result[t.name] = default_value(t.field, self._version, True)
+                    result[t.name] = t.make_default()
                     continue
                 sub = Reader(payload)
                 result[t.name] = t.decode(sub)

@@ -95,7 +95,7 @@ def test_request_round_trip(key: int, version: int, data: st.DataObject, correla
 def test_response_round_trip(key: int, version: int, data: st.DataObject, correlation_id: int) -> None:
     body = data.draw(response_bodies(key, version))
     if key == m.API_VERSIONS and body["error_code"] == m.UNSUPPORTED_VERSION_ERROR_CODE:
-        body["error_code"] = 0  # 35 triggers the v0 fallback, tested on its own below
+        body["error_code"] = 0  # 35 triggers the v0 fallback (a v0-shaped body may parse), tested below
     frame = m.encode_response(key, version, correlation_id, body)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
     assert m.peek_correlation_id(frame[4:]) == correlation_id
@@ -164,6 +164,14 @@ def test_api_versions_unsupported_version_falls_back_to_v0_body() -> None:
         9,
         {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]},
     )
+
+
+def test_api_versions_unsupported_version_in_requested_format_still_decodes() -> None:
+    body = {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    payload = m.encode_response(m.API_VERSIONS, 3, 4, body)[4:]
+    correlation_id, decoded = m.decode_response(m.API_VERSIONS, 3, payload)
+    assert correlation_id == 4
+    assert decoded["error_code"] == 35 and decoded["api_keys"] == body["api_keys"]
 
 
 def test_produce_v3_request_golden() -> None:
