@@ -45,7 +45,7 @@ from aioproducer.errors import (
 )
 from aioproducer.protocol import messages
 
-__all__ = ["BrokerConnection", "MAX_RESPONSE_SIZE"]
+__all__ = ["MAX_RESPONSE_SIZE", "BrokerConnection"]
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +239,9 @@ class BrokerConnection:
                 self._read_loop(reader), name=f"aioproducer-reader-{self.address}"
             )
             await self._negotiate_api_versions()
+            if self.close_reason is not None:
+                # The stream broke right after the ApiVersions answer was read.
+                raise self._not_connected_error()
         except BaseException as exc:
             reason = exc if isinstance(exc, KafkaError) else None
             await self._close(reason)

@@ -410,3 +410,41 @@ async def test_connect_twice_is_a_bug(mock_cluster: MockCluster) -> None:
             await conn.connect()
     finally:
         await conn.close()
+
+
+async def test_unsolicited_response_breaks_the_connection() -> None:
+    async def chatty(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        await read_request(reader)  # an acks=0 Produce: nothing to answer
+        writer.write(messages.encode_response(messages.API_VERSIONS, 0, 77, API_VERSIONS_BODY))
+
+    async with fake_broker(chatty) as (port, leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        await conn.connect()
+        await conn.send(messages.PRODUCE, produce_body(acks=0), expect_response=False)
+        await eventually(lambda: not conn.is_connected)
+        assert isinstance(conn.close_reason, KafkaConnectionError)
+        assert isinstance(conn.close_reason.__cause__, ProtocolError)
+        assert "no request in flight" in str(conn.close_reason)
+        await eventually(lambda: leftovers == [b""])
+        await conn.close()
+    assert not other_tasks()
+
+
+async def test_stream_breaking_right_after_api_versions_fails_connect() -> None:
+    """connect() must not report a connection that broke while it was finishing as connected."""
+
+    async def answer_then_garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        header, _ = await read_request(reader)
+        answer = messages.encode_response(
+            messages.API_VERSIONS, header.api_version, header.correlation_id, API_VERSIONS_BODY
+        )
+        writer.write(answer + b"\xff\xff\xff\xff")  # one write: read before connect() resumes
+
+    async with fake_broker(answer_then_garbage) as (port, leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        with pytest.raises(KafkaConnectionError, match="impossible size"):
+            await conn.connect()
+        assert not conn.is_connected
+        await eventually(lambda: leftovers == [b""])
+    assert not other_tasks()
