@@ -1,5 +1,32 @@
-"""aioproducer: an asyncio-native Apache Kafka producer with the Java producer's semantics."""
+"""aioproducer: an asyncio-native Apache Kafka producer with the Java producer's semantics.
+
+The public API is what this module exports; everything under ``internals``,
+``protocol`` and ``network`` may change without notice.
+"""
 
 from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: users catch them)
+from aioproducer.errors import __all__ as _error_names
+from aioproducer.internals.batch import FutureRecordMetadata, RecordMetadata
+from aioproducer.producer import Producer, ProducerRecord
+from aioproducer.serializers import (
+    bytes_serializer,
+    int_serializer,
+    json_serializer,
+    long_serializer,
+    str_serializer,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Producer",
+    "ProducerRecord",
+    "RecordMetadata",
+    "FutureRecordMetadata",
+    "bytes_serializer",
+    "str_serializer",
+    "int_serializer",
+    "long_serializer",
+    "json_serializer",
+    *_error_names,
+]

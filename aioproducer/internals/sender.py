@@ -86,8 +86,6 @@ class SenderClient(Protocol):
 
     async def connection(self, node_id: int) -> Any: ...
 
-    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]: ...
-
 
 class Sender:
     """Owns the accumulator's drained batches until they complete."""
@@ -249,7 +247,7 @@ class Sender:
         backoff = self.config.retry_backoff_ms / 1000.0
         while self._running or not self._force_close:
             try:
-                response = await self.client.send_any(messages.INIT_PRODUCER_ID, body)
+                response = await self._send_to_any_node(messages.INIT_PRODUCER_ID, body)
             except KafkaError as exc:
                 log.debug("InitProducerId failed: %s", exc)
             else:
@@ -268,6 +266,16 @@ class Sender:
             if self._force_close:
                 return
             await asyncio.sleep(backoff)  # retry.backoff.ms between attempts; nothing to wait on
+
+    async def _send_to_any_node(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Send a cluster-wide request (InitProducerId) to a connected node, else to the first known one."""
+        nodes = sorted(self.client.metadata.nodes)
+        if not nodes:
+            raise KafkaConnectionError("no broker is known yet")
+        node = next((n for n in nodes if self.client.is_ready(n)), nodes[0])
+        connection = await self.client.connection(node)
+        response: dict[str, Any] = await connection.send(api_key, body)
+        return response
 
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""

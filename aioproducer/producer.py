@@ -1,0 +1,451 @@
+"""Producer: the public entry point, ``await producer.send(...)``.
+
+``send()`` follows ``KafkaProducer.doSend`` step by step: interceptors →
+serializers → metadata (the only wait besides buffer memory, together bounded
+by ``max.block.ms``) → partitioner → size check → append to the
+``RecordAccumulator``. It returns as soon as the record is queued, with a
+``FutureRecordMetadata`` that completes when the broker acknowledged (or
+refused) the record. The ``Sender`` task does the rest.
+
+The common case does not suspend at all: metadata is cached, memory is free,
+and the record goes into the partition's open batch synchronously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import (
+    InvalidRecordError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+    SerializationError,
+)
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator, monotonic_ms
+from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.sender import Sender
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.network.client import KafkaClient
+from aioproducer.partitioner import check_partition, partition_for_key
+from aioproducer.serializers import SerializeFn
+from aioproducer.protocol.records import estimate_size_in_bytes_upper_bound
+
+__all__ = ["Producer", "ProducerRecord"]
+
+log = logging.getLogger("aioproducer")
+
+HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
+HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRecord:
+    """A record as interceptors see it, before serialization (Java's ``ProducerRecord``)."""
+
+    topic: str
+    value: Any = None
+    key: Any = None
+    headers: tuple[tuple[str, Optional[bytes]], ...] = ()
+    partition: int | None = None
+    timestamp_ms: int | None = None
+
+
+class Producer:
+    """An asyncio Kafka producer with the Java producer's configuration and guarantees.
+
+    ``Producer({"bootstrap.servers": "host:9092", "linger.ms": 5})`` or
+    ``Producer(bootstrap_servers="host:9092", linger_ms=5)``; use it as
+    ``async with`` or call ``await start()`` / ``await close()``.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self._config = cfg = ProducerConfig(config, **kwargs)
+        self._key_serializer = cfg.key_serializer
+        self._value_serializer = cfg.value_serializer
+        self._partitioner = cfg.partitioner_class
+        self._ignore_keys = cfg.partitioner_ignore_keys
+        self._interceptors: list[Any] = list(cfg.interceptor_classes)
+        self._max_block_ms = cfg.max_block_ms
+        self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
+        self._client: KafkaClient | None = None
+        self._accumulator: RecordAccumulator | None = None
+        self._sender: Sender | None = None
+        self._sender_task: asyncio.Task[None] | None = None
+        self._transaction_manager: TransactionManager | None = None
+        self._partition_counts: dict[str, int] = {}
+        self._metadata_seen: object = None
+        self._started = False
+        self._closed = False
+        self._records_sent = 0
+        self._records_failed = 0
+
+    @property
+    def config(self) -> ProducerConfig:
+        return self._config
+
+    # ------------------------------------------------------------------ lifecycle
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect to the cluster and start the sender task. Idempotent."""
+        if self._started:
+            return
+        if self._closed:
+            raise ProducerClosedError("the producer is closed and cannot be restarted")
+        cfg = self._config
+        client = KafkaClient(cfg)
+        await client.bootstrap()
+        tm = TransactionManager() if cfg.enable_idempotence else None
+        sender_box: list[Sender] = []
+
+        def wakeup() -> None:
+            if sender_box:
+                sender_box[0].wakeup()
+
+        accumulator = RecordAccumulator(
+            AccumulatorConfig(
+                batch_size=cfg.batch_size,
+                linger_ms=cfg.linger_ms,
+                compression_type=cfg.compression_type,
+                compression_level=_compression_level(cfg),
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+                delivery_timeout_ms=cfg.delivery_timeout_ms,
+                guarantee_message_order=cfg.max_in_flight_requests_per_connection == 1,
+            ),
+            BufferPool(cfg.buffer_memory, cfg.batch_size),
+            tm,
+            wakeup,
+        )
+        sender = Sender(client, accumulator, tm, cfg, on_complete=self._on_batch_complete)
+        sender_box.append(sender)
+        self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
+        self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
+        self._started = True
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""
+        accumulator = self._require_started()
+        since = monotonic_ms()
+        accumulator.begin_flush()
+        try:
+            await asyncio.wait_for(accumulator.await_flush_completion(since), timeout)
+        except TimeoutError:
+            raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
+        finally:
+            accumulator.end_flush()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Stop accepting records, deliver what is queued within ``timeout`` seconds, fail the rest.
+
+        ``timeout=None`` waits as long as delivery takes (bounded by ``delivery.timeout.ms``);
+        ``timeout=0`` fails everything not yet delivered at once.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        sender, task, accumulator = self._sender, self._sender_task, self._accumulator
+        assert sender is not None and task is not None and accumulator is not None
+        sender.initiate_close()
+        accumulator.pool.close()
+        try:
+            if timeout is None or timeout > 0:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            if not task.done():
+                sender.force_close()
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            sender.abort_incomplete(ProducerClosedError("the producer was closed before this record was delivered"))
+            for interceptor in self._interceptors:
+                _safe_call(interceptor, "close")
+            if self._client is not None:
+                await self._client.close()
+
+    def _require_started(self) -> RecordAccumulator:
+        if self._accumulator is None:
+            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+        return self._accumulator
+
+    # ------------------------------------------------------------------ send
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue one record; return its delivery future once it is in the accumulator.
+
+        Suspends only for metadata or buffer memory, at most ``max.block.ms`` in
+        total, then raises ``KafkaTimeoutError``. ``on_delivery(metadata, error)``
+        is called when the record completes, in send order per partition.
+        """
+        if self._closed:
+            raise ProducerClosedError("send() called on a closed producer")
+        accumulator = self._accumulator
+        if accumulator is None:
+            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+        if self._interceptors:
+            topic, value, key, headers, partition, timestamp_ms = self._intercept(
+                topic, value, key, headers, partition, timestamp_ms
+            )
+
+        # Serializers.
+        if key is None or type(key) is bytes:
+            key_bytes = key
+        else:
+            key_bytes = self._serialize(self._key_serializer, topic, key, "key")
+        if type(value) is bytes or value is None:
+            value_bytes = value
+        else:
+            value_bytes = self._serialize(self._value_serializer, topic, value, "value")
+
+        header_pairs = _validate_headers(headers) if headers else None
+
+        # Metadata: the first wait point.
+        deadline: float | None = None
+        num_partitions = self._partition_counts.get(topic)
+        if num_partitions is None or self._client.metadata is not self._metadata_seen:  # type: ignore[union-attr]
+            deadline = monotonic_ms() + self._max_block_ms
+            num_partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
+
+        # Size check: a record that can never fit fails here, before it takes memory.
+        size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
+        if header_pairs or size > 1024:
+            upper = estimate_size_in_bytes_upper_bound(key_bytes, value_bytes, header_pairs)
+            if upper > self._max_record_size:
+                self._raise_too_large(upper)
+
+        # Partitioner.
+        if partition is not None:
+            partition = check_partition(partition, num_partitions, topic)
+        elif self._partitioner is not None:
+            partition = check_partition(
+                self._partitioner(topic, key, key_bytes, value, value_bytes, self._client.metadata),  # type: ignore[union-attr]
+                num_partitions,
+                topic,
+            )
+        elif key_bytes is not None and not self._ignore_keys:
+            partition = partition_for_key(key_bytes, num_partitions)
+        else:
+            partition = accumulator.sticky_partition(topic, num_partitions)
+            future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
+            if future is None:
+                future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+            accumulator.record_sticky_append(topic, partition, num_partitions, size)
+            return future
+
+        future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
+        if future is None:
+            future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeadersArg = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """``send()`` and wait for the acknowledgement; returns the record's metadata."""
+        future = await self.send(topic, value, key, headers, partition, timestamp_ms)
+        return await future
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids, waiting for metadata up to ``max.block.ms``."""
+        self._require_started()
+        count = await self._wait_on_metadata(topic, self._max_block_ms)
+        return list(range(count))
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of counters: records sent/failed, buffer use, queued batches."""
+        accumulator = self._accumulator
+        pool = accumulator.pool if accumulator is not None else None
+        return {
+            "records_sent": self._records_sent,
+            "records_failed": self._records_failed,
+            "buffer_total_bytes": self._config.buffer_memory,
+            "buffer_available_bytes": pool.available_memory if pool is not None else self._config.buffer_memory,
+            "waiting_for_buffer": pool.queued if pool is not None else 0,
+            "incomplete_batches": len(accumulator.incomplete_batches()) if accumulator is not None else 0,
+            "producer_id": self._transaction_manager.producer_id if self._transaction_manager else -1,
+            "producer_epoch": self._transaction_manager.producer_epoch if self._transaction_manager else -1,
+        }
+
+    # ------------------------------------------------------------------ send helpers
+    async def _append_slow(
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        key_bytes: bytes | None,
+        value_bytes: bytes | None,
+        headers: HeaderPairs | None,
+        on_delivery: DeliveryCallback | None,
+        deadline: float | None,
+    ) -> FutureRecordMetadata:
+        remaining = self._max_block_ms if deadline is None else max(0.0, deadline - monotonic_ms())
+        assert self._accumulator is not None
+        return await self._accumulator.append(
+            topic, partition, timestamp_ms, key_bytes, value_bytes, headers, on_delivery, remaining
+        )
+
+    async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> int:
+        client = self._client
+        assert client is not None
+        metadata = client.metadata
+        partitions = metadata.partitions_for(topic)
+        if partitions is None:
+            partitions = await client.wait_for_metadata(topic, max_wait_ms)
+            metadata = client.metadata
+        if self._metadata_seen is not metadata:
+            self._partition_counts.clear()
+            self._metadata_seen = metadata
+        count = len(partitions)
+        self._partition_counts[topic] = count
+        return count
+
+    def _raise_too_large(self, size: int) -> None:
+        cfg = self._config
+        if size > cfg.max_request_size:
+            raise RecordTooLargeError(
+                f"the record is {size} bytes when serialized, larger than max.request.size={cfg.max_request_size}"
+            )
+        raise RecordTooLargeError(
+            f"the record is {size} bytes when serialized, larger than buffer.memory={cfg.buffer_memory}"
+        )
+
+    @staticmethod
+    def _serialize(serializer: SerializeFn | None, topic: str, data: Any, side: str) -> bytes | None:
+        try:
+            if serializer is not None:
+                result = serializer(topic, data)
+            elif isinstance(data, str):
+                return data.encode()
+            elif isinstance(data, (bytearray, memoryview)):
+                return bytes(data)
+            else:
+                raise SerializationError(
+                    f"cannot serialize {side} of type {type(data).__name__} for topic {topic!r}: "
+                    f"pass bytes or str, or configure {side}_serializer"
+                )
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
+        if result is None or type(result) is bytes:
+            return result  # type: ignore[no-any-return]
+        if isinstance(result, (bytearray, memoryview)):
+            return bytes(result)
+        raise SerializationError(
+            f"the {side} serializer for topic {topic!r} returned {type(result).__name__}, not bytes"
+        )
+
+    def _intercept(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> tuple[str, Any, Any, HeadersArg, int | None, int | None]:
+        record = ProducerRecord(topic, value, key, tuple(_validate_headers(headers)) if headers else (), partition, timestamp_ms)
+        for interceptor in self._interceptors:
+            try:
+                result = interceptor.on_send(record)
+            except Exception:
+                log.exception("interceptor %r raised in on_send; record passed on unchanged", interceptor)
+                continue
+            if isinstance(result, ProducerRecord):
+                record = result
+        return record.topic, record.value, record.key, record.headers or None, record.partition, record.timestamp_ms
+
+    def _on_batch_complete(self, batch: ProducerBatch) -> None:
+        if batch.error is None:
+            self._records_sent += batch.record_count
+        else:
+            self._records_failed += batch.record_count
+        if self._interceptors:
+            for future in batch.futures:
+                metadata = future.metadata() if batch.error is None else None
+                for interceptor in self._interceptors:
+                    _safe_call(interceptor, "on_acknowledgement", metadata, batch.error)
+
+
+def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:
+    """Headers as a list of (str, bytes|None) pairs, in order, duplicates kept; anything else is an error."""
+    if isinstance(headers, Mapping):
+        items: Iterable[Any] = headers.items()
+    elif isinstance(headers, (list, tuple)):
+        items = headers
+    else:
+        raise InvalidRecordError(f"headers must be a list of (str, bytes) pairs or a mapping, got {type(headers).__name__}")
+    result: list[tuple[str, bytes | None]] = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise InvalidRecordError(f"a header must be a (str, bytes) pair, got {item!r}")
+        name, value = item
+        if not isinstance(name, str):
+            raise InvalidRecordError(f"a header key must be str, got {type(name).__name__}")
+        if value is not None and type(value) is not bytes:
+            if isinstance(value, (bytearray, memoryview)):
+                value = bytes(value)
+            elif isinstance(value, str):
+                value = value.encode()
+            else:
+                raise InvalidRecordError(
+                    f"header {name!r} has a value of type {type(value).__name__}: it must be bytes or None"
+                )
+        result.append((name, value))
+    return result
+
+
+def _compression_level(cfg: ProducerConfig) -> int | None:
+    from aioproducer.protocol.compression import GZIP, LZ4, ZSTD
+
+    level: int | None = {
+        GZIP: getattr(cfg, "compression_gzip_level", None),
+        LZ4: getattr(cfg, "compression_lz4_level", None),
+        ZSTD: getattr(cfg, "compression_zstd_level", None),
+    }.get(cfg.compression_type)
+    return level
+
+
+def _safe_call(obj: Any, method: str, *args: Any) -> None:
+    try:
+        fn = getattr(obj, method, None)
+        if fn is not None:
+            fn(*args)
+    except Exception:
+        log.exception("interceptor %r raised in %s", obj, method)
+
