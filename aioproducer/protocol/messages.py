@@ -555,7 +555,14 @@ def peek_correlation_id(payload: bytes | bytearray | memoryview) -> int:
     return value
 
 
-def _decode_body(schema: MessageSchema, version: int, r: Reader) -> dict[str, Any]:
+def _decode_body(schema: MessageSchema, version: int, r: Reader, *, strict: bool = True) -> dict[str, Any]:
+    """Decode one body. ``strict`` rejects trailing bytes.
+
+    Responses are decoded with ``strict=False``: like the Java client and
+    librdkafka, bytes after a complete body are ignored, because real peers
+    send them (librdkafka's mock cluster ends flexible Metadata responses with
+    one extra byte). Requests, which only tests decode, stay strict.
+    """
     try:
         body = schema.codec(version).decode(r)
     except ProtocolError:
@@ -563,7 +570,7 @@ def _decode_body(schema: MessageSchema, version: int, r: Reader) -> dict[str, An
     except (ValueError, TypeError, IndexError, struct.error, OverflowError) as exc:
         # Belt and braces: the Reader checks bounds itself, but nothing else may escape.
         raise ProtocolError(f"malformed {schema.name} v{version}: {exc}") from exc
-    if r.remaining:
+    if strict and r.remaining:
         raise ProtocolError(f"{r.remaining} trailing bytes after {schema.name} v{version}")
     return body
 
@@ -588,10 +595,10 @@ def decode_response(api_key: int, version: int, payload: bytes | bytearray | mem
             # Some brokers (librdkafka's mock) answer in the requested version
             # instead, so that is the second guess.
             try:
-                return correlation_id, _decode_body(schema, 0, r)
+                return correlation_id, _decode_body(schema, 0, r)  # strict: a wrong guess must fail
             except ProtocolError:
                 r.pos = body_start
-    return correlation_id, _decode_body(schema, version, r)
+    return correlation_id, _decode_body(schema, version, r, strict=False)
 
 
 def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHeader, dict[str, Any]]:

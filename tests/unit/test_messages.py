@@ -406,10 +406,17 @@ def test_truncation_at_every_offset_raises_protocol_error(key: int, version: int
 
 
 @pytest.mark.parametrize(("key", "version", "body"), SAMPLE_RESPONSES)
-def test_trailing_bytes_raise_protocol_error(key: int, version: int, body: dict[str, Any]) -> None:
+def test_trailing_bytes_after_a_response_are_ignored(key: int, version: int, body: dict[str, Any]) -> None:
+    # Real peers (librdkafka's mock) append bytes after flexible bodies; Java ignores them too.
     payload = m.encode_response(key, version, 1, body)[4:]
+    assert m.decode_response(key, version, payload + b"\x00") == m.decode_response(key, version, payload)
+
+
+def test_trailing_bytes_after_a_request_raise_protocol_error() -> None:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5, "topic_data": []}
+    payload = m.encode_request(m.PRODUCE, 9, 1, "c", body)[4:]
     with pytest.raises(ProtocolError):
-        m.decode_response(key, version, payload + b"\x00")
+        m.decode_request(payload + b"\x00")
 
 
 def test_truncated_request_raises_protocol_error() -> None:
