@@ -100,6 +100,7 @@ _TAIL: Final = struct.Struct(">hiqqqhii")
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _CRC_START: Final = _HEAD.size  # 21: attributes is the first CRC-covered byte
 _LENGTH_END: Final = 12  # batchLength counts the bytes after offset 12
+_NO_LIMIT: Final = 1 << 62
 
 # ------------------------------------------------------------------ varints
 
@@ -391,10 +392,11 @@ class RecordBatchBuilder:
         delta = timestamp_ms - self._base_ts
         sz = _ZZ_SIZE
         try:
-            if delta < 0 or headers:
-                raise IndexError  # rare or heavier: take the general path
+            if delta < 0:
+                raise IndexError  # a negative index would silently read the table's end
             body = (
-                2  # record attributes + header count 0
+                1  # record attributes
+                + (len(_encode_headers(headers)) if headers else 1)
                 + sz[delta]
                 + sz[od]
                 + (1 if key is None else sz[len(key)] + len(key))
@@ -417,9 +419,21 @@ class RecordBatchBuilder:
         """Append a record whatever the size; return its offset delta.
 
         Raises ``RuntimeError`` once the builder is built (closed), as Java's
-        ``IllegalStateException``: that is a bug in the caller.
+        ``IllegalStateException``: that is a bug in the caller. The encoder
+        lives in :meth:`try_append`, which never refuses the first record, so
+        the common use (first record of a fresh batch) costs one extra call;
+        forcing a record past ``batch_size`` lifts the limit for one call.
         """
-        od = self._try_append(timestamp_ms, key, value, headers, False)
+        if self._payload is not None:
+            raise RuntimeError("record batch is closed for appends: it was already built")
+        od = self.try_append(timestamp_ms, key, value, headers)
+        if od < 0:
+            limit = self._records_limit
+            self._records_limit = _NO_LIMIT
+            try:
+                od = self.try_append(timestamp_ms, key, value, headers)
+            finally:
+                self._records_limit = limit
         return od
 
     def try_append(
@@ -432,29 +446,17 @@ class RecordBatchBuilder:
         """Append if :meth:`has_room_for` would say so; return the offset delta, or -1 if full.
 
         The accumulator's fast path (Java's ``ProducerBatch.tryAppend``): the
-        record is encoded once and the size check done on the encoded bytes.
-        Returns -1, rather than raising, when the builder is closed.
+        record is encoded once and the size check made on the encoded bytes,
+        with the same answer :meth:`has_room_for` gives. Returns -1 when closed.
         """
         if self._payload is not None:
             return -1
-        return self._try_append(timestamp_ms, key, value, headers, True)
-
-    def _try_append(
-        self,
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        check_room: bool,
-    ) -> int:
-        if self._payload is not None:
-            raise RuntimeError("record batch is closed for appends: it was already built")
         od = self._count
         delta = timestamp_ms - self._base_ts if od else 0
         t = _ZZ
         try:
             if delta < 0:
-                raise IndexError  # negative index would silently read the table's end
+                raise IndexError  # a negative index would silently read the table's end
             if key is None:
                 kp = _NULL
                 kb = b""
@@ -469,7 +471,7 @@ class RecordBatchBuilder:
                 vb = value
             body = b"".join(
                 (
-                    _ZERO,
+                    _ZERO,  # record attributes
                     t[delta],
                     t[od] if od < _TABLE_SIZE else _zigzag_varint(od),  # big batches of tiny records
                     kp,
@@ -479,22 +481,24 @@ class RecordBatchBuilder:
                     _encode_headers(headers) if headers else _ZERO,
                 )
             )
-            prefix = t[len(body)]
-        except IndexError:
+            size = len(body)
+            prefix = t[size]
+        except IndexError:  # a length or delta off the table: general encoder
             body = _encode_record_body(od, delta, key, value, headers)
-            prefix = _zigzag_varint(len(body))
+            size = len(body)
+            prefix = _zigzag_varint(size)
         buf = self._buf
-        if check_room and od:
+        if od:
             factor = self._factor
             used = len(buf) if factor is None else int(len(buf) * factor)
-            if used + len(prefix) + len(body) > self._records_limit:
+            if used + len(prefix) + size > self._records_limit:
                 return -1
+            if timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+        else:
+            self._base_ts = self._max_ts = timestamp_ms
         buf += prefix
         buf += body
-        if od == 0:
-            self._base_ts = self._max_ts = timestamp_ms
-        elif timestamp_ms > self._max_ts:
-            self._max_ts = timestamp_ms
         self._count = od + 1
         return od
 
