@@ -308,7 +308,12 @@ class Sender:
         }
         task = self._spawn(self._produce(node, body, by_tp))
         self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
+        task.add_done_callback(self._request_done)
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        # The closing loop waits for ``_requests`` to empty: wake it when it shrinks.
+        self._requests.discard(task)
+        self.wakeup()
 
     async def _produce(self, node: int, body: dict[str, Any], by_tp: dict[tuple[str, int], ProducerBatch]) -> None:
         acks = body["acks"]
