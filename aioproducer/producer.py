@@ -35,13 +35,16 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.client import KafkaClient
-from aioproducer.partitioner import check_partition, partition_for_key
+from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
 from aioproducer.serializers import SerializeFn
 from aioproducer.protocol.records import estimate_size_in_bytes_upper_bound
 
 __all__ = ["Producer", "ProducerRecord"]
 
 log = logging.getLogger("aioproducer")
+
+# Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
+_RECORD_OVERHEAD_ESTIMATE = 8
 
 HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
@@ -81,7 +84,7 @@ class Producer:
         self._sender: Sender | None = None
         self._sender_task: asyncio.Task[None] | None = None
         self._transaction_manager: TransactionManager | None = None
-        self._partition_counts: dict[str, int] = {}
+        self._topic_partitions: dict[str, TopicPartitions] = {}
         self._metadata_seen: object = None
         self._started = False
         self._closed = False
@@ -126,6 +129,8 @@ class Producer:
                 retry_backoff_max_ms=cfg.retry_backoff_max_ms,
                 delivery_timeout_ms=cfg.delivery_timeout_ms,
                 guarantee_message_order=cfg.max_in_flight_requests_per_connection == 1,
+                adaptive_partitioning=cfg.partitioner_adaptive_partitioning_enable,
+                availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
             ),
             BufferPool(cfg.buffer_memory, cfg.batch_size),
             tm,
@@ -226,10 +231,11 @@ class Producer:
 
         # Metadata: the first wait point.
         deadline: float | None = None
-        num_partitions = self._partition_counts.get(topic)
-        if num_partitions is None or self._client.metadata is not self._metadata_seen:  # type: ignore[union-attr]
+        partitions = self._topic_partitions.get(topic)
+        if partitions is None or self._client.metadata is not self._metadata_seen:  # type: ignore[union-attr]
             deadline = monotonic_ms() + self._max_block_ms
-            num_partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+            partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+        num_partitions = partitions.num_partitions
 
         if timestamp_ms is None:
             timestamp_ms = int(time.time() * 1000)
@@ -255,11 +261,12 @@ class Producer:
         elif key_bytes is not None and not self._ignore_keys:
             partition = partition_for_key(key_bytes, num_partitions)
         else:
-            partition = accumulator.sticky_partition(topic, num_partitions)
+            sticky = accumulator.sticky_partition(topic, partitions)
+            partition = sticky.partition
             future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
             if future is None:
                 future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
-            accumulator.record_sticky_append(topic, partition, num_partitions, size)
+            accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
             return future
 
         future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
@@ -283,8 +290,8 @@ class Producer:
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting for metadata up to ``max.block.ms``."""
         self._require_started()
-        count = await self._wait_on_metadata(topic, self._max_block_ms)
-        return list(range(count))
+        partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+        return list(range(partitions.num_partitions))
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot of counters: records sent/failed, buffer use, queued batches."""
@@ -319,20 +326,27 @@ class Producer:
             topic, partition, timestamp_ms, key_bytes, value_bytes, headers, on_delivery, remaining
         )
 
-    async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> int:
+    async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> TopicPartitions:
+        """The topic's partitions from metadata, waiting (and refreshing) up to ``max_wait_ms``.
+
+        The per-topic snapshot is cached until the client installs new metadata, so the
+        common ``send()`` does one dict lookup and one identity check.
+        """
         client = self._client
         assert client is not None
         metadata = client.metadata
-        partitions = metadata.partitions_for(topic)
-        if partitions is None:
-            partitions = await client.wait_for_metadata(topic, max_wait_ms)
+        if metadata.partitions_for(topic) is None:
+            await client.wait_for_metadata(topic, max_wait_ms)
             metadata = client.metadata
         if self._metadata_seen is not metadata:
-            self._partition_counts.clear()
+            self._topic_partitions.clear()
             self._metadata_seen = metadata
-        count = len(partitions)
-        self._partition_counts[topic] = count
-        return count
+        all_partitions = metadata.partitions_for(topic)
+        if all_partitions is None:  # the topic vanished from the newest metadata
+            all_partitions = await client.wait_for_metadata(topic, max_wait_ms)
+        snapshot = TopicPartitions(len(all_partitions), tuple(metadata.available_partitions_for(topic)))
+        self._topic_partitions[topic] = snapshot
+        return snapshot
 
     def _raise_too_large(self, size: int) -> None:
         cfg = self._config
@@ -363,7 +377,7 @@ class Producer:
         except Exception as exc:
             raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
         if result is None or type(result) is bytes:
-            return result  # type: ignore[no-any-return]
+            return result
         if isinstance(result, (bytearray, memoryview)):
             return bytes(result)
         raise SerializationError(

@@ -35,6 +35,7 @@ from aioproducer.errors import ProducerClosedError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
 from aioproducer.protocol.records import RecordBatchBuilder, estimate_size_in_bytes_upper_bound
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "monotonic_ms"]
@@ -60,14 +61,15 @@ class ReadyCheckResult:
 
 
 class TopicInfo:
-    """A topic's partition deques and its sticky choice for keyless records."""
+    """A topic's partition deques and its KIP-794 partitioner for keyless records."""
 
-    __slots__ = ("batches", "sticky_partition", "sticky_bytes")
+    __slots__ = ("batches", "partitioner", "partitions")
 
-    def __init__(self) -> None:
+    def __init__(self, partitioner: BuiltInPartitioner) -> None:
         self.batches: dict[int, deque[ProducerBatch]] = {}
-        self.sticky_partition = -1
-        self.sticky_bytes = 0
+        self.partitioner = partitioner
+        # The partition count and the partitions with a leader, from the latest metadata.
+        self.partitions: TopicPartitions | None = None
 
 
 @dataclass
@@ -80,6 +82,8 @@ class AccumulatorConfig:
     retry_backoff_max_ms: float = 1000
     delivery_timeout_ms: float = 120000
     guarantee_message_order: bool = False
+    adaptive_partitioning: bool = True
+    availability_timeout_ms: int = 0
 
 
 class RecordAccumulator:
@@ -101,6 +105,7 @@ class RecordAccumulator:
         self._clock = clock
         self._rng = rng or random.Random()
         self._topics: dict[str, TopicInfo] = {}
+        self.node_stats = NodeLatencyStats(config.availability_timeout_ms)
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[tuple[str, int]] = set()
         self._drain_index: dict[int, int] = {}
@@ -113,32 +118,29 @@ class RecordAccumulator:
     def topic_info(self, topic: str) -> TopicInfo:
         info = self._topics.get(topic)
         if info is None:
-            info = self._topics[topic] = TopicInfo()
+            partitioner = BuiltInPartitioner(topic, max(1, self.config.batch_size), self._rng)
+            info = self._topics[topic] = TopicInfo(partitioner)
         return info
 
-    def sticky_partition(self, topic: str, num_partitions: int) -> int:
-        """KIP-794 style: keep the current partition for keyless records until a batch's worth was sent.
+    def sticky_partition(self, topic: str, partitions: TopicPartitions) -> StickyPartitionInfo:
+        """The partition for a keyless record (KIP-794), chosen inside the accumulator as in Java."""
+        info = self.topic_info(topic)
+        info.partitions = partitions
+        return info.partitioner.peek_current_partition(partitions)
 
-        The partition changes only when the bytes appended since the last switch
-        reach ``batch.size``; the new one is random among the others.
+    def update_sticky(self, topic: str, sticky: StickyPartitionInfo, appended_bytes: int) -> None:
+        """Count a keyless record's bytes; switch partition once a batch's worth went to it.
+
+        The switch is allowed only when the partition's last batch is full, so that it happens on
+        a batch boundary (Java's ``allBatchesFull``); past twice ``batch.size`` it happens anyway.
         """
-        info = self.topic_info(topic)
-        partition = info.sticky_partition
-        if partition < 0 or partition >= num_partitions:
-            partition = info.sticky_partition = self._rng.randrange(num_partitions)
-            info.sticky_bytes = 0
-        return partition
-
-    def record_sticky_append(self, topic: str, partition: int, num_partitions: int, size: int) -> None:
-        """Count a keyless record's bytes against the sticky partition; switch after a batch's worth."""
-        info = self.topic_info(topic)
-        if partition != info.sticky_partition:
-            return
-        info.sticky_bytes += size
-        if info.sticky_bytes >= self.config.batch_size and num_partitions > 1:
-            choice = self._rng.randrange(num_partitions - 1)
-            info.sticky_partition = choice if choice < partition else choice + 1
-            info.sticky_bytes = 0
+        info = self._topics[topic]
+        partitioner = info.partitioner
+        if partitioner.is_partition_changed(sticky) or info.partitions is None:
+            return  # another append switched it while this one waited for memory
+        dq = info.batches.get(sticky.partition)
+        all_full = not dq or dq[-1].builder.estimated_size_in_bytes >= self.config.batch_size
+        partitioner.update_partition_info(sticky, appended_bytes, info.partitions, all_full)
 
     def try_append(
         self,
@@ -249,6 +251,7 @@ class RecordAccumulator:
         force = exhausted or self.closed or self._flushes_in_progress > 0
         muted = self._muted
         for topic, info in self._topics.items():
+            self._update_load_stats(info, metadata)
             for partition, dq in info.batches.items():
                 if not dq:
                     continue
@@ -272,12 +275,28 @@ class RecordAccumulator:
                         next_delay = max(0.0, left)
         return ReadyCheckResult(ready_nodes, next_delay, unknown)
 
+    def _update_load_stats(self, info: TopicInfo, metadata: LeaderLookup) -> None:
+        """Adaptive partitioning (KIP-794): weight keyless records towards short queues.
+
+        As in Java, only once every partition of the topic has a queue; leaderless partitions and
+        those whose leader was not drainable for ``partitioner.availability.timeout.ms`` are out.
+        """
+        partitions = info.partitions
+        if not self.config.adaptive_partitioning or partitions is None:
+            return
+        if len(info.batches) < partitions.num_partitions:
+            info.partitioner.update_partition_load_stats(None, None, 0)
+            return
+        topic = info.partitioner.topic
+        queues = [(p, metadata.leader_for(topic, p), len(dq)) for p, dq in info.batches.items()]
+        info.partitioner.update_load_stats_from_queues(queues, self.node_stats)
+
     def retry_backoff(self, attempts: int) -> float:
         """Exponential backoff (KIP-580): retry.backoff.ms doubling per attempt, capped, no jitter here."""
         base = self.config.retry_backoff_ms
         if attempts <= 1:
             return base
-        return min(self.config.retry_backoff_max_ms, base * (2 ** (attempts - 1)))
+        return float(min(self.config.retry_backoff_max_ms, base * 2.0 ** (attempts - 1)))
 
     def drain(
         self,

@@ -174,8 +174,11 @@ class Sender:
             delay = min(delay, float(self.config.retry_backoff_ms))
 
         nodes = set()
+        node_stats = accumulator.node_stats
         for node in result.ready_nodes:
-            if self.client.is_ready(node):
+            can_drain = self.client.is_ready(node)
+            node_stats.update(node, int(now), can_drain)
+            if can_drain:
                 nodes.add(node)
             else:
                 self._connect(node)
