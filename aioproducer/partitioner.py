@@ -59,6 +59,7 @@ __all__ = [
     "TopicPartitions",
     "check_partition",
     "murmur2",
+    "murmur2_py",
     "partition_for_key",
     "resolve_partitioner",
     "to_positive",
@@ -82,7 +83,7 @@ def _word_reader(n_words: int) -> Callable[[Any, int], tuple[int, ...]]:
     return reader
 
 
-def murmur2(data: bytes | bytearray | memoryview) -> int:
+def murmur2_py(data: bytes | bytearray | memoryview) -> int:
     """MurmurHash2 of ``data`` exactly as Java's ``org.apache.kafka.common.utils.Utils.murmur2``.
 
     Returns the *signed* 32-bit result, as Java does (``murmur2(b"21") == -973932308``), so values
@@ -117,6 +118,27 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+_c_murmurhash2: Callable[[bytes, int], int] | None
+try:  # optional C speedup (``aioproducer[speedups]``): the same MurmurHash2, about 6x faster
+    from murmurhash2 import murmurhash2 as _c_murmurhash2
+except ImportError:  # pragma: no cover - depends on the environment
+    _c_murmurhash2 = None
+
+_MURMUR2_SEED = 0x9747B28C
+
+
+def _murmur2_c(data: bytes | bytearray | memoryview) -> int:
+    assert _c_murmurhash2 is not None
+    h: int = _c_murmurhash2(bytes(data) if type(data) is not bytes else data, _MURMUR2_SEED)
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+#: Java's ``Utils.murmur2``: the C implementation from the ``murmurhash2`` package when it is
+#: installed (standard MurmurHash2 with Kafka's seed gives the same bits), else :func:`murmur2_py`.
+#: Both are checked against the same Java-derived key table in the tests.
+murmur2: Callable[[bytes | bytearray | memoryview], int] = _murmur2_c if _c_murmurhash2 is not None else murmur2_py
+
+
 def to_positive(number: int) -> int:
     """Java's ``Utils.toPositive``: clear the sign bit (``n & 0x7fffffff``), *not* ``abs``.
 
@@ -130,6 +152,8 @@ def partition_for_key(key_bytes: bytes | bytearray | memoryview, num_partitions:
     """The partition Java's default partitioner picks for a serialized key (``BuiltInPartitioner.partitionForKey``)."""
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    if _c_murmurhash2 is not None and type(key_bytes) is bytes:
+        return (_c_murmurhash2(key_bytes, _MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
     return (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
 
 
