@@ -85,7 +85,6 @@ class Producer:
         self._sender_task: asyncio.Task[None] | None = None
         self._transaction_manager: TransactionManager | None = None
         self._topic_partitions: dict[str, TopicPartitions] = {}
-        self._metadata_seen: object = None
         self._started = False
         self._closed = False
         self._records_sent = 0
@@ -111,6 +110,7 @@ class Producer:
             raise ProducerClosedError("the producer is closed and cannot be restarted")
         cfg = self._config
         client = KafkaClient(cfg)
+        client.metadata_listeners.append(lambda _metadata: self._topic_partitions.clear())
         await client.bootstrap()
         tm = TransactionManager() if cfg.enable_idempotence else None
         sender_box: list[Sender] = []
@@ -231,8 +231,8 @@ class Producer:
 
         # Metadata: the first wait point.
         deadline: float | None = None
-        partitions = self._topic_partitions.get(topic)
-        if partitions is None or self._client.metadata is not self._metadata_seen:  # type: ignore[union-attr]
+        partitions = self._topic_partitions.get(topic)  # cleared whenever new metadata arrives
+        if partitions is None:
             deadline = monotonic_ms() + self._max_block_ms
             partitions = await self._wait_on_metadata(topic, self._max_block_ms)
         num_partitions = partitions.num_partitions
@@ -273,6 +273,64 @@ class Producer:
         if future is None:
             future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
         return future
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        keys: Iterable[Any] | None = None,
+        *,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> list[FutureRecordMetadata]:
+        """Queue many records to one topic; the bulk form of ``send()``, same semantics.
+
+        ``keys``, when given, pairs with ``values`` one to one (``None`` entries are keyless).
+        The per-call work of ``send()`` (closed check, metadata lookup, serializer choice) is
+        done once per call instead of once per record; a record the fast path cannot take
+        (a value or key that needs a serializer, interceptors, a custom partitioner, or no
+        buffer memory right now) goes through ``send()`` itself, in order. On an error the
+        records before it are queued and the error is raised.
+        """
+        futures: list[FutureRecordMetadata] = []
+        append = futures.append
+        pairs = zip(keys, values) if keys is not None else ((None, v) for v in values)
+        accumulator = self._accumulator
+        if self._closed or accumulator is None or self._interceptors or self._partitioner is not None:
+            for key, value in pairs:
+                append(await self.send(topic, value, key, on_delivery=on_delivery))
+            return futures
+        partitions = self._topic_partitions.get(topic)
+        if partitions is None:
+            partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+        num_partitions = partitions.num_partitions
+        max_size = min(self._max_record_size, 1024) - estimate_size_in_bytes_upper_bound(None, None, None)
+        ignore_keys = self._ignore_keys
+        try_append = accumulator.try_append
+        for key, value in pairs:
+            if (
+                (key is not None and type(key) is not bytes)
+                or (value is not None and type(value) is not bytes)
+                or (len(key) if key else 0) + (len(value) if value else 0) > max_size
+                or self._closed
+                or topic not in self._topic_partitions
+            ):
+                append(await self.send(topic, value, key, on_delivery=on_delivery))
+                continue
+            timestamp_ms = int(time.time() * 1000)
+            if key is not None and not ignore_keys:
+                future = try_append(topic, partition_for_key(key, num_partitions), timestamp_ms, key, value, None, on_delivery)
+                if future is None:
+                    future = await self.send(topic, value, key, on_delivery=on_delivery)
+            else:
+                sticky = accumulator.sticky_partition(topic, partitions)
+                future = try_append(topic, sticky.partition, timestamp_ms, key, value, None, on_delivery)
+                if future is None:
+                    future = await self.send(topic, value, key, on_delivery=on_delivery)
+                else:
+                    size = (len(key) if key else 0) + (len(value) if value else 0)
+                    accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
+            append(future)
+        return futures
 
     async def send_and_wait(
         self,
@@ -338,9 +396,6 @@ class Producer:
         if metadata.partitions_for(topic) is None:
             await client.wait_for_metadata(topic, max_wait_ms)
             metadata = client.metadata
-        if self._metadata_seen is not metadata:
-            self._topic_partitions.clear()
-            self._metadata_seen = metadata
         all_partitions = metadata.partitions_for(topic)
         if all_partitions is None:  # the topic vanished from the newest metadata
             all_partitions = await client.wait_for_metadata(topic, max_wait_ms)

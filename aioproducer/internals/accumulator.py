@@ -161,11 +161,10 @@ class RecordAccumulator:
             info = self.topic_info(topic)
         dq = info.batches.get(partition)
         if dq:
-            last = dq[-1]
-            future = last.try_append(timestamp, key, value, headers, on_delivery)
+            # No wake-up per record: opening the next batch wakes the sender, and a full batch
+            # that nothing follows is sent at its linger deadline (ready() treats it as full).
+            future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
             if future is not None:
-                if last.builder.estimated_size_in_bytes >= self.config.batch_size:
-                    self._wakeup()  # the batch is full: the sender has work now
                 return future
         size = self._reservation_size(key, value, headers)
         if not self.pool.try_allocate(size):

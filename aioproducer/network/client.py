@@ -122,6 +122,8 @@ class KafkaClient:
         self._clock = clock
         self._rng = rng or random.Random()
         self._metadata = ClusterMetadata.empty()
+        #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
+        self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
         self._topics: set[str] = set()
         self._last_refresh_ms = float("-inf")  # last successful refresh
         self._last_attempt_ms = float("-inf")  # last refresh started, successful or not
@@ -256,6 +258,8 @@ class KafkaClient:
                 if node is not None and (node.host, node.port) != (conn.host, conn.port):
                     moved.append(self._conns.pop(node_id))  # reached at its new address on next use
             self._metadata = metadata
+            for listener in self.metadata_listeners:
+                listener(metadata)
             self._last_refresh_ms = self._clock()
             self._done_seq = max(self._done_seq, seq)
             return metadata
