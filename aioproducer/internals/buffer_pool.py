@@ -46,8 +46,10 @@ class BufferPool:
     """A FIFO-fair budget of ``total`` bytes, reserved per batch."""
 
     def __init__(self, total: int, pool_size: int) -> None:
-        if total <= 0 or pool_size <= 0:
-            raise ValueError("buffer pool sizes must be positive")
+        # pool_size is batch.size, and batch.size=0 (no batching) is valid: every
+        # reservation is then exactly the record's size.
+        if total <= 0 or pool_size < 0:
+            raise ValueError("buffer.memory must be positive and batch.size non-negative")
         self.total = total
         self.pool_size = pool_size
         self._available = total  # guarded by: the event loop (single thread)
