@@ -1,0 +1,428 @@
+"""Read a topic-partition back with independent Kafka consumers, for end-to-end tests.
+
+Theory of operation. A producer test that only looks at what aioproducer's own
+decoder makes of its own bytes proves nothing about the wire format: encoder
+and decoder could share a mistake. The librdkafka mock cluster stores the
+batches it is sent without looking inside them (it does not even check the
+CRC), so reading a partition back with a consumer written by somebody else is
+what checks the bytes. Three are at hand, each with its own record decoder:
+
+* :func:`read_aiokafka` -- aiokafka's ``AIOKafkaConsumer`` (asyncio; Python/Cython decoder);
+* :func:`read_kafka_python` -- kafka-python's ``KafkaConsumer`` (blocking; pure Python);
+* :func:`read_confluent` -- confluent-kafka's ``Consumer`` (librdkafka, C).
+
+Every reader assigns the partition directly and seeks (no consumer group, no
+offset commits), collects ``count`` records starting at ``start_offset`` and
+returns them as :class:`ReadRecord` tuples ``(offset, timestamp, key, value,
+headers)`` with ``headers`` normalized to ``list[tuple[str, bytes | None]]``
+(``[]`` when a record has none). Each read is bounded by ``count`` and by
+``timeout`` seconds: it raises :class:`ReadbackTimeoutError` naming what it got
+rather than hanging, and :class:`ReadbackError` (the library's error in
+``.error``) when the consumer reports one, e.g. a failed CRC check. CRC
+checking is on in all three (confluent-kafka's ``check.crcs`` defaults to off;
+here it defaults to on).
+
+:func:`read_with` picks a reader by name (:data:`CONSUMERS`) and runs the
+blocking ones in a thread, so async tests can treat all three alike.
+:func:`fetch_raw_records` sends one hand-written Fetch v4 request and returns
+the partition's ``records`` bytes exactly as the broker holds them, for
+checking aioproducer's own decoder on what came back over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CONSUMERS",
+    "ReadRecord",
+    "ReadbackError",
+    "ReadbackTimeoutError",
+    "fetch_raw_records",
+    "read_aiokafka",
+    "read_confluent",
+    "read_kafka_python",
+    "read_with",
+]
+
+Headers = list[tuple[str, bytes | None]]
+
+#: How long one poll may block: short, so the overall ``timeout`` is respected closely.
+_POLL_S = 0.5
+
+
+class ReadRecord(NamedTuple):
+    """One record as a consumer delivered it. ``timestamp`` is in ms (create or log-append time)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+class ReadbackError(Exception):
+    """The consumer reported an error instead of a record; the library's error object is ``error``."""
+
+    def __init__(self, message: str, error: object) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ReadbackTimeoutError(TimeoutError):
+    """Fewer than ``count`` records arrived within the timeout; ``records`` holds those that did."""
+
+    def __init__(self, message: str, records: list[ReadRecord]) -> None:
+        super().__init__(message)
+        self.records = records
+
+
+def _headers(raw: Any) -> Headers:
+    """Normalize a library's headers (None, tuple or list of pairs) to a list of (str, bytes|None)."""
+    out: Headers = []
+    for key, value in raw or ():
+        out.append(
+            (key.decode() if isinstance(key, bytes) else str(key), None if value is None else bytes(value))
+        )
+    return out
+
+
+def _timeout_error(
+    consumer: str, topic: str, partition: int, start: int, count: int, got: list[ReadRecord], timeout: float
+) -> ReadbackTimeoutError:
+    last = f", last offset {got[-1].offset}" if got else ""
+    return ReadbackTimeoutError(
+        f"{consumer}: read {len(got)} of {count} records from {topic}-{partition} "
+        f"starting at offset {start} within {timeout} s{last}",
+        got,
+    )
+
+
+# ------------------------------------------------------------------ aiokafka
+
+
+async def read_aiokafka(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+) -> list[ReadRecord]:
+    """Read ``count`` records from ``start_offset`` with aiokafka (``group_id=None``, assign + seek)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        check_crcs=check_crcs,
+        request_timeout_ms=max(1000, int(timeout * 1000)),
+    )
+    got: list[ReadRecord] = []
+    try:
+        await asyncio.wait_for(consumer.start(), timeout)
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start_offset)
+        while len(got) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _timeout_error("aiokafka", topic, partition, start_offset, count, got, timeout)
+            try:
+                batch = await consumer.getmany(tp, timeout_ms=int(min(remaining, _POLL_S) * 1000) or 1)
+            except KafkaError as exc:
+                raise ReadbackError(f"aiokafka reading {topic}-{partition}: {exc!r}", exc) from exc
+            for m in batch.get(tp, ()):
+                got.append(ReadRecord(m.offset, m.timestamp, m.key, m.value, _headers(m.headers)))
+    finally:
+        await consumer.stop()
+    return got[:count]
+
+
+# -------------------------------------------------------------- kafka-python
+
+
+def read_kafka_python(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+    api_version: tuple[int, ...] | None = None,
+) -> list[ReadRecord]:
+    """Read ``count`` records from ``start_offset`` with kafka-python 2.2 (blocking; assign + seek).
+
+    ``api_version=None`` lets kafka-python probe the broker; against the
+    librdkafka mock it settles on (2, 4), and every explicit version from
+    (0, 10, 0) to (4, 0) reads magic-2 batches just as well.
+    """
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        check_crcs=check_crcs,
+        api_version=api_version,
+        api_version_auto_timeout_ms=max(1000, int(timeout * 1000)),
+    )
+    got: list[ReadRecord] = []
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start_offset)
+        while len(got) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _timeout_error("kafka-python", topic, partition, start_offset, count, got, timeout)
+            try:
+                polled = consumer.poll(timeout_ms=int(min(remaining, _POLL_S) * 1000) or 1)
+            except KafkaError as exc:
+                raise ReadbackError(f"kafka-python reading {topic}-{partition}: {exc!r}", exc) from exc
+            for m in polled.get(tp, ()):
+                got.append(ReadRecord(m.offset, m.timestamp, m.key, m.value, _headers(m.headers)))
+    finally:
+        consumer.close(autocommit=False)
+    return got[:count]
+
+
+# ------------------------------------------------------------ confluent-kafka
+
+
+def read_confluent(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+) -> list[ReadRecord]:
+    """Read ``count`` records from ``start_offset`` with confluent-kafka (blocking; assign at an offset).
+
+    ``group.id`` is required by librdkafka's consumer even when nothing is
+    committed; no group is joined since the partition is assigned directly.
+    An error event (``msg.error()``, e.g. ``_BAD_MSG`` for a failed CRC)
+    raises :class:`ReadbackError` with the ``confluent_kafka.KafkaError``.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    deadline = time.monotonic() + timeout
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": "aioproducer-readback",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "check.crcs": check_crcs,
+        }
+    )
+    got: list[ReadRecord] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, start_offset)])
+        while len(got) < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _timeout_error("confluent-kafka", topic, partition, start_offset, count, got, timeout)
+            for m in consumer.consume(count - len(got), timeout=min(remaining, _POLL_S)):
+                err = m.error()
+                if err is not None:
+                    raise ReadbackError(f"confluent-kafka reading {topic}-{partition}: {err}", err)
+                _ts_type, ts = m.timestamp()
+                got.append(ReadRecord(m.offset(), ts, m.key(), m.value(), _headers(m.headers())))
+    finally:
+        consumer.close()
+    return got[:count]
+
+
+# ----------------------------------------------------------------- dispatch
+
+#: Reader name -> reader; the names are what tests parametrize over.
+CONSUMERS: dict[str, Callable[..., Any]] = {
+    "aiokafka": read_aiokafka,
+    "kafka-python": read_kafka_python,
+    "confluent-kafka": read_confluent,
+}
+
+
+async def read_with(
+    consumer: str,
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    **options: Any,
+) -> list[ReadRecord]:
+    """Read with the reader named ``consumer`` (a key of :data:`CONSUMERS`), blocking ones in a thread."""
+    reader = CONSUMERS[consumer]
+    kwargs: dict[str, Any] = dict(count=count, start_offset=start_offset, timeout=timeout, **options)
+    if reader is read_aiokafka:
+        return await read_aiokafka(bootstrap_servers, topic, partition, **kwargs)
+    records: list[ReadRecord] = await asyncio.to_thread(reader, bootstrap_servers, topic, partition, **kwargs)
+    return records
+
+
+# ------------------------------------------------------- raw Fetch, by hand
+
+_FETCH = 1
+_FETCH_V = 4
+_NOT_LEADER_OR_FOLLOWER = 6
+
+
+def _fetch_v4_request(correlation_id: int, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
+    """A whole Fetch v4 frame (request header v1): replica -1, read_uncommitted."""
+    client_id = b"aioproducer-readback"
+    t = topic.encode()
+    body = b"".join(
+        (
+            struct.pack(">hhih", _FETCH, _FETCH_V, correlation_id, len(client_id)),
+            client_id,
+            # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level (read_uncommitted)
+            struct.pack(">iiiib", -1, 100, 1, max_bytes, 0),
+            struct.pack(">ih", 1, len(t)),
+            t,
+            struct.pack(">iiqi", 1, partition, offset, max_bytes),
+        )
+    )
+    return struct.pack(">i", len(body)) + body
+
+
+def _parse_fetch_v4_response(payload: bytes, correlation_id: int) -> tuple[int, int, bytes]:
+    """(error_code, high_watermark, records) of the single partition of a Fetch v4 response."""
+    pos = 0
+
+    def take(fmt: str) -> tuple[Any, ...]:
+        nonlocal pos
+        values = struct.unpack_from(fmt, payload, pos)
+        pos += struct.calcsize(fmt)
+        return values
+
+    (corr,) = take(">i")
+    if corr != correlation_id:
+        raise ReadbackError(f"Fetch response has correlation id {corr}, expected {correlation_id}", corr)
+    _throttle, n_topics = take(">ii")
+    if n_topics != 1:
+        raise ReadbackError(f"Fetch response has {n_topics} topics, expected 1", n_topics)
+    (name_len,) = take(">h")
+    pos += name_len
+    (n_parts,) = take(">i")
+    if n_parts != 1:
+        raise ReadbackError(f"Fetch response has {n_parts} partitions, expected 1", n_parts)
+    _index, error_code, high_watermark, _lso, n_aborted = take(">ihqqi")
+    pos += max(n_aborted, 0) * 16
+    (size,) = take(">i")
+    return error_code, high_watermark, b"" if size < 0 else payload[pos : pos + size]
+
+
+#: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
+#: crc uint32, attributes int16, lastOffsetDelta int32: the batch header up to
+#: what it takes to walk from one batch to the next without decoding it.
+_BATCH_PREFIX = struct.Struct(">qiibIhi")
+
+
+def _whole_batches(records: bytes) -> tuple[int, int | None]:
+    """(bytes of the complete batches at the start of ``records``, the offset after them or None)."""
+    pos = 0
+    nxt = None
+    while pos + _BATCH_PREFIX.size <= len(records):
+        base, length, _epoch, _magic, _crc, _attrs, last_delta = _BATCH_PREFIX.unpack_from(records, pos)
+        if pos + 12 + length > len(records):
+            break  # a partial batch at the end of a size-limited response
+        nxt = base + last_delta + 1
+        pos += 12 + length
+    return pos, nxt
+
+
+async def fetch_raw_records(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    offset: int = 0,
+    max_bytes: int = 1 << 20,
+    timeout: float = 10.0,
+) -> bytes:
+    """The record batches from ``offset`` to the high watermark, as the leader stores them.
+
+    Fetch v4 is fixed-layout and predates flexible versions, so it is
+    written here with ``struct`` rather than with any client library's codec:
+    the bytes returned are the broker's, untouched. The leader is found by
+    asking each bootstrap server (the others answer NOT_LEADER_OR_FOLLOWER).
+    The librdkafka mock answers a Fetch with one batch, so this fetches again
+    after the last complete batch until the high watermark is reached; the
+    batches are concatenated, each whole. A batch larger than ``max_bytes``
+    is an error rather than an endless loop.
+    """
+    deadline = time.monotonic() + timeout
+    correlation_id = 0
+
+    async def ask(host: str, port: int, at: int) -> tuple[int, int, bytes]:
+        nonlocal correlation_id
+        correlation_id += 1
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(_fetch_v4_request(correlation_id, topic, partition, at, max_bytes))
+            await writer.drain()
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            return _parse_fetch_v4_response(await reader.readexactly(size), correlation_id)
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    async def ask_in_time(server: str, at: int) -> tuple[int, int, bytes]:
+        host, port = server.strip().rsplit(":", 1)
+        try:
+            return await asyncio.wait_for(ask(host, int(port), at), max(deadline - time.monotonic(), 0.001))
+        except TimeoutError as exc:
+            raise ReadbackTimeoutError(
+                f"Fetch of {topic}-{partition} not answered within {timeout} s", []
+            ) from exc
+
+    leader = None
+    codes: list[int] = []
+    for server in bootstrap_servers.split(","):
+        code, high_watermark, records = await ask_in_time(server, offset)
+        if code == 0:
+            leader = server
+            break
+        if code != _NOT_LEADER_OR_FOLLOWER:
+            raise ReadbackError(f"Fetch {topic}-{partition} from {server}: error code {code}", code)
+        codes.append(code)
+    if leader is None:
+        raise ReadbackError(f"no bootstrap server leads {topic}-{partition} (error codes {codes})", codes)
+    parts: list[bytes] = []
+    while True:
+        whole, nxt = _whole_batches(records)
+        if nxt is None:
+            if offset < high_watermark:
+                raise ReadbackError(
+                    f"Fetch {topic}-{partition} at {offset}: no whole batch in {max_bytes} bytes", records
+                )
+            return b"".join(parts)
+        parts.append(records[:whole])
+        if nxt >= high_watermark:
+            return b"".join(parts)
+        offset = nxt
+        code, high_watermark, records = await ask_in_time(leader, offset)
+        if code != 0:
+            raise ReadbackError(
+                f"Fetch {topic}-{partition} at {offset} from {leader}: error code {code}", code
+            )
