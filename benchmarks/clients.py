@@ -1,0 +1,576 @@
+"""One adapter per client: how each is configured and driven, written as its users write it.
+
+Every client gets two entry points, ``throughput(spec, keys, values)`` and
+``paced(spec, keys, values)``, returning an :class:`Outcome`. The throughput
+loops are written out per client (no shared per-record indirection, which would
+tax the fastest clients most); the paced loops (latency and memory modes, where
+the offered rate, not the loop, is the limit) share :func:`_drive_async` /
+:func:`_drive_sync` and a per-client ``submit(i)``.
+
+Settings per client (``spec`` is :class:`benchmarks.scenarios.Scenario` as a dict):
+
+============================  =====================================================================
+aioproducer                   ``Producer(bootstrap_servers, acks, linger_ms, compression_type,
+                              enable_idempotence, buffer_memory=32 MB)``
+aioproducer-bulk              ``Producer.send_many(topic, values, keys)`` per 1000 records, if the class
+                              has it (``send_batch`` is tried too), else the row is skipped
+aiokafka 0.14                 ``AIOKafkaProducer(acks, linger_ms, compression_type, enable_idempotence)``;
+                              no byte budget exists: ``send()`` waits while a partition's pending
+                              batch (``max_batch_size`` = 16384, the default) is full
+confluent-kafka AIOProducer   ``confluent_kafka.aio.AIOProducer({acks, linger.ms, compression.type,
+                              enable.idempotence})`` with its defaults (``batch_size=1000`` records
+                              buffered in Python, ``max_workers=4``); memory mode adds
+                              ``queue.buffering.max.kbytes=32768``
+confluent-kafka Producer      the same librdkafka settings; ``produce(); poll(0)`` per record,
+                              ``poll`` and retry on ``BufferError``; memory mode adds
+                              ``queue.buffering.max.kbytes=32768`` and lifts
+                              ``queue.buffering.max.messages`` so bytes are the binding limit
+kafka-python 2.2              ``KafkaProducer(acks, linger_ms, compression_type, enable_idempotence)``;
+                              2.2 deprecated and ignores ``buffer_memory``: nothing bounds its queue
+============================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CLIENTS", "Outcome", "Tracker", "bulk_method"]
+
+perf_counter = time.perf_counter
+MB = 1 << 20
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a run observed: how many records were acknowledged, failed, and how long it took."""
+
+    offered: int
+    acked: int
+    errors: int
+    first_error: str | None
+    elapsed_s: float
+    latencies_s: list[float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Tracker:
+    """Per-record acknowledgement bookkeeping for the paced modes.
+
+    ``ack(i, err)`` may be called from any thread (kafka-python calls it from
+    its sender thread): it only does item assignment and ``list.append``, each
+    atomic under the GIL. Ack times are kept only when latencies are wanted
+    (a float per record); otherwise one byte per record.
+    """
+
+    __slots__ = ("n", "times", "flags", "errors")
+
+    def __init__(self, n: int, keep_times: bool) -> None:
+        self.n = n
+        self.times: list[float] | None = [0.0] * n if keep_times else None
+        self.flags = bytearray(n)
+        self.errors: list[tuple[int, Any]] = []
+
+    def ack(self, i: int, err: Any) -> None:
+        if self.times is not None:
+            self.times[i] = perf_counter()
+        self.flags[i] = 1
+        if err is not None:
+            self.errors.append((i, err))
+
+    def outcome(self, t0: float, rate: int, elapsed: float) -> Outcome:
+        acked_or_failed = self.n - self.flags.count(0)
+        errors = len(self.errors)
+        first = repr(self.errors[0][1]) if self.errors else None
+        latencies = None
+        if self.times is not None and rate:
+            bad = {i for i, _ in self.errors}
+            latencies = [t - (t0 + i / rate) for i, t in enumerate(self.times) if t and i not in bad]
+        return Outcome(self.n, acked_or_failed - errors, errors, first, elapsed, latencies)
+
+
+async def _drive_async(submit: Callable[[int], Awaitable[None]], n: int, rate: int) -> float:
+    """Call ``submit(i)`` for every record, at ``rate`` records/s (0: as fast as accepted); return t0."""
+    t0 = perf_counter()
+    if not rate:
+        for i in range(n):
+            await submit(i)
+        return t0
+    i = 0
+    while i < n:
+        due = min(n, int((perf_counter() - t0) * rate) + 1)
+        while i < due:
+            await submit(i)
+            i += 1
+        await asyncio.sleep(0.001)
+    return t0
+
+
+def _drive_sync(submit: Callable[[int], None], idle: Callable[[], Any], n: int, rate: int) -> float:
+    """The synchronous twin of :func:`_drive_async`; ``idle()`` waits ~1 ms (and serves callbacks)."""
+    t0 = perf_counter()
+    if not rate:
+        for i in range(n):
+            submit(i)
+        return t0
+    i = 0
+    while i < n:
+        due = min(n, int((perf_counter() - t0) * rate) + 1)
+        while i < due:
+            submit(i)
+            i += 1
+        idle()
+    return t0
+
+
+async def _settle(tracker: Tracker, timeout: float = 10.0) -> None:
+    """Give completion callbacks scheduled from other threads a chance to run after ``flush()``."""
+    deadline = perf_counter() + timeout
+    while tracker.flags.count(0) and perf_counter() < deadline:
+        await asyncio.sleep(0.005)
+
+
+def _count_futures(results: list[Any], ok: type | tuple[type, ...]) -> tuple[int, int, str | None]:
+    acked = errors = 0
+    first: str | None = None
+    for r in results:
+        if isinstance(r, ok):
+            acked += 1
+        else:
+            errors += 1
+            if first is None:
+                first = repr(r)
+    return acked, errors, first
+
+
+def _pools(keys: list[bytes] | None, values: list[bytes]) -> tuple[list[bytes] | None, int, list[bytes], int]:
+    return keys, (len(keys) - 1 if keys else 0), values, len(values) - 1
+
+
+# Warm-up: before the clock starts, every client delivers one record to each partition of
+# a separate topic (``spec["warmup_topic"]``), so that connections to every broker, the
+# idempotent producer id and the metadata are in place for all of them alike.
+WARMUP = b"warm-up"
+
+
+# --------------------------------------------------------------------------- aioproducer
+async def _aioproducer_warmup(producer: Any, spec: dict[str, Any]) -> None:
+    await producer.partitions_for(spec["topic"])
+    warm = spec["warmup_topic"]
+    await asyncio.gather(*[await producer.send(warm, value=WARMUP, partition=p) for p in range(spec["partitions"])])
+
+
+def _aioproducer(spec: dict[str, Any]) -> Any:
+    from aioproducer import Producer
+
+    return Producer(
+        bootstrap_servers=spec["bootstrap"],
+        acks=spec["acks"],
+        linger_ms=spec["linger_ms"],
+        compression_type=spec["compression"],
+        enable_idempotence=spec["idempotence"],
+        buffer_memory=spec["buffer_memory"],
+    )
+
+
+async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from aioproducer import RecordMetadata
+
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    async with _aioproducer(spec) as producer:
+        await _aioproducer_warmup(producer, spec)
+        send = producer.send
+        futures = []
+        append = futures.append
+        t0 = perf_counter()
+        if keys:
+            for i in range(n):
+                append(await send(topic, value=values[i & vm], key=keys[i & km]))
+        else:
+            for i in range(n):
+                append(await send(topic, value=values[i & vm]))
+        await producer.flush()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        elapsed = perf_counter() - t0
+    acked, errors, first = _count_futures(results, RecordMetadata)
+    return Outcome(n, acked, errors, first, elapsed)
+
+
+def bulk_method(producer_class: type) -> str | None:
+    """The name of aioproducer's bulk send method, if ``Producer`` has one."""
+    for name in ("send_many", "send_batch"):
+        if hasattr(producer_class, name):
+            return name
+    return None
+
+
+async def aioproducer_bulk_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    """The bulk path: ``send_many(topic, values, keys)`` per chunk of 1000 records (a consumed batch, say)."""
+    from aioproducer import Producer, RecordMetadata
+
+    name = bulk_method(Producer)
+    if name is None:
+        raise RuntimeError("aioproducer.Producer has no send_many/send_batch")
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    chunk = 1000
+    # Build the chunks up front: the loop below is the bulk call, not list building.
+    value_chunks = [[values[i & vm] for i in range(start, min(n, start + chunk))] for start in range(0, n, chunk)]
+    key_chunks = (
+        [[keys[i & km] for i in range(start, min(n, start + chunk))] for start in range(0, n, chunk)] if keys else None
+    )
+    async with _aioproducer(spec) as producer:
+        await _aioproducer_warmup(producer, spec)
+        bulk = getattr(producer, name)
+        futures: list[Any] = []
+        extend = futures.extend
+        t0 = perf_counter()
+        if key_chunks:
+            for vs, ks in zip(value_chunks, key_chunks):
+                extend(await bulk(topic, vs, ks))
+        else:
+            for vs in value_chunks:
+                extend(await bulk(topic, vs))
+        await producer.flush()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        elapsed = perf_counter() - t0
+    acked, errors, first = _count_futures(results, RecordMetadata)
+    return Outcome(n, acked, errors, first, elapsed)
+
+
+async def aioproducer_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    topic, n, rate = spec["topic"], spec["records"], spec["rate"]
+    keys, km, values, vm = _pools(keys, values)
+    tracker = Tracker(n, keep_times=bool(rate))
+    ack = tracker.ack
+    async with _aioproducer(spec) as producer:
+        await _aioproducer_warmup(producer, spec)
+        send = producer.send
+
+        async def submit(i: int) -> None:
+            await send(topic, value=values[i & vm], key=keys[i & km] if keys else None,
+                       on_delivery=lambda md, err: ack(i, err))
+
+        t0 = await _drive_async(submit, n, rate)
+        await producer.flush()
+        await _settle(tracker)
+        elapsed = perf_counter() - t0
+    return tracker.outcome(t0, rate, elapsed)
+
+
+# --------------------------------------------------------------------------- aiokafka
+def _aiokafka(spec: dict[str, Any]) -> Any:
+    from aiokafka import AIOKafkaProducer
+
+    return AIOKafkaProducer(
+        bootstrap_servers=spec["bootstrap"],
+        acks=1 if spec["acks"] == "1" else "all",
+        linger_ms=spec["linger_ms"],
+        compression_type=None if spec["compression"] == "none" else spec["compression"],
+        enable_idempotence=spec["idempotence"],
+    )
+
+
+async def _aiokafka_warmup(producer: Any, spec: dict[str, Any]) -> None:
+    await producer.partitions_for(spec["topic"])
+    warm = spec["warmup_topic"]
+    await asyncio.gather(*[await producer.send(warm, value=WARMUP, partition=p) for p in range(spec["partitions"])])
+
+
+async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from aiokafka.structs import RecordMetadata
+
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    producer = _aiokafka(spec)
+    await producer.start()
+    try:
+        await _aiokafka_warmup(producer, spec)
+        send = producer.send
+        futures = []
+        append = futures.append
+        t0 = perf_counter()
+        if keys:
+            for i in range(n):
+                append(await send(topic, value=values[i & vm], key=keys[i & km]))
+        else:
+            for i in range(n):
+                append(await send(topic, value=values[i & vm]))
+        await producer.flush()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        elapsed = perf_counter() - t0
+    finally:
+        await producer.stop()
+    acked, errors, first = _count_futures(results, RecordMetadata)
+    return Outcome(n, acked, errors, first, elapsed)
+
+
+def _future_error(f: Any) -> Any:
+    return f.exception() if not f.cancelled() else "cancelled"
+
+
+async def aiokafka_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    topic, n, rate = spec["topic"], spec["records"], spec["rate"]
+    keys, km, values, vm = _pools(keys, values)
+    tracker = Tracker(n, keep_times=bool(rate))
+    ack = tracker.ack
+    producer = _aiokafka(spec)
+    await producer.start()
+    try:
+        await _aiokafka_warmup(producer, spec)
+        send = producer.send
+
+        async def submit(i: int) -> None:
+            fut = await send(topic, value=values[i & vm], key=keys[i & km] if keys else None)
+            fut.add_done_callback(lambda f: ack(i, _future_error(f)))
+
+        t0 = await _drive_async(submit, n, rate)
+        await producer.flush()
+        await _settle(tracker)
+        elapsed = perf_counter() - t0
+    finally:
+        await producer.stop()
+    return tracker.outcome(t0, rate, elapsed)
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+def _librdkafka_conf(spec: dict[str, Any], memory_budget: bool) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": spec["bootstrap"],
+        "acks": spec["acks"],
+        "linger.ms": spec["linger_ms"],
+        "compression.type": spec["compression"],
+        "enable.idempotence": spec["idempotence"],
+    }
+    if memory_budget:
+        conf["queue.buffering.max.kbytes"] = spec["buffer_memory"] // 1024
+        conf["queue.buffering.max.messages"] = 2_147_483_647
+    return conf
+
+
+async def _confluent_aio_warmup(producer: Any, spec: dict[str, Any]) -> None:
+    await producer.list_topics(spec["topic"], timeout=10)
+    warm = spec["warmup_topic"]
+    futures = [await producer.produce(warm, value=WARMUP, partition=p) for p in range(spec["partitions"])]
+    await producer.flush()
+    await asyncio.gather(*futures)
+
+
+async def confluent_aio_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from confluent_kafka import Message
+    from confluent_kafka.aio import AIOProducer
+
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    producer = AIOProducer(_librdkafka_conf(spec, False))
+    try:
+        await _confluent_aio_warmup(producer, spec)
+        produce = producer.produce
+        futures = []
+        append = futures.append
+        t0 = perf_counter()
+        if keys:
+            for i in range(n):
+                append(await produce(topic, value=values[i & vm], key=keys[i & km]))
+        else:
+            for i in range(n):
+                append(await produce(topic, value=values[i & vm]))
+        await producer.flush()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        elapsed = perf_counter() - t0
+    finally:
+        await producer.close()
+    acked, errors, first = _count_futures(results, Message)
+    return Outcome(n, acked, errors, first, elapsed)
+
+
+async def confluent_aio_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from confluent_kafka.aio import AIOProducer
+
+    topic, n, rate = spec["topic"], spec["records"], spec["rate"]
+    keys, km, values, vm = _pools(keys, values)
+    tracker = Tracker(n, keep_times=bool(rate))
+    ack = tracker.ack
+    producer = AIOProducer(_librdkafka_conf(spec, spec["mode"] == "memory"))
+    try:
+        await _confluent_aio_warmup(producer, spec)
+        produce = producer.produce
+
+        async def submit(i: int) -> None:
+            fut = await produce(topic, value=values[i & vm], key=keys[i & km] if keys else None)
+            fut.add_done_callback(lambda f: ack(i, _future_error(f)))
+
+        t0 = await _drive_async(submit, n, rate)
+        await producer.flush()
+        await _settle(tracker)  # futures are completed from the executor thread
+        elapsed = perf_counter() - t0
+    finally:
+        await producer.close()
+    return tracker.outcome(t0, rate, elapsed)
+
+
+def _confluent_warmup(producer: Any, spec: dict[str, Any]) -> None:
+    producer.list_topics(spec["topic"], timeout=10)
+    delivered: list[Any] = []
+    for p in range(spec["partitions"]):
+        producer.produce(spec["warmup_topic"], WARMUP, partition=p, on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(30)
+    if len(delivered) != spec["partitions"] or any(delivered):
+        raise RuntimeError(f"warm-up failed: {delivered}")
+
+
+def confluent_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from confluent_kafka import Producer
+
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    producer = Producer(_librdkafka_conf(spec, False))
+    _confluent_warmup(producer, spec)
+    counts = [0, 0]
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            counts[0] += 1
+        else:
+            counts[1] += 1
+            errors.append(err)
+
+    produce, poll = producer.produce, producer.poll
+    t0 = perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                produce(topic, values[i & vm], keys[i & km] if keys else None, on_delivery=on_delivery)
+                break
+            except BufferError:  # the local queue is full: serve deliveries, then retry
+                poll(0.001)
+        poll(0)
+    remaining = producer.flush(60)
+    elapsed = perf_counter() - t0
+    outcome = Outcome(n, counts[0], counts[1], repr(errors[0]) if errors else None, elapsed)
+    if remaining:
+        outcome.notes.append(f"{remaining} records still queued after flush(60)")
+    return outcome
+
+
+def confluent_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    from confluent_kafka import Producer
+
+    topic, n, rate = spec["topic"], spec["records"], spec["rate"]
+    keys, km, values, vm = _pools(keys, values)
+    tracker = Tracker(n, keep_times=bool(rate))
+    ack = tracker.ack
+    producer = Producer(_librdkafka_conf(spec, spec["mode"] == "memory"))
+    _confluent_warmup(producer, spec)
+    produce, poll = producer.produce, producer.poll
+
+    def submit(i: int) -> None:
+        while True:
+            try:
+                produce(topic, values[i & vm], keys[i & km] if keys else None,
+                        on_delivery=lambda err, msg: ack(i, err))
+                break
+            except BufferError:
+                poll(0.001)
+        poll(0)
+
+    t0 = _drive_sync(submit, lambda: poll(0.001), n, rate)
+    producer.flush(60)
+    elapsed = perf_counter() - t0
+    return tracker.outcome(t0, rate, elapsed)
+
+
+# --------------------------------------------------------------------------- kafka-python
+def _kafka_python(spec: dict[str, Any]) -> Any:
+    from kafka import KafkaProducer
+
+    return KafkaProducer(
+        bootstrap_servers=spec["bootstrap"],
+        acks=1 if spec["acks"] == "1" else "all",
+        linger_ms=spec["linger_ms"],
+        compression_type=None if spec["compression"] == "none" else spec["compression"],
+        enable_idempotence=spec["idempotence"],
+    )
+
+
+def _kafka_python_warmup(producer: Any, spec: dict[str, Any]) -> None:
+    producer.partitions_for(spec["topic"])
+    futures = [producer.send(spec["warmup_topic"], value=WARMUP, partition=p) for p in range(spec["partitions"])]
+    producer.flush()
+    for f in futures:
+        f.get(timeout=30)
+
+
+def kafka_python_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    producer = _kafka_python(spec)
+    try:
+        _kafka_python_warmup(producer, spec)
+        send = producer.send
+        futures = []
+        append = futures.append
+        t0 = perf_counter()
+        if keys:
+            for i in range(n):
+                append(send(topic, value=values[i & vm], key=keys[i & km]))
+        else:
+            for i in range(n):
+                append(send(topic, value=values[i & vm]))
+        producer.flush()
+        elapsed = perf_counter() - t0
+    finally:
+        producer.close()
+    acked = sum(1 for f in futures if f.is_done and f.succeeded())
+    failed = [f for f in futures if not (f.is_done and f.succeeded())]
+    first = None
+    if failed:
+        first = repr(failed[0].exception) if failed[0].is_done else "not completed"
+    return Outcome(n, acked, len(failed), first, elapsed)
+
+
+def kafka_python_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    topic, n, rate = spec["topic"], spec["records"], spec["rate"]
+    keys, km, values, vm = _pools(keys, values)
+    tracker = Tracker(n, keep_times=bool(rate))
+    ack = tracker.ack
+    producer = _kafka_python(spec)
+    try:
+        _kafka_python_warmup(producer, spec)
+        send = producer.send
+
+        def submit(i: int) -> None:
+            f = send(topic, value=values[i & vm], key=keys[i & km] if keys else None)
+            f.add_callback(lambda md: ack(i, None))
+            f.add_errback(lambda exc: ack(i, exc))
+
+        t0 = _drive_sync(submit, lambda: time.sleep(0.001), n, rate)
+        producer.flush()
+        elapsed = perf_counter() - t0
+    finally:
+        producer.close()
+    return tracker.outcome(t0, rate, elapsed)
+
+
+# --------------------------------------------------------------------------- registry
+@dataclass(frozen=True, slots=True)
+class Client:
+    name: str  # as shown in the table
+    is_async: bool
+    throughput: Callable[..., Any]
+    paced: Callable[..., Any] | None
+
+
+CLIENTS: dict[str, Client] = {
+    "aioproducer": Client("aioproducer", True, aioproducer_throughput, aioproducer_paced),
+    "aioproducer-bulk": Client("aioproducer (bulk)", True, aioproducer_bulk_throughput, None),
+    "aiokafka": Client("aiokafka", True, aiokafka_throughput, aiokafka_paced),
+    "confluent-aio": Client("confluent AIOProducer", True, confluent_aio_throughput, confluent_aio_paced),
+    "confluent": Client("confluent Producer (sync, C)", False, confluent_throughput, confluent_paced),
+    "kafka-python": Client("kafka-python", False, kafka_python_throughput, kafka_python_paced),
+}

@@ -1,0 +1,94 @@
+"""The scenarios, their sizes (full and ``--quick``), and the records they send.
+
+A scenario is a workload every client runs with the same settings. ``mode``
+says how the worker drives it:
+
+- ``throughput``: send everything as fast as the client accepts it, keeping the
+  per-record futures as users write it, then flush and check every one;
+  records/s and MB/s (of values) over send-first to last-ack.
+- ``latency``: offer records at a fixed rate; per-record time from the record's
+  *scheduled* send time to its acknowledgement (a client that falls behind the
+  rate pays for it: no coordinated omission). Acks counted through callbacks.
+- ``memory``: offer many records as fast as the client accepts them (callbacks,
+  no futures kept, so the driver itself holds ~1 byte per record) against a
+  32 MB buffer budget; the metric is the worker process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+__all__ = ["Scenario", "scenarios", "make_keys", "make_values"]
+
+MB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    title: str
+    mode: str  # throughput | latency | memory
+    records: int
+    value_size: int
+    keyed: bool = True
+    acks: str = "1"
+    compression: str = "none"
+    idempotence: bool = False
+    linger_ms: int = 5
+    rate: int = 0  # records/s offered, latency mode only
+    buffer_memory: int = 32 * MB
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scenarios(quick: bool) -> list[Scenario]:
+    """The six scenarios; ``quick`` shrinks the record counts (and the latency run to 2 s)."""
+    full = [
+        Scenario("small", "100 B keyed, acks=1", "throughput", 200_000, 100),
+        Scenario("lz4-idem", "100 B keyed, lz4, acks=all+idempotence", "throughput", 200_000, 100,
+                 acks="all", compression="lz4", idempotence=True),
+        Scenario("large", "10 KB keyed, acks=1", "throughput", 20_000, 10_240),
+        Scenario("keyless", "100 B keyless, acks=1", "throughput", 200_000, 100, keyed=False),
+        Scenario("latency", "latency at 20k rec/s, 100 B keyed", "latency", 200_000, 100, rate=20_000),
+        Scenario("memory", "1M x 100 B offered, 32 MB buffer", "memory", 1_000_000, 100),
+    ]
+    if not quick:
+        return full
+    shrink = {"small": 20_000, "lz4-idem": 20_000, "large": 2_000, "keyless": 20_000,
+              "latency": 40_000, "memory": 100_000}
+    return [replace(s, records=shrink[s.name]) for s in full]
+
+
+_WORDS = (
+    b"order customer amount currency EUR USD status shipped pending paid item sku quantity "
+    b"price warehouse region eu-west us-east created updated id user session event click view"
+).split()
+
+
+def make_values(size: int, count: int = 256, seed: int = 1) -> list[bytes]:
+    """``count`` distinct values of exactly ``size`` bytes of word-salad text.
+
+    Text rather than random bytes so lz4 has something to do (it compresses
+    these about 2-3x), rather than constant bytes so it is not absurdly easy.
+    ``count`` is a power of two so drivers can index with ``i & (count - 1)``.
+    """
+    rng = random.Random(seed)
+    values = []
+    for _ in range(count):
+        parts: list[bytes] = []
+        length = 0
+        while length < size:
+            word = rng.choice(_WORDS) + b"=" + str(rng.randrange(100_000)).encode() + b" "
+            parts.append(word)
+            length += len(word)
+        values.append(b"".join(parts)[:size])
+    return values
+
+
+def make_keys(count: int = 4096, seed: int = 2) -> list[bytes]:
+    """``count`` distinct 8-byte keys (a power of two)."""
+    rng = random.Random(seed)
+    return [b"%08x" % rng.getrandbits(32) for _ in range(count)]
