@@ -217,12 +217,13 @@ class Producer:
                 topic, value, key, headers, partition, timestamp_ms
             )
 
-        # Serializers.
-        if key is None or type(key) is bytes:
+        # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
+        # it for every record; an encrypting or framing serializer must not be skipped for bytes).
+        if key is None or (type(key) is bytes and self._key_serializer is None):
             key_bytes = key
         else:
             key_bytes = self._serialize(self._key_serializer, topic, key, "key")
-        if type(value) is bytes or value is None:
+        if value is None or (type(value) is bytes and self._value_serializer is None):
             value_bytes = value
         else:
             value_bytes = self._serialize(self._value_serializer, topic, value, "value")
@@ -295,7 +296,14 @@ class Producer:
         append = futures.append
         pairs = zip(keys, values) if keys is not None else ((None, v) for v in values)
         accumulator = self._accumulator
-        if self._closed or accumulator is None or self._interceptors or self._partitioner is not None:
+        if (
+            self._closed
+            or accumulator is None
+            or self._interceptors
+            or self._partitioner is not None
+            or self._key_serializer is not None
+            or self._value_serializer is not None
+        ):
             for key, value in pairs:
                 append(await self.send(topic, value, key, on_delivery=on_delivery))
             return futures
