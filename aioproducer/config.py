@@ -326,6 +326,12 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
 _DEFS_BY_KEY: dict[str, ConfigDef] = {d.key: d for d in CONFIG_DEFS}
 _KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}
 
+#: Extra Python keywords, for the names Python users reach for first (aiokafka and
+#: confluent-kafka say ``interceptors``, not ``interceptor_classes``). Keywords only: a
+#: mapping of Java keys takes the Java key.
+_KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes"}
+_KEY_BY_ATTR.update(_KEYWORD_ALIASES)
+
 
 def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
     if name.startswith(("ssl.", "sasl.", "ssl_", "sasl_")):
@@ -348,7 +354,8 @@ class ProducerConfig:
     """Validated producer configuration with typed attributes named like the keys.
 
     ``ProducerConfig({"linger.ms": "5", "acks": "1"}, compression_type="lz4")``. Giving a key both
-    ways with different values is an error; with equal values it is fine. Attributes are those of
+    ways with different values is an error; with equal values it is fine. ``interceptors=`` is
+    accepted as a keyword alias of ``interceptor_classes=``. Attributes are those of
     :data:`CONFIG_DEFS` (``cfg.acks``, ``cfg.compression_type``, ...) plus:
 
     * ``idempotence_explicit`` — ``enable.idempotence`` was given by the user (Java's
@@ -421,8 +428,8 @@ class ProducerConfig:
             key = _KEY_BY_ATTR[name]
             if key in given and not _same(given[key], value):
                 raise ConfigError(
-                    f"{key} given twice with different values: {given[key]!r} in the mapping "
-                    f"and {name}={value!r}"
+                    f"{key} given twice with different values: {given[key]!r} "
+                    f"{'in the mapping' if key in (config or {}) else 'as a keyword'} and {name}={value!r}"
                 )
             given[key] = value
 
