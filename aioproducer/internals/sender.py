@@ -140,7 +140,9 @@ class Sender:
 
     async def _loop_once(self) -> None:
         tm = self.transaction_manager
-        if tm is not None and (not tm.has_producer_id or tm.epoch_bump_required) and not self._requests:
+        if tm is not None and tm.epoch_bump_required and tm.has_producer_id and not self._requests:
+            tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
+        if tm is not None and not tm.has_producer_id and not self._requests:
             await self._init_producer_id()
         delay = self.run_once(self._clock())
         await self._sleep(delay)
@@ -238,7 +240,7 @@ class Sender:
         self._metadata_task = self._spawn(refresh())
 
     async def _init_producer_id(self) -> None:
-        """Get a producer id, or bump the epoch of the current one (KIP-360) to reset sequences."""
+        """Get a producer id (at start, or after the epoch ran out); epoch bumps are local (``bump_epoch``)."""
         tm = self.transaction_manager
         assert tm is not None
         body = {
@@ -372,11 +374,17 @@ class Sender:
         tm = self.transaction_manager
         code = getattr(error, "errno", None)
         if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
-            if tm is not None and batch.has_sequence:
-                tm.on_failed(batch, sequence_unresolved=False)
             accumulator.unmute(batch.topic, batch.partition)
-            pieces = accumulator.split_and_reenqueue(batch, now)
-            log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, pieces)
+            count = accumulator.split_and_reenqueue(batch, now)
+            if tm is not None and batch.has_sequence:
+                # The pieces keep the parent's sequence range (later batches may be in flight
+                # already and stay valid) and are queued in sequence order among other retries.
+                dq = accumulator.topic_info(batch.topic).batches[batch.partition]
+                pieces = [dq.popleft() for _ in range(count)]
+                tm.on_split(batch, pieces)
+                for piece in pieces:
+                    accumulator.reenqueue(piece, now)
+            log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, count)
             return
         if getattr(error, "invalid_metadata", False):
             self.client.request_update()

@@ -25,6 +25,7 @@ from aioproducer.internals.batch import ProducerBatch
 __all__ = ["TransactionManager", "PartitionSequences"]
 
 MAX_SEQUENCE = 2**31 - 1
+MAX_EPOCH = 2**15 - 1
 
 
 def _increment(sequence: int, by: int) -> int:
@@ -136,6 +137,45 @@ class TransactionManager:
             self.epoch_bump_required = True
         else:
             entry.next_sequence = batch.base_sequence
+
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """A numbered batch was split (MESSAGE_TOO_LARGE): its pieces take over its sequence range.
+
+        As ``ProducerBatch.split`` in the Java client: the pieces are numbered
+        consecutively from the parent's base sequence and replace it among the
+        unacknowledged batches, so batches numbered after the parent (possibly in
+        flight already) stay valid and no epoch bump is needed.
+        """
+        entry = self._partitions.get((batch.topic, batch.partition))
+        if entry is None or not batch.has_sequence:
+            return
+        sequence = batch.base_sequence
+        for piece in pieces:
+            piece.set_producer_state(batch.producer_id, batch.producer_epoch, sequence)
+            piece.in_retry = True  # new batches of the partition wait until the pieces went out
+            sequence = _increment(sequence, piece.record_count)
+        try:
+            index = entry.in_flight.index(batch)
+        except ValueError:
+            entry.in_flight.extend(pieces)
+            entry.in_flight.sort(key=lambda b: b.base_sequence)
+        else:
+            entry.in_flight[index : index + 1] = pieces
+
+    def bump_epoch(self) -> None:
+        """KIP-360 for an idempotent (non-transactional) producer: epoch + 1, sequences from 0.
+
+        As ``bumpIdempotentProducerEpoch`` in the Java client, no request is
+        needed: the broker accepts a higher epoch starting at sequence 0. At the
+        highest epoch the producer id is dropped instead, so that the sender asks
+        for a new one with InitProducerId.
+        """
+        if self.producer_epoch >= MAX_EPOCH:
+            self.producer_id = -1
+            self.producer_epoch = -1
+            self.epoch_bump_required = False
+            return
+        self.set_producer_id_and_epoch(self.producer_id, self.producer_epoch + 1)
 
     def on_retry(self, batch: ProducerBatch) -> None:
         batch.in_retry = True
