@@ -217,63 +217,70 @@ class Producer:
                 topic, value, key, headers, partition, timestamp_ms
             )
 
-        # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
-        # it for every record; an encrypting or framing serializer must not be skipped for bytes).
-        if key is None or (type(key) is bytes and self._key_serializer is None):
-            key_bytes = key
-        else:
-            key_bytes = self._serialize(self._key_serializer, topic, key, "key")
-        if value is None or (type(value) is bytes and self._value_serializer is None):
-            value_bytes = value
-        else:
-            value_bytes = self._serialize(self._value_serializer, topic, value, "value")
+        # Everything from here to the append is inside one `try` (free unless something raises), so
+        # that a record refused by send() reaches the interceptors too (Java's onSendError).
+        try:
+            # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
+            # it for every record; an encrypting or framing serializer must not be skipped for bytes).
+            if key is None or (type(key) is bytes and self._key_serializer is None):
+                key_bytes = key
+            else:
+                key_bytes = self._serialize(self._key_serializer, topic, key, "key")
+            if value is None or (type(value) is bytes and self._value_serializer is None):
+                value_bytes = value
+            else:
+                value_bytes = self._serialize(self._value_serializer, topic, value, "value")
 
-        header_pairs = _validate_headers(headers) if headers else None
+            header_pairs = _validate_headers(headers) if headers else None
 
-        # Metadata: the first wait point.
-        deadline: float | None = None
-        partitions = self._topic_partitions.get(topic)  # cleared whenever new metadata arrives
-        if partitions is None:
-            deadline = monotonic_ms() + self._max_block_ms
-            partitions = await self._wait_on_metadata(topic, self._max_block_ms)
-        num_partitions = partitions.num_partitions
+            # Metadata: the first wait point.
+            deadline: float | None = None
+            partitions = self._topic_partitions.get(topic)  # cleared whenever new metadata arrives
+            if partitions is None:
+                deadline = monotonic_ms() + self._max_block_ms
+                partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+            num_partitions = partitions.num_partitions
 
-        if timestamp_ms is None:
-            timestamp_ms = int(time.time() * 1000)
-        elif type(timestamp_ms) is not int or timestamp_ms < 0:
-            raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
+            if timestamp_ms is None:
+                timestamp_ms = int(time.time() * 1000)
+            elif type(timestamp_ms) is not int or timestamp_ms < 0:
+                raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
 
-        # Size check: a record that can never fit fails here, before it takes memory.
-        size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-        if header_pairs or size > 1024:
-            upper = estimate_size_in_bytes_upper_bound(key_bytes, value_bytes, header_pairs)
-            if upper > self._max_record_size:
-                self._raise_too_large(upper)
+            # Size check: a record that can never fit fails here, before it takes memory.
+            size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
+            if header_pairs or size > 1024:
+                upper = estimate_size_in_bytes_upper_bound(key_bytes, value_bytes, header_pairs)
+                if upper > self._max_record_size:
+                    self._raise_too_large(upper)
 
-        # Partitioner.
-        if partition is not None:
-            partition = check_partition(partition, num_partitions, topic)
-        elif self._partitioner is not None:
-            partition = check_partition(
-                self._partitioner(topic, key, key_bytes, value, value_bytes, self._client.metadata),  # type: ignore[union-attr]
-                num_partitions,
-                topic,
-            )
-        elif key_bytes is not None and not self._ignore_keys:
-            partition = partition_for_key(key_bytes, num_partitions)
-        else:
-            sticky = accumulator.sticky_partition(topic, partitions)
-            partition = sticky.partition
+            # Partitioner.
+            if partition is not None:
+                partition = check_partition(partition, num_partitions, topic)
+            elif self._partitioner is not None:
+                partition = check_partition(
+                    self._partitioner(topic, key, key_bytes, value, value_bytes, self._client.metadata),  # type: ignore[union-attr]
+                    num_partitions,
+                    topic,
+                )
+            elif key_bytes is not None and not self._ignore_keys:
+                partition = partition_for_key(key_bytes, num_partitions)
+            else:
+                sticky = accumulator.sticky_partition(topic, partitions)
+                partition = sticky.partition
+                future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
+                if future is None:
+                    future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+                accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
+                return future
+
             future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
             if future is None:
                 future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
-            accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
             return future
-
-        future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
-        if future is None:
-            future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
-        return future
+        except Exception as exc:
+            if self._interceptors:
+                self._on_send_error(exc)
+            raise
 
     async def send_many(
         self,
@@ -466,6 +473,11 @@ class Producer:
             if isinstance(result, ProducerRecord):
                 record = result
         return record.topic, record.value, record.key, record.headers or None, record.partition, record.timestamp_ms
+
+    def _on_send_error(self, error: Exception) -> None:
+        """A record that send() refused after the interceptors saw it: ``on_acknowledgement(None, error)``."""
+        for interceptor in self._interceptors:
+            _safe_call(interceptor, "on_acknowledgement", None, error)
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
         if batch.error is None:
