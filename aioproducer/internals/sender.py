@@ -84,6 +84,8 @@ class SenderClient(Protocol):
 
     def is_ready(self, node_id: int) -> bool: ...
 
+    def is_connected(self, node_id: int) -> bool: ...
+
     async def connection(self, node_id: int) -> Any: ...
 
 
@@ -182,8 +184,9 @@ class Sender:
             node_stats.update(node, int(now), can_drain)
             if can_drain:
                 nodes.add(node)
-            else:
+            elif not self.client.is_connected(node):
                 self._connect(node)
+            # else: connected with every in-flight slot taken; a response wakes the sender.
 
         batches_by_node = accumulator.drain(metadata, nodes, self.config.max_request_size, now)
 
@@ -200,9 +203,15 @@ class Sender:
         if accumulator.has_undrained():
             delay = min(delay, accumulator.next_expiry_delay(now))
 
+        sent = False
         for node, batches in batches_by_node.items():
             if batches:
                 self._send_produce_request(node, batches)
+                sent = True
+        if sent:
+            # One request per node per pass (as Java's sendProducerData): more may be sendable
+            # to the same nodes right away, up to max.in.flight, so pass again without sleeping.
+            delay = 0.0
         return delay
 
     # ------------------------------------------------------------------ background helpers
