@@ -104,10 +104,10 @@ class Producer:
 
     async def start(self) -> None:
         """Connect to the cluster and start the sender task. Idempotent."""
+        if self._closed:  # checked first: a closed producer must not look started
+            raise ProducerClosedError("the producer is closed and cannot be restarted")
         if self._started:
             return
-        if self._closed:
-            raise ProducerClosedError("the producer is closed and cannot be restarted")
         cfg = self._config
         client = KafkaClient(cfg)
         client.metadata_listeners.append(lambda _metadata: self._topic_partitions.clear())
