@@ -1,0 +1,127 @@
+"""Bad input is refused promptly, with a clear error, and costs nothing to the records around it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+
+from aioproducer import (
+    InvalidRecordError,
+    KafkaTimeoutError,
+    Producer,
+    ProducerClosedError,
+    RecordTooLargeError,
+    SerializationError,
+)
+from aioproducer.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FAST: dict[str, Any] = {"request_timeout_ms": 1000, "delivery_timeout_ms": 3000, "linger_ms": 1}
+
+
+async def read_values(bootstrap: str, partition: int) -> list[bytes]:
+    """Every value of one partition, through aiokafka (assign + seek, no group)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition(TOPIC, partition)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        consumer.seek(tp, 0)
+        out: list[tuple[int, bytes]] = []
+        async with asyncio.timeout(10):
+            while end > 0 and (not out or out[-1][0] < end - 1):
+                out += [(m.offset, m.value) for m in (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])]
+        return [v for _, v in out]
+    finally:
+        await consumer.stop()
+
+
+BadSend = Callable[[Producer], Awaitable[Any]]
+
+CASES: list[Any] = [
+    pytest.param(
+        lambda p: p.send(TOPIC, value=b"x" * 3000, partition=0), RecordTooLargeError, "max.request.size", id="over-max-request-size"
+    ),
+    pytest.param(
+        lambda p: p.send(TOPIC, value=b"x" * 1500, partition=0, headers=[("h", b"y" * 1000)]),
+        RecordTooLargeError,
+        "max.request.size",
+        id="headers-count-toward-the-size",
+    ),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, timestamp_ms=-1), InvalidRecordError, "timestamp", id="negative-timestamp"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, timestamp_ms=1.5), InvalidRecordError, "timestamp", id="float-timestamp"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[("h", 42)]), InvalidRecordError, "int", id="header-int-value"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[(b"h", b"v")]), InvalidRecordError, "key", id="header-bytes-key"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[("h",)]), InvalidRecordError, "pair", id="header-not-a-pair"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers="h=v"), InvalidRecordError, "str", id="headers-a-string"),
+    pytest.param(lambda p: p.send(TOPIC, value=object(), partition=0), SerializationError, "object", id="unserializable-value"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", key=3.5, partition=0), SerializationError, "float", id="unserializable-key"),
+    pytest.param(lambda p: p.send(TOPIC, value={"a": 1}, partition=0), SerializationError, "dict", id="dict-value"),
+    pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=6), Exception, "partition", id="partition-out-of-range"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "mentions"), CASES)
+async def test_bad_record_is_refused_promptly_and_nothing_else_is_lost(
+    mock_cluster: MockCluster, bad: BadSend, error: type[BaseException], mentions: str
+) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_request_size=2048, **FAST) as producer:
+        before = await producer.send(TOPIC, value=b"before", partition=0)
+        started = time.monotonic()
+        with pytest.raises(error, match=mentions):
+            await bad(producer)
+        assert time.monotonic() - started < 0.5
+        after = await producer.send(TOPIC, value=b"after", partition=0)
+        assert [(await before).offset, (await after).offset] == [0, 1]
+        assert producer.metrics()["records_failed"] == 0
+    assert await read_values(mock_cluster.bootstrap_servers, 0) == [b"before", b"after"]
+
+
+async def test_record_larger_than_buffer_memory(mock_cluster: MockCluster) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, buffer_memory=8192, batch_size=1024, **FAST) as producer:
+        before = await producer.send(TOPIC, value=b"before", partition=1)
+        with pytest.raises(RecordTooLargeError, match="buffer.memory"):
+            await producer.send(TOPIC, value=b"x" * 9000, partition=1)
+        after = await producer.send(TOPIC, value=b"after", partition=1)
+        await asyncio.gather(before, after)
+        assert producer.metrics()["buffer_available_bytes"] == 8192
+    assert await read_values(mock_cluster.bootstrap_servers, 1) == [b"before", b"after"]
+
+
+async def test_unknown_topic_times_out_after_max_block_ms(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_topic_error("nowhere", UNKNOWN_TOPIC_OR_PARTITION)
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_block_ms=300, **FAST) as producer:
+        before = await producer.send(TOPIC, value=b"before", partition=2)
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="nowhere"):
+            await producer.send("nowhere", value=b"lost")
+        elapsed = time.monotonic() - started
+        assert 0.29 <= elapsed < 2.0
+        after = await producer.send(TOPIC, value=b"after", partition=2)
+        await asyncio.gather(before, after)
+    assert await read_values(mock_cluster.bootstrap_servers, 2) == [b"before", b"after"]
+
+
+async def test_send_on_a_closed_producer(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST)
+    with pytest.raises(ProducerClosedError):
+        await producer.send(TOPIC, value=b"not started")
+    await producer.start()
+    delivered = await producer.send(TOPIC, value=b"delivered", partition=3)
+    await producer.close()
+    assert (await delivered).offset == 0
+    with pytest.raises(ProducerClosedError):
+        await producer.send(TOPIC, value=b"too late", partition=3)
+    with pytest.raises(ProducerClosedError):
+        await producer.start()
+    assert await read_values(mock_cluster.bootstrap_servers, 3) == [b"delivered"]
