@@ -1,0 +1,228 @@
+"""Lifecycle: flush, close with and without a timeout, leaks, cancellation, and the record futures as asyncio sees them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+
+from aioproducer import Producer, ProducerClosedError, RecordMetadata
+from aioproducer.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+PARTITIONS = 6
+KIB = 1024
+FAST: dict[str, Any] = {
+    "request_timeout_ms": 1000,
+    "delivery_timeout_ms": 3000,
+    "retry_backoff_ms": 20,
+    "reconnect_backoff_ms": 10,
+    "reconnect_backoff_max_ms": 100,
+    "linger_ms": 1,
+}
+LINGER_FOREVER: dict[str, Any] = {**FAST, "linger_ms": 60_000, "delivery_timeout_ms": 70_000}
+
+
+async def read_values(bootstrap: str, partitions: range = range(PARTITIONS)) -> dict[int, list[bytes]]:
+    """Every value of the partitions, offset 0 to the high watermark, through aiokafka (assign + seek)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(TOPIC, p) for p in partitions]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
+
+        def behind() -> bool:
+            return any(ends[tp] > 0 and (not out[tp.partition] or out[tp.partition][-1][0] < ends[tp] - 1) for tp in tps)
+
+        async with asyncio.timeout(10):
+            while behind():
+                for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
+                    out[tp.partition] += [(m.offset, m.value) for m in messages]
+        return {p: [v for _, v in records] for p, records in out.items()}
+    finally:
+        await consumer.stop()
+
+
+async def _until(condition: Any, limit: float = 5.0) -> None:
+    """Yield to the loop until ``condition()`` holds (bounded, so a regression fails instead of hanging)."""
+    async with asyncio.timeout(limit):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def test_flush_delivers_everything_despite_linger(mock_cluster: MockCluster) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **LINGER_FOREVER) as producer:
+        futures = [await producer.send(TOPIC, value=b"%03d" % i, partition=i % PARTITIONS) for i in range(60)]
+        assert not any(f.done() for f in futures)
+        await producer.flush()
+        assert all(f.done() and f.exception() is None for f in futures)
+        assert producer.metrics()["incomplete_batches"] == 0
+    got = await read_values(mock_cluster.bootstrap_servers)
+    assert got == {p: [b"%03d" % i for i in range(p, 60, PARTITIONS)] for p in range(PARTITIONS)}
+
+
+async def test_close_without_timeout_delivers_what_is_queued(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **LINGER_FOREVER)
+    await producer.start()
+    futures = [await producer.send(TOPIC, value=b"%d" % i, partition=0) for i in range(20)]
+    await producer.close()
+    assert [f.result().offset for f in futures] == list(range(20))
+    assert (await read_values(mock_cluster.bootstrap_servers, range(1)))[0] == [b"%d" % i for i in range(20)]
+
+
+async def test_close_with_timeout_stops_sends_drains_then_fails_the_rest(mock_cluster: MockCluster) -> None:
+    for p in range(PARTITIONS):
+        mock_cluster.set_partition_leader(TOPIC, p, 1 + p % 3)
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **{**FAST, "delivery_timeout_ms": 10_000})
+    await producer.start()
+    await producer.partitions_for(TOPIC)
+    mock_cluster.broker_down(1)  # leads partitions 0 and 3
+    stuck = [await producer.send(TOPIC, value=b"stuck-%d" % i, partition=0) for i in range(5)]
+    fine = [await producer.send(TOPIC, value=b"fine-%d" % i, partition=1) for i in range(5)]
+    started = time.monotonic()
+    closing = asyncio.create_task(producer.close(timeout=0.2))
+    await asyncio.sleep(0)  # close() has begun
+    with pytest.raises(ProducerClosedError):
+        await producer.send(TOPIC, value=b"refused", partition=1)
+    await closing
+    assert time.monotonic() - started < 1.0, "close(timeout=0.2) took too long"
+    assert [f.result().offset for f in fine] == list(range(5))  # drained within the timeout
+    for f in stuck:
+        assert isinstance(f.exception(), ProducerClosedError)
+        assert "closed before" in str(f.exception())
+    mock_cluster.broker_up(1)
+    got = await read_values(mock_cluster.bootstrap_servers, range(2))
+    assert got == {0: [], 1: [b"fine-%d" % i for i in range(5)]}
+
+
+async def test_close_zero_timeout_fails_everything_pending(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **LINGER_FOREVER)
+    await producer.start()
+    futures = [await producer.send(TOPIC, value=b"%d" % i, partition=0) for i in range(5)]
+    await producer.close(timeout=0)
+    assert all(isinstance(f.exception(), ProducerClosedError) for f in futures)
+    assert producer.metrics()["incomplete_batches"] == 0
+
+
+async def test_nothing_leaks_after_close(mock_cluster: MockCluster) -> None:
+    before = asyncio.all_tasks()
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST)
+    await producer.start()
+    futures = [await producer.send(TOPIC, value=b"%d" % i, key=b"k%d" % i) for i in range(100)]
+    mock_cluster.broker_down(2)  # some requests fail, reconnects are attempted
+    await asyncio.sleep(0.05)  # let the failures happen
+    mock_cluster.broker_up(2)
+    await asyncio.gather(*futures)
+    client = producer._client
+    assert client is not None
+    connections = list(client._conns.values())
+    assert connections
+    await producer.close()
+    assert asyncio.all_tasks() == before, asyncio.all_tasks() - before
+    assert all(not c.is_connected for c in connections)
+    assert not client._conns
+    assert producer.metrics()["buffer_available_bytes"] == producer.config.buffer_memory
+
+
+async def test_cancelling_a_send_waiting_for_memory_leaves_the_accumulator_sound(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_rtt(1, 300)
+    for p in range(PARTITIONS):
+        mock_cluster.set_partition_leader(TOPIC, p, 1)
+    total = 64 * KIB
+    config = {**FAST, "buffer_memory": total, "batch_size": 16 * KIB, "linger_ms": 0}
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
+        first = [await producer.send(TOPIC, value=b"first-%d" % p, partition=p) for p in range(4)]
+        waiting = [asyncio.create_task(producer.send(TOPIC, value=b"waiting-%d" % i, partition=4)) for i in range(3)]
+        await _until(lambda: producer.metrics()["waiting_for_buffer"] == 3)
+        waiting[1].cancel()  # the middle one: the others keep their place in line
+        with pytest.raises(asyncio.CancelledError):
+            await waiting[1]
+        assert producer.metrics()["waiting_for_buffer"] == 2
+        kept = [await waiting[0], await waiting[2]]
+        after = await producer.send(TOPIC, value=b"after", partition=5)
+        await asyncio.gather(*first, *kept, after)
+        assert producer.metrics()["buffer_available_bytes"] == total
+        assert producer.metrics()["waiting_for_buffer"] == 0
+    mock_cluster.set_rtt(1, 0)
+    got = await read_values(mock_cluster.bootstrap_servers)
+    assert got[4] == [b"waiting-0", b"waiting-2"]
+    assert got[5] == [b"after"]
+    assert [got[p] for p in range(4)] == [[b"first-%d" % p] for p in range(4)]
+
+
+async def test_record_futures_in_asyncio_combinators(mock_cluster: MockCluster) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        futures = [await producer.send(TOPIC, value=b"%d" % i, partition=0) for i in range(10)]
+        assert all(asyncio.isfuture(f) for f in futures)
+        gathered = await asyncio.gather(*futures)
+        assert [md.offset for md in gathered] == list(range(10))
+
+        md = await asyncio.wait_for(await producer.send(TOPIC, value=b"wait_for", partition=0), timeout=2)
+        assert isinstance(md, RecordMetadata) and md.offset == 10
+
+        shielded = await producer.send(TOPIC, value=b"shield", partition=0)
+        assert (await asyncio.shield(shielded)).offset == 11
+
+        done_with: list[Any] = []
+        called = asyncio.Event()
+        cb_future = await producer.send(TOPIC, value=b"callback", partition=0)
+
+        def on_done(f: Any) -> None:
+            done_with.append(f)
+            called.set()
+
+        cb_future.add_done_callback(on_done)
+        await asyncio.wait_for(called.wait(), 2)
+        assert done_with == [cb_future] and cb_future.result().offset == 12
+
+        # A wait_for that times out cancels only the waiting, not the record.
+        lingering = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **LINGER_FOREVER)
+        await lingering.start()
+        try:
+            slow = await lingering.send(TOPIC, value=b"slow", partition=0)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(slow, timeout=0.05)
+            await lingering.flush()
+        finally:
+            await lingering.close()
+        done, pending = await asyncio.wait([await producer.send(TOPIC, value=b"wait", partition=0)], timeout=2)
+        assert len(done) == 1 and not pending
+    got = (await read_values(mock_cluster.bootstrap_servers, range(1)))[0]
+    assert got == [b"%d" % i for i in range(10)] + [b"wait_for", b"shield", b"callback", b"slow", b"wait"]
+
+
+async def test_on_delivery_is_called_in_send_order_per_partition(mock_cluster: MockCluster) -> None:
+    calls: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
+    errors: list[BaseException] = []
+
+    def make(i: int, p: int) -> Any:
+        def on_delivery(md: RecordMetadata | None, error: BaseException | None) -> None:
+            if error is not None:
+                errors.append(error)
+            else:
+                assert md is not None
+                calls[md.partition].append((i, md.offset))
+
+        return on_delivery
+
+    config = {**FAST, "batch_size": 512, "max_in_flight_requests_per_connection": 1}
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
+        mock_cluster.push_request_errors(0, 6, 13)  # retries along the way (1 in flight: the mock cannot reorder)
+        for i in range(300):
+            p = i % PARTITIONS
+            await producer.send(TOPIC, value=b"%d" % i + b"." * 40, partition=p, on_delivery=make(i, p))
+        await producer.flush()
+    assert not errors
+    for p in range(PARTITIONS):
+        assert [i for i, _ in calls[p]] == list(range(p, 300, PARTITIONS)), f"partition {p}: callbacks out of send order"
+        assert [o for _, o in calls[p]] == list(range(50))
