@@ -45,6 +45,17 @@ def versions() -> dict[str, str]:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             out[dist] = "(source tree)" if dist == "aioproducer" else "?"
+    try:  # which aioproducer: the commit, and whether aioproducer/ had uncommitted changes
+        import subprocess
+
+        root = Path(__file__).resolve().parent.parent
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "aioproducer"], cwd=root,
+                               capture_output=True, text=True)
+        if head.returncode == 0:
+            out["aioproducer"] = f"git {head.stdout.strip()}" + (" + uncommitted changes" if dirty.stdout.strip() else "")
+    except OSError:
+        pass
     try:
         import confluent_kafka
 
