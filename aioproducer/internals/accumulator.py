@@ -374,9 +374,12 @@ class RecordAccumulator:
         batch.attempts += 1
         batch.last_attempt_ms = now
         batch.in_flight = False
+        self._insert_retry(batch)
+
+    def _insert_retry(self, batch: ProducerBatch) -> None:
+        """Retries go before new batches and, when numbered, among themselves by sequence."""
         dq = self.topic_info(batch.topic).batches.setdefault(batch.partition, deque())
         if batch.has_sequence:
-            # Retries go before new batches and among themselves by sequence.
             index = 0
             while index < len(dq) and dq[index].has_sequence and dq[index].base_sequence < batch.base_sequence:
                 index += 1
@@ -406,11 +409,14 @@ class RecordAccumulator:
         # (the records already had memory counted in the parent).
         pieces[0].reserved_bytes = batch.reserved_bytes
         batch.reserved_bytes = 0
-        dq = self.topic_info(batch.topic).batches.setdefault(batch.partition, deque())
+        if self.transaction_manager is not None and batch.has_sequence:
+            # The pieces take over the parent's sequence range, so batches numbered after it
+            # (maybe in flight already) stay valid, as ``ProducerBatch.split`` in Java.
+            self.transaction_manager.on_split(batch, pieces)
         for piece in reversed(pieces):
             piece.attempts = batch.attempts
             piece.last_attempt_ms = now
-            dq.appendleft(piece)
+            self._insert_retry(piece)
             self._incomplete.add(piece)
         self._incomplete.discard(batch)
         batch.is_done = True

@@ -385,14 +385,6 @@ class Sender:
         if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
             accumulator.unmute(batch.topic, batch.partition)
             count = accumulator.split_and_reenqueue(batch, now)
-            if tm is not None and batch.has_sequence:
-                # The pieces keep the parent's sequence range (later batches may be in flight
-                # already and stay valid) and are queued in sequence order among other retries.
-                dq = accumulator.topic_info(batch.topic).batches[batch.partition]
-                pieces = [dq.popleft() for _ in range(count)]
-                tm.on_split(batch, pieces)
-                for piece in pieces:
-                    accumulator.reenqueue(piece, now)
             log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, count)
             return
         if getattr(error, "invalid_metadata", False):
