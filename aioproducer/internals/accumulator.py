@@ -421,6 +421,7 @@ class RecordAccumulator:
         self._incomplete.discard(batch)
         batch.is_done = True
         batch.hand_over(pieces)
+        batch.release()
         return len(pieces)
 
     def deallocate(self, batch: ProducerBatch) -> None:

@@ -340,6 +340,18 @@ class ProducerBatch:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    def release(self) -> None:
+        """After completion: keep only what record futures read (offset, time, error).
+
+        Dropping the record list breaks the batch <-> future reference cycle, so a
+        finished batch is freed by reference counting, not by a later cyclic GC pass,
+        and dropping the bytes keeps memory bounded by what is queued and in flight.
+        """
+        self.futures = []
+        self.callback_futures = []
+        self._records_bytes = None
+        self.builder.release()
+
     def hand_over(self, batches: list[ProducerBatch]) -> None:
         """After a split: this batch's records now belong to ``batches``; wake awaiters to follow them."""
         self._wake_waiters()

@@ -438,6 +438,7 @@ class Sender:
             self.accumulator.deallocate(batch)
             if self._on_complete is not None:
                 self._on_complete(batch)
+            batch.release()
 
     def abort_incomplete(self, error: BaseException) -> None:
         """Forced close: fail everything still queued or in flight with ``error``."""

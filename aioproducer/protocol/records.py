@@ -553,6 +553,19 @@ class RecordBatchBuilder:
 
     # -------------------------------------------------------------- splitting
 
+    def release(self) -> None:
+        """Drop the record bytes once the batch is acknowledged or failed; keeps counts and timestamps.
+
+        A completed batch stays reachable from the record futures users hold, so
+        without this every finished batch would pin its bytes (twice: the
+        appended section and the built batch) for as long as any of its futures lives.
+        """
+        self._buf = bytearray()
+        if self._payload is not None:
+            self._payload = b""
+        self._last_built = b""
+        self._last_state = None
+
     def records(self) -> list[Record]:
         """The appended records, in order (for splitting after MESSAGE_TOO_LARGE).
 
