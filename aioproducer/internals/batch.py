@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from aioproducer.protocol.records import RecordBatchBuilder
 
@@ -37,13 +36,14 @@ Headers = Sequence[tuple[str, Optional[bytes]]]
 NO_SEQUENCE = -1
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where a record landed: what ``await future`` returns.
 
     ``offset`` is -1 when the broker did not say (``acks=0``, or a duplicate
     the broker had already written). ``timestamp`` is the broker's log-append
-    time when the topic uses it, else the record's create time.
+    time when it reports one, else the record's create time (as in Java).
+    A named tuple because one is made per acknowledged record: it is the
+    cheapest immutable object with named fields.
     """
 
     topic: str
@@ -135,7 +135,9 @@ class FutureRecordMetadata:
 
     def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
         if self.done():
-            self._batch.loop.call_soon(fn, self, context=context)
+            # Soon, not now, as asyncio does; batched so that gathering many finished
+            # records schedules one loop callback per batch instead of one per record.
+            self._batch.defer_callback(self, fn, context)
             return
         if self._callbacks is None:
             self._callbacks = []
@@ -204,6 +206,7 @@ class ProducerBatch:
         "in_flight",
         "_records_bytes",
         "_records_state",
+        "_deferred",
     )
 
     def __init__(
@@ -238,6 +241,7 @@ class ProducerBatch:
         self.in_flight = False
         self._records_bytes: bytes | None = None
         self._records_state: tuple[int, int, int] | None = None
+        self._deferred: list[tuple[FutureRecordMetadata, Callable[[Any], Any], Any]] | None = None
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -303,6 +307,19 @@ class ProducerBatch:
         self.waiters.append(waiter)
         return waiter
 
+    def defer_callback(self, future: FutureRecordMetadata, fn: Callable[[Any], Any], context: Any) -> None:
+        """Queue a done-callback of an already finished record; one loop callback runs the queue."""
+        pending = self._deferred
+        if pending is None:
+            pending = self._deferred = []
+            self.loop.call_soon(self._run_deferred)
+        pending.append((future, fn, context))
+
+    def _run_deferred(self) -> None:
+        pending, self._deferred = self._deferred, None
+        for future, fn, context in pending or ():
+            _invoke(future, fn, context)
+
     def attach_callbacks(self, future: FutureRecordMetadata) -> None:
         if future._on_delivery is None:  # already listed when it has on_delivery
             self.callback_futures.append(future)
@@ -322,13 +339,19 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
+        scheduled: list[FutureRecordMetadata] = []
         for future in self.callback_futures:
             if future._cancelled:
                 continue
             on_delivery = future._on_delivery
             if on_delivery is not None:
                 _call_delivery_callback(on_delivery, future, error)
-            future._schedule_callbacks()
+            if future._callbacks:
+                scheduled.append(future)
+        if scheduled:
+            # One loop callback for the whole batch, not one per record: the record
+            # callbacks still run after this call returns, in send order.
+            self.loop.call_soon(_run_record_callbacks, scheduled)
         self._wake_waiters()
         return True
 
@@ -360,6 +383,31 @@ class ProducerBatch:
         return (
             f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
             f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
+        )
+
+
+def _run_record_callbacks(futures: list[FutureRecordMetadata]) -> None:
+    for future in futures:
+        callbacks = future._callbacks
+        if not callbacks:
+            continue  # removed, or the future was cancelled meanwhile
+        future._callbacks = []
+        for fn, context in callbacks:
+            _invoke(future, fn, context)
+
+
+def _invoke(future: FutureRecordMetadata, fn: Callable[[Any], Any], context: Any) -> None:
+    """Run one done-callback as an asyncio Handle would: in its context, errors reported, not raised."""
+    try:
+        if context is None:
+            fn(future)
+        else:
+            context.run(fn, future)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        future._batch.loop.call_exception_handler(
+            {"message": f"Exception in callback {fn!r}", "exception": exc, "future": future}
         )
 
 
