@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "ReadbackError",
     "ReadbackTimeoutError",
     "fetch_raw_records",
+    "read_all_values",
     "read_aiokafka",
     "read_confluent",
     "read_kafka_python",
@@ -426,3 +427,35 @@ async def fetch_raw_records(
             raise ReadbackError(
                 f"Fetch {topic}-{partition} at {offset} from {leader}: error code {code}", code
             )
+
+
+async def read_all_values(
+    bootstrap_servers: str, topic: str, partitions: Iterable[int], *, timeout: float = 10.0
+) -> dict[int, list[bytes]]:
+    """Every value of ``partitions``, offset 0 to the high watermark, through aiokafka (assign + seek).
+
+    For tests that check "nothing lost, nothing twice, in order" over whole partitions.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        out: dict[int, list[tuple[int, bytes]]] = {tp.partition: [] for tp in tps}
+
+        def behind() -> bool:
+            return any(ends[tp] > 0 and (not out[tp.partition] or out[tp.partition][-1][0] < ends[tp] - 1) for tp in tps)
+
+        async with asyncio.timeout(timeout):
+            while behind():
+                for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
+                    out[tp.partition] += [(m.offset, m.value) for m in messages]
+        return {p: [v for _, v in records] for p, records in out.items()}
+    finally:
+        await consumer.stop()
+

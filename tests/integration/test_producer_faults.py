@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer
-from aiokafka.structs import TopicPartition
 
 from aioproducer import KafkaTimeoutError, MessageTooLargeError, Producer
 from aioproducer.testing import MockCluster
+from readback import read_all_values
 
 pytestmark = pytest.mark.integration
 
@@ -50,27 +49,7 @@ ORDERED_NOT_IDEMPOTENT: dict[str, Any] = {"enable_idempotence": False, "max_in_f
 
 
 async def read_values(bootstrap: str, topic: str = TOPIC, partitions: range = range(PARTITIONS)) -> dict[int, list[bytes]]:
-    """Every value of the partitions, offset 0 to the high watermark, through aiokafka (assign + seek)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in partitions]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
-
-        def behind() -> bool:
-            return any(ends[tp] > 0 and (not out[tp.partition] or out[tp.partition][-1][0] < ends[tp] - 1) for tp in tps)
-
-        async with asyncio.timeout(10):
-            while behind():
-                for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
-                    out[tp.partition] += [(m.offset, m.value) for m in messages]
-        return {p: [v for _, v in records] for p, records in out.items()}
-    finally:
-        await consumer.stop()
+    return await read_all_values(bootstrap, topic, partitions)
 
 
 def _lead_round_robin(mc: MockCluster) -> None:
