@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError
+from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 
 __all__ = ["BufferPool"]
 
@@ -89,7 +89,7 @@ class BufferPool:
                 f"attempt to allocate {size} bytes, but buffer.memory is only {self.total} bytes"
             )
         if self._closed:
-            raise KafkaTimeoutError("the buffer pool is closed")
+            raise ProducerClosedError("the producer is closed: no buffer memory is handed out")
         if self.try_allocate(size):
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -153,5 +153,5 @@ class BufferPool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.future.done():
-                waiter.future.set_exception(KafkaTimeoutError("the producer closed while waiting for buffer memory"))
+                waiter.future.set_exception(ProducerClosedError("the producer closed while waiting for buffer memory"))
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError
+from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.buffer_pool import BufferPool
 
 
@@ -94,5 +94,7 @@ async def test_close_fails_waiters_with_a_clear_error() -> None:
     waiter = asyncio.create_task(pool.allocate(10, 10_000))
     await asyncio.sleep(0)
     pool.close()
-    with pytest.raises(KafkaTimeoutError, match="closed"):
+    with pytest.raises(ProducerClosedError, match="closed"):
         await waiter
+    with pytest.raises(ProducerClosedError):
+        await pool.allocate(10, 10_000)
