@@ -420,7 +420,7 @@ class RecordAccumulator:
             self._incomplete.add(piece)
         self._incomplete.discard(batch)
         batch.is_done = True
-        batch.hand_over(pieces)
+        batch.wake_waiters()  # awaiters of moved records follow them to the pieces
         batch.release()
         return len(pieces)
 
@@ -440,9 +440,6 @@ class RecordAccumulator:
     # ================================================================ flush and close
     def has_undrained(self) -> bool:
         return any(dq for info in self._topics.values() for dq in info.batches.values())
-
-    def has_incomplete(self) -> bool:
-        return bool(self._incomplete)
 
     def incomplete_batches(self) -> list[ProducerBatch]:
         return list(self._incomplete)
@@ -464,7 +461,7 @@ class RecordAccumulator:
                 while not batch.is_done:
                     await batch.add_waiter()
 
-    def abort_undrained(self, error: BaseException) -> list[ProducerBatch]:
+    def abort_undrained(self) -> list[ProducerBatch]:
         """Pop every queued batch (for a forced close); the caller fails them."""
         aborted: list[ProducerBatch] = []
         for info in self._topics.values():

@@ -352,10 +352,10 @@ class ProducerBatch:
             # One loop callback for the whole batch, not one per record: the record
             # callbacks still run after this call returns, in send order.
             self.loop.call_soon(_run_record_callbacks, scheduled)
-        self._wake_waiters()
+        self.wake_waiters()
         return True
 
-    def _wake_waiters(self) -> None:
+    def wake_waiters(self) -> None:
         waiters = self.waiters
         if waiters:
             self.waiters = []
@@ -374,10 +374,6 @@ class ProducerBatch:
         self.callback_futures = []
         self._records_bytes = None
         self.builder.release()
-
-    def hand_over(self, batches: list[ProducerBatch]) -> None:
-        """After a split: this batch's records now belong to ``batches``; wake awaiters to follow them."""
-        self._wake_waiters()
 
     def __repr__(self) -> str:
         return (

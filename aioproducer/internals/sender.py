@@ -294,7 +294,7 @@ class Sender:
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
         self.fatal_error = error
-        for batch in self.accumulator.abort_undrained(error):
+        for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, sequence_unresolved=False)
 
     async def _shutdown_background(self) -> None:
@@ -442,7 +442,7 @@ class Sender:
 
     def abort_incomplete(self, error: BaseException) -> None:
         """Forced close: fail everything still queued or in flight with ``error``."""
-        for batch in self.accumulator.abort_undrained(error):
+        for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, sequence_unresolved=False)
         for batch in self.accumulator.incomplete_batches():
             self._fail_batch(batch, error, sequence_unresolved=True)

@@ -197,8 +197,3 @@ class TransactionManager:
         except ValueError:
             pass
 
-    def sort_in_flight(self, topic: str, partition: int) -> None:
-        entry = self._partitions.get((topic, partition))
-        if entry is not None:
-            entry.in_flight.sort(key=lambda b: b.base_sequence)
-
