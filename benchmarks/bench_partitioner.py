@@ -33,6 +33,7 @@ import time
 import timeit
 from typing import Any
 
+from benchmarks.clients import send_loop
 from benchmarks.scenarios import make_keys, make_values
 
 __all__ = ["topics", "measure"]
@@ -55,16 +56,8 @@ async def _one_run(bootstrap: str, topic: str, n: int, keyed: bool) -> dict[str,
         enable_idempotence=False, buffer_memory=1 << 30,
     ) as producer:
         await producer.partitions_for(topic)
-        send = producer.send
-        futures = []
-        append = futures.append
         t0 = perf_counter()
-        if keyed:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm], key=keys[i & km]))
-        else:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm]))
+        futures = await send_loop(producer.send, topic, n, keys if keyed else None, km, values, vm)
         t_sent = perf_counter()
         await producer.flush()
         results = await asyncio.gather(*futures, return_exceptions=True)

@@ -176,6 +176,30 @@ def _aioproducer(spec: dict[str, Any]) -> Any:
     )
 
 
+async def send_loop(
+    send: Callable[..., Awaitable[Any]],
+    topic: str,
+    n: int,
+    keys: list[bytes] | None,
+    km: int,
+    values: list[bytes],
+    vm: int,
+) -> list[Any]:
+    """``n`` records as users write them: ``fut = await send(topic, value=..., key=...)`` per record, futures kept.
+
+    One loop for every asyncio client, so they are timed doing exactly the same work.
+    """
+    futures: list[Any] = []
+    append = futures.append
+    if keys:
+        for i in range(n):
+            append(await send(topic, value=values[i & vm], key=keys[i & km]))
+    else:
+        for i in range(n):
+            append(await send(topic, value=values[i & vm]))
+    return futures
+
+
 async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
     from aioproducer import RecordMetadata
 
@@ -183,16 +207,8 @@ async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None,
     keys, km, values, vm = _pools(keys, values)
     async with _aioproducer(spec) as producer:
         await _aioproducer_warmup(producer, spec)
-        send = producer.send
-        futures = []
-        append = futures.append
         t0 = perf_counter()
-        if keys:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm], key=keys[i & km]))
-        else:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm]))
+        futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
         await producer.flush()
         results = await asyncio.gather(*futures, return_exceptions=True)
         elapsed = perf_counter() - t0
@@ -290,16 +306,8 @@ async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, va
     await producer.start()
     try:
         await _aiokafka_warmup(producer, spec)
-        send = producer.send
-        futures = []
-        append = futures.append
         t0 = perf_counter()
-        if keys:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm], key=keys[i & km]))
-        else:
-            for i in range(n):
-                append(await send(topic, value=values[i & vm]))
+        futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
         await producer.flush()
         results = await asyncio.gather(*futures, return_exceptions=True)
         elapsed = perf_counter() - t0
@@ -369,16 +377,8 @@ async def confluent_aio_throughput(spec: dict[str, Any], keys: list[bytes] | Non
     producer = AIOProducer(_librdkafka_conf(spec, False))
     try:
         await _confluent_aio_warmup(producer, spec)
-        produce = producer.produce
-        futures = []
-        append = futures.append
         t0 = perf_counter()
-        if keys:
-            for i in range(n):
-                append(await produce(topic, value=values[i & vm], key=keys[i & km]))
-        else:
-            for i in range(n):
-                append(await produce(topic, value=values[i & vm]))
+        futures = await send_loop(producer.produce, topic, n, keys, km, values, vm)
         await producer.flush()
         results = await asyncio.gather(*futures, return_exceptions=True)
         elapsed = perf_counter() - t0
