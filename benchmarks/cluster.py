@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterable
-from types import TracebackType
 
 __all__ = ["ClusterProcess"]
 

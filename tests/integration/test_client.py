@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from aioproducer.network.client import ClientConfig, KafkaClient
 from aioproducer.protocol import messages
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
+from helpers import closed_port, eventually, other_tasks
 
 pytestmark = pytest.mark.integration
 
@@ -70,24 +70,7 @@ def batch(*values: bytes) -> bytes:
     return builder.build()
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait until ``predicate()`` holds (checked every 5 ms); fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def other_tasks() -> set[asyncio.Task[Any]]:
-    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
 
 
 def metadata_requests(mc: MockCluster) -> int:

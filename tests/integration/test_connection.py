@@ -9,7 +9,6 @@ fakes the *broker*, never our network layer.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
+from helpers import closed_port, eventually, other_tasks
 
 pytestmark = pytest.mark.integration
 
@@ -59,25 +59,7 @@ def produce_body(topic: str = "orders", partition: int = 0, acks: int = -1) -> d
     }
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Wait until ``predicate()`` holds (checked every 5 ms); fail the test after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.005)
 
-
-def closed_port() -> int:
-    """A localhost port nothing listens on (bound then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def other_tasks() -> set[asyncio.Task[Any]]:
-    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
 
 
 # ----------------------------------------------------------- a fake broker

@@ -10,6 +10,7 @@ import pytest
 
 from aioproducer import KafkaTimeoutError, Producer
 from aioproducer.testing import MockCluster
+from helpers import eventually
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -31,13 +32,6 @@ FAST: dict[str, Any] = {
 async def read_values(bootstrap: str, partitions: range = range(PARTITIONS)) -> dict[int, list[bytes]]:
     return await read_all_values(bootstrap, TOPIC, partitions)
 
-
-async def _until(condition: Any, what: str, limit: float = 5.0) -> None:
-    """Yield to the loop until ``condition()`` holds (bounded, so a regression fails instead of hanging)."""
-    async with asyncio.timeout(limit):
-        while not condition():
-            await asyncio.sleep(0.001)
-    assert condition(), what
 
 
 async def test_send_waits_for_buffer_memory_instead_of_growing_it(mock_cluster: MockCluster) -> None:
@@ -84,7 +78,7 @@ async def test_a_blocked_send_resumes_when_memory_is_freed(mock_cluster: MockClu
         first = [await producer.send(TOPIC, value=b"first-%d" % p, partition=p) for p in range(4)]
         assert producer.metrics()["buffer_available_bytes"] == 0
         blocked = asyncio.create_task(producer.send(TOPIC, value=b"fifth", partition=4))
-        await _until(lambda: producer.metrics()["waiting_for_buffer"] == 1, "the fifth send should wait")
+        await eventually(lambda: producer.metrics()["waiting_for_buffer"] == 1, what="the fifth send waiting")
         assert not blocked.done() and not any(f.done() for f in first)
         fifth = await blocked  # resumes once a 300 ms round trip freed a batch
         assert any(f.done() for f in first)

@@ -10,6 +10,7 @@ import pytest
 
 from aioproducer import Producer, ProducerClosedError, RecordMetadata
 from aioproducer.testing import MockCluster
+from helpers import eventually
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -31,12 +32,6 @@ LINGER_FOREVER: dict[str, Any] = {**FAST, "linger_ms": 60_000, "delivery_timeout
 async def read_values(bootstrap: str, partitions: range = range(PARTITIONS)) -> dict[int, list[bytes]]:
     return await read_all_values(bootstrap, TOPIC, partitions)
 
-
-async def _until(condition: Any, limit: float = 5.0) -> None:
-    """Yield to the loop until ``condition()`` holds (bounded, so a regression fails instead of hanging)."""
-    async with asyncio.timeout(limit):
-        while not condition():
-            await asyncio.sleep(0.001)
 
 
 async def test_flush_delivers_everything_despite_linger(mock_cluster: MockCluster) -> None:
@@ -122,7 +117,7 @@ async def test_cancelling_a_send_waiting_for_memory_leaves_the_accumulator_sound
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
         first = [await producer.send(TOPIC, value=b"first-%d" % p, partition=p) for p in range(4)]
         waiting = [asyncio.create_task(producer.send(TOPIC, value=b"waiting-%d" % i, partition=4)) for i in range(3)]
-        await _until(lambda: producer.metrics()["waiting_for_buffer"] == 3)
+        await eventually(lambda: producer.metrics()["waiting_for_buffer"] == 3)
         waiting[1].cancel()  # the middle one: the others keep their place in line
         with pytest.raises(asyncio.CancelledError):
             await waiting[1]
