@@ -163,9 +163,11 @@ class RecordAccumulator:
         if dq:
             # No wake-up per record: opening the next batch wakes the sender, and a full batch
             # that nothing follows is sent at its linger deadline (ready() treats it as full).
-            future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
+            last = dq[-1]
+            future = last.try_append(timestamp, key, value, headers, on_delivery)
             if future is not None:
                 return future
+            self.settle(last)  # it is full: it will not grow any more
         size = self._reservation_size(key, value, headers)
         if not self.pool.try_allocate(size):
             return None
@@ -196,11 +198,29 @@ class RecordAccumulator:
         info = self.topic_info(topic)
         dq = info.batches.get(partition)
         if dq:
-            future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
+            last = dq[-1]
+            future = last.try_append(timestamp, key, value, headers, on_delivery)
             if future is not None:
                 self.pool.deallocate(size)  # someone opened a batch while we waited
                 return future
+            self.settle(last)
         return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
+
+    def settle(self, batch: ProducerBatch) -> None:
+        """Charge what a batch holds beyond its reservation to the pool, once it stops growing.
+
+        A batch reserves ``batch.size`` when it opens; its records' futures and callbacks
+        (``ProducerBatch.object_bytes``) and any bytes past the reservation are charged
+        here, when a fuller batch replaces it or the sender drains it. Until then they
+        are the fixed overhead of one open batch per partition.
+        """
+        if batch.settled:
+            return
+        batch.settled = True
+        extra = batch.builder.uncompressed_size_in_bytes + batch.object_bytes() - batch.reserved_bytes
+        if extra > 0:
+            self.pool.charge(extra)
+            batch.reserved_bytes += extra
 
     def _reservation_size(self, key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
         batch_size = self.config.batch_size
@@ -341,6 +361,7 @@ class RecordAccumulator:
             if tm is not None and tm.should_stop_drain(first):
                 continue
             dq.popleft()
+            self.settle(first)
             if tm is not None:
                 tm.assign_sequence(first)
             first.in_flight = True
@@ -409,6 +430,8 @@ class RecordAccumulator:
         # (the records already had memory counted in the parent).
         pieces[0].reserved_bytes = batch.reserved_bytes
         batch.reserved_bytes = 0
+        for piece in pieces:
+            piece.settled = True  # the parent's charge covers them
         if self.transaction_manager is not None and batch.has_sequence:
             # The pieces take over the parent's sequence range, so batches numbered after it
             # (maybe in flight already) stay valid, as ``ProducerBatch.split`` in Java.

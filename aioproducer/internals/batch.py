@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, NamedTuple, Optional
 
 from aioproducer.protocol.records import RecordBatchBuilder
 
-__all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "DeliveryCallback"]
+__all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "DeliveryCallback", "RECORD_OBJECT_BYTES"]
 
 log = logging.getLogger("aioproducer")
 
@@ -222,6 +223,8 @@ class ProducerBatch:
         "_records_bytes",
         "_records_state",
         "_deferred",
+        "callback_bytes",
+        "settled",
     )
 
     def __init__(
@@ -257,6 +260,9 @@ class ProducerBatch:
         self._records_bytes: bytes | None = None
         self._records_state: tuple[int, int, int] | None = None
         self._deferred: list[tuple[FutureRecordMetadata, Callable[[Any], Any], Any]] | None = None
+        # Memory accounting beyond the encoded bytes (see ``object_bytes``).
+        self.callback_bytes = 0
+        self.settled = False
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -282,6 +288,7 @@ class ProducerBatch:
         if on_delivery is not None:
             future._on_delivery = on_delivery
             self.callback_futures.append(future)
+            self.callback_bytes += _getsizeof(on_delivery) + _POINTER_BYTES
         return future
 
     @property
@@ -290,6 +297,17 @@ class ProducerBatch:
 
     def estimated_size(self) -> int:
         return self.builder.estimated_size_in_bytes
+
+    def object_bytes(self) -> int:
+        """Memory the batch holds besides its encoded records: a future per record, callbacks.
+
+        ``buffer.memory`` counts these too (the accumulator charges them once the batch
+        stops growing), so that it bounds what the producer holds, not only the wire bytes:
+        for 100-byte records the Python objects weigh as much as the bytes themselves.
+        A shared callback is counted once per record that holds it: the estimate errs
+        towards earlier backpressure, never towards unbounded memory.
+        """
+        return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
 
     def is_full(self, batch_size: int) -> bool:
         return self.builder.estimated_size_in_bytes >= batch_size
@@ -397,6 +415,14 @@ class ProducerBatch:
             f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
             f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
         )
+
+
+_getsizeof = sys.getsizeof
+_POINTER_BYTES = 8  # a list slot
+
+#: What one queued record costs in Python objects besides its encoded bytes: its future and
+#: its slot in the batch's list of futures.
+RECORD_OBJECT_BYTES: int = sys.getsizeof(object.__new__(FutureRecordMetadata)) + _POINTER_BYTES
 
 
 def _run_record_callbacks(futures: list[FutureRecordMetadata]) -> None:

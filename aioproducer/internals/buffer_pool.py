@@ -13,6 +13,11 @@ the Java pool's invariants kept:
 * ``available_memory`` = ``total`` minus everything reserved and not yet returned;
   a reservation of ``batch.size`` bytes is the pooled, standard size; a record
   larger than ``batch.size`` reserves exactly what it needs.
+* Unlike Java, the budget also covers the Python objects a batch holds per
+  record (futures, callbacks: as heavy as the bytes for small records). They are
+  charged when a batch stops growing (``charge``, which may overdraw the budget
+  once; later allocations wait until it is paid back), so ``buffer.memory``
+  bounds what the producer holds, up to one open batch per partition.
 * Waiters are served strictly first come, first served: an allocation that
   cannot be satisfied queues behind earlier waiters even if it is small, so a
   large record is never starved by a stream of small ones.
@@ -76,6 +81,16 @@ class BufferPool:
             return False
         self._available -= size
         return True
+
+    def charge(self, size: int) -> None:
+        """Reserve ``size`` bytes now, even past the budget (then the next allocations wait).
+
+        For memory already in use that the budget must still count: the Python objects of
+        a batch that just stopped growing. Overdrawing once per batch keeps ``send()`` from
+        blocking on memory it already holds, while everything after it waits until the
+        overdraft is paid back; the bound is ``buffer.memory`` plus one batch's objects.
+        """
+        self._available -= size
 
     async def allocate(self, size: int, max_time_to_block_ms: float) -> None:
         """Reserve ``size`` bytes, waiting in line at most ``max_time_to_block_ms``.

@@ -226,3 +226,67 @@ async def test_split_moves_futures_to_the_new_batches() -> None:
     offsets = [f.result().offset for f in futures]  # type: ignore[union-attr]
     assert offsets == list(range(100, 120))
     assert [f.result().timestamp for f in futures] == list(range(1, 21))  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- buffer.memory counts Python objects
+
+
+async def test_a_full_batch_is_charged_its_futures_and_bytes_once() -> None:
+    from aioproducer.internals.batch import RECORD_OBJECT_BYTES
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, memory=1 << 20)
+    pool = acc.pool
+    while len(acc.topic_info("t").batches.get(0, ())) < 2:
+        assert acc.try_append("t", 0, 1, None, VALUE, None, None) is not None
+    full, open_ = acc.topic_info("t").batches[0]
+    expected_full = full.builder.uncompressed_size_in_bytes + full.record_count * RECORD_OBJECT_BYTES
+    assert full.settled and full.reserved_bytes == expected_full > 1024
+    assert not open_.settled and open_.reserved_bytes == 1024
+    assert pool.available_memory == pool.total - expected_full - 1024
+    # Settling again (a drain, a second roll-over) must not charge twice.
+    acc.settle(full)
+    assert pool.available_memory == pool.total - expected_full - 1024
+
+
+async def test_drained_open_batch_is_settled_and_everything_is_returned() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, memory=1 << 20)
+    for _ in range(3):
+        acc.try_append("t", 0, 1, None, VALUE, None, None)
+    clock.now += 20  # past linger
+    (batch,) = acc.drain(Leaders(), [0], 1 << 20, clock.now)[0]
+    assert batch.settled and batch.reserved_bytes > 1024 - 1  # 3 records + 3 futures charged
+    acc.deallocate(batch)
+    assert acc.pool.available_memory == acc.pool.total
+
+
+async def test_delivery_callbacks_are_charged_too() -> None:
+    import sys
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1 << 16, memory=1 << 20)
+    callbacks = [lambda md, err, i=i: None for i in range(3)]
+    plain, with_callbacks = acc.topic_info("a").batches, acc.topic_info("b").batches
+    for cb in callbacks:
+        acc.try_append("a", 0, 1, None, VALUE, None, None)
+        acc.try_append("b", 0, 1, None, VALUE, None, cb)
+    extra = with_callbacks[0][0].object_bytes() - plain[0][0].object_bytes()
+    assert extra == sum(sys.getsizeof(cb) + 8 for cb in callbacks)
+
+
+async def test_memory_counts_bound_how_many_small_records_are_accepted() -> None:
+    """With objects counted, buffer.memory holds far fewer tiny records than wire bytes alone would allow."""
+    from aioproducer.internals.batch import RECORD_OBJECT_BYTES
+
+    clock = FakeClock()
+    memory = 64 * 1024
+    acc, _ = make(clock, batch_size=4096, memory=memory)
+    accepted = 0
+    while acc.try_append("t", 0, 1, None, b"v", None, None) is not None:
+        accepted += 1
+    wire = 10  # a record with a 1-byte value is about 10 bytes on the wire
+    # The bound: the budget, plus what the one open batch holds before it is settled.
+    open_batch = 4096 + 4096 // wire * RECORD_OBJECT_BYTES
+    assert accepted * (wire + RECORD_OBJECT_BYTES) <= memory + open_batch
+    assert accepted < memory // wire // 4  # counting wire bytes alone, ~6,000 would fit

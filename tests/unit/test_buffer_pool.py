@@ -98,3 +98,20 @@ async def test_close_fails_waiters_with_a_clear_error() -> None:
         await waiter
     with pytest.raises(ProducerClosedError):
         await pool.allocate(10, 10_000)
+
+
+async def test_charge_overdraws_and_later_allocations_wait_for_the_payback() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(900)
+    pool.charge(300)  # memory already in use, counted now: the pool is 200 bytes overdrawn
+    assert pool.available_memory == -200
+    assert not pool.try_allocate(1)
+    waiter = asyncio.ensure_future(pool.allocate(100, 5_000))
+    await asyncio.sleep(0)
+    assert not waiter.done() and pool.exhausted()
+    pool.deallocate(250)  # still 50 short of the 100 asked for... -200 + 250 = 50
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    pool.deallocate(950)
+    await waiter
+    assert pool.available_memory == 1000 - 100
