@@ -45,6 +45,7 @@ log = logging.getLogger("aioproducer")
 
 # Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
 _RECORD_OVERHEAD_ESTIMATE = 8
+_now_ns = time.time_ns  # a record's create time: one call and an integer division (cheaper than int(time() * 1000))
 
 HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
@@ -242,7 +243,7 @@ class Producer:
             num_partitions = partitions.num_partitions
 
             if timestamp_ms is None:
-                timestamp_ms = int(time.time() * 1000)
+                timestamp_ms = _now_ns() // 1_000_000
             elif type(timestamp_ms) is not int or timestamp_ms < 0:
                 raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
 
@@ -331,7 +332,7 @@ class Producer:
             ):
                 append(await self.send(topic, value, key, on_delivery=on_delivery))
                 continue
-            timestamp_ms = int(time.time() * 1000)
+            timestamp_ms = _now_ns() // 1_000_000
             if key is not None and not ignore_keys:
                 future = try_append(topic, partition_for_key(key, num_partitions), timestamp_ms, key, value, None, on_delivery)
                 if future is None:
