@@ -177,6 +177,11 @@ def _snappy_compress(data: bytes) -> bytes:
 def _lz4_compress(data: bytes, level: int) -> bytes:
     import lz4.frame
 
+    # The default level means LZ4's fast compressor, as in Java: its lz4 stream picks
+    # ``fastCompressor()`` when the level is the default (9) and ``highCompressor(level)``
+    # otherwise. High compression at 9 would take ~7x longer per batch.
+    if level == DEFAULT_LEVELS[LZ4]:
+        level = 0  # python-lz4: below 3 is the fast (non-HC) compressor
     return bytes(
         lz4.frame.compress(
             data,

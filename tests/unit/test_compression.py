@@ -172,6 +172,17 @@ def test_lz4_is_a_frame_with_independent_blocks() -> None:
     assert aiokafka_codec.lz4_decode(out) == BIG
 
 
+def test_lz4_default_level_is_the_fast_compressor_as_in_java() -> None:
+    # Java's lz4 output stream uses lz4's fast compressor at the default level (9) and the
+    # high-compression one for any other level; level 9 must not mean LZ4-HC level 9.
+    default = compression.compress(LZ4, BIG)
+    fast = lz4.frame.compress(BIG, compression_level=0, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                              block_linked=False, content_checksum=False, store_size=False)
+    assert default == fast
+    assert compression.compress(LZ4, BIG, 10) != fast  # an explicit other level is LZ4-HC
+    assert compression.decompress(LZ4, default) == BIG
+
+
 def test_lz4_reads_other_writers() -> None:
     assert compression.decompress(LZ4, aiokafka_codec.lz4_encode(BIG)) == BIG
     assert compression.decompress(LZ4, lz4.frame.compress(BIG, block_linked=True, content_checksum=True)) == BIG
