@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 import zlib
 from types import ModuleType
-from typing import Callable, Final
+from typing import Any, Callable, Final
 
 from aioproducer.errors import ConfigError, KafkaError, ProtocolError
 
@@ -194,10 +194,18 @@ def _lz4_compress(data: bytes, level: int) -> bytes:
     )
 
 
-def _zstd_compress(data: bytes, level: int) -> bytes:
-    import zstandard
+_zstd_compressors: dict[int, Any] = {}
 
-    return bytes(zstandard.ZstdCompressor(level=level).compress(data))
+
+def _zstd_compress(data: bytes, level: int) -> bytes:
+    # One compressor per level, reused: making one allocates its context each time. Safe
+    # because only the event loop's thread compresses.
+    compressor = _zstd_compressors.get(level)
+    if compressor is None:
+        import zstandard
+
+        compressor = _zstd_compressors[level] = zstandard.ZstdCompressor(level=level)
+    return bytes(compressor.compress(data))
 
 
 def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
