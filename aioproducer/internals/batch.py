@@ -343,17 +343,8 @@ class ProducerBatch:
     def _run_deferred(self) -> None:
         """Run the queued done-callbacks of finished records (see ``add_done_callback``)."""
         pending, self._deferred = self._deferred, None
-        for future, fn, context in pending or ():
-            # _invoke(), inlined for the common case: gather() queues one callback per record.
-            try:
-                if context is None:
-                    fn(future)
-                else:
-                    context.run(fn, future)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:
-                _report_callback_error(future, fn, exc)
+        if pending:
+            _invoke_all(pending)
 
     def attach_callbacks(self, future: FutureRecordMetadata) -> None:
         if future._on_delivery is None:  # already listed when it has on_delivery
@@ -431,27 +422,26 @@ def _run_record_callbacks(futures: list[FutureRecordMetadata]) -> None:
         if not callbacks:
             continue  # removed, or the future was cancelled meanwhile
         future._callbacks = []
-        for fn, context in callbacks:
-            _invoke(future, fn, context)
+        _invoke_all([(future, fn, context) for fn, context in callbacks])
 
 
-def _invoke(future: FutureRecordMetadata, fn: Callable[[Any], Any], context: Any) -> None:
-    """Run one done-callback as an asyncio Handle would: in its context, errors reported, not raised."""
-    try:
-        if context is None:
-            fn(future)
-        else:
-            context.run(fn, future)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        _report_callback_error(future, fn, exc)
+def _invoke_all(calls: list[tuple[FutureRecordMetadata, Callable[[Any], Any], Any]]) -> None:
+    """Run done-callbacks as asyncio Handles would: each in its context, errors reported, not raised.
 
-
-def _report_callback_error(future: FutureRecordMetadata, fn: Callable[[Any], Any], exc: BaseException) -> None:
-    future._batch.loop.call_exception_handler(
-        {"message": f"Exception in callback {fn!r}", "exception": exc, "future": future}
-    )
+    One loop over many calls (gather() queues one per record), not a function call per callback.
+    """
+    for future, fn, context in calls:
+        try:
+            if context is None:
+                fn(future)
+            else:
+                context.run(fn, future)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            future._batch.loop.call_exception_handler(
+                {"message": f"Exception in callback {fn!r}", "exception": exc, "future": future}
+            )
 
 
 def _call_delivery_callback(callback: DeliveryCallback, future: FutureRecordMetadata, error: BaseException | None) -> None:
