@@ -12,9 +12,12 @@ One pass, ``run_once(now)``:
    this pass; a connection attempt starts in the background.
 3. ``accumulator.drain()`` takes up to ``max.request.size`` per node.
 4. Batches past ``delivery.timeout.ms`` that are still queued are failed.
-5. One Produce request per node is sent, each in its own task so that
-   requests to different brokers, and up to the in-flight limit to one broker,
-   overlap.
+5. One Produce request per node is written at once, without a task: the
+   connection encodes it with the hand-written Produce codec and calls
+   :meth:`Sender._on_produce_response` when the response (or an error) comes,
+   so requests to different brokers, and up to the in-flight limit to one
+   broker, overlap. Only ``acks=0`` (which must wait for the socket to drain)
+   and a node whose connection went away since ``ready()`` use a task.
 
 Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
 batch filled or opened, a response arrived, a connection came up, a flush or
@@ -33,6 +36,7 @@ its batch's delivery timeout passes is bounded by ``request.timeout.ms``
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -47,6 +51,7 @@ from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, m
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.protocol import messages
+from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, Records
 
 __all__ = ["Sender", "SenderConfig"]
 
@@ -86,6 +91,8 @@ class SenderClient(Protocol):
 
     def is_connected(self, node_id: int) -> bool: ...
 
+    def ready_connection(self, node_id: int) -> Any: ...
+
     async def connection(self, node_id: int) -> Any: ...
 
 
@@ -111,6 +118,10 @@ class Sender:
         self._running = True
         self._force_close = False
         self._requests: set[asyncio.Task[None]] = set()
+        #: Produce requests written by send_produce() whose callback has not run yet.
+        self._callbacks_pending = 0
+        #: Set when the run loop ended: responses arriving later are not ours any more.
+        self._stopped = False
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
         self.fatal_error: BaseException | None = None
@@ -126,10 +137,14 @@ class Sender:
         try:
             while self._running:
                 await self._loop_once()
-            while not self._force_close and (self.accumulator.has_undrained() or self._requests):
+            while not self._force_close and (self.accumulator.has_undrained() or self._has_requests()):
                 await self._loop_once()
         finally:
+            self._stopped = True
             await self._shutdown_background()
+
+    def _has_requests(self) -> bool:
+        return bool(self._requests) or self._callbacks_pending > 0
 
     def initiate_close(self) -> None:
         self._running = False
@@ -142,9 +157,9 @@ class Sender:
 
     async def _loop_once(self) -> None:
         tm = self.transaction_manager
-        if tm is not None and tm.epoch_bump_required and tm.has_producer_id and not self._requests:
+        if tm is not None and tm.epoch_bump_required and tm.has_producer_id and not self._has_requests():
             tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
-        if tm is not None and not tm.has_producer_id and not self._requests:
+        if tm is not None and not tm.has_producer_id and not self._has_requests():
             await self._init_producer_id()
         delay = self.run_once(self._clock())
         await self._sleep(delay)
@@ -309,72 +324,123 @@ class Sender:
     # ------------------------------------------------------------------ produce requests
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> None:
         acks = self.config.acks
-        topic_data: dict[str, list[dict[str, Any]]] = {}
-        by_tp: dict[tuple[str, int], ProducerBatch] = {}
-        for batch in batches:
-            topic_data.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.records()})
-            by_tp[(batch.topic, batch.partition)] = batch
-        body = {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": self.config.request_timeout_ms,
-            "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()],
-        }
-        task = self._spawn(self._produce(node, body, by_tp))
-        self._requests.add(task)
-        task.add_done_callback(self._request_done)
+        batches, topic_data = _group_by_topic(batches)
+        connection = self.client.ready_connection(node) if acks != 0 else None
+        if connection is None:
+            # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
+            task = self._spawn(self._produce(node, topic_data, batches))
+            self._requests.add(task)
+            task.add_done_callback(self._request_done)
+            return
+        try:
+            connection.send_produce(
+                topic_data,
+                acks=acks,
+                timeout_ms=self.config.request_timeout_ms,
+                on_response=functools.partial(self._on_produce_response, batches),
+            )
+        except (KafkaError, OSError, ValueError) as exc:
+            self._request_failed(batches, exc)
+        else:
+            self._callbacks_pending += 1
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         # The closing loop waits for ``_requests`` to empty: wake it when it shrinks.
         self._requests.discard(task)
         self.wakeup()
 
-    async def _produce(self, node: int, body: dict[str, Any], by_tp: dict[tuple[str, int], ProducerBatch]) -> None:
-        acks = body["acks"]
+    def _on_produce_response(
+        self, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None
+    ) -> None:
+        """The connection's callback for a request written by ``send_produce``: exactly one per request."""
+        self._callbacks_pending -= 1
+        if self._stopped:
+            return  # the producer was closed by force: these batches were failed already
         try:
-            connection = await self.client.connection(node)
-            response = await connection.send(messages.PRODUCE, body, expect_response=acks != 0)
-        except (KafkaError, OSError) as exc:
-            error = exc if isinstance(exc, KafkaError) else KafkaConnectionError(str(exc))
-            if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
-                self.client.request_update()
-            now = self._clock()
-            for batch in by_tp.values():
-                self._handle_error(batch, error, now, outcome_unknown=True)
-        else:
-            now = self._clock()
-            if response is None:  # acks=0: nothing comes back, offsets are unknown
-                for batch in by_tp.values():
-                    self._complete_ok(batch, -1, -1)
-            else:
-                self._handle_response(response, by_tp, now)
+            if error is not None:
+                self._request_failed(batches, error)
+            elif response is not None:
+                self._handle_response(response, batches, self._clock())
         finally:
             self.wakeup()
 
-    def _handle_response(
-        self, response: dict[str, Any], by_tp: dict[tuple[str, int], ProducerBatch], now: float
+    async def _produce(
+        self, node: int, topic_data: list[tuple[str, list[tuple[int, Records]]]], batches: list[ProducerBatch]
     ) -> None:
-        for topic_response in response.get("responses", ()):
-            topic = topic_response["name"]
-            for part in topic_response.get("partition_responses", ()):
-                batch = by_tp.pop((topic, part["index"]), None)
-                if batch is None:
-                    continue
-                code = part.get("error_code", 0)
-                if code == NONE:
-                    self._complete_ok(batch, part.get("base_offset", -1), part.get("log_append_time_ms", -1))
-                elif code == DUPLICATE_SEQUENCE_NUMBER:
-                    self._complete_ok(batch, -1, part.get("log_append_time_ms", -1))
-                else:
-                    error_class = error_for_code(code)
-                    detail = part.get("error_message") or ""
-                    for record_error in part.get("record_errors") or ():
-                        detail += f" (record {record_error.get('batch_index')}: {record_error.get('batch_index_error_message')})"
-                    self._handle_error(batch, error_class(detail.strip()), now, outcome_unknown=False)
-        for batch in by_tp.values():  # the broker did not answer for these partitions
+        acks = self.config.acks
+        try:
+            connection = await self.client.connection(node)
+            response = await connection.produce(topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms)
+        except (KafkaError, OSError, ValueError) as exc:
+            self._request_failed(batches, exc)
+        else:
+            if response is None:  # acks=0: nothing comes back, offsets are unknown
+                for batch in batches:
+                    self._complete_ok(batch, -1, -1)
+            else:
+                self._handle_response(response, batches, self._clock())
+        finally:
+            self.wakeup()
+
+    def _request_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:
+        """The request as a whole failed: no broker answer for any of its batches.
+
+        A socket error is a (retriable) connection error; a ``ValueError`` means
+        the request could not be encoded, which no retry can fix.
+        """
+        if isinstance(exc, KafkaError):
+            error = exc
+        elif isinstance(exc, ValueError):
+            error = KafkaError(f"the Produce request could not be encoded: {exc}")
+        else:
+            error = KafkaConnectionError(str(exc))
+        if isinstance(error, (KafkaConnectionError, KafkaTimeoutError)):
+            self.client.request_update()
+        now = self._clock()
+        for batch in batches:
+            self._handle_error(batch, error, now, outcome_unknown=True)
+
+    def _handle_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
+        """Match each partition's answer to its batch.
+
+        Brokers answer in request order, so the batches are matched by position
+        while that holds; at the first answer out of place the rest are matched
+        by topic-partition (an answer for a partition not asked for, or a second
+        one, is ignored). A batch without an answer fails as unknown outcome.
+        """
+        position = 0
+        count = len(batches)
+        unanswered: dict[tuple[str, int], ProducerBatch] | None = None
+        for part in response.partitions:
+            if unanswered is None:
+                if position < count:
+                    batch = batches[position]
+                    if batch.partition == part.partition and batch.topic == part.topic:
+                        position += 1
+                        self._handle_partition(batch, part, now)
+                        continue
+                unanswered = {(b.topic, b.partition): b for b in batches[position:]}
+            found = unanswered.pop((part.topic, part.partition), None)
+            if found is not None:
+                self._handle_partition(found, part, now)
+        missing = batches[position:] if unanswered is None else list(unanswered.values())
+        for batch in missing:  # the broker did not answer for these partitions
             self._handle_error(
                 batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
             )
+
+    def _handle_partition(self, batch: ProducerBatch, part: PartitionResponse, now: float) -> None:
+        code = part.error_code
+        if code == NONE:
+            self._complete_ok(batch, part.base_offset, part.log_append_time_ms)
+        elif code == DUPLICATE_SEQUENCE_NUMBER:
+            self._complete_ok(batch, -1, part.log_append_time_ms)
+        else:
+            error_class = error_for_code(code)
+            detail = part.error_message or ""
+            for batch_index, message in part.record_errors:
+                detail += f" (record {batch_index}: {message})"
+            self._handle_error(batch, error_class(detail.strip()), now, outcome_unknown=False)
 
     def _handle_error(self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool) -> None:
         if batch.is_done:
@@ -447,3 +513,23 @@ class Sender:
         for batch in self.accumulator.incomplete_batches():
             self._fail_batch(batch, error, sequence_unresolved=True)
 
+
+def _group_by_topic(
+    batches: list[ProducerBatch],
+) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, Records]]]]]:
+    """The request's topic data (one entry per topic, as Java writes it) and the batches in that order.
+
+    The batches come back reordered so that they line up with the partitions
+    of the request, which is the order the broker answers in.
+    """
+    topic = batches[0].topic
+    for batch in batches:
+        if batch.topic != topic:
+            break
+    else:  # the usual case: one topic
+        return batches, [(topic, [(batch.partition, batch.records()) for batch in batches])]
+    groups: dict[str, list[ProducerBatch]] = {}
+    for batch in batches:
+        groups.setdefault(batch.topic, []).append(batch)
+    ordered = [batch for group in groups.values() for batch in group]
+    return ordered, [(t, [(b.partition, b.records()) for b in group]) for t, group in groups.items()]

@@ -47,6 +47,7 @@ from aioproducer.errors import (
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.protocol import messages
+from aioproducer.protocol.produce import PartitionResponse, ProduceResponse
 
 __all__ = ["ClientConfig", "KafkaClient"]
 
@@ -427,6 +428,15 @@ class KafkaClient:
         conn = self._conns.get(node_id)
         return conn is not None and conn.can_send_more()
 
+    def ready_connection(self, node_id: int) -> BrokerConnection | None:
+        """The live connection to ``node_id`` if it has a free in-flight slot, else None; never blocks.
+
+        What the sender writes a Produce request to synchronously
+        (:meth:`BrokerConnection.send_produce`) after :meth:`is_ready` said yes.
+        """
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and conn.can_send_more() else None
+
     def is_connected(self, node_id: int) -> bool:
         """Whether ``node_id`` has a live connection (slots free or not)."""
         conn = self._conns.get(node_id)
@@ -530,30 +540,22 @@ class KafkaClient:
                     else _LEADER_NOT_AVAILABLE
                 )
                 raise errors.error_for_code(code)(f"no leader for {topic}-{partition}")
-        body = {
-            "transactional_id": None,
-            "acks": acks,
-            "timeout_ms": timeout_ms,
-            "topic_data": [
-                {"name": topic, "partition_data": [{"index": partition, "records": batch_bytes}]}
-            ],
-        }
         try:
             conn = await self.connection(leader)
-            response = await conn.send(messages.PRODUCE, body, expect_response=acks != 0)
+            response = await conn.produce([(topic, [(partition, batch_bytes)])], acks=acks, timeout_ms=timeout_ms)
         except (KafkaConnectionError, KafkaTimeoutError):  # either way the connection is gone
             self.request_update()
             raise
         if response is None:
             return -1
         result = _partition_response(response, topic, partition)
-        code = int(result.get("error_code", 0))
+        code = result.error_code
         if code:
             if errors.error_for_code(code).invalid_metadata:
                 self.request_update()
-            detail = result.get("error_message") or f"producing to {topic}-{partition}"
+            detail = result.error_message or f"producing to {topic}-{partition}"
             raise errors.error_for_code(code)(detail)
-        return int(result["base_offset"])
+        return result.base_offset
 
     # ------------------------------------------------------------------ close
 
@@ -572,11 +574,9 @@ class KafkaClient:
         await asyncio.gather(*(c.close() for c in conns))
 
 
-def _partition_response(response: dict[str, Any], topic: str, partition: int) -> dict[str, Any]:
+def _partition_response(response: ProduceResponse, topic: str, partition: int) -> PartitionResponse:
     """The Produce response entry for ``topic``/``partition``; its absence is a protocol error."""
-    for topic_response in response.get("responses") or ():
-        if topic_response.get("name") == topic:
-            for part in topic_response.get("partition_responses") or ():
-                if part.get("index") == partition:
-                    return dict(part)
+    for part in response.partitions:
+        if part.topic == topic and part.partition == partition:
+            return part
     raise ProtocolError(f"Produce response has no entry for {topic}-{partition}")

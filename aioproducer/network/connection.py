@@ -25,15 +25,27 @@ dead broker immediately instead of after ``request.timeout.ms``.
 
 On connect the connection negotiates versions with ApiVersions (KIP-35/511)
 and afterwards sends each API at the highest version both sides speak.
+
+Produce, the hot path, has a path of its own. :meth:`BrokerConnection.send_produce`
+is synchronous: it encodes with the hand-written codec of
+:mod:`aioproducer.protocol.produce`, writes the frame and returns; the response
+is decoded by the same codec and handed to a callback straight from the reader
+task. No task, future or timeout context is created per request (with one
+record per batch, a producer sends a request for every two or three records,
+and those per-request objects cost more than the encoding). Request timeouts
+are one timer per connection, armed at the deadline of the oldest request in
+flight: the broker answers in order, so the head is always the first to expire.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import aioproducer
 from aioproducer.errors import (
@@ -43,9 +55,10 @@ from aioproducer.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from aioproducer.protocol import messages
+from aioproducer.protocol import messages, produce
+from aioproducer.protocol.produce import ProduceResponse, TopicData
 
-__all__ = ["MAX_RESPONSE_SIZE", "BrokerConnection"]
+__all__ = ["MAX_RESPONSE_SIZE", "BrokerConnection", "ProduceCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +75,28 @@ _MAX_UNANSWERED = 1024
 _NEW, _CONNECTING, _READY, _CLOSED = "new", "connecting", "ready", "closed"
 
 
+#: Called once per :meth:`BrokerConnection.send_produce`: ``(response, None)`` or ``(None, error)``.
+ProduceCallback: TypeAlias = Callable[[ProduceResponse | None, KafkaError | None], None]
+_Chunks: TypeAlias = list[bytes | bytearray | memoryview]
+
+
 @dataclass(slots=True)
 class _InFlight:
-    """A request written (or being written) whose response has not been read yet."""
+    """A request written (or being written) whose response has not been read yet.
+
+    Its outcome goes to ``future`` (``send()``/``produce()`` callers await it)
+    or to ``callback`` (:meth:`BrokerConnection.send_produce`), never both.
+    ``decode`` is None for the generic codec (by ``api_key``/``version``).
+    """
 
     correlation_id: int
     sequence: int
     api_key: int
     version: int
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[Any] | None
+    deadline: float
+    decode: Callable[[bytes], Any] | None = None
+    callback: ProduceCallback | None = None
 
 
 def _api_name(api_key: int) -> str:
@@ -134,10 +160,19 @@ class BrokerConnection:
         self._reader_task: asyncio.Task[None] | None = None
         #: Requests awaiting a response, oldest first (the broker answers in this order).
         self._in_flight: collections.deque[_InFlight] = collections.deque()
-        self._slots = asyncio.Semaphore(max_in_flight)
-        #: Slots held: in-flight entries plus acks=0 frames being written.
+        #: Slots held: in-flight entries plus acks=0 frames being written. Not an
+        #: asyncio.Semaphore because send_produce() takes a slot without awaiting.
         self._slots_held = 0
         self._max_slots_held = 0
+        #: Callers of _request waiting for a slot, oldest first; a freed slot is handed
+        #: to the first of them directly (``_slots_held`` stays the same).
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        #: Fires at the oldest in-flight request's deadline (at most one armed).
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Produce version and its decoder, fixed once versions are negotiated.
+        self._produce_version: int | None = None
+        self._produce_decode: Callable[[bytes], ProduceResponse] | None = None
         #: Requests written so far; the correlation id is this counter mod 2**31.
         self._sequence = 0
         #: (sequence, correlation id) of recent requests sent without expecting a
@@ -219,6 +254,7 @@ class BrokerConnection:
         if self._state != _NEW:
             raise RuntimeError(f"{self!r}: connect() may be called once")
         self._state = _CONNECTING
+        self._loop = asyncio.get_running_loop()
         try:
             try:
                 reader, self._writer = await asyncio.wait_for(
@@ -258,7 +294,7 @@ class BrokerConnection:
         """
         our_min, version = messages.SUPPORTED_VERSIONS[messages.API_VERSIONS]
         while True:
-            body = await self._request(
+            body = await self._request_generic(
                 messages.API_VERSIONS,
                 version,
                 {
@@ -316,39 +352,150 @@ class BrokerConnection:
             raise self._not_connected_error()
         if version is None:
             version = self.api_version(api_key)
-        response = await self._request(api_key, version, body, expect_response=expect_response)
+        response = await self._request_generic(api_key, version, body, expect_response=expect_response)
         return response if expect_response else None
 
-    async def _request(
+    async def produce(
+        self,
+        topic_data: TopicData,
+        *,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None = None,
+    ) -> ProduceResponse | None:
+        """Send one Produce request through the fast codec and wait for its response.
+
+        ``None`` for ``acks=0`` (no response; returns once the frame is written,
+        so a producer that sends faster than the socket drains is held back).
+        Errors as :meth:`send`.
+        """
+        if not self.is_connected:
+            raise self._not_connected_error()
+        version, decode = self._produce_codec()
+        client_id = self.client_id
+
+        def encode(correlation_id: int) -> _Chunks:
+            return produce.encode_produce_request(
+                version, correlation_id, client_id, transactional_id, acks, timeout_ms, topic_data
+            )
+
+        response: ProduceResponse | None = await self._request(
+            messages.PRODUCE, version, encode, decode, expect_response=acks != 0
+        )
+        return response if acks != 0 else None
+
+    def send_produce(
+        self,
+        topic_data: TopicData,
+        *,
+        acks: int,
+        timeout_ms: int,
+        on_response: ProduceCallback,
+        transactional_id: str | None = None,
+    ) -> None:
+        """Write one Produce request now; its outcome goes to ``on_response`` later.
+
+        The sender's hot path: no task, no future, no await. Needs a free
+        in-flight slot (check :meth:`can_send_more` first; ``RuntimeError``
+        otherwise) and a response (``acks`` 1 or -1; ``acks=0`` has no response
+        to free the slot and no flow control: use :meth:`produce`). Raises
+        :class:`KafkaConnectionError` when not connected and ``ValueError`` for
+        values that do not encode, in both cases before anything is sent.
+
+        ``on_response(response, None)`` runs when the response is read,
+        ``on_response(None, error)`` when the request times out
+        (:class:`KafkaTimeoutError`), the connection breaks or is closed
+        (:class:`KafkaConnectionError`) or the response does not decode
+        (:class:`ProtocolError`): exactly once, never from inside this call.
+        """
+        if not self.is_connected:
+            raise self._not_connected_error()
+        if acks == 0:
+            raise ValueError("acks=0 gets no response: use produce()")
+        if self._slots_held >= self.max_in_flight:
+            raise RuntimeError(f"{self!r}: no in-flight slot free; check can_send_more() first")
+        version, decode = self._produce_codec()
+        sequence = self._sequence
+        correlation_id = sequence & 0x7FFFFFFF
+        frame = produce.encode_produce_request(
+            version, correlation_id, self.client_id, transactional_id, acks, timeout_ms, topic_data
+        )
+        writer = self._writer
+        loop = self._loop
+        assert writer is not None and loop is not None
+        deadline = loop.time() + self.request_timeout_ms / 1000
+        entry = _InFlight(correlation_id, sequence, messages.PRODUCE, version, None, deadline, decode, on_response)
+        try:
+            # A socket error in here surfaces later, in the reader (connection lost), which fails the entry.
+            writer.writelines(frame)
+        except BaseException:
+            # Nothing was queued (the transport refused outright): the caller handles the exception.
+            self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed"))
+            raise
+        self._sequence = sequence + 1
+        self._take_slot()
+        self._in_flight.append(entry)
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._on_timer)
+
+    def _produce_codec(self) -> tuple[int, Callable[[bytes], ProduceResponse]]:
+        """The Produce version negotiated with this broker and its decoder, computed once."""
+        version, decode = self._produce_version, self._produce_decode
+        if version is None or decode is None:
+            version = self.api_version(messages.PRODUCE)
+            decode = functools.partial(produce.decode_produce_response, version)
+            self._produce_version, self._produce_decode = version, decode
+        return version, decode
+
+    async def _request_generic(
         self, api_key: int, version: int, body: dict[str, Any], *, expect_response: bool = True
     ) -> dict[str, Any]:
+        """:meth:`_request` with the generic schema codec."""
+        client_id = self.client_id
+
+        def encode(correlation_id: int) -> _Chunks:
+            # Chunks, so a large RecordBatch goes to the socket without being copied into the frame.
+            return messages.encode_request_chunks(api_key, version, correlation_id, client_id, body)
+
+        response: dict[str, Any] = await self._request(
+            api_key, version, encode, None, expect_response=expect_response
+        )
+        return response
+
+    async def _request(
+        self,
+        api_key: int,
+        version: int,
+        encode: Callable[[int], _Chunks],
+        decode: Callable[[bytes], Any] | None,
+        *,
+        expect_response: bool = True,
+    ) -> Any:
         """``send()`` without the readiness and version checks (ApiVersions runs before READY).
 
-        Returns ``{}`` when no response is expected.
+        ``encode(correlation_id)`` builds the frame; ``decode(payload)`` reads
+        the response (None: the generic codec). Returns ``{}`` when no response
+        is expected.
         """
-        await self._slots.acquire()
-        self._take_slot()
+        await self._acquire_slot()
         entry: _InFlight | None = None
         try:
             writer = self._writer
-            if self._state not in (_CONNECTING, _READY) or writer is None:
+            loop = self._loop
+            if self._state not in (_CONNECTING, _READY) or writer is None or loop is None:
                 raise self._not_connected_error()
             sequence = self._sequence
             correlation_id = sequence & 0x7FFFFFFF
-            # Chunks, so a large RecordBatch goes to the socket without being copied into the frame.
-            frame = messages.encode_request_chunks(
-                api_key, version, correlation_id, self.client_id, body
-            )
+            frame = encode(correlation_id)
             self._sequence = sequence + 1
             if expect_response:
+                deadline = loop.time() + self.request_timeout_ms / 1000
                 entry = _InFlight(
-                    correlation_id,
-                    sequence,
-                    api_key,
-                    version,
-                    asyncio.get_running_loop().create_future(),
+                    correlation_id, sequence, api_key, version, loop.create_future(), deadline, decode
                 )
                 self._in_flight.append(entry)  # from here on the entry owns the slot
+                if self._timer is None:
+                    self._timer = loop.call_at(deadline, self._on_timer)
             else:
                 self._unanswered.append((sequence, correlation_id))
             writer.writelines(frame)
@@ -356,9 +503,9 @@ class BrokerConnection:
             if entry is None:
                 self._give_slot()
             raise
-        deadline = asyncio.timeout(self.request_timeout_ms / 1000)
+        deadline_cm = asyncio.timeout(self.request_timeout_ms / 1000)
         try:
-            async with deadline:
+            async with deadline_cm:
                 try:
                     await writer.drain()
                 except OSError as exc:
@@ -369,27 +516,102 @@ class BrokerConnection:
                     if self.close_reason is not None:
                         raise self.close_reason
                     return {}
+                assert entry.future is not None
                 return await entry.future
         except TimeoutError:
-            if not deadline.expired():
+            if not deadline_cm.expired():
                 raise  # a TimeoutError subclass (KafkaTimeoutError) from inside, not our deadline
-            error = KafkaTimeoutError(
-                f"{_api_name(api_key)} request to {self.address} (node {self.node_id}) got no "
-                f"response within request.timeout.ms={self.request_timeout_ms}; connection closed"
-            )
+            error = self._timeout_error(api_key)
             self._abort(KafkaConnectionError(f"connection to {self.address} closed: {error}"))
             raise error from None
         finally:
             if entry is None:
                 self._give_slot()
 
+    def _timeout_error(self, api_key: int) -> KafkaTimeoutError:
+        return KafkaTimeoutError(
+            f"{_api_name(api_key)} request to {self.address} (node {self.node_id}) got no "
+            f"response within request.timeout.ms={self.request_timeout_ms}; connection closed"
+        )
+
+    def _on_timer(self) -> None:
+        """The oldest request in flight may have reached its deadline: fail it and close, or re-arm."""
+        self._timer = None
+        if self._state == _CLOSED or not self._in_flight:
+            return
+        loop = self._loop
+        assert loop is not None
+        head = self._in_flight[0]
+        if loop.time() < head.deadline:
+            self._timer = loop.call_at(head.deadline, self._on_timer)
+            return
+        # As Java: the stream can no longer be matched up, so the connection closes.
+        error = self._timeout_error(head.api_key)
+        self._in_flight.popleft()
+        self._give_slot()
+        self._fail_entry(head, error)
+        self._abort(KafkaConnectionError(f"connection to {self.address} closed: {error}"))
+
+    async def _acquire_slot(self) -> None:
+        """Wait until an in-flight slot is free (FIFO among waiters) and take it."""
+        if self._slots_held < self.max_in_flight and not self._slot_waiters:
+            self._take_slot()
+            return
+        loop = self._loop or asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter  # _give_slot hands the slot over: _slots_held already counts it
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._give_slot()  # handed over, but we are not going to use it
+            else:
+                try:
+                    self._slot_waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+
     def _take_slot(self) -> None:
         self._slots_held += 1
-        self._max_slots_held = max(self._max_slots_held, self._slots_held)
+        if self._slots_held > self._max_slots_held:
+            self._max_slots_held = self._slots_held
 
     def _give_slot(self) -> None:
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes to the waiter
+                return
         self._slots_held -= 1
-        self._slots.release()
+
+    def _resolve_entry(self, entry: _InFlight, result: Any) -> None:
+        callback = entry.callback
+        if callback is not None:
+            self._run_callback(callback, result, None)
+        elif entry.future is not None and not entry.future.done():
+            entry.future.set_result(result)  # done = the caller gave up (cancelled); drop the answer
+
+    def _fail_entry(self, entry: _InFlight, error: KafkaError) -> None:
+        callback = entry.callback
+        if callback is not None:
+            self._run_callback(callback, None, error)
+        elif entry.future is not None and not entry.future.done():
+            entry.future.set_exception(error)
+
+    def _run_callback(
+        self, callback: ProduceCallback, response: ProduceResponse | None, error: KafkaError | None
+    ) -> None:
+        """Run a send_produce() callback; its bugs are reported, never allowed to break the stream."""
+        try:
+            callback(response, error)
+        except Exception as exc:  # noqa: BLE001 - the reader must survive its callers' bugs
+            loop = self._loop
+            if loop is not None:
+                loop.call_exception_handler(
+                    {"message": f"{self!r}: exception in a Produce response callback", "exception": exc}
+                )
 
     def _not_connected_error(self) -> KafkaError:
         if self.close_reason is not None:
@@ -430,8 +652,7 @@ class BrokerConnection:
             if self._in_flight:
                 head = self._in_flight.popleft()
                 self._give_slot()
-                if not head.future.done():
-                    head.future.set_exception(exc)
+                self._fail_entry(head, exc)
             error = KafkaConnectionError(f"connection to {self.address} closed: {exc}")
             error.__cause__ = exc
             self._abort(error)
@@ -462,10 +683,14 @@ class BrokerConnection:
                 f"{self.address} answered correlation id {correlation_id} while "
                 f"{head.correlation_id} was next: the stream is out of step"
             )
+        body: Any
         try:
             # A ProtocolError leaves ``head`` queued for _read_loop to fail with it.
             # ApiVersions' v0 fallback (KIP-511) is handled by decode_response.
-            _, body = messages.decode_response(head.api_key, head.version, payload)
+            if head.decode is not None:
+                body = head.decode(payload)
+            else:
+                _, body = messages.decode_response(head.api_key, head.version, payload)
         except ProtocolError:
             if not _is_unsupported_api_versions(head, payload):
                 raise
@@ -481,8 +706,7 @@ class BrokerConnection:
             ) from exc
         self._in_flight.popleft()
         self._give_slot()
-        if not head.future.done():  # done = the caller gave up (cancelled); drop the answer
-            head.future.set_result(body)
+        self._resolve_entry(head, body)
 
     # ------------------------------------------------------------------ close
 
@@ -497,13 +721,15 @@ class BrokerConnection:
             return
         self._state = _CLOSED
         self.close_reason = error
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._in_flight:
             log.info("%r: closing with %d requests in flight: %s", self, len(self._in_flight), error)
         while self._in_flight:
             entry = self._in_flight.popleft()
             self._give_slot()
-            if not entry.future.done():
-                entry.future.set_exception(error)
+            self._fail_entry(entry, error)
         if self._writer is not None:
             self._writer.close()
         task = self._reader_task

@@ -18,12 +18,14 @@ import pytest
 
 from aioproducer.errors import (
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     ProtocolError,
     UnsupportedVersionError,
 )
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
+from aioproducer.protocol.produce import ProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
 from helpers import closed_port, eventually, other_tasks
@@ -430,3 +432,213 @@ async def test_stream_breaking_right_after_api_versions_fails_connect() -> None:
         assert not conn.is_connected
         await eventually(lambda: leftovers == [b""])
     assert not other_tasks()
+
+
+# ------------------------------------------------- the Produce fast path
+
+ProduceOutcome = tuple[ProduceResponse | None, KafkaError | None]
+
+
+def one_record_batch() -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(int(time.time() * 1000), b"key", b"value")
+    return builder.build()
+
+
+def send_produce(
+    conn: BrokerConnection, partition: int = 0, acks: int = -1, timeout_ms: int = 5000
+) -> asyncio.Future[ProduceOutcome]:
+    """``conn.send_produce`` with the callback's one call turned into a future (a second call fails the test)."""
+    outcome: asyncio.Future[ProduceOutcome] = asyncio.get_running_loop().create_future()
+    calls: list[ProduceOutcome] = []
+
+    def on_response(response: ProduceResponse | None, error: KafkaError | None) -> None:
+        calls.append((response, error))
+        assert len(calls) == 1, f"callback called {len(calls)} times: {calls}"
+        outcome.set_result((response, error))
+
+    conn.send_produce([("orders", [(partition, one_record_batch())])], acks=acks, timeout_ms=timeout_ms, on_response=on_response)
+    return outcome
+
+
+async def test_send_produce_answers_through_the_callback_pipelined_without_tasks(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster)
+    try:
+        before = other_tasks()
+        outcomes = [send_produce(conn) for _ in range(3)]
+        assert not any(o.done() for o in outcomes)  # never called from inside send_produce
+        assert conn.in_flight_count == 3
+        assert other_tasks() == before  # no task per request
+        results = await asyncio.gather(*outcomes)
+        assert [error for _, error in results] == [None, None, None]
+        parts = [response.partitions for response, _ in results if response is not None]
+        assert [[(p.topic, p.partition, p.error_code, p.base_offset) for p in ps] for ps in parts] == [
+            [("orders", 0, 0, 0)], [("orders", 0, 0, 1)], [("orders", 0, 0, 2)]
+        ]
+        assert conn.in_flight_count == 0 and conn.can_send_more()
+    finally:
+        await conn.close()
+
+
+async def test_send_produce_reports_broker_errors_per_partition(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster)
+    try:
+        mock_cluster.push_request_errors(messages.PRODUCE, 6)  # NOT_LEADER_OR_FOLLOWER
+        response, error = await send_produce(conn)
+        assert error is None and response is not None
+        assert [(p.partition, p.error_code) for p in response.partitions] == [(0, 6)]
+        assert conn.is_connected
+    finally:
+        await conn.close()
+
+
+async def test_send_produce_needs_a_slot_a_response_and_a_connection(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster, max_in_flight=1)
+    mock_cluster.set_rtt(1, 300)
+    first = send_produce(conn)
+    with pytest.raises(RuntimeError, match="can_send_more"):
+        send_produce(conn)
+    assert conn.in_flight_count == 1  # the refused one took nothing
+    assert not conn.can_send_more()
+    await first
+    with pytest.raises(ValueError, match="acks=0"):
+        send_produce(conn, acks=0)
+    assert conn.in_flight_count == 0
+    await conn.close()
+    with pytest.raises(KafkaConnectionError):
+        send_produce(conn)
+
+
+async def test_produce_waits_for_its_response_and_acks0_for_the_write(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_partition_leader("orders", 1, 1)
+    conn = await connect(mock_cluster)
+    try:
+        response = await conn.produce([("orders", [(1, one_record_batch())])], acks=1, timeout_ms=5000)
+        assert response is not None and [(p.partition, p.base_offset) for p in response.partitions] == [(1, 0)]
+        assert await conn.produce([("orders", [(1, one_record_batch())])], acks=0, timeout_ms=5000) is None
+        assert conn.in_flight_count == 0
+        response = await conn.produce([("orders", [(1, one_record_batch())])], acks=-1, timeout_ms=5000)
+        assert response is not None and response.partitions[0].base_offset == 2  # the acks=0 one was written
+    finally:
+        await conn.close()
+
+
+async def test_a_waiting_send_gets_the_slot_a_produce_response_frees(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster, max_in_flight=1)
+    try:
+        mock_cluster.set_rtt(1, 200)
+        order: list[str] = []
+        produced = send_produce(conn)
+        produced.add_done_callback(lambda _: order.append("produce"))
+        waiting = asyncio.ensure_future(conn.send(messages.API_VERSIONS, {}))
+        waiting.add_done_callback(lambda _: order.append("api_versions"))
+        await eventually(lambda: order == ["produce", "api_versions"])
+        assert (await produced)[1] is None and (await waiting) is not None
+        assert conn.max_in_flight_observed == 1
+        assert conn.in_flight_count == 0
+    finally:
+        await conn.close()
+
+
+async def test_send_produce_broker_down_fails_every_callback(mock_cluster: MockCluster) -> None:
+    conn = await connect(mock_cluster)
+    try:
+        mock_cluster.set_rtt(1, 5000)
+        outcomes = [send_produce(conn, partition=p) for p in range(3)]
+        mock_cluster.broker_down(1)
+        for response, error in await asyncio.gather(*outcomes):
+            assert response is None
+            assert isinstance(error, KafkaConnectionError) and error.retriable
+        assert not conn.is_connected and conn.in_flight_count == 0
+    finally:
+        await conn.close()
+
+
+async def answer_api_versions_then_read_forever(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await answer_api_versions(reader, writer)
+    while True:
+        await read_request(reader)
+
+
+async def test_send_produce_timeout_fails_the_oldest_and_closes_the_connection() -> None:
+    async with fake_broker(answer_api_versions_then_read_forever) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=300)
+        await conn.connect()
+        await asyncio.sleep(0.4)  # idle for longer than request.timeout.ms first: a scenario, not a wait
+        first, second = send_produce(conn), send_produce(conn)
+        (r1, e1), (r2, e2) = await asyncio.gather(first, second)
+        assert r1 is None and isinstance(e1, KafkaTimeoutError)
+        assert "request.timeout.ms=300" in str(e1) and "Produce" in str(e1)
+        assert r2 is None and isinstance(e2, KafkaConnectionError)
+        assert not conn.is_connected and conn.in_flight_count == 0
+        await conn.close()
+
+
+async def test_timeout_is_counted_per_request_not_from_the_oldest_deadline() -> None:
+    """The timer armed for a request that got its answer must not time out the next one early."""
+    arrived: list[int] = []
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        first, _ = await read_request(reader)
+        arrived.append(first.correlation_id)
+        second, _ = await read_request(reader)  # sent 500 ms after the first
+        arrived.append(second.correlation_id)
+        for header in (first, second):
+            body = {"responses": [{"name": "orders", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 5}]}]}
+            writer.write(messages.encode_response(messages.PRODUCE, header.api_version, header.correlation_id, body))
+            await asyncio.sleep(0.6)  # the second answer comes 1.1 s after the first request, 0.6 s after its own
+
+    async with fake_broker(slow) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=1000)
+        await conn.connect()
+        try:
+            first = send_produce(conn)
+            await eventually(lambda: len(arrived) == 1)
+            await asyncio.sleep(0.5)  # a gap between the two requests, not a wait for a condition
+            second = send_produce(conn)
+            for response, error in await asyncio.gather(first, second):
+                assert error is None and response is not None and response.partitions[0].base_offset == 5
+            assert conn.is_connected
+        finally:
+            await conn.close()
+
+
+async def test_send_produce_malformed_response_is_protocol_error_for_its_request() -> None:
+    async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        header, _ = await read_request(reader)
+        await read_request(reader)
+        writer.write(b"\x00\x00\x00\x06" + header.correlation_id.to_bytes(4, "big") + b"\x00\x05")  # truncated body
+
+    async with fake_broker(garble) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        await conn.connect()
+        first, second = send_produce(conn), send_produce(conn)
+        (_, e1), (_, e2) = await asyncio.gather(first, second)
+        assert isinstance(e1, ProtocolError)
+        assert isinstance(e2, KafkaConnectionError) and isinstance(e2.__cause__, ProtocolError)
+        assert not conn.is_connected
+        await conn.close()
+
+
+async def test_a_failing_callback_is_reported_and_the_stream_goes_on(mock_cluster: MockCluster) -> None:
+    reported: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    conn = await connect(mock_cluster)
+    try:
+        def broken(response: ProduceResponse | None, error: KafkaError | None) -> None:
+            raise ZeroDivisionError("a bug in the caller")
+
+        conn.send_produce([("orders", [(0, one_record_batch())])], acks=1, timeout_ms=5000, on_response=broken)
+        await eventually(lambda: len(reported) == 1)
+        assert isinstance(reported[0]["exception"], ZeroDivisionError)
+        assert conn.is_connected and conn.in_flight_count == 0
+        response, error = await send_produce(conn)
+        assert error is None and response is not None
+    finally:
+        loop.set_exception_handler(None)
+        await conn.close()

@@ -1,0 +1,327 @@
+"""Sender's Produce path with a fake clock, a fake client and a fake connection.
+
+The fake connection records what ``send_produce`` was given and lets the test
+play the broker by calling the callback with a decoded response (or an error),
+so the matching of answers to batches is checked exactly: answers in request
+order, out of order, missing, duplicated, for partitions not asked for, with
+errors; the request's own shape (one entry per topic); and the fallbacks
+(``acks=0`` and a connection gone since ``ready()`` go through ``produce()`` in a task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aioproducer.errors import KafkaConnectionError, KafkaError, NotLeaderOrFollowerError, ProtocolError
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
+from aioproducer.internals.batch import ProducerBatch
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.sender import Sender
+from aioproducer.network.connection import ProduceCallback
+from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, TopicData
+
+NOT_LEADER_OR_FOLLOWER = 6
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_RECORD = 87
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Config:
+    acks: int = 1
+    retries: int = 5
+    request_timeout_ms: int = 30_000
+    delivery_timeout_ms: int = 120_000
+    max_request_size: int = 1 << 20
+    metadata_max_age_ms: int = 300_000
+    retry_backoff_ms: int = 100
+
+
+@dataclass
+class Sent:
+    topic_data: TopicData
+    acks: int
+    timeout_ms: int
+    on_response: ProduceCallback
+
+
+class FakeConnection:
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        self.produced: list[tuple[TopicData, int]] = []
+        self.fail_with: BaseException | None = None
+        self.produce_result: ProduceResponse | None = None
+
+    def send_produce(
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
+        transactional_id: str | None = None,
+    ) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.sent.append(Sent(topic_data, acks, timeout_ms, on_response))
+
+    async def produce(
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+    ) -> ProduceResponse | None:
+        self.produced.append((topic_data, acks))
+        return self.produce_result
+
+
+class Leaders:
+    """Partition p of every topic is led by node p % 2."""
+
+    nodes = {0: None, 1: None}
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        return partition % 2
+
+
+@dataclass
+class FakeClient:
+    connection_obj: FakeConnection = field(default_factory=FakeConnection)
+    ready: bool = True
+    updates: int = 0
+
+    @property
+    def metadata(self) -> Any:
+        return Leaders()
+
+    def add_topic(self, topic: str) -> None:
+        pass
+
+    def request_update(self) -> None:
+        self.updates += 1
+
+    async def refresh_metadata(self, topics: Any = None) -> Any:
+        return None
+
+    def is_ready(self, node_id: int) -> bool:
+        return True
+
+    def is_connected(self, node_id: int) -> bool:
+        return True
+
+    def ready_connection(self, node_id: int) -> FakeConnection | None:
+        return self.connection_obj if self.ready else None
+
+    async def connection(self, node_id: int) -> FakeConnection:
+        return self.connection_obj
+
+
+def make(acks: int = 1) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
+    clock = FakeClock()
+    acc = RecordAccumulator(
+        AccumulatorConfig(batch_size=1024, linger_ms=0, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        BufferPool(1 << 20, 1024),
+        None,
+        lambda: None,
+        clock=clock,
+    )
+    client = FakeClient()
+    sender = Sender(client, acc, None, Config(acks=acks), clock=clock)
+    return sender, acc, client, clock
+
+
+def append(acc: RecordAccumulator, topic: str, partition: int) -> Any:
+    future = acc.try_append(topic, partition, 1, None, f"{topic}-{partition}".encode(), None, None)
+    assert future is not None
+    return future
+
+
+def ok(topic: str, partition: int, base_offset: int, *, code: int = 0, append_time: int = -1,
+       message: str | None = None, record_errors: tuple[tuple[int, str | None], ...] = ()) -> PartitionResponse:
+    return PartitionResponse(topic, partition, code, base_offset, append_time, -1, record_errors, message, -1, -1)
+
+
+def response(*parts: PartitionResponse) -> ProduceResponse:
+    return ProduceResponse(1, list(parts), 0, [])
+
+
+def in_flight(sender: Sender, acc: RecordAccumulator, clock: FakeClock) -> list[Sent]:
+    """One pass; what it wrote to the (single) fake connection."""
+    client = sender.client
+    assert isinstance(client, FakeClient)
+    sender.run_once(clock.now)
+    return client.connection_obj.sent
+
+
+def requested(sent: Sent) -> list[tuple[str, list[int]]]:
+    return [(topic, [p for p, _ in parts]) for topic, parts in sent.topic_data]
+
+
+async def test_one_request_per_node_grouped_by_topic_without_a_task() -> None:
+    sender, acc, client, clock = make()
+    futures = [append(acc, t, p) for t, p in [("a", 0), ("b", 2), ("a", 2), ("b", 0), ("a", 1)]]
+    before = {t for t in asyncio.all_tasks() if not t.done()}
+    sent = in_flight(sender, acc, clock)
+    assert {t for t in asyncio.all_tasks() if not t.done()} == before
+    assert len(sent) == 2  # node 0 (partitions 0, 2) and node 1 (partition 1)
+    node0 = next(s for s in sent if len(s.topic_data) == 2)
+    # Each topic once, its partitions together, whatever order drain() produced.
+    assert sorted((t, sorted(ps)) for t, ps in requested(node0)) == [("a", [0, 2]), ("b", [0, 2])]
+    assert all(s.acks == 1 and s.timeout_ms == 30_000 for s in sent)
+    assert sender._has_requests()
+    # The broker answers every partition of node 0's request, in the order asked.
+    node0.on_response(response(*(ok(t, p, 10 * p) for t, ps in requested(node0) for p in ps)), None)
+    done = [f for f in futures if f.done()]
+    assert len(done) == 4
+    assert sorted((f.result().topic, f.result().partition, f.result().offset) for f in done) == [
+        ("a", 0, 0), ("a", 2, 20), ("b", 0, 0), ("b", 2, 20)
+    ]
+    node1 = next(s for s in sent if s is not node0)
+    node1.on_response(response(ok("a", 1, 7, append_time=1234)), None)
+    assert futures[4].result().offset == 7 and futures[4].result().timestamp == 1234
+    assert not sender._has_requests()
+
+
+async def test_answers_out_of_order_missing_duplicated_and_unasked() -> None:
+    sender, acc, client, clock = make()
+    futures = {p: append(acc, "t", p) for p in (0, 2, 4, 6)}
+    (sent,) = in_flight(sender, acc, clock)
+    order = requested(sent)[0][1]
+    assert sorted(order) == [0, 2, 4, 6]
+    first, second, third, fourth = order
+    sent.on_response(
+        response(
+            ok("t", first, 100),
+            ok("t", third, 300),  # out of place: matching by topic-partition from here on
+            ok("t", 99, 5),  # not asked for: ignored
+            ok("t", third, 999),  # a second answer: ignored
+            ok("u", second, 5),  # another topic: not ours
+            ok("t", second, 200),
+        ),
+        None,
+    )
+    assert futures[first].result().offset == 100
+    assert futures[second].result().offset == 200
+    assert futures[third].result().offset == 300
+    # ``fourth`` got no answer: an unknown outcome, retried (re-queued), not failed.
+    assert not futures[fourth].done()
+    clock.now += 1_000
+    (*_, retry) = in_flight(sender, acc, clock)
+    assert requested(retry) == [("t", [fourth])]
+    retry.on_response(response(ok("t", fourth, 400)), None)
+    assert futures[fourth].result().offset == 400
+
+
+async def test_partition_errors_retry_or_fail_with_the_broker_message() -> None:
+    sender, acc, client, clock = make()
+    retried, failed, duplicate = append(acc, "t", 0), append(acc, "t", 2), append(acc, "t", 4)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(
+        response(
+            ok("t", 0, -1, code=NOT_LEADER_OR_FOLLOWER),
+            ok("t", 2, -1, code=INVALID_RECORD, message="bad batch", record_errors=((3, "null key"), (5, None))),
+            ok("t", 4, -1, code=DUPLICATE_SEQUENCE_NUMBER, append_time=77),
+        ),
+        None,
+    )
+    assert not retried.done()  # retriable: re-queued
+    assert client.updates >= 1  # NOT_LEADER_OR_FOLLOWER: metadata is stale
+    error = failed.exception()
+    assert isinstance(error, KafkaError) and not error.retriable
+    assert str(error).endswith("INVALID_RECORD: bad batch (record 3: null key) (record 5: None)")
+    assert duplicate.result().offset == -1 and duplicate.result().timestamp == 77
+    clock.now += 1_000
+    (*_, again) = in_flight(sender, acc, clock)
+    assert requested(again) == [("t", [0])]
+    again.on_response(response(ok("t", 0, 1)), None)
+    assert retried.result().offset == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "retried", "metadata_update"),
+    [
+        (KafkaConnectionError("broker went away"), True, True),
+        (ProtocolError("garbage"), False, False),
+    ],
+)
+async def test_a_failed_request_fails_or_retries_every_batch(
+    error: KafkaError, retried: bool, metadata_update: bool
+) -> None:
+    sender, acc, client, clock = make()
+    futures = [append(acc, "t", 0), append(acc, "t", 2)]
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(None, error)
+    assert (client.updates > 0) == metadata_update
+    if retried:
+        assert not any(f.done() for f in futures)
+    else:
+        assert all(f.exception() is error for f in futures)
+    assert not sender._has_requests()
+
+
+async def test_a_request_that_does_not_encode_fails_its_batches_without_retry() -> None:
+    sender, acc, client, clock = make()
+    future = append(acc, "t", 0)
+    client.connection_obj.fail_with = ValueError("string too long")
+    assert in_flight(sender, acc, clock) == []
+    error = future.exception()
+    assert isinstance(error, KafkaError) and not error.retriable and "string too long" in str(error)
+    assert not sender._has_requests()
+
+
+async def test_a_partition_left_out_at_the_end_of_an_in_order_answer_is_retried() -> None:
+    sender, acc, client, clock = make()
+    futures = {p: append(acc, "t", p) for p in (0, 2)}
+    (sent,) = in_flight(sender, acc, clock)
+    first, last = requested(sent)[0][1]
+    sent.on_response(response(ok("t", first, 1)), None)
+    assert futures[first].result().offset == 1
+    assert not futures[last].done()
+    clock.now += 1_000
+    (*_, retry) = in_flight(sender, acc, clock)
+    assert requested(retry) == [("t", [last])]
+
+
+async def test_topics_with_the_same_partition_numbers_are_told_apart() -> None:
+    sender, acc, client, clock = make()
+    a0, b0 = append(acc, "a", 0), append(acc, "b", 0)
+    (sent,) = in_flight(sender, acc, clock)
+    assert requested(sent) == [("a", [0]), ("b", [0])]
+    sent.on_response(response(ok("b", 0, 20), ok("a", 0, 10)), None)  # same partition, other order
+    assert (a0.result().offset, b0.result().offset) == (10, 20)
+
+
+async def test_a_late_answer_after_a_forced_close_is_ignored() -> None:
+    sender, acc, client, clock = make()
+    future = append(acc, "t", 0)
+    sent = in_flight(sender, acc, clock)
+    sender.force_close()
+    await sender.run()  # forced: ends at once
+    batch: ProducerBatch = future._batch
+    batch.complete(-1, -1, KafkaError("closed"))  # as the producer's abort_incomplete does
+    sent[0].on_response(None, KafkaConnectionError("closed by the producer"))
+    assert client.updates == 0  # not even a metadata update: the answer is no one's any more
+    assert str(future.exception()) == "closed"
+    assert not sender._has_requests()
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+async def test_acks0_and_a_lost_connection_go_through_produce_in_a_task(acks: int) -> None:
+    sender, acc, client, clock = make(acks=acks)
+    client.ready = False  # acks=0 ignores it: it never uses the synchronous path
+    client.connection_obj.produce_result = None if acks == 0 else response(ok("t", 0, 42))
+    future = append(acc, "t", 0)
+    in_flight(sender, acc, clock)
+    assert client.connection_obj.sent == []
+    assert sender._requests
+    await asyncio.gather(*sender._requests)
+    [(topic_data, sent_acks)] = client.connection_obj.produced
+    assert sent_acks == acks and [(t, [p for p, _ in ps]) for t, ps in topic_data] == [("t", [0])]
+    assert future.result().offset == (-1 if acks == 0 else 42)
+
+
+def test_not_leader_error_class_is_what_retries_see() -> None:
+    assert NotLeaderOrFollowerError.retriable and NotLeaderOrFollowerError.invalid_metadata
