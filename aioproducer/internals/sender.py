@@ -10,7 +10,8 @@ One pass, ``run_once(now)``:
 2. Leaders without a usable connection (not yet connected, in reconnect
    backoff, or at ``max.in.flight.requests.per.connection``) are dropped for
    this pass; a connection attempt starts in the background.
-3. ``accumulator.drain()`` takes up to ``max.request.size`` per node.
+3. ``accumulator.drain()`` takes up to ``max.request.size`` per node, at most
+   one batch per partition (a Produce request carries one batch per partition).
 4. Batches past ``delivery.timeout.ms`` that are still queued are failed.
 5. One Produce request per node is written at once, without a task: the
    connection encodes it with the hand-written Produce codec and calls
@@ -18,6 +19,13 @@ One pass, ``run_once(now)``:
    so requests to different brokers, and up to the in-flight limit to one
    broker, overlap. Only ``acks=0`` (which must wait for the socket to drain)
    and a node whose connection went away since ``ready()`` use a task.
+6. While a node that just got a request is still ready (``ready()`` again)
+   and has a free in-flight slot, steps 3 and 5 repeat for it in the same
+   pass. With large records (one per batch) a request holds only as many
+   batches as the node leads partitions; writing the next requests now,
+   instead of one per pass with an event-loop round trip in between, saves
+   a ready/drain scan per request and lets the connection write them with
+   one system call.
 
 Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
 batch filled or opened, a response arrived, a connection came up, a flush or
@@ -63,6 +71,9 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_PRODUCER_ID = 59
+
+# What _send_produce_request did with a request.
+_WRITTEN, _IN_TASK, _FAILED = "written", "in a task", "failed"
 
 
 class SenderConfig(Protocol):
@@ -218,16 +229,37 @@ class Sender:
         if accumulator.has_undrained():
             delay = min(delay, accumulator.next_expiry_delay(now))
 
-        sent = False
-        for node, batches in batches_by_node.items():
-            if batches:
-                self._send_produce_request(node, batches)
-                sent = True
-        if sent:
-            # One request per node per pass (as Java's sendProducerData): more may be sendable
-            # to the same nodes right away, up to max.in.flight, so pass again without sleeping.
+        written, in_tasks = self._send_all(batches_by_node)
+        client = self.client
+        while written:
+            # Step 6: more requests to the nodes just written to, while they are ready and have room.
+            result = accumulator.ready(metadata, now)
+            delay = min(delay, result.next_ready_check_delay_ms)
+            nodes = {node for node in result.ready_nodes if node in written and client.is_ready(node)}
+            if not nodes:
+                break
+            written, more_in_tasks = self._send_all(accumulator.drain(metadata, nodes, self.config.max_request_size, now))
+            in_tasks = in_tasks or more_in_tasks
+        if in_tasks:
+            # A request went through a task that has not taken its in-flight slot yet (acks=0, or a
+            # connection to replace), so its node may take more at once: pass again without sleeping.
+            # Nodes written to synchronously were served above: a response or a timer wakes the sender.
             delay = 0.0
         return delay
+
+    def _send_all(self, batches_by_node: dict[int, list[ProducerBatch]]) -> tuple[set[int], bool]:
+        """One request per node: the nodes whose request was written now, and whether any went to a task."""
+        written: set[int] = set()
+        in_tasks = False
+        for node, batches in batches_by_node.items():
+            if not batches:
+                continue
+            outcome = self._send_produce_request(node, batches)
+            if outcome is _WRITTEN:
+                written.add(node)
+            elif outcome is _IN_TASK:
+                in_tasks = True
+        return written, in_tasks
 
     # ------------------------------------------------------------------ background helpers
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -322,7 +354,8 @@ class Sender:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     # ------------------------------------------------------------------ produce requests
-    def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> None:
+    def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
+        """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
         batches, topic_data = _group_by_topic(batches)
         connection = self.client.ready_connection(node) if acks != 0 else None
@@ -331,7 +364,7 @@ class Sender:
             task = self._spawn(self._produce(node, topic_data, batches))
             self._requests.add(task)
             task.add_done_callback(self._request_done)
-            return
+            return _IN_TASK
         try:
             connection.send_produce(
                 topic_data,
@@ -341,8 +374,9 @@ class Sender:
             )
         except (KafkaError, OSError, ValueError) as exc:
             self._request_failed(batches, exc)
-        else:
-            self._callbacks_pending += 1
+            return _FAILED
+        self._callbacks_pending += 1
+        return _WRITTEN
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         # The closing loop waits for ``_requests`` to empty: wake it when it shrinks.

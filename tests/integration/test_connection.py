@@ -642,3 +642,63 @@ async def test_a_failing_callback_is_reported_and_the_stream_goes_on(mock_cluste
     finally:
         loop.set_exception_handler(None)
         await conn.close()
+
+
+def produce_response_frame(header: messages.RequestHeader, partitions: int = 1) -> bytes:
+    body = {"responses": [{"name": "orders", "partition_responses": [
+        {"index": i, "error_code": 0, "base_offset": header.correlation_id * 1000 + i} for i in range(partitions)
+    ]}]}
+    return messages.encode_response(messages.PRODUCE, header.api_version, header.correlation_id, body)
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        lambda frames: [frames[:1], frames[1:4], frames[4:-1], frames[-1:]],  # header split, last byte alone
+        lambda frames: [frames[i : i + 1] for i in range(len(frames))],  # one byte per read
+        lambda frames: [frames],  # every frame in one read
+    ],
+    ids=["split-header", "byte-by-byte", "all-at-once"],
+)
+async def test_response_frames_split_and_joined_across_reads(cut: Callable[[bytes], list[bytes]]) -> None:
+    async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        headers = [(await read_request(reader))[0] for _ in range(3)]
+        frames = b"".join(produce_response_frame(h, partitions=1 + i) for i, h in enumerate(headers))
+        for piece in cut(frames):
+            writer.write(piece)
+            await writer.drain()
+            for _ in range(3):  # loop iterations (not time) for the client to read this piece on its own
+                await asyncio.sleep(0)
+
+    async with fake_broker(dribble) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        await conn.connect()
+        outcomes = [send_produce(conn) for _ in range(3)]
+        results = await asyncio.gather(*outcomes)
+        for i, (response, error) in enumerate(results):
+            assert error is None and response is not None
+            assert [p.base_offset for p in response.partitions] == [
+                response.correlation_id * 1000 + j for j in range(1 + i)
+            ]
+        assert conn.is_connected and conn.in_flight_count == 0
+        await conn.close()
+
+
+async def test_a_large_response_in_many_reads_is_reassembled() -> None:
+    async def big(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await answer_api_versions(reader, writer)
+        header, _ = await read_request(reader)
+        frame = produce_response_frame(header, partitions=4000)  # ~120 KB
+        for i in range(0, len(frame), 1000):
+            writer.write(frame[i : i + 1000])
+            await writer.drain()
+            await asyncio.sleep(0)
+
+    async with fake_broker(big) as (port, _):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t")
+        await conn.connect()
+        response, error = await send_produce(conn)
+        assert error is None and response is not None and len(response.partitions) == 4000
+        assert response.partitions[-1].base_offset == response.correlation_id * 1000 + 3999
+        await conn.close()

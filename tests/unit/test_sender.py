@@ -50,6 +50,7 @@ class Config:
 
 @dataclass
 class Sent:
+    node: int
     topic_data: TopicData
     acks: int
     timeout_ms: int
@@ -57,25 +58,36 @@ class Sent:
 
 
 class FakeConnection:
-    def __init__(self) -> None:
-        self.sent: list[Sent] = []
-        self.produced: list[tuple[TopicData, int]] = []
-        self.fail_with: BaseException | None = None
-        self.produce_result: ProduceResponse | None = None
+    """One node's connection: counts its requests in flight until the test answers them."""
+
+    def __init__(self, client: FakeClient, node: int) -> None:
+        self.client = client
+        self.node = node
+        self.in_flight = 0
+
+    def can_send_more(self) -> bool:
+        return self.in_flight < self.client.max_in_flight
 
     def send_produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
         transactional_id: str | None = None,
     ) -> None:
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.sent.append(Sent(topic_data, acks, timeout_ms, on_response))
+        if self.client.fail_with is not None:
+            raise self.client.fail_with
+        assert self.can_send_more(), "send_produce without a free slot"
+        self.in_flight += 1
+
+        def answered(response: ProduceResponse | None, error: KafkaError | None) -> None:
+            self.in_flight -= 1
+            on_response(response, error)
+
+        self.client.sent.append(Sent(self.node, topic_data, acks, timeout_ms, answered))
 
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
     ) -> ProduceResponse | None:
-        self.produced.append((topic_data, acks))
-        return self.produce_result
+        self.client.produced.append((topic_data, acks))
+        return self.client.produce_result
 
 
 class Leaders:
@@ -87,11 +99,19 @@ class Leaders:
         return partition % 2
 
 
-@dataclass
 class FakeClient:
-    connection_obj: FakeConnection = field(default_factory=FakeConnection)
-    ready: bool = True
-    updates: int = 0
+    def __init__(self) -> None:
+        self.max_in_flight = 5
+        self.ready = True  # False: ready_connection() says the connection went away since ready()
+        self.updates = 0
+        self.sent: list[Sent] = []
+        self.produced: list[tuple[TopicData, int]] = []
+        self.fail_with: BaseException | None = None
+        self.produce_result: ProduceResponse | None = None
+        self.conns: dict[int, FakeConnection] = {}
+
+    def conn(self, node_id: int) -> FakeConnection:
+        return self.conns.setdefault(node_id, FakeConnection(self, node_id))
 
     @property
     def metadata(self) -> Any:
@@ -107,22 +127,23 @@ class FakeClient:
         return None
 
     def is_ready(self, node_id: int) -> bool:
-        return True
+        return self.conn(node_id).can_send_more()
 
     def is_connected(self, node_id: int) -> bool:
         return True
 
     def ready_connection(self, node_id: int) -> FakeConnection | None:
-        return self.connection_obj if self.ready else None
+        conn = self.conn(node_id)
+        return conn if self.ready and conn.can_send_more() else None
 
     async def connection(self, node_id: int) -> FakeConnection:
-        return self.connection_obj
+        return self.conn(node_id)
 
 
-def make(acks: int = 1) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
+def make(acks: int = 1, linger_ms: float = 0) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
     clock = FakeClock()
     acc = RecordAccumulator(
-        AccumulatorConfig(batch_size=1024, linger_ms=0, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        AccumulatorConfig(batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000),
         BufferPool(1 << 20, 1024),
         None,
         lambda: None,
@@ -149,11 +170,11 @@ def response(*parts: PartitionResponse) -> ProduceResponse:
 
 
 def in_flight(sender: Sender, acc: RecordAccumulator, clock: FakeClock) -> list[Sent]:
-    """One pass; what it wrote to the (single) fake connection."""
+    """One pass; every request written so far, oldest first."""
     client = sender.client
     assert isinstance(client, FakeClient)
     sender.run_once(clock.now)
-    return client.connection_obj.sent
+    return client.sent
 
 
 def requested(sent: Sent) -> list[tuple[str, list[int]]]:
@@ -265,7 +286,7 @@ async def test_a_failed_request_fails_or_retries_every_batch(
 async def test_a_request_that_does_not_encode_fails_its_batches_without_retry() -> None:
     sender, acc, client, clock = make()
     future = append(acc, "t", 0)
-    client.connection_obj.fail_with = ValueError("string too long")
+    client.fail_with = ValueError("string too long")
     assert in_flight(sender, acc, clock) == []
     error = future.exception()
     assert isinstance(error, KafkaError) and not error.retriable and "string too long" in str(error)
@@ -297,7 +318,7 @@ async def test_topics_with_the_same_partition_numbers_are_told_apart() -> None:
 async def test_a_late_answer_after_a_forced_close_is_ignored() -> None:
     sender, acc, client, clock = make()
     future = append(acc, "t", 0)
-    sent = in_flight(sender, acc, clock)
+    sent = list(in_flight(sender, acc, clock))
     sender.force_close()
     await sender.run()  # forced: ends at once
     batch: ProducerBatch = future._batch
@@ -312,16 +333,52 @@ async def test_a_late_answer_after_a_forced_close_is_ignored() -> None:
 async def test_acks0_and_a_lost_connection_go_through_produce_in_a_task(acks: int) -> None:
     sender, acc, client, clock = make(acks=acks)
     client.ready = False  # acks=0 ignores it: it never uses the synchronous path
-    client.connection_obj.produce_result = None if acks == 0 else response(ok("t", 0, 42))
+    client.produce_result = None if acks == 0 else response(ok("t", 0, 42))
     future = append(acc, "t", 0)
     in_flight(sender, acc, clock)
-    assert client.connection_obj.sent == []
+    assert client.sent == []
     assert sender._requests
     await asyncio.gather(*sender._requests)
-    [(topic_data, sent_acks)] = client.connection_obj.produced
+    [(topic_data, sent_acks)] = client.produced
     assert sent_acks == acks and [(t, [p for p, _ in ps]) for t, ps in topic_data] == [("t", [0])]
     assert future.result().offset == (-1 if acks == 0 else 42)
 
 
 def test_not_leader_error_class_is_what_retries_see() -> None:
     assert NotLeaderOrFollowerError.retriable and NotLeaderOrFollowerError.invalid_metadata
+
+
+def fill(acc: RecordAccumulator, partition: int, records: int) -> list[Any]:
+    """``records`` 200-byte records: four fill a 1024-byte batch (a fifth would not fit)."""
+    futures = [acc.try_append("t", partition, 1, None, b"v" * 200, None, None) for _ in range(records)]
+    assert all(f is not None for f in futures)
+    return futures
+
+
+async def test_one_pass_writes_requests_while_the_node_is_ready_and_has_room() -> None:
+    sender, acc, client, clock = make()
+    client.max_in_flight = 3
+    fill(acc, 0, 4 * 4)  # four full batches for node 0
+    fill(acc, 1, 4)  # one for node 1
+    delay = sender.run_once(clock.now)
+    per_node = [s.node for s in client.sent]
+    assert sorted(per_node) == [0, 0, 0, 1]  # node 0 up to its 3 slots, node 1 its one batch
+    assert [len(acc.topic_info("t").batches[p]) for p in (0, 1)] == [1, 0]
+    assert delay > 0  # node 0 is full: the sender waits for a response, it does not spin
+    first = next(s for s in client.sent if s.node == 0)
+    first.on_response(response(ok("t", 0, 0)), None)
+    sender.run_once(clock.now)
+    assert [s.node for s in client.sent].count(0) == 4
+    assert not acc.topic_info("t").batches[0]
+
+
+async def test_one_pass_does_not_take_a_batch_that_is_not_ready_yet() -> None:
+    sender, acc, client, clock = make(linger_ms=10)
+    fill(acc, 0, 4 + 2)  # a full batch, then an open one with two records lingering
+    delay = sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent] == [[("t", [0])]]
+    assert len(acc.topic_info("t").batches[0]) == 1  # the open batch keeps filling
+    assert 0 < delay <= 10
+    clock.now += 10
+    sender.run_once(clock.now)
+    assert len(client.sent) == 2
