@@ -232,10 +232,15 @@ class Sender:
         written, in_tasks = self._send_all(batches_by_node)
         client = self.client
         while written:
-            # Step 6: more requests to the nodes just written to, while they are ready and have room.
+            # Step 6: more requests to the nodes just written to, while they have room and are ready.
+            # Room first: the scan in ready() is skipped once every such node is full (a response
+            # wakes the sender then, and the other nodes' deadlines are in ``delay`` already).
+            nodes = {node for node in written if client.is_ready(node)}
+            if not nodes:
+                break
             result = accumulator.ready(metadata, now)
             delay = min(delay, result.next_ready_check_delay_ms)
-            nodes = {node for node in result.ready_nodes if node in written and client.is_ready(node)}
+            nodes &= result.ready_nodes
             if not nodes:
                 break
             written, more_in_tasks = self._send_all(accumulator.drain(metadata, nodes, self.config.max_request_size, now))
