@@ -139,6 +139,19 @@ def _write_uvarint(buf: bytearray, value: int) -> None:
     buf.append(value)
 
 
+def _put_records(buf: bytearray, parts: list[Chunk], records: Chunk) -> bytearray:
+    """Add a record batch to the frame: copied when small, else spliced in by reference.
+
+    Returns the buffer to go on writing into (a fresh one after a splice).
+    """
+    if len(records) >= SPLICE_THRESHOLD:
+        parts.append(buf)
+        parts.append(records)
+        return bytearray()
+    buf += records
+    return buf
+
+
 def encode_produce_request(
     version: int,
     correlation_id: int,
@@ -173,14 +186,8 @@ def encode_produce_request(
                     if records is None:
                         buf.append(0)
                     else:
-                        size = len(records)
-                        _write_uvarint(buf, size + 1)
-                        if size >= SPLICE_THRESHOLD:
-                            parts.append(buf)
-                            parts.append(records)
-                            buf = bytearray()
-                        else:
-                            buf += records
+                        _write_uvarint(buf, len(records) + 1)
+                        buf = _put_records(buf, parts, records)
                     buf.append(0)  # partition: no tagged fields
                 buf.append(0)  # topic: no tagged fields
             buf.append(0)  # body: no tagged fields
@@ -193,14 +200,8 @@ def encode_produce_request(
                     if records is None:
                         buf += _PARTITION_CLASSIC.pack(index, -1)
                         continue
-                    size = len(records)
-                    buf += _PARTITION_CLASSIC.pack(index, size)
-                    if size >= SPLICE_THRESHOLD:
-                        parts.append(buf)
-                        parts.append(records)
-                        buf = bytearray()
-                    else:
-                        buf += records
+                    buf += _PARTITION_CLASSIC.pack(index, len(records))
+                    buf = _put_records(buf, parts, records)
     except (struct.error, TypeError, AttributeError, OverflowError) as exc:
         raise ValueError(f"cannot encode Produce v{version}: {exc}") from exc
     if buf or not parts:
