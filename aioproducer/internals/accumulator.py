@@ -423,8 +423,7 @@ class RecordAccumulator:
             future._relative_offset = piece.builder.append(timestamp, key, value, headers)
             future._batch = piece
             piece.futures.append(future)
-            extra = future._extra
-            if extra is not None and (extra.on_delivery is not None or extra.callbacks):
+            if future._on_delivery is not None or (future._extra is not None and future._extra.callbacks):
                 piece.callback_futures.append(future)
         pieces.append(piece)
         # The pool reservation moves to the first piece; the others were never reserved

@@ -61,25 +61,25 @@ _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata]
 
 
 class _Extras:
-    """A record future's rarely used state: done-callbacks, ``on_delivery``, cancellation.
+    """A record future's rarely used state: done-callbacks added before completion, cancellation.
 
-    Kept out of line so that the common future (awaited or gathered, nothing else) has
-    six slots, not eight: every queued record holds one, and a full GC pass over
-    futures costs about a quarter less for it.
+    Kept out of line so that the common future (awaited, gathered, or with ``on_delivery``)
+    has seven slots, not nine: every queued record holds one, and a full GC pass over
+    futures costs less the smaller they are. ``on_delivery`` stays a slot of its own: a
+    record sent with one would otherwise hold a second GC-tracked object while queued.
     """
 
-    __slots__ = ("callbacks", "on_delivery", "cancelled")
+    __slots__ = ("callbacks", "cancelled")
 
-    def __init__(self, on_delivery: DeliveryCallback | None = None) -> None:
+    def __init__(self) -> None:
         self.callbacks: list[tuple[Callable[[Any], Any], Any]] | None = None
-        self.on_delivery = on_delivery
         self.cancelled = False
 
 
 class FutureRecordMetadata:
     """A record's delivery future, backed by its batch's single completion."""
 
-    __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_extra")
+    __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_on_delivery", "_extra")
 
     # Duck-typing marker read by asyncio.isfuture(): lets gather/wait_for/shield use us directly.
     _asyncio_future_blocking = False
@@ -97,6 +97,7 @@ class FutureRecordMetadata:
         self._timestamp = timestamp
         self._key_size = key_size
         self._value_size = value_size
+        self._on_delivery: DeliveryCallback | None = None
         self._extra: _Extras | None = None
 
     def _extras(self) -> _Extras:
@@ -314,9 +315,9 @@ class ProducerBatch:
         )
         self.futures.append(future)
         if on_delivery is not None:
-            future._extra = _Extras(on_delivery)
+            future._on_delivery = on_delivery
             self.callback_futures.append(future)
-            self.callback_bytes += _getsizeof(on_delivery) + _EXTRAS_BYTES
+            self.callback_bytes += _getsizeof(on_delivery) + _POINTER_BYTES
         return future
 
     @property
@@ -375,11 +376,11 @@ class ProducerBatch:
             _invoke_all(pending)
 
     def attach_callbacks(self, future: FutureRecordMetadata) -> None:
-        if future._extras().on_delivery is None:  # already listed when it has on_delivery
+        if future._on_delivery is None:  # already listed when it has on_delivery
             self.callback_futures.append(future)
 
     def detach_callbacks(self, future: FutureRecordMetadata) -> None:
-        if future._extras().on_delivery is None:
+        if future._on_delivery is None:
             try:
                 self.callback_futures.remove(future)
             except ValueError:
@@ -395,12 +396,13 @@ class ProducerBatch:
         self.error = error
         scheduled: list[FutureRecordMetadata] = []
         for future in self.callback_futures:
-            extra = future._extras()  # listed futures always have one
-            if extra.cancelled:
+            extra = future._extra
+            if extra is not None and extra.cancelled:
                 continue
-            if extra.on_delivery is not None:
-                _call_delivery_callback(extra.on_delivery, future, error)
-            if extra.callbacks:
+            on_delivery = future._on_delivery
+            if on_delivery is not None:
+                _call_delivery_callback(on_delivery, future, error)
+            if extra is not None and extra.callbacks:
                 scheduled.append(future)
         if scheduled:
             # One loop callback for the whole batch, not one per record: the record
@@ -442,8 +444,6 @@ _POINTER_BYTES = 8  # a list slot
 #: What one queued record costs in Python objects besides its encoded bytes: its future and
 #: its slot in the batch's list of futures.
 RECORD_OBJECT_BYTES: int = sys.getsizeof(object.__new__(FutureRecordMetadata)) + _POINTER_BYTES
-#: What a record with ``on_delivery`` holds besides the callback itself: its extras and a list slot.
-_EXTRAS_BYTES: int = sys.getsizeof(object.__new__(_Extras)) + _POINTER_BYTES
 
 
 def _run_record_callbacks(futures: list[FutureRecordMetadata]) -> None:
