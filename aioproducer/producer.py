@@ -26,10 +26,9 @@ from aioproducer.errors import (
     KafkaError,
     KafkaTimeoutError,
     ProducerClosedError,
-    RecordTooLargeError,
     SerializationError,
 )
-from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator, monotonic_ms
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator, ensure_valid_record_size, monotonic_ms
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
@@ -38,7 +37,7 @@ from aioproducer.network.client import KafkaClient
 from aioproducer.partitioner import _MURMUR2_SEED, TopicPartitions, check_partition, partition_for_key
 from aioproducer.partitioner import _c_murmurhash2 as _murmur2_c
 from aioproducer.serializers import SerializeFn
-from aioproducer.protocol.records import estimate_size_in_bytes_upper_bound
+from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, estimate_size_in_bytes_upper_bound
 
 __all__ = ["Producer", "ProducerRecord"]
 
@@ -81,6 +80,10 @@ class Producer:
         self._interceptors: list[Any] = list(cfg.interceptor_classes)
         self._max_block_ms = cfg.max_block_ms
         self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
+        # A record that fits an open batch is at most batch.size (+ worst-case framing); one that
+        # does not is checked by the accumulator before it takes memory. So send() checks each
+        # record itself only when batch.size is close to or above the limit.
+        self._check_every_record = cfg.batch_size + MAX_RECORD_OVERHEAD >= self._max_record_size
         self._client: KafkaClient | None = None
         self._accumulator: RecordAccumulator | None = None
         self._sender: Sender | None = None
@@ -133,6 +136,7 @@ class Producer:
                 guarantee_message_order=cfg.max_in_flight_requests_per_connection == 1,
                 adaptive_partitioning=cfg.partitioner_adaptive_partitioning_enable,
                 availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
+                max_request_size=cfg.max_request_size,
             ),
             BufferPool(cfg.buffer_memory, cfg.batch_size),
             tm,
@@ -248,12 +252,10 @@ class Producer:
             elif type(timestamp_ms) is not int or timestamp_ms < 0:
                 raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
 
-            # Size check: a record that can never fit fails here, before it takes memory.
-            size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-            if header_pairs or size > 1024:
+            # Size check (Java's ensureValidRecordSize): see _check_every_record.
+            if self._check_every_record:
                 upper = estimate_size_in_bytes_upper_bound(key_bytes, value_bytes, header_pairs)
-                if upper > self._max_record_size:
-                    self._raise_too_large(upper)
+                ensure_valid_record_size(upper, self._config.max_request_size, self._config.buffer_memory)
 
             # Partitioner.
             if partition is not None:
@@ -277,6 +279,7 @@ class Producer:
                 future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
                 if future is None:
                     future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+                size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
                 accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
                 return future
 
@@ -424,16 +427,6 @@ class Producer:
         snapshot = TopicPartitions(len(all_partitions), tuple(metadata.available_partitions_for(topic)))
         self._topic_partitions[topic] = snapshot
         return snapshot
-
-    def _raise_too_large(self, size: int) -> None:
-        cfg = self._config
-        if size > cfg.max_request_size:
-            raise RecordTooLargeError(
-                f"the record is {size} bytes when serialized, larger than max.request.size={cfg.max_request_size}"
-            )
-        raise RecordTooLargeError(
-            f"the record is {size} bytes when serialized, larger than buffer.memory={cfg.buffer_memory}"
-        )
 
     @staticmethod
     def _serialize(serializer: SerializeFn | None, topic: str, data: Any, side: str) -> bytes | None:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from aioproducer.errors import ProducerClosedError
+from aioproducer.errors import ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.transaction_manager import TransactionManager
@@ -84,6 +84,17 @@ class AccumulatorConfig:
     guarantee_message_order: bool = False
     adaptive_partitioning: bool = True
     availability_timeout_ms: int = 0
+    max_request_size: int = 1 << 20
+
+
+def ensure_valid_record_size(size: int, max_request_size: int, buffer_memory: int) -> None:
+    """Refuse a record whose upper-bound size exceeds ``max.request.size`` or ``buffer.memory``."""
+    if size > max_request_size:
+        raise RecordTooLargeError(
+            f"the record is {size} bytes when serialized, larger than max.request.size={max_request_size}"
+        )
+    if size > buffer_memory:
+        raise RecordTooLargeError(f"the record is {size} bytes when serialized, larger than buffer.memory={buffer_memory}")
 
 
 class RecordAccumulator:
@@ -167,8 +178,9 @@ class RecordAccumulator:
             future = last.try_append(timestamp, key, value, headers, on_delivery)
             if future is not None:
                 return future
-            self.settle(last)  # it is full: it will not grow any more
-        size = self._reservation_size(key, value, headers)
+        size = self._reservation_size(key, value, headers)  # raises if the record can never be sent
+        if dq:
+            self.settle(dq[-1])  # it refused a record: it will not grow any more
         if not self.pool.try_allocate(size):
             return None
         return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
@@ -223,8 +235,16 @@ class RecordAccumulator:
             batch.reserved_bytes += extra
 
     def _reservation_size(self, key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
+        """What a new batch for this record reserves: ``batch.size``, or more for a larger record.
+
+        Also where a record that can never be sent is refused (Java's ``ensureValidRecordSize``):
+        every record that does not fit the open batch comes here before it takes memory, and one
+        that fits an open batch is no larger than ``batch.size`` (``send()`` checks every record
+        itself only when ``batch.size`` is not well below ``max.request.size`` and ``buffer.memory``).
+        """
         batch_size = self.config.batch_size
         upper = estimate_size_in_bytes_upper_bound(key, value, headers)
+        ensure_valid_record_size(upper, self.config.max_request_size, self.pool.total)
         return upper if upper > batch_size else batch_size
 
     def _append_new_batch(

@@ -271,11 +271,8 @@ async def test_delivery_callbacks_are_charged_too() -> None:
     for cb in callbacks:
         acc.try_append("a", 0, 1, None, VALUE, None, None)
         acc.try_append("b", 0, 1, None, VALUE, None, cb)
-    batch = with_callbacks[0][0]
-    extra = batch.object_bytes() - plain[0][0].object_bytes()
-    # Each callback, plus the out-of-line state its future holds it in, plus a list slot.
-    holders = [sys.getsizeof(f._extra) for f in batch.futures]
-    assert extra == sum(sys.getsizeof(cb) + h + 8 for cb, h in zip(callbacks, holders))
+    extra = with_callbacks[0][0].object_bytes() - plain[0][0].object_bytes()
+    assert extra == sum(sys.getsizeof(cb) + 8 for cb in callbacks)
 
 
 async def test_memory_counts_bound_how_many_small_records_are_accepted() -> None:
@@ -293,3 +290,23 @@ async def test_memory_counts_bound_how_many_small_records_are_accepted() -> None
     open_batch = 4096 + 4096 // wire * RECORD_OBJECT_BYTES
     assert accepted * (wire + RECORD_OBJECT_BYTES) <= memory + open_batch
     assert accepted < memory // wire // 4  # counting wire bytes alone, ~6,000 would fit
+
+
+@pytest.mark.parametrize(("memory", "size", "limit"), [(1 << 20, 9000, "max.request.size"), (4096, 5000, "buffer.memory")])
+async def test_a_record_too_large_to_send_is_refused_before_it_takes_memory(memory: int, size: int, limit: str) -> None:
+    """The accumulator is where records that open a batch are size-checked (Java's ensureValidRecordSize)."""
+    from aioproducer.errors import RecordTooLargeError
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, memory=memory)
+    acc.config.max_request_size = 8192
+    assert acc.try_append("t", 0, 1, None, VALUE, None, None) is not None
+    (open_batch,) = acc.topic_info("t").batches[0]
+    available = acc.pool.available_memory
+    with pytest.raises(RecordTooLargeError, match=limit):
+        acc.try_append("t", 0, 1, None, b"x" * size, None, None)
+    with pytest.raises(RecordTooLargeError, match=limit):
+        await acc.append("t", 0, 1, None, b"x" * size, None, None, 1000)
+    assert acc.pool.available_memory == available and not open_batch.settled
+    assert acc.try_append("t", 0, 1, None, VALUE, None, None) is not None  # the open batch still takes records
+    assert len(acc.topic_info("t").batches[0]) == 1
