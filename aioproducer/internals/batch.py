@@ -81,24 +81,21 @@ class FutureRecordMetadata:
 
     __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_on_delivery", "_extra")
 
+    _batch: ProducerBatch
+    _relative_offset: int
+    _timestamp: int
+    _key_size: int
+    _value_size: int
+    _on_delivery: DeliveryCallback | None
+    _extra: _Extras | None
+
     # Duck-typing marker read by asyncio.isfuture(): lets gather/wait_for/shield use us directly.
     _asyncio_future_blocking = False
 
-    def __init__(
-        self,
-        batch: ProducerBatch,
-        relative_offset: int,
-        timestamp: int,
-        key_size: int,
-        value_size: int,
-    ) -> None:
-        self._batch = batch
-        self._relative_offset = relative_offset
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
-        self._on_delivery: DeliveryCallback | None = None
-        self._extra: _Extras | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Made only by ProducerBatch.try_append, which fills the slots itself: a Python
+        # __init__ frame would cost a third of the future's price, once per record.
+        raise TypeError("record futures are made by Producer.send(), not directly")
 
     def _extras(self) -> _Extras:
         extra = self._extra
@@ -306,16 +303,17 @@ class ProducerBatch:
         relative_offset = self.builder.try_append(timestamp, key, value, headers)
         if relative_offset < 0:
             return None
-        future = FutureRecordMetadata(
-            self,
-            relative_offset,
-            timestamp,
-            len(key) if key is not None else -1,
-            len(value) if value is not None else -1,
-        )
+        # The future's constructor, inlined (see FutureRecordMetadata.__init__): every slot is set here.
+        future = _new_object(FutureRecordMetadata)
+        future._batch = self
+        future._relative_offset = relative_offset
+        future._timestamp = timestamp
+        future._key_size = len(key) if key is not None else -1
+        future._value_size = len(value) if value is not None else -1
+        future._on_delivery = on_delivery
+        future._extra = None
         self.futures.append(future)
         if on_delivery is not None:
-            future._on_delivery = on_delivery
             self.callback_futures.append(future)
             self.callback_bytes += _getsizeof(on_delivery) + _POINTER_BYTES
         return future
@@ -439,6 +437,7 @@ class ProducerBatch:
 
 
 _getsizeof = sys.getsizeof
+_new_object = object.__new__
 _POINTER_BYTES = 8  # a list slot
 
 #: What one queued record costs in Python objects besides its encoded bytes: its future and
