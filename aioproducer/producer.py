@@ -28,7 +28,13 @@ from aioproducer.errors import (
     ProducerClosedError,
     SerializationError,
 )
-from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator, ensure_valid_record_size, monotonic_ms
+from aioproducer.internals.accumulator import (
+    RECORD_OVERHEAD_ESTIMATE,
+    AccumulatorConfig,
+    RecordAccumulator,
+    ensure_valid_record_size,
+    monotonic_ms,
+)
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
@@ -43,8 +49,6 @@ __all__ = ["Producer", "ProducerRecord"]
 
 log = logging.getLogger("aioproducer")
 
-# Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
-_RECORD_OVERHEAD_ESTIMATE = 8
 _now_ns = time.time_ns  # a record's create time: one call and an integer division (cheaper than int(time() * 1000))
 
 HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
@@ -274,13 +278,14 @@ class Producer:
                 else:
                     partition = partition_for_key(key_bytes, num_partitions)
             else:
-                sticky = accumulator.sticky_partition(topic, partitions)
-                partition = sticky.partition
-                future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
-                if future is None:
-                    future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
-                size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-                accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
+                future = accumulator.try_append_sticky(topic, partitions, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
+                if future is None:  # waits for memory: peek, append, then count (another append may switch meanwhile)
+                    sticky = accumulator.sticky_partition(topic, partitions)
+                    future = await self._append_slow(
+                        topic, sticky.partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline
+                    )
+                    size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
+                    accumulator.update_sticky(topic, sticky, size + RECORD_OVERHEAD_ESTIMATE)
                 return future
 
             future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
@@ -347,13 +352,9 @@ class Producer:
                 if future is None:
                     future = await self.send(topic, value, key, on_delivery=on_delivery)
             else:
-                sticky = accumulator.sticky_partition(topic, partitions)
-                future = try_append(topic, sticky.partition, timestamp_ms, key, value, None, on_delivery)
+                future = accumulator.try_append_sticky(topic, partitions, timestamp_ms, key, value, None, on_delivery)
                 if future is None:
                     future = await self.send(topic, value, key, on_delivery=on_delivery)
-                else:
-                    size = (len(key) if key else 0) + (len(value) if value else 0)
-                    accumulator.update_sticky(topic, sticky, size + _RECORD_OVERHEAD_ESTIMATE)
             append(future)
         return futures
 

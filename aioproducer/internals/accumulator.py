@@ -87,6 +87,10 @@ class AccumulatorConfig:
     max_request_size: int = 1 << 20
 
 
+#: Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
+RECORD_OVERHEAD_ESTIMATE = 8
+
+
 def ensure_valid_record_size(size: int, max_request_size: int, buffer_memory: int) -> None:
     """Refuse a record whose upper-bound size exceeds ``max.request.size`` or ``buffer.memory``."""
     if size > max_request_size:
@@ -152,6 +156,37 @@ class RecordAccumulator:
         dq = info.batches.get(sticky.partition)
         all_full = not dq or dq[-1].builder.estimated_size_in_bytes >= self.config.batch_size
         partitioner.update_partition_info(sticky, appended_bytes, info.partitions, all_full)
+
+    def try_append_sticky(
+        self,
+        topic: str,
+        partitions: TopicPartitions,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> FutureRecordMetadata | None:
+        """``try_append`` for a record without a key: sticky partition, append, count its bytes.
+
+        The keyless hot path in one call (``sticky_partition`` + ``try_append`` +
+        ``update_sticky``, as Java's ``append`` does it inside the accumulator). Nothing awaits
+        in between, so the partition peeked is still current when the bytes are counted, and
+        the batch just appended to is the partition's last. None: memory must be waited for,
+        nothing was counted; the caller takes the three-step path.
+        """
+        info = self._topics.get(topic)
+        if info is None:
+            info = self.topic_info(topic)
+        info.partitions = partitions
+        partitioner = info.partitioner
+        sticky = partitioner.peek_current_partition(partitions)
+        future = self.try_append(topic, sticky.partition, timestamp, key, value, headers, on_delivery)
+        if future is not None:
+            appended = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+            all_full = future._batch.builder.estimated_size_in_bytes >= self.config.batch_size
+            partitioner.update_partition_info(sticky, appended + RECORD_OVERHEAD_ESTIMATE, partitions, all_full)
+        return future
 
     def try_append(
         self,

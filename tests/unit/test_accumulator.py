@@ -310,3 +310,29 @@ async def test_a_record_too_large_to_send_is_refused_before_it_takes_memory(memo
     assert acc.pool.available_memory == available and not open_batch.settled
     assert acc.try_append("t", 0, 1, None, VALUE, None, None) is not None  # the open batch still takes records
     assert len(acc.topic_info("t").batches[0]) == 1
+
+
+async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes() -> None:
+    """try_append_sticky counts key + value + 8 bytes per record against the sticky partition (KIP-794).
+
+    With 1024-byte batches, 100-byte values fill a batch at 8 records and the 9th opens a new one,
+    which is never full when the count passes batch.size (10 records, 1080 bytes): the switch then
+    waits for twice batch.size, 2048 bytes, reached at the 19th record (19 * 108 = 2052).
+    """
+    import random
+
+    from aioproducer.partitioner import TopicPartitions
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, memory=1 << 20)
+    acc._rng = random.Random(7)
+    partitions = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    chosen = [acc.try_append_sticky("t", partitions, 1, None, VALUE, None, None) for _ in range(60)]
+    runs: list[list[int]] = []  # partition of each record, grouped by consecutive partition
+    for f in chosen:
+        assert f is not None
+        if runs and runs[-1][0] == f._batch.partition:
+            runs[-1].append(f._batch.partition)
+        else:
+            runs.append([f._batch.partition])
+    assert [len(r) for r in runs[:-1]] == [19, 19] and len(runs[-1]) == 60 - 38
