@@ -88,6 +88,9 @@ class Producer:
         # does not is checked by the accumulator before it takes memory. So send() checks each
         # record itself only when batch.size is close to or above the limit.
         self._check_every_record = cfg.batch_size + MAX_RECORD_OVERHEAD >= self._max_record_size
+        # Set while send() may take its fast path (started, not closed, nothing per record to
+        # intercept, serialize, partition or size-check): see start().
+        self._plain_accumulator: RecordAccumulator | None = None
         self._client: KafkaClient | None = None
         self._accumulator: RecordAccumulator | None = None
         self._sender: Sender | None = None
@@ -151,6 +154,15 @@ class Producer:
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self._started = True
+        plain = not (
+            self._interceptors
+            or self._key_serializer is not None
+            or self._value_serializer is not None
+            or self._partitioner is not None
+            or self._ignore_keys
+            or self._check_every_record
+        )
+        self._plain_accumulator = accumulator if plain else None
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""
@@ -173,6 +185,7 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        self._plain_accumulator = None
         if not self._started:
             return
         sender, task, accumulator = self._sender, self._sender_task, self._accumulator
@@ -217,6 +230,42 @@ class Producer:
         total, then raises ``KafkaTimeoutError``. ``on_delivery(metadata, error)``
         is called when the record completes, in send order per partition.
         """
+        accumulator = self._plain_accumulator
+        if accumulator is not None and type(value) is bytes and headers is None and partition is None and timestamp_ms is None:
+            # The common record: bytes in, default partitioner, nothing to intercept or check
+            # (see start()). The steps of _send() that apply, and no others; a record that must
+            # wait for metadata or memory, or anything else, takes the general path.
+            partitions = self._topic_partitions.get(topic)
+            if partitions is not None:
+                if type(key) is bytes and _murmur2_c is not None:
+                    future = accumulator.try_append(
+                        topic,
+                        (_murmur2_c(key, _MURMUR2_SEED) & 0x7FFFFFFF) % partitions.num_partitions,
+                        _now_ns() // 1_000_000,
+                        key,
+                        value,
+                        None,
+                        on_delivery,
+                    )
+                elif key is None:
+                    future = accumulator.try_append_sticky(topic, partitions, _now_ns() // 1_000_000, None, value, None, on_delivery)
+                else:
+                    future = None
+                if future is not None:
+                    return future
+        return await self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+
+    async def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeadersArg,
+        partition: int | None,
+        timestamp_ms: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> FutureRecordMetadata:
+        """``send()`` for every record: interceptors, serializers, checks, partitioner, append."""
         if self._closed:
             raise ProducerClosedError("send() called on a closed producer")
         accumulator = self._accumulator
