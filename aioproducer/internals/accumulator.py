@@ -183,9 +183,13 @@ class RecordAccumulator:
         sticky = partitioner.peek_current_partition(partitions)
         future = self.try_append(topic, sticky.partition, timestamp, key, value, headers, on_delivery)
         if future is not None:
-            appended = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-            all_full = future._batch.builder.estimated_size_in_bytes >= self.config.batch_size
-            partitioner.update_partition_info(sticky, appended + RECORD_OVERHEAD_ESTIMATE, partitions, all_full)
+            appended = (len(key) if key is not None else 0) + (len(value) if value is not None else 0) + RECORD_OVERHEAD_ESTIMATE
+            if sticky.produced_bytes + appended < partitioner.sticky_batch_size:
+                # Below batch.size no switch is possible: counting is all update_partition_info would do.
+                sticky.produced_bytes += appended
+            else:
+                all_full = future._batch.builder.estimated_size_in_bytes >= self.config.batch_size
+                partitioner.update_partition_info(sticky, appended, partitions, all_full)
         return future
 
     def try_append(
