@@ -257,6 +257,7 @@ class Producer:
             # (see start()). The steps of _send() that apply, and no others; a record that must
             # wait for metadata or memory, or anything else, takes the general path.
             # The body is _append_plain() inlined: a call per record costs 3 % of send().
+            # murmur2 is partition_for_key() inlined: snapshots exist only for topics with partitions.
             partitions = self._topic_partitions.get(topic)
             if partitions is not None:
                 if type(key) is bytes and _murmur2_c is not None:
@@ -342,12 +343,7 @@ class Producer:
                     topic,
                 )
             elif key_bytes is not None and not self._ignore_keys:
-                if _murmur2_c is not None and type(key_bytes) is bytes:
-                    # partition_for_key(), inlined: num_partitions >= 1 (snapshots are made only
-                    # for topics that have partitions), and a Python call is a tenth of the cost.
-                    partition = (_murmur2_c(key_bytes, _MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
-                else:
-                    partition = partition_for_key(key_bytes, num_partitions)
+                partition = partition_for_key(key_bytes, num_partitions)
             else:
                 future = accumulator.try_append_sticky(topic, partitions, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
                 if future is None:  # waits for memory: peek, append, then count (another append may switch meanwhile)
