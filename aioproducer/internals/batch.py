@@ -116,7 +116,10 @@ class FutureRecordMetadata:
         return extra is not None and extra.cancelled
 
     def cancel(self, msg: Any = None) -> bool:
-        """Stop waiting for this record (it is still delivered): callbacks run, awaiters get CancelledError."""
+        """Stop waiting for this record (it is still delivered): callbacks run, awaiters get CancelledError.
+
+        ``on_delivery`` still reports the record's outcome when its batch completes.
+        """
         if self.done():
             return False
         self._extras().cancelled = True
@@ -394,13 +397,14 @@ class ProducerBatch:
         self.error = error
         scheduled: list[FutureRecordMetadata] = []
         for future in self.callback_futures:
-            extra = future._extra
-            if extra is not None and extra.cancelled:
-                continue
+            # on_delivery reports the record, which was sent even if its future was cancelled
+            # (a wait_for() that timed out must not lose the report); done-callbacks of a
+            # cancelled future already ran when it was cancelled.
             on_delivery = future._on_delivery
             if on_delivery is not None:
                 _call_delivery_callback(on_delivery, future, error)
-            if extra is not None and extra.callbacks:
+            extra = future._extra
+            if extra is not None and extra.callbacks and not extra.cancelled:
                 scheduled.append(future)
         if scheduled:
             # One loop callback for the whole batch, not one per record: the record

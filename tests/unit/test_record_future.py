@@ -53,3 +53,45 @@ async def test_a_raising_done_callback_is_reported_and_the_others_still_run() ->
         assert all("Exception in callback" in r["message"] for r in reported)
     finally:
         loop.set_exception_handler(None)
+
+
+def test_record_futures_are_made_by_send_only() -> None:
+    import pytest
+
+    from aioproducer.internals.batch import FutureRecordMetadata
+
+    with pytest.raises(TypeError, match="Producer.send"):
+        FutureRecordMetadata()
+
+
+async def test_cancelling_a_record_future_stops_waiting_not_delivery() -> None:
+    import pytest
+
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    delivered: list[Any] = []
+    cancelled = batch.try_append(1, None, b"a", None, lambda md, err: delivered.append(("a", md, err)))
+    kept = batch.try_append(1, None, b"b", None, lambda md, err: delivered.append(("b", md, err)))
+    assert cancelled is not None and kept is not None
+    calls: list[Any] = []
+    cancelled.add_done_callback(calls.append)
+    cancelled.add_done_callback(calls.append)
+    assert cancelled.remove_done_callback(calls.append) == 2  # both registrations go
+    cancelled.add_done_callback(calls.append)
+
+    assert not cancelled.cancelled() and not cancelled.done()
+    assert cancelled.cancel() is True
+    assert cancelled.cancelled() and cancelled.done() and not kept.done()
+    with pytest.raises(asyncio.CancelledError):
+        cancelled.result()
+    with pytest.raises(asyncio.CancelledError):
+        cancelled.exception()
+    await _callbacks_ran(loop, calls, 1)  # its done-callback ran once, soon
+    assert calls == [cancelled]
+
+    batch.complete(40, -1, None)
+    await _callbacks_ran(loop, calls, 1)  # completion does not run it again
+    assert cancelled.cancel() is False and kept.cancel() is False
+    assert kept.result().offset == 41  # the batch and the other record are unaffected
+    # on_delivery reports both records, in send order: the cancelled one was still sent.
+    assert [(name, md.offset, err) for name, md, err in delivered] == [("a", 40, None), ("b", 41, None)]
