@@ -122,6 +122,11 @@ async def test_send_on_a_closed_producer(mock_cluster: MockCluster) -> None:
     assert (await delivered).offset == 0
     with pytest.raises(ProducerClosedError):
         await producer.send(TOPIC, value=b"too late", partition=3)
+    for key in (None, b"k"):  # the shapes send()'s fast path takes, keyless and keyed
+        with pytest.raises(ProducerClosedError):
+            await producer.send(TOPIC, value=b"too late", key=key)
+    with pytest.raises(ProducerClosedError):
+        await producer.send_many(TOPIC, [b"too late"])
     with pytest.raises(ProducerClosedError):
         await producer.start()
     assert await read_values(mock_cluster.bootstrap_servers, 3) == [b"delivered"]
