@@ -1,4 +1,4 @@
-"""Test support for aioproducer and its users: an embedded Kafka mock cluster.
+"""Test support for aioproducer and its users: a Kafka mock cluster and real Kafka brokers.
 
 ``MockCluster`` runs librdkafka's mock brokers in-process, on localhost
 sockets, so producer tests need neither a JVM nor Docker::
@@ -13,15 +13,46 @@ librdkafka comes from the ``confluent-kafka`` wheel, an optional dependency:
 importing this package without it raises an ``ImportError`` subclass that names
 the extra to install (``pip install 'aioproducer[testing]'``).
 
+``KafkaCluster`` (``aioproducer.testing.kafka``) runs real Apache Kafka
+brokers, fetched from Maven Central, for what the mock cannot show (sequence
+checks, TLS, SASL, transactions, real failover).
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from aioproducer.testing._librdkafka import ConfluentKafkaMissingError, LibrdkafkaError
 from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError, MockRequest
 
+if TYPE_CHECKING:
+    from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
+    from aioproducer.testing.proxy import FaultProxy
+
+#: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
+#: does not find its own module already imported by this package.
+_LAZY = {
+    "KafkaCluster": "aioproducer.testing.kafka",
+    "KafkaStartError": "aioproducer.testing.kafka",
+    "KafkaUnavailableError": "aioproducer.testing.kafka",
+    "FaultProxy": "aioproducer.testing.proxy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aioproducer.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 __all__ = [
     "ConfluentKafkaMissingError",
+    "FaultProxy",
+    "KafkaCluster",
+    "KafkaStartError",
+    "KafkaUnavailableError",
     "LibrdkafkaError",
     "MockCluster",
     "MockClusterClosedError",

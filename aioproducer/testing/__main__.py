@@ -16,30 +16,10 @@ handling of its own. Exit status 0 on any of these.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from types import FrameType
 
-
-class _Terminate(Exception):
-    """Raised in the main thread by the SIGTERM handler, to unwind to the cleanup."""
-
-
-def _topic(spec: str) -> tuple[str, int]:
-    """Parse ``NAME:PARTITIONS`` (``NAME`` alone means one partition)."""
-    name, sep, count = spec.rpartition(":")
-    if not sep:
-        return spec, 1
-    try:
-        partitions = int(count)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS, got {spec!r}") from None
-    if not name or partitions < 1:
-        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS with PARTITIONS >= 1, got {spec!r}")
-    return name, partitions
+from aioproducer.testing._cli import topic_spec, wait_for_stop
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--brokers", type=int, default=3, help="number of brokers (ids 1..N)")
     parser.add_argument(
         "--topic",
-        type=_topic,
+        type=topic_spec,
         action="append",
         default=[],
         metavar="NAME:PARTITIONS",
@@ -71,21 +51,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _raise_terminate(signum: int, frame: FrameType | None) -> None:
-    raise _Terminate()
-
-
-def _wait_for_stdin_eof(done: threading.Event) -> None:
-    """Read and discard stdin until EOF, then ask the main thread to stop."""
-    try:
-        fd = sys.stdin.fileno()
-        while os.read(fd, 65536):
-            pass
-    except (OSError, ValueError):
-        pass  # a broken or closed stdin means the same thing as EOF here
-    done.set()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # Import late so that --help works without confluent-kafka installed.
@@ -102,21 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _raise_terminate)
     try:
         print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        if args.until_stdin_eof:
-            threading.Thread(
-                target=_wait_for_stdin_eof, args=(stop,), name="stdin-eof", daemon=True
-            ).start()
-        # Event.wait is interrupted by the exceptions the SIGINT/SIGTERM
-        # handlers raise, so no polling is needed.
-        stop.wait()
-    except (KeyboardInterrupt, _Terminate):
-        pass
+        wait_for_stop(args.until_stdin_eof)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         cluster.close()
     return 0
 

@@ -1,0 +1,905 @@
+"""KafkaCluster: real Apache Kafka brokers (KRaft) on loopback, from Maven Central jars.
+
+Theory of operation. The librdkafka mock (:class:`~aioproducer.testing.MockCluster`)
+starts in milliseconds and injects faults, but it does not check an idempotent
+producer's sequence numbers, speaks no TLS or SASL and has no transactions
+coordinator of Kafka's own. Guarantees are proven against the real thing: this
+module runs Apache Kafka's own broker, one JVM per node, on 127.0.0.1.
+
+1. **Jars.** :func:`kafka_libs` runs Maven once per Kafka version to copy
+   ``org.apache.kafka:kafka_2.13`` and its runtime dependencies, plus the Log4j 2
+   binding the published POM leaves out, into
+   ``~/.cache/aioproducer/kafka/<version>/libs`` (``AIOPRODUCER_KAFKA_LIBS``
+   points at a ready folder instead). A file lock makes concurrent first fetches
+   wait for each other; a marker file written last makes a half-done fetch redo.
+2. **Storage.** Every node is a combined broker+controller (``process.roles=
+   broker,controller``) with a static voter set, formatted with one cluster id by
+   ``kafka.tools.StorageTool``; ``scram_users`` become ``--add-scram`` records
+   for SCRAM-SHA-256 and -512 (PLAIN users go into the listener's JAAS line).
+3. **Listeners.** Each node has a ``CONTROLLER`` listener, an ``INTERNAL``
+   PLAINTEXT listener used between brokers only, and one client listener per
+   entry of ``listeners`` (named like its security protocol). Clients therefore
+   never share a listener with replication, which lets a test put a
+   :class:`~aioproducer.testing.proxy.FaultProxy` in front of the client
+   listener (``proxy=True``): the broker advertises the proxy's port, so every
+   client connection, bootstrap or not, goes through it.
+4. **Ready.** :meth:`KafkaCluster.start_broker` launches ``java kafka.Kafka``
+   directly (no shell, so signals reach the JVM) and waits for the node's
+   ``Kafka Server started`` line; the cluster then waits until Metadata, asked
+   through confluent-kafka's admin client (an independent client), lists every
+   broker, and creates ``topics``. A failure raises :class:`KafkaStartError`
+   with the tail of the node's log.
+5. **Stop.** :meth:`close` sends SIGTERM to every node at once (controlled
+   shutdown off, so no node waits for the others), SIGKILLs what is left after
+   20 s and deletes the temporary directory. The JVMs also die with the Python
+   process: they are started with ``PR_SET_PDEATHSIG`` when launched from the
+   main thread, and an ``atexit`` hook closes forgotten clusters.
+
+Needs ``java`` (17+) for the brokers, ``mvn`` for the first fetch, ``openssl``
+for TLS listeners and ``confluent-kafka`` (the ``testing`` extra) for the admin
+calls. What is missing raises :class:`KafkaUnavailableError` naming it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from aioproducer.testing.proxy import FaultProxy
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "KafkaCluster",
+    "KafkaStartError",
+    "KafkaUnavailableError",
+    "kafka_libs",
+]
+
+#: The Kafka release the tests and benchmarks run by default (JDK 17 is enough for 4.x).
+DEFAULT_KAFKA_VERSION = "4.3.1"
+
+#: Log4j 2 release that each Kafka release was built with (its gradle/dependencies.gradle).
+#: The broker's POM declares no logging backend, so it is added explicitly.
+_LOG4J_VERSIONS = {
+    "4.0.0": "2.24.3", "4.0.1": "2.24.3", "4.1.0": "2.24.3", "4.1.1": "2.24.3",
+    "4.0.2": "2.25.3", "4.1.2": "2.25.3", "4.2.0": "2.25.3",
+    "4.2.1": "2.25.4", "4.3.0": "2.25.4", "4.3.1": "2.25.4",
+}
+_LOG4J_DEFAULT = "2.25.4"
+
+#: The client listeners a cluster can have, each named like its security protocol.
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+_STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
+_START_TIMEOUT_S = 120.0
+_STOP_TIMEOUT_S = 20.0
+_PR_SET_PDEATHSIG = 1
+
+
+class KafkaUnavailableError(RuntimeError):
+    """Something a real broker needs is not on this machine (Java, Maven, openssl, the jars)."""
+
+
+class KafkaStartError(RuntimeError):
+    """A node did not start, or the cluster did not form; the message ends with the node's log."""
+
+
+# --------------------------------------------------------------------- jars
+
+
+_POM = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>aioproducer.testing</groupId>
+  <artifactId>kafka-broker-classpath</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
+      <version>{kafka}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId>
+      <version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
+      <version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
+      <version>{log4j}</version></dependency>
+  </dependencies>
+  <build><pluginManagement><plugins><plugin>
+    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
+    <version>3.8.1</version>
+  </plugin></plugins></pluginManagement></build>
+</project>
+"""
+
+
+def require_tool(name: str, why: str) -> str:
+    """The path of executable ``name``, or :class:`KafkaUnavailableError` saying what it is for."""
+    path = shutil.which(name)
+    if path is None:
+        raise KafkaUnavailableError(f"`{name}` is not on PATH; it is needed {why}")
+    return path
+
+
+def cache_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
+    """``~/.cache/aioproducer/kafka/<version>`` (``XDG_CACHE_HOME`` is honoured)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "aioproducer" / "kafka" / version
+
+
+def kafka_libs(version: str = DEFAULT_KAFKA_VERSION) -> Path:
+    """The folder of jars that runs Kafka ``version``, fetched with Maven on first use.
+
+    ``AIOPRODUCER_KAFKA_LIBS`` names a ready folder instead (it must hold the
+    ``kafka_2.13`` jar). The folder also holds ``kafka-clients``, which the Java
+    consumer and producer programs of the tests and benchmarks compile against.
+    """
+    override = os.environ.get("AIOPRODUCER_KAFKA_LIBS")
+    if override:
+        libs = Path(override)
+        if not any(libs.glob("kafka_2.13-*.jar")):
+            raise KafkaUnavailableError(
+                f"AIOPRODUCER_KAFKA_LIBS={override!r} holds no kafka_2.13-*.jar"
+            )
+        return libs
+    home = cache_dir(version)
+    libs, marker = home / "libs", home / "libs.complete"
+    if marker.exists():
+        return libs
+    require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
+    mvn = require_tool("mvn", "once, to fetch the Kafka broker's jars from Maven Central")
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent first fetch waits here
+        if not marker.exists():
+            _fetch(mvn, version, home)
+    return libs
+
+
+def _fetch(mvn: str, version: str, home: Path) -> None:
+    """Copy the runtime classpath into ``home/libs``; the caller holds the lock."""
+    pom = home / "pom.xml"
+    pom.write_text(_POM.format(kafka=version, log4j=_LOG4J_VERSIONS.get(version, _LOG4J_DEFAULT)))
+    staging = home / "libs.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    command = [mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
+               "-DincludeScope=runtime", f"-DoutputDirectory={staging}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
+        raise KafkaUnavailableError(
+            f"Maven could not fetch org.apache.kafka:kafka_2.13:{version} (exit {done.returncode}):\n{tail}"
+        )
+    # Never mix two fetches in one folder (a stale jar of another version would shadow classes).
+    shutil.rmtree(home / "libs", ignore_errors=True)
+    staging.rename(home / "libs")
+    (home / "libs.complete").write_text(version + "\n")
+
+
+def classpath(libs: Path) -> str:
+    """A ``-cp`` value for every jar in ``libs`` (Java expands the wildcard, not a shell)."""
+    return str(libs / "*")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _die_with_parent() -> None:
+    """``preexec_fn``: the JVM gets SIGKILL when the thread that started it ends (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: close() and the atexit hook still stop the node
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+_LOG4J_BROKER = """status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.channel.name = kafka.network.RequestChannel$
+logger.channel.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+"""
+
+_LOG4J_TOOLS = """status = warn
+appender.err.type = Console
+appender.err.name = ERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = ERR
+"""
+
+#: The script defaults' G1 settings, a small heap, and a quick start (C1 is
+#: enough for a test broker; measured below 10 % throughput cost is not at stake
+#: in correctness tests, and the benchmarks pass ``jvm_options`` of their own).
+_JVM_OPTIONS = (
+    "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
+)
+
+
+@dataclass
+class _Node:
+    """One broker+controller process: its ports, its files and, while it runs, its JVM.
+
+    Owned by its :class:`KafkaCluster`; only the cluster's methods touch it.
+    """
+
+    node_id: int
+    directory: Path
+    controller_port: int
+    internal_port: int
+    listener_ports: dict[str, int]
+    advertised_ports: dict[str, int]
+    process: subprocess.Popen[bytes] | None = None
+    log_offset: int = 0
+    proxies: dict[str, FaultProxy] = field(default_factory=dict)
+
+    @property
+    def properties(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "broker.log"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+_live: weakref.WeakSet[KafkaCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_forgotten_clusters() -> None:
+    for cluster in list(_live):
+        cluster.close()
+
+
+# ------------------------------------------------------------------ cluster
+
+
+class KafkaCluster:
+    """``brokers`` real Kafka nodes (ids ``1..brokers``) on 127.0.0.1, started on construction.
+
+    ``topics`` maps names to partition counts, created with ``replication_factor``
+    (default ``min(3, brokers)``). ``listeners`` are the client listeners, among
+    :data:`LISTENERS`; :attr:`bootstrap_servers` is the first one's.
+    ``scram_users`` (``{"alice": "alice-secret"}``) are valid for PLAIN,
+    SCRAM-SHA-256 and SCRAM-SHA-512 on the SASL listeners. ``broker_config``
+    adds or overrides broker properties on every node. ``proxy=True`` puts a
+    :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
+    client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
+    ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
+
+    A sync and async context manager; :meth:`close` is idempotent. Blocking
+    calls (start, stop) block the calling thread: from async code, run them in
+    ``asyncio.to_thread`` where the wait matters.
+    """
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        topics: Mapping[str, int] | None = None,
+        version: str = DEFAULT_KAFKA_VERSION,
+        listeners: Sequence[str] = ("PLAINTEXT",),
+        scram_users: Mapping[str, str] | None = None,
+        broker_config: Mapping[str, object] | None = None,
+        *,
+        replication_factor: int | None = None,
+        proxy: bool = False,
+        ssl_client_auth: str = "none",
+        jvm_options: Sequence[str] = _JVM_OPTIONS,
+    ) -> None:
+        self._validate(brokers, listeners, scram_users, ssl_client_auth)
+        self.version = version
+        self._brokers = brokers
+        self._listeners = tuple(listeners)
+        self._scram_users = dict(scram_users or {})
+        self._broker_config = {k: _property_value(v) for k, v in (broker_config or {}).items()}
+        self._replication_factor = min(3, brokers) if replication_factor is None else replication_factor
+        self._ssl_client_auth = ssl_client_auth
+        self._jvm_options = tuple(jvm_options)
+        self._lock = threading.RLock()  # guards _nodes' processes against close() from atexit
+        self._closed = False
+        self.libs = kafka_libs(version)
+        self._java = require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
+        self._work = Path(tempfile.mkdtemp(prefix="aioproducer-kafka-"))
+        _live.add(self)
+        try:
+            self._tls: dict[str, Path] = self._make_tls() if self._needs_tls() else {}
+            self._nodes = self._plan_nodes(proxy)
+            self._write_configs()
+            self._format()
+            self.start_all()
+            for name, partitions in (topics or {}).items():
+                self.create_topic(name, partitions)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------- setup
+
+    @staticmethod
+    def _validate(
+        brokers: int, listeners: Sequence[str], scram_users: Mapping[str, str] | None, client_auth: str
+    ) -> None:
+        if not isinstance(brokers, int) or not 1 <= brokers <= 9:
+            raise ValueError(f"brokers must be an int in 1..9, got {brokers!r}")
+        if isinstance(listeners, str) or not listeners:
+            raise ValueError(f"listeners must be a non-empty sequence of names, got {listeners!r}")
+        unknown = [name for name in listeners if name not in LISTENERS]
+        if unknown or len(set(listeners)) != len(listeners):
+            raise ValueError(f"listeners must be distinct names among {LISTENERS}, got {tuple(listeners)!r}")
+        for user, password in (scram_users or {}).items():
+            if not user or "," in user or "," in password or '"' in user + password or "=" in user:
+                raise ValueError(
+                    f"scram_users: user {user!r}: names and passwords may not be empty or hold ',', '\"' "
+                    "or (names) '=' (Kafka's --add-scram syntax)"
+                )
+        if client_auth not in ("none", "requested", "required"):
+            raise ValueError(f"ssl_client_auth must be none, requested or required, got {client_auth!r}")
+
+    def _needs_tls(self) -> bool:
+        return any(name.endswith("SSL") for name in self._listeners)
+
+    def _plan_nodes(self, proxy: bool) -> list[_Node]:
+        nodes = []
+        for node_id in range(1, self._brokers + 1):
+            ports = {name: _free_port() for name in self._listeners}
+            directory = self._work / f"node{node_id}"
+            directory.mkdir()
+            node = _Node(node_id, directory, _free_port(), _free_port(), ports, dict(ports))
+            if proxy:
+                from aioproducer.testing.proxy import FaultProxy
+
+                for name, port in ports.items():
+                    fp = FaultProxy(("127.0.0.1", port), kafka_frames=not name.endswith("SSL"))
+                    node.proxies[name] = fp
+                    node.advertised_ports[name] = fp.port
+            nodes.append(node)
+        return nodes
+
+    def _write_configs(self) -> None:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
+        (self._work / "log4j2-broker.properties").write_text(_LOG4J_BROKER)
+        (self._work / "log4j2-tools.properties").write_text(_LOG4J_TOOLS)
+        for node in self._nodes:
+            props = self._node_properties(node, voters)
+            props.update(self._broker_config)
+            node.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _node_properties(self, node: _Node, voters: str) -> dict[str, str]:
+        listeners = [f"CONTROLLER://127.0.0.1:{node.controller_port}",
+                     f"INTERNAL://127.0.0.1:{node.internal_port}"]
+        listeners += [f"{name}://127.0.0.1:{port}" for name, port in node.listener_ports.items()]
+        advertised = [f"INTERNAL://127.0.0.1:{node.internal_port}"]
+        advertised += [f"{name}://127.0.0.1:{port}" for name, port in node.advertised_ports.items()]
+        protocol_map = ["CONTROLLER:PLAINTEXT", "INTERNAL:PLAINTEXT"] + [f"{n}:{n}" for n in self._listeners]
+        rf = str(min(3, self._brokers))
+        isr = "2" if self._brokers >= 3 else "1"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": ",".join(listeners),
+            "advertised.listeners": ",".join(advertised),
+            "listener.security.protocol.map": ",".join(protocol_map),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "INTERNAL",
+            "log.dirs": str(node.directory / "data"),
+            "auto.create.topics.enable": "true",
+            "num.partitions": "1",
+            "default.replication.factor": rf,
+            "min.insync.replicas": "1",
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": isr,
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.replication.factor": rf,
+            "share.coordinator.state.topic.min.isr": isr,
+            "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "1000",
+            "log.segment.bytes": "1048576",
+            # A test cluster stops all nodes at once: no node may wait for another's approval.
+            "controlled.shutdown.enable": "false",
+            "initial.broker.registration.timeout.ms": "120000",
+            # Fast failure detection and ISR changes for failover tests.
+            "replica.lag.time.max.ms": "5000",
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "500",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+        }
+        props.update(self._security_properties())
+        return props
+
+    def _security_properties(self) -> dict[str, str]:
+        props: dict[str, str] = {}
+        sasl = [name for name in self._listeners if name.startswith("SASL")]
+        if sasl:
+            props["sasl.enabled.mechanisms"] = ",".join(_SASL_MECHANISMS)
+            plain_users = " ".join(f'user_{u}="{p}"' for u, p in self._scram_users.items())
+            for name in sasl:
+                prefix = f"listener.name.{name.lower()}"
+                props[f"{prefix}.plain.sasl.jaas.config"] = (
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+                )
+                for mechanism in ("scram-sha-256", "scram-sha-512"):
+                    props[f"{prefix}.{mechanism}.sasl.jaas.config"] = (
+                        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                    )
+        if self._tls:
+            props.update({
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self._tls["broker_pem"]),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self._tls["ca"]),
+                "ssl.client.auth": self._ssl_client_auth,
+            })
+        return props
+
+    def _make_tls(self) -> dict[str, Path]:
+        """A CA, a broker certificate for localhost/127.0.0.1 and a client certificate, all PEM."""
+        openssl = require_tool("openssl", "to make the TLS certificates of the SSL listeners")
+        d = self._work / "tls"
+        d.mkdir()
+
+        def run(*args: str) -> None:
+            done = subprocess.run([openssl, *args], cwd=d, capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise KafkaStartError(f"openssl {' '.join(args[:2])} failed: {done.stderr.strip()}")
+
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=aioproducer-test-ca",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout", "ca.key", "-out", "ca.crt")
+        for who, cn, san in (("broker", "localhost", "DNS:localhost,IP:127.0.0.1"), ("client", "client", "")):
+            run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}",
+                "-keyout", f"{who}.key", "-out", f"{who}.csr")
+            ext = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
+                   "extendedKeyUsage=serverAuth,clientAuth", "subjectKeyIdentifier=hash",
+                   "authorityKeyIdentifier=keyid,issuer"] + ([f"subjectAltName={san}"] if san else [])
+            (d / f"{who}.ext").write_text("\n".join(ext) + "\n")
+            run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-days", "3650", "-extfile", f"{who}.ext", "-out", f"{who}.crt")
+        (d / "broker.pem").write_text((d / "broker.key").read_text() + (d / "broker.crt").read_text())
+        return {"ca": d / "ca.crt", "broker_pem": d / "broker.pem",
+                "client_cert": d / "client.crt", "client_key": d / "client.key"}
+
+    def _tool(self, *args: str, timeout: float = 120) -> str:
+        command = [self._java, "-Xmx256m", f"-Dlog4j2.configurationFile={self._work / 'log4j2-tools.properties'}",
+                   "-cp", classpath(self.libs), *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise KafkaStartError(f"{args[0]} {args[1]} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+        return done.stdout
+
+    def _format(self) -> None:
+        """Format every node's storage with one cluster id, in parallel (a JVM start each)."""
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        scram: list[str] = []
+        for user, password in self._scram_users.items():
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                scram += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
+        errors: list[BaseException] = []
+
+        def format_node(node: _Node) -> None:
+            try:
+                self._tool("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(node.properties), *scram)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=format_node, args=(n,)) for n in self._nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+
+    # ------------------------------------------------------------- nodes
+
+    def _node(self, node_id: int) -> _Node:
+        if self._closed:
+            raise RuntimeError("this KafkaCluster is closed")
+        if not isinstance(node_id, int) or not 1 <= node_id <= self._brokers:
+            raise ValueError(f"node id must be in 1..{self._brokers}, got {node_id!r}")
+        return self._nodes[node_id - 1]
+
+    def _launch(self, node: _Node) -> None:
+        if node.process is not None and node.process.poll() is None:
+            raise RuntimeError(f"broker {node.node_id} is already running")
+        node.log_offset = node.log.stat().st_size if node.log.exists() else 0
+        command = [self._java, *self._jvm_options,
+                   f"-Dlog4j2.configurationFile={self._work / 'log4j2-broker.properties'}",
+                   f"-Dkafka.logs.dir={node.directory / 'logs'}",
+                   "-cp", classpath(self.libs), "kafka.Kafka", str(node.properties)]
+        main_thread = threading.current_thread() is threading.main_thread()
+        with open(node.log, "ab") as log:
+            node.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if main_thread and sys.platform == "linux" else None,
+            )
+
+    def _wait_started(self, nodes: Iterable[_Node], timeout: float = _START_TIMEOUT_S) -> None:
+        """Until every node logged ``Kafka Server started`` since its launch, or its JVM died."""
+        waiting = list(nodes)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            for node in list(waiting):
+                assert node.process is not None
+                if node.process.poll() is not None:
+                    raise KafkaStartError(
+                        f"broker {node.node_id} exited with {node.process.returncode} while starting; "
+                        f"its log ends with:\n{node.log_tail()}"
+                    )
+                with open(node.log, "rb") as f:
+                    f.seek(node.log_offset)
+                    if _STARTED.search(f.read().decode(errors="replace")):
+                        waiting.remove(node)
+            if waiting and time.monotonic() > deadline:
+                node = waiting[0]
+                raise KafkaStartError(
+                    f"broker {node.node_id} did not start within {timeout:.0f} s; its log ends with:\n"
+                    f"{node.log_tail()}"
+                )
+            if waiting:
+                time.sleep(0.1)  # polling a log file written by another process; nothing to wait on
+
+    def start_all(self) -> None:
+        """Start every node that is not running, then wait until Metadata lists all brokers."""
+        with self._lock:
+            stopped = [n for n in self._nodes if n.process is None or n.process.poll() is not None]
+            for node in stopped:
+                self._launch(node)
+        self._wait_started(stopped)
+        self.wait_for_brokers(set(range(1, self._brokers + 1)))
+
+    def start_broker(self, node_id: int) -> None:
+        """Start a stopped or killed node again (same ports, same data) and wait until it serves."""
+        node = self._node(node_id)
+        with self._lock:
+            self._launch(node)
+        self._wait_started([node])
+        self.wait_for_brokers({node_id} | self.running_brokers())
+
+    def stop_broker(self, node_id: int, timeout: float = _STOP_TIMEOUT_S) -> None:
+        """SIGTERM: the node shuts down cleanly (closing its connections); SIGKILL after ``timeout``."""
+        self._signal_and_wait(self._node(node_id), signal.SIGTERM, timeout)
+
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL: the node dies at once, mid-request, leaving connections to time out or reset."""
+        self._signal_and_wait(self._node(node_id), signal.SIGKILL, _STOP_TIMEOUT_S)
+
+    def pause_broker(self, node_id: int) -> None:
+        """SIGSTOP: the node hangs (connections stay open, nothing is answered) until resumed."""
+        self._signal(self._node(node_id), signal.SIGSTOP)
+
+    def resume_broker(self, node_id: int) -> None:
+        """SIGCONT after :meth:`pause_broker`."""
+        self._signal(self._node(node_id), signal.SIGCONT)
+
+    def _signal(self, node: _Node, signum: int) -> None:
+        if node.process is None or node.process.poll() is not None:
+            raise RuntimeError(f"broker {node.node_id} is not running")
+        node.process.send_signal(signum)
+
+    def _signal_and_wait(self, node: _Node, signum: int, timeout: float) -> None:
+        with self._lock:
+            process = node.process
+            if process is None or process.poll() is not None:
+                return
+            process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
+            process.send_signal(signum)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def running_brokers(self) -> set[int]:
+        """Ids of the nodes whose JVM is alive (paused ones included)."""
+        return {n.node_id for n in self._nodes if n.process is not None and n.process.poll() is None}
+
+    # ------------------------------------------------------------- admin
+
+    def _admin(self) -> Any:
+        try:
+            from confluent_kafka.admin import AdminClient
+        except ImportError as exc:
+            raise KafkaUnavailableError(
+                "KafkaCluster uses confluent-kafka's admin client: pip install 'aioproducer[testing]'"
+            ) from exc
+        # The internal listener: reachable even when the client listeners are proxied or need TLS/SASL.
+        servers = ",".join(f"127.0.0.1:{n.internal_port}" for n in self._nodes)
+        return AdminClient({"bootstrap.servers": servers, "log_level": 2, "socket.timeout.ms": 10000})
+
+    def wait_for_brokers(self, broker_ids: set[int], timeout: float = _START_TIMEOUT_S) -> None:
+        """Until Metadata from the cluster lists exactly ``broker_ids`` (registered and unfenced)."""
+        admin = self._admin()
+        deadline = time.monotonic() + timeout
+        seen: set[int] = set()
+        while True:
+            try:
+                seen = set(admin.list_topics(timeout=5).brokers)
+            except Exception:  # noqa: BLE001 - not ready yet: retried until the deadline
+                seen = set()
+            if seen == broker_ids:
+                return
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- broker {n.node_id}:\n{n.log_tail(15)}" for n in self._nodes)
+                raise KafkaStartError(f"Metadata lists brokers {sorted(seen)}, expected {sorted(broker_ids)}:\n{tails}")
+            time.sleep(0.2)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        config: Mapping[str, object] | None = None,
+    ) -> None:
+        """Create ``name`` and wait until every partition has a leader in Metadata."""
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        if partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {partitions}")
+        rf = self._replication_factor if replication_factor is None else replication_factor
+        if not 1 <= rf <= self._brokers:
+            raise ValueError(f"replication_factor must be in 1..{self._brokers}, got {rf}")
+        admin = self._admin()
+        topic = NewTopic(name, partitions, rf, config={k: _property_value(v) for k, v in (config or {}).items()})
+        admin.create_topics([topic])[name].result(timeout=60)
+        deadline = time.monotonic() + 60
+        while True:
+            described = admin.list_topics(topic=name, timeout=10).topics.get(name)
+            if (described is not None and described.error is None and len(described.partitions) == partitions
+                    and all(p.leader >= 0 for p in described.partitions.values())):
+                return
+            if time.monotonic() > deadline:
+                raise KafkaStartError(f"topic {name!r} has no leader for every partition after 60 s")
+            time.sleep(0.1)
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        """The node id leading ``topic``/``partition`` now (-1: none)."""
+        md = self._admin().list_topics(topic=topic, timeout=10)
+        leader: int = md.topics[topic].partitions[partition].leader
+        return leader
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        """``{partition: high watermark}`` for every partition of ``topic`` (read_uncommitted)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": ",".join(f"127.0.0.1:{n.internal_port}" for n in self._nodes),
+                             "group.id": "aioproducer-kafkacluster", "log_level": 2})
+        try:
+            md = consumer.list_topics(topic, timeout=10)
+            result = {}
+            for p in md.topics[topic].partitions:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                result[p] = high
+            return result
+        finally:
+            consumer.close()
+
+    # ---------------------------------------------------------- addresses
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The first client listener of every node, ``127.0.0.1:port,...`` (the proxies' with ``proxy=True``)."""
+        return self.bootstrap_servers_for(self._listeners[0])
+
+    def bootstrap_servers_for(self, listener: str) -> str:
+        """Bootstrap servers of ``listener`` (one of the ``listeners`` given)."""
+        if listener not in self._listeners:
+            raise ValueError(f"this cluster has listeners {self._listeners}, not {listener!r}")
+        return ",".join(f"127.0.0.1:{n.advertised_ports[listener]}" for n in self._nodes)
+
+    @property
+    def internal_bootstrap_servers(self) -> str:
+        """The brokers' own PLAINTEXT listener, never proxied: for reading back what a faulty network let through."""
+        return ",".join(f"127.0.0.1:{n.internal_port}" for n in self._nodes)
+
+    def proxy(self, node_id: int, listener: str | None = None) -> FaultProxy:
+        """The :class:`FaultProxy` in front of ``node_id``'s ``listener`` (default: the first); needs ``proxy=True``."""
+        node = self._node(node_id)
+        name = listener or self._listeners[0]
+        if name not in node.proxies:
+            raise ValueError(f"no proxy for broker {node_id} listener {name!r}: create the cluster with proxy=True")
+        return node.proxies[name]
+
+    @property
+    def broker_ids(self) -> list[int]:
+        """The node ids, ``[1, ..., brokers]``."""
+        return list(range(1, self._brokers + 1))
+
+    @property
+    def listeners(self) -> tuple[str, ...]:
+        """The client listeners, in the order given."""
+        return self._listeners
+
+    def _tls_file(self, key: str) -> str:
+        if not self._tls:
+            raise ValueError("this cluster has no SSL listener, so no certificates")
+        return str(self._tls[key])
+
+    @property
+    def ca_file(self) -> str:
+        """PEM of the CA that signed the brokers' (and the client's) certificates."""
+        return self._tls_file("ca")
+
+    @property
+    def client_cert_file(self) -> str:
+        """PEM certificate for mutual TLS, signed by :attr:`ca_file`."""
+        return self._tls_file("client_cert")
+
+    @property
+    def client_key_file(self) -> str:
+        """Unencrypted PKCS#8 PEM key of :attr:`client_cert_file`."""
+        return self._tls_file("client_key")
+
+    def broker_log(self, node_id: int) -> str:
+        """The whole log of node ``node_id`` so far (every start of it)."""
+        return self._node(node_id).log.read_text(errors="replace")
+
+    # ------------------------------------------------------------- close
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Stop every node (SIGTERM together, SIGKILL after 20 s), close the proxies, delete the files."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            processes = [n.process for n in getattr(self, "_nodes", []) if n.process is not None]
+            for process in processes:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGCONT)
+                    process.terminate()
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        for process in processes:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for node in getattr(self, "_nodes", []):
+            for fp in node.proxies.values():
+                fp.close()
+        shutil.rmtree(self._work, ignore_errors=True)
+        _live.discard(self)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.close)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else self.bootstrap_servers
+        return f"<KafkaCluster {self.version} brokers={self._brokers} {state}>"
+
+
+def _property_value(value: object) -> str:
+    """A Python value as a properties-file value (``True`` -> ``true``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m aioproducer.testing.kafka``: run a cluster in the foreground.
+
+    Prints ``bootstrap.servers=...`` (flushed, the first line of stdout) once the
+    cluster serves, then runs until SIGTERM/SIGINT or, with
+    ``--until-stdin-eof``, until stdin closes; the nodes are stopped either way.
+    """
+    import argparse
+
+    from aioproducer.testing._cli import topic_spec, wait_for_stop
+
+    parser = argparse.ArgumentParser(
+        prog="python -m aioproducer.testing.kafka",
+        description="Run real Apache Kafka brokers (KRaft, from Maven Central) and print their bootstrap servers.",
+    )
+    parser.add_argument("--brokers", type=int, default=1, help="number of nodes (ids 1..N)")
+    parser.add_argument("--topic", type=topic_spec, action="append", default=[], metavar="NAME:PARTITIONS",
+                        help="create a topic up front (repeatable)")
+    parser.add_argument("--replication-factor", type=int, default=None, help="default: min(3, brokers)")
+    parser.add_argument("--version", default=DEFAULT_KAFKA_VERSION, help="Kafka release (kafka_2.13 on Maven Central)")
+    parser.add_argument("--listener", action="append", choices=LISTENERS, default=None,
+                        help="client listeners (repeatable; default PLAINTEXT)")
+    parser.add_argument("--scram-user", action="append", default=[], metavar="NAME:PASSWORD",
+                        help="a SASL user for PLAIN and SCRAM (repeatable)")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker property on every node (repeatable)")
+    parser.add_argument("--until-stdin-eof", action="store_true",
+                        help="also stop when stdin reaches end of file (the parent closed the pipe)")
+    args = parser.parse_args(argv)
+    try:
+        cluster = KafkaCluster(
+            brokers=args.brokers,
+            topics=dict(args.topic),
+            version=args.version,
+            listeners=tuple(args.listener or ("PLAINTEXT",)),
+            scram_users=dict(u.split(":", 1) for u in args.scram_user),
+            broker_config=dict(c.split("=", 1) for c in args.broker_config),
+            replication_factor=args.replication_factor,
+        )
+    except (ValueError, KafkaUnavailableError, KafkaStartError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+        for name in cluster.listeners[1:]:
+            print(f"{name}={cluster.bootstrap_servers_for(name)}", flush=True)
+        if any(n.endswith("SSL") for n in cluster.listeners):
+            print(f"ca_file={cluster.ca_file}", flush=True)
+        wait_for_stop(args.until_stdin_eof)
+    finally:
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
