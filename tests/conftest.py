@@ -1,15 +1,41 @@
 """Fixtures shared by the whole test suite.
 
 Keep this file small: fixtures used by one test module live in that module.
+
+Two brokers serve the integration tests. ``mock_cluster`` is librdkafka's mock
+(fresh per test, injects faults); ``kafka_cluster`` is one real Apache Kafka
+node shared by the whole session (it takes about ten seconds to start), where
+each test takes a topic of its own. ``cluster`` runs a test on both, through
+one interface (:class:`BrokerUnderTest`): the tests about delivery use it.
+
+Real-broker tests skip, with the reason, when Java or Maven is missing, unless
+``AIOPRODUCER_REQUIRE_KAFKA=1`` (set by ``.ci/run``) turns the skip into a failure.
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-from aioproducer.testing import MockCluster
+from aioproducer.testing import KafkaCluster, KafkaUnavailableError, MockCluster
+
+#: The topic every BrokerUnderTest offers: 6 partitions, as the mock fixture's ``orders``.
+PARTITIONS = 6
+
+
+def kafka_or_skip(**kwargs: Any) -> KafkaCluster:
+    """A started :class:`KafkaCluster`, or skip (fail under ``AIOPRODUCER_REQUIRE_KAFKA=1``) if it cannot run here."""
+    try:
+        return KafkaCluster(**kwargs)
+    except KafkaUnavailableError as exc:
+        if os.environ.get("AIOPRODUCER_REQUIRE_KAFKA") == "1":
+            pytest.fail(f"AIOPRODUCER_REQUIRE_KAFKA=1 but no real Kafka broker can run here: {exc}")
+        pytest.skip(f"no real Kafka broker here: {exc}")
 
 
 @pytest.fixture
@@ -22,3 +48,51 @@ def mock_cluster() -> Iterator[MockCluster]:
     """
     with MockCluster(brokers=3, topics={"orders": 6}) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[KafkaCluster]:
+    """One real Kafka node for the session; tests isolate themselves by topic (:func:`new_topic`)."""
+    cluster = kafka_or_skip(brokers=1)
+    with cluster:
+        yield cluster
+
+
+def new_topic(cluster: KafkaCluster, partitions: int = PARTITIONS, **kwargs: Any) -> str:
+    """Create a topic with a fresh name on ``cluster`` and return the name."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    cluster.create_topic(name, partitions, **kwargs)
+    return name
+
+
+#: Timeouts for producers of tests on a real broker (see BrokerUnderTest.timeouts).
+REAL_BROKER_TIMEOUTS = {"request_timeout_ms": 15_000, "delivery_timeout_ms": 60_000}
+
+
+@dataclass(frozen=True)
+class BrokerUnderTest:
+    """What a delivery test needs of either broker: where it is, and a 6-partition topic of its own."""
+
+    kind: str  # "mock" or "kafka"
+    bootstrap_servers: str
+    topic: str
+
+    def timeouts(self, fast: dict[str, Any]) -> dict[str, Any]:
+        """``fast`` (a module's short timeouts, sized for the in-process mock), relaxed for a real broker.
+
+        A JVM broker on a busy two-core machine can take over a second to create
+        a partition's log on its first write, and pauses for GC: timeouts that
+        are right for the mock would expire healthy batches there.
+        """
+        return fast if self.kind == "mock" else {**fast, **REAL_BROKER_TIMEOUTS}
+
+
+@pytest.fixture(params=["mock", "kafka"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[BrokerUnderTest]:
+    """The test runs twice: on a fresh mock cluster (topic ``orders``) and on the session's real Kafka node."""
+    if request.param == "mock":
+        with MockCluster(brokers=3, topics={"orders": PARTITIONS}) as mock:
+            yield BrokerUnderTest("mock", mock.bootstrap_servers, "orders")
+    else:
+        kafka: KafkaCluster = request.getfixturevalue("kafka_cluster")
+        yield BrokerUnderTest("kafka", kafka.bootstrap_servers, new_topic(kafka))

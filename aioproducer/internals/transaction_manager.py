@@ -89,6 +89,17 @@ class TransactionManager:
 
         A new batch waits while retries of the partition are outstanding; a retried
         batch goes out only when it is the lowest unacknowledged sequence.
+
+        Until the partition has acknowledged a batch under this producer id and
+        epoch, only one batch is in flight to it. A broker that holds no state
+        for the producer on a partition accepts *any* first sequence (so that a
+        producer whose state expired can go on): if the first batch is refused
+        with a retriable error (``NOT_LEADER_OR_FOLLOWER`` from a partition
+        still being created or just moved) and the second, already in flight,
+        reaches the broker after it recovered, the second is written first and
+        the first can never be (``OUT_OF_ORDER_SEQUENCE_NUMBER`` on every retry).
+        A real Kafka 4.3 broker did exactly that to a freshly created topic; the
+        librdkafka mock does not check sequences and never showed it.
         """
         if self.epoch_bump_required or not self.has_producer_id:
             return True
@@ -96,6 +107,8 @@ class TransactionManager:
         if entry is None:
             return False
         if not batch.has_sequence:
+            if entry.last_acked_sequence < 0 and entry.in_flight:
+                return True
             return any(b.in_retry for b in entry.in_flight)
         if batch.producer_epoch != self.producer_epoch or batch.producer_id != self.producer_id:
             return True

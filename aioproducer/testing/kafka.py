@@ -444,6 +444,9 @@ class KafkaCluster:
             "group.initial.rebalance.delay.ms": "0",
             "group.min.session.timeout.ms": "1000",
             "log.segment.bytes": "1048576",
+            # Tests write records with create times from years ago: time-based
+            # retention would delete them from under a long test session.
+            "log.retention.ms": "-1",
             # A test cluster stops all nodes at once: no node may wait for another's approval.
             "controlled.shutdown.enable": "false",
             "initial.broker.registration.timeout.ms": "120000",

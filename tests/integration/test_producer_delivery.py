@@ -27,11 +27,11 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from aioproducer import Producer, RecordMetadata
-from aioproducer.testing import MockCluster
+
+from conftest import BrokerUnderTest
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "orders"
 PARTITIONS = 6
 FAST = {"request_timeout_ms": 1000, "delivery_timeout_ms": 3000, "retry_backoff_ms": 20, "reconnect_backoff_ms": 10}
 
@@ -181,13 +181,13 @@ def _records(n: int) -> list[Sent]:
     return out
 
 
-async def _produce(producer: Producer, records: list[Sent]) -> list[RecordMetadata]:
+async def _produce(producer: Producer, topic: str, records: list[Sent]) -> list[RecordMetadata]:
     futures = []
     for i, r in enumerate(records):
         # Spread explicitly, so every partition gets records whatever the keys hash to.
         futures.append(
             await producer.send(
-                TOPIC, value=r.value, key=r.key, headers=list(r.headers), partition=i % PARTITIONS, timestamp_ms=r.timestamp
+                topic, value=r.value, key=r.key, headers=list(r.headers), partition=i % PARTITIONS, timestamp_ms=r.timestamp
             )
         )
     return list(await asyncio.gather(*futures))
@@ -215,58 +215,58 @@ def _check_partition(got: list[Read], expected: list[tuple[int, Sent]], who: str
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 async def test_every_record_reads_back_byte_exact_at_its_offset_in_send_order(
-    mock_cluster: MockCluster, codec: str
+    cluster: BrokerUnderTest, codec: str
 ) -> None:
     records = _records(240)
     async with Producer(
-        bootstrap_servers=mock_cluster.bootstrap_servers, compression_type=codec, linger_ms=2, batch_size=8192, **FAST
+        bootstrap_servers=cluster.bootstrap_servers, compression_type=codec, linger_ms=2, batch_size=8192, **cluster.timeouts(FAST)
     ) as producer:
-        metadata = await _produce(producer, records)
+        metadata = await _produce(producer, cluster.topic, records)
     assert [md.partition for md in metadata] == [i % PARTITIONS for i in range(len(records))]
     for r, md in zip(records, metadata):
-        assert md.topic == TOPIC
+        assert md.topic == cluster.topic
         assert md.serialized_key_size == (-1 if r.key is None else len(r.key))
         assert md.serialized_value_size == (-1 if r.value is None else len(r.value))
 
     expected = _expected_by_partition(records, metadata)
-    got_aio = await read_aiokafka(mock_cluster.bootstrap_servers, TOPIC, range(PARTITIONS))
-    got_ck = await asyncio.to_thread(read_confluent, mock_cluster.bootstrap_servers, TOPIC, range(PARTITIONS))
+    got_aio = await read_aiokafka(cluster.bootstrap_servers, cluster.topic, range(PARTITIONS))
+    got_ck = await asyncio.to_thread(read_confluent, cluster.bootstrap_servers, cluster.topic, range(PARTITIONS))
     for partition in range(PARTITIONS):
         _check_partition(got_aio[partition], expected[partition], f"aiokafka {codec} p{partition}")
         _check_partition(got_ck[partition], expected[partition], f"confluent {codec} p{partition}")
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 0)
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 0)
     codec_id = ["none", "gzip", "snappy", "lz4", "zstd"].index(codec)
     assert raw and {b.compression_type for b in raw} == {codec_id}
 
 
-async def test_keyed_records_keep_send_order_per_partition(mock_cluster: MockCluster) -> None:
+async def test_keyed_records_keep_send_order_per_partition(cluster: BrokerUnderTest) -> None:
     """Records with keys go through the partitioner; order per partition is send order."""
-    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=1, **FAST) as producer:
-        futures = [await producer.send(TOPIC, value=b"%d" % i, key=b"user-%d" % (i % 17)) for i in range(500)]
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=1, **cluster.timeouts(FAST)) as producer:
+        futures = [await producer.send(cluster.topic, value=b"%d" % i, key=b"user-%d" % (i % 17)) for i in range(500)]
         metadata = list(await asyncio.gather(*futures))
     by_partition: dict[int, list[bytes]] = {}
     for i, md in enumerate(metadata):
         by_partition.setdefault(md.partition, []).append(b"%d" % i)
     assert len(by_partition) > 1
-    got_all = await read_aiokafka(mock_cluster.bootstrap_servers, TOPIC, range(PARTITIONS))
+    got_all = await read_aiokafka(cluster.bootstrap_servers, cluster.topic, range(PARTITIONS))
     for partition, values in by_partition.items():
         got = got_all[partition]
         assert [g.value for g in got] == values
         assert [g.offset for g in got] == list(range(len(values)))
 
 
-async def test_batch_size_bounds_every_batch(mock_cluster: MockCluster) -> None:
+async def test_batch_size_bounds_every_batch(cluster: BrokerUnderTest) -> None:
     """With a long linger, only batch.size closes a batch: each is <= batch.size, and the next record would not fit."""
     batch_size = 1024
     n = 60
     value = b"x" * 100
     async with Producer(
-        bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=60_000, batch_size=batch_size, **{**FAST, "delivery_timeout_ms": 70_000}
+        bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000, batch_size=batch_size, **{**cluster.timeouts(FAST), "delivery_timeout_ms": 90_000}
     ) as producer:
-        futures = [await producer.send(TOPIC, value=value, partition=2) for _ in range(n)]
+        futures = [await producer.send(cluster.topic, value=value, partition=2) for _ in range(n)]
         await producer.flush()
         metadata = [f.result() for f in futures]
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 2)
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 2)
     assert sum(len(b.values) for b in raw) == n
     assert len(raw) > 1
     for batch in raw:
@@ -281,48 +281,48 @@ async def test_batch_size_bounds_every_batch(mock_cluster: MockCluster) -> None:
     assert {md.offset for md in metadata if md.offset in starts} == starts
 
 
-async def test_linger_collects_records_sent_one_by_one_into_one_batch(mock_cluster: MockCluster) -> None:
+async def test_linger_collects_records_sent_one_by_one_into_one_batch(cluster: BrokerUnderTest) -> None:
     """linger.ms keeps a non-full batch open: records sent in separate loop iterations share it."""
     async with Producer(
-        bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=60_000, **{**FAST, "delivery_timeout_ms": 70_000}
+        bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000, **{**cluster.timeouts(FAST), "delivery_timeout_ms": 90_000}
     ) as producer:
         futures = []
         for i in range(5):
-            futures.append(await producer.send(TOPIC, value=b"%d" % i, partition=1))
+            futures.append(await producer.send(cluster.topic, value=b"%d" % i, partition=1))
             await asyncio.sleep(0)  # let the sender run between sends: still nothing to send
         assert not any(f.done() for f in futures)
         await producer.flush()
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 1)
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 1)
     assert [b.values for b in raw] == [[b"0", b"1", b"2", b"3", b"4"]]
 
 
-async def test_zero_linger_sends_each_awaited_record_in_its_own_batch(mock_cluster: MockCluster) -> None:
-    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=0, **FAST) as producer:
+async def test_zero_linger_sends_each_awaited_record_in_its_own_batch(cluster: BrokerUnderTest) -> None:
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=0, **cluster.timeouts(FAST)) as producer:
         for i in range(5):
-            await (await producer.send(TOPIC, value=b"%d" % i, partition=3))
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 3)
+            await (await producer.send(cluster.topic, value=b"%d" % i, partition=3))
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 3)
     assert [b.values for b in raw] == [[b"%d" % i] for i in range(5)]
 
 
-async def test_batch_size_zero_means_one_record_per_batch(mock_cluster: MockCluster) -> None:
+async def test_batch_size_zero_means_one_record_per_batch(cluster: BrokerUnderTest) -> None:
     async with Producer(
-        bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=60_000, batch_size=0, **{**FAST, "delivery_timeout_ms": 70_000}
+        bootstrap_servers=cluster.bootstrap_servers, linger_ms=60_000, batch_size=0, **{**cluster.timeouts(FAST), "delivery_timeout_ms": 90_000}
     ) as producer:
-        futures = [await producer.send(TOPIC, value=b"%d" % i, partition=4) for i in range(6)]
+        futures = [await producer.send(cluster.topic, value=b"%d" % i, partition=4) for i in range(6)]
         await producer.flush()
         assert [f.result().offset for f in futures] == list(range(6))
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 4)
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 4)
     assert [b.values for b in raw] == [[b"%d" % i] for i in range(6)]
 
 
-async def test_idempotent_batches_carry_consecutive_sequences(mock_cluster: MockCluster) -> None:
+async def test_idempotent_batches_carry_consecutive_sequences(cluster: BrokerUnderTest) -> None:
     """Idempotence is on by default: one producer id, sequences = offsets on a fresh partition."""
-    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=5, batch_size=300, **FAST) as producer:
-        futures = [await producer.send(TOPIC, value=b"v%02d" % i, partition=0) for i in range(40)]
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5, batch_size=300, **cluster.timeouts(FAST)) as producer:
+        futures = [await producer.send(cluster.topic, value=b"v%02d" % i, partition=0) for i in range(40)]
         await producer.flush()
         producer_id = producer.metrics()["producer_id"]
         assert all(f.result() for f in futures)
-    raw = await asyncio.to_thread(read_raw_batches, mock_cluster.bootstrap_servers, TOPIC, 0)
+    raw = await asyncio.to_thread(read_raw_batches, cluster.bootstrap_servers, cluster.topic, 0)
     assert len(raw) > 1
     assert {b.producer_id for b in raw} == {producer_id} and producer_id >= 0
     assert [b.base_sequence for b in raw] == [b.base_offset for b in raw]

@@ -176,11 +176,14 @@ async def test_idempotent_drain_assigns_sequences_and_retries_in_order() -> None
     tm = TransactionManager()
     tm.set_producer_id_and_epoch(7, 0)
     acc, _ = make(clock, batch_size=300, linger_ms=0, tm=tm)
-    for _ in range(6):
+    for _ in range(8):
         acc.try_append("t", 0, 1, None, VALUE, None, None)
+    [opening] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    tm.on_acknowledged(opening, 0)  # from now on the broker holds our sequence: more may be in flight
     first = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
     second = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
-    assert [b.base_sequence for b in first + second] == [0, first[0].record_count]
+    n = opening.record_count
+    assert [b.base_sequence for b in first + second] == [n, n + first[0].record_count]
     # Both fail; the later one comes back first, but the earlier must be resent first.
     for batch in (second[0], first[0]):
         tm.on_retry(batch)
@@ -193,6 +196,32 @@ async def test_idempotent_drain_assigns_sequences_and_retries_in_order() -> None
     assert acc.drain(Leaders(), [0], 10**6, later)[0] == second
 
 
+async def test_one_batch_in_flight_per_partition_until_the_broker_acknowledged_one() -> None:
+    """A broker with no state for the producer takes any first sequence: a second batch must not overtake."""
+    clock = FakeClock()
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    acc, _ = make(clock, batch_size=300, linger_ms=0, tm=tm)
+    for partition in (0, 2):
+        for _ in range(6):
+            acc.try_append("t", partition, 1, None, VALUE, None, None)
+    [first, other] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert (first.partition, other.partition) == (0, 2)
+    assert acc.drain(Leaders(), [0], 10**6, clock.now)[0] == []  # both partitions wait for their first ack
+    # The first attempt is refused (NOT_LEADER_OR_FOLLOWER) and retried: still nothing overtakes it.
+    tm.on_retry(first)
+    acc.reenqueue(first, clock.now)
+    later = clock.now + 1000
+    assert acc.drain(Leaders(), [0], 10**6, later)[0] == [first]
+    assert acc.drain(Leaders(), [0], 10**6, later)[0] == []
+    tm.on_acknowledged(first, 0)
+    tm.on_acknowledged(other, 0)
+    second = acc.drain(Leaders(), [0], 10**6, later)[0]
+    third = acc.drain(Leaders(), [0], 10**6, later)[0]
+    assert [sorted(b.partition for b in r) for r in (second, third)] == [[0, 2], [0, 2]]  # pipelined now
+    assert sorted(b.base_sequence for b in second + third if b.partition == 0)[0] == first.record_count
+
+
 async def test_epoch_bump_renumbers_unacknowledged_batches_from_zero() -> None:
     clock = FakeClock()
     tm = TransactionManager()
@@ -201,8 +230,8 @@ async def test_epoch_bump_renumbers_unacknowledged_batches_from_zero() -> None:
     for _ in range(4):
         acc.try_append("t", 0, 1, None, VALUE, None, None)
     a = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
-    b = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
     tm.on_acknowledged(a, 0)
+    b = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
     tm.set_producer_id_and_epoch(7, 1)
     assert (b.producer_epoch, b.base_sequence) == (1, 0)
     header = decode_batches(b.records())[0]
