@@ -173,14 +173,25 @@ class _Item(NamedTuple):
     responses: int = 0  # response frames in ``data``
 
 
+def _linger_zero(sock: socket.socket | Any) -> None:
+    """Make closing ``sock`` send RST (``SO_LINGER`` 0) instead of FIN."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass  # already closed: closing it is all there is to do
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close a socket no transport owns yet with RST."""
+    _linger_zero(sock)
+    sock.close()
+
+
 def _abort(writer: asyncio.StreamWriter) -> None:
-    """Close at once with RST (``SO_LINGER`` 0), dropping unsent bytes: a network failure, not a goodbye."""
+    """Close at once with RST, dropping unsent bytes: a network failure, not a goodbye."""
     sock = writer.get_extra_info("socket")
     if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass  # already closed by the peer: abort() below is all there is to do
+        _linger_zero(sock)
     writer.transport.abort()
 
 
@@ -202,9 +213,11 @@ class _Link:
     for it and tears everything down.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, kafka_frames: bool) -> None:
-        self.client_reader = reader
-        self.client_writer = writer
+    def __init__(self, sock: socket.socket, kafka_frames: bool) -> None:
+        #: The accepted socket; owned by ``client_writer``'s transport once that exists.
+        self.sock = sock
+        self.client_reader: asyncio.StreamReader | None = None
+        self.client_writer: asyncio.StreamWriter | None = None
         self.upstream_reader: asyncio.StreamReader | None = None
         self.upstream_writer: asyncio.StreamWriter | None = None
         self.matcher = FrameMatcher() if kafka_frames else None
@@ -230,7 +243,7 @@ class _ProxyCore:
         self._upstream = upstream
         self._kafka_frames = kafka_frames
         self._connect_timeout = connect_timeout
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
         self._links: set[_Link] = set()
         self._counters = _Counters()
         self._delay = 0.0
@@ -243,16 +256,20 @@ class _ProxyCore:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self, sock: socket.socket) -> None:
-        self._server = await asyncio.start_server(self._on_client, sock=sock)
+    async def start(self, listener: socket.socket) -> None:
+        # Not asyncio.start_server: in Python 3.11 a connection accepted just before
+        # Server.close() is leaked (its transport fails to attach to the closed server).
+        # Accepting here, synchronously, leaves no moment where a socket has no owner.
+        asyncio.get_running_loop().add_reader(listener.fileno(), self._accept, listener)
+        self._listener = listener
 
     async def shutdown(self) -> None:
         """Stop listening, abort every connection and wait until they are gone."""
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            asyncio.get_running_loop().remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
         await self.drop_connections()
-        if self._server is not None:
-            await self._server.wait_closed()
         self._flowing.set()
 
     # ------------------------------------------------------------- controls
@@ -313,23 +330,33 @@ class _ProxyCore:
 
     # ------------------------------------------------------------ a client
 
-    def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._counters.connections_accepted += 1
-        if self._refusing:
-            self._counters.connections_refused += 1
-            _abort(writer)
-            return
-        link = _Link(reader, writer, self._kafka_frames)
-        self._links.add(link)
-        link.task = asyncio.create_task(self._serve(link), name="fault-proxy-link")
+    def _accept(self, listener: socket.socket) -> None:
+        """The listener is readable: take every pending connection (each at once owned by a link)."""
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors, say: the next readiness retries
+                log.warning("fault proxy: accept failed: %r", exc)
+                return
+            self._counters.connections_accepted += 1
+            if self._refusing:
+                self._counters.connections_refused += 1
+                _reset(sock)
+                continue
+            sock.setblocking(False)
+            link = _Link(sock, self._kafka_frames)
+            self._links.add(link)
+            link.task = asyncio.create_task(self._serve(link), name="fault-proxy-link")
 
     async def _serve(self, link: _Link) -> None:
         """Connect upstream, run the four tasks of ``link`` until it ends, tear it down."""
         tasks: list[asyncio.Task[None]] = []
         abort = True
         try:
-            if await self._connect_upstream(link):
-                assert link.upstream_reader is not None and link.upstream_writer is not None
+            if await self._open_client(link) and await self._connect_upstream(link):
+                assert link.client_writer is not None and link.upstream_writer is not None
                 tasks = [
                     asyncio.create_task(self._pump(link, to_upstream=True)),
                     asyncio.create_task(self._pump(link, to_upstream=False)),
@@ -341,6 +368,8 @@ class _ProxyCore:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if link.client_writer is None:
+                _reset(link.sock)  # open_connection failed or was cancelled: nobody else closes it
             writers = [w for w in (link.client_writer, link.upstream_writer) if w is not None]
             if abort:
                 for w in writers:
@@ -348,6 +377,15 @@ class _ProxyCore:
             else:
                 await asyncio.gather(*(_close_gracefully(w) for w in writers))
             self._links.discard(link)
+
+    @staticmethod
+    async def _open_client(link: _Link) -> bool:
+        """Wrap the accepted socket in streams; False if it is already dead."""
+        try:
+            link.client_reader, link.client_writer = await asyncio.open_connection(sock=link.sock)
+        except OSError:
+            return False
+        return True
 
     async def _connect_upstream(self, link: _Link) -> bool:
         """Open the link's upstream connection, unless the link ends first; False if it failed."""
@@ -497,6 +535,10 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
         for task in tasks:
             task.cancel()
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        # Transports close their sockets in callbacks scheduled with call_soon (one accepted
+        # just before the listener closed, say): let those run, or the sockets leak.
+        for _ in range(3):
+            loop.run_until_complete(asyncio.sleep(0))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
