@@ -173,8 +173,8 @@ class _Item(NamedTuple):
     responses: int = 0  # response frames in ``data``
 
 
-def _linger_zero(sock: socket.socket | Any) -> None:
-    """Make closing ``sock`` send RST (``SO_LINGER`` 0) instead of FIN."""
+def _linger_zero(sock: Any) -> None:
+    """Make closing ``sock`` (a socket, or asyncio's ``TransportSocket`` view of one) send RST, not FIN."""
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     except OSError:
