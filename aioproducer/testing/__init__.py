@@ -1,4 +1,4 @@
-"""Test support for aioproducer and its users: a Kafka mock cluster and real Kafka brokers.
+"""Test support for aioproducer and its users: a Kafka mock cluster, real Kafka brokers, a fault proxy.
 
 ``MockCluster`` runs librdkafka's mock brokers in-process, on localhost
 sockets, so producer tests need neither a JVM nor Docker::
@@ -17,6 +17,11 @@ the extra to install (``pip install 'aioproducer[testing]'``).
 brokers, fetched from Maven Central, for what the mock cannot show (sequence
 checks, TLS, SASL, transactions, real failover).
 
+``FaultProxy`` sits between a client and one broker listener and breaks the
+network on command (drop connections, swallow responses, delay, pause,
+refuse); see ``aioproducer/testing/proxy.py``. It needs only the standard
+library: without confluent-kafka, import it from ``aioproducer.testing.proxy``.
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -29,7 +34,7 @@ from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError
 
 if TYPE_CHECKING:
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
-    from aioproducer.testing.proxy import FaultProxy
+    from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
@@ -38,6 +43,8 @@ _LAZY = {
     "KafkaStartError": "aioproducer.testing.kafka",
     "KafkaUnavailableError": "aioproducer.testing.kafka",
     "FaultProxy": "aioproducer.testing.proxy",
+    "ProxyClosedError": "aioproducer.testing.proxy",
+    "ProxyStats": "aioproducer.testing.proxy",
 }
 
 
@@ -46,6 +53,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'aioproducer.testing' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ConfluentKafkaMissingError",
@@ -57,4 +65,6 @@ __all__ = [
     "MockCluster",
     "MockClusterClosedError",
     "MockRequest",
+    "ProxyClosedError",
+    "ProxyStats",
 ]
