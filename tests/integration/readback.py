@@ -27,25 +27,63 @@ blocking ones in a thread, so async tests can treat all three alike.
 :func:`fetch_raw_records` sends one hand-written Fetch v4 request and returns
 the partition's ``records`` bytes exactly as the broker holds them, for
 checking aioproducer's own decoder on what came back over the wire.
+
+A fourth reader, :func:`read_java` (and :func:`read_java_raw`, which also
+returns the timestamp type and leader epoch), runs the Java ``KafkaConsumer``
+of kafka-clients -- the reference decoder -- as a subprocess
+(``tests/java/ReadTopic.java``, compiled once and cached). It is *not* in
+:data:`CONSUMERS`, so the mock-cluster tests do not run it: it cannot read
+from librdkafka's mock (2.16). The Java client opens with ApiVersions v4; the
+mock answers UNSUPPORTED_VERSION with a flexible-format body whose array
+count is off by one (bytes ``00 23 01 00 12 00 00 00 02 00 00 00 00``), which
+the Java client parses, without error, as v4 with zero API keys and a
+``throttle_time_ms`` of 1,179,648 (the ``00 12 00 00`` of the ApiVersions
+entry). Its v0 retry succeeds, but the node stays throttled for ~20 minutes,
+so no Metadata request is ever sent and every read times out. Declaring
+ApiVersions v3+ on the mock (``rd_kafka_mock_set_apiversion``) does not help:
+its v3 answer is malformed too (Java: "Tried to allocate a collection of size
+402653184"; aioproducer's own client: "tagged field 0 out of order"). So the
+Java reader is for real brokers: :data:`REAL_BROKER_CONSUMERS` is every
+reader, Java included, and :func:`read_with` accepts ``"java"``
+(:data:`JAVA_CONSUMER`). A read costs one JVM start (about a second).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import functools
+import hashlib
+import importlib
+import json
+import os
+import shutil
 import struct
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = [
     "CONSUMERS",
+    "JAVA_CONSUMER",
+    "REAL_BROKER_CONSUMERS",
+    "JavaError",
+    "JavaRecord",
+    "JavaUnavailableError",
     "ReadRecord",
     "ReadbackError",
     "ReadbackTimeoutError",
     "fetch_raw_records",
+    "java_reader_command",
+    "kafka_libs_dir",
     "read_all_values",
     "read_aiokafka",
     "read_confluent",
+    "read_java",
+    "read_java_raw",
     "read_kafka_python",
     "read_with",
 ]
@@ -251,6 +289,248 @@ def read_confluent(
     return got[:count]
 
 
+# ---------------------------------------------------------------- Java
+
+#: The Java reader's name in :func:`read_with` (not a key of :data:`CONSUMERS`: see the module docstring).
+JAVA_CONSUMER = "java"
+
+#: ``tests/java``: ReadTopic.java and the log4j2 configuration that keeps the JVM's stdout for records.
+_JAVA_DIR = Path(__file__).resolve().parent.parent / "java"
+_READ_TOPIC = _JAVA_DIR / "ReadTopic.java"
+_LOG4J2 = _JAVA_DIR / "log4j2.properties"
+
+#: ReadTopic's exit statuses (see its header comment).
+_EXIT_TIMEOUT = 3
+
+#: Extra time the subprocess gets on top of the read timeout: JVM start, connecting, closing.
+_JVM_GRACE_S = 30.0
+
+#: A short-lived JVM: C1 only and the serial collector start faster; 256 MiB holds a 17,000-record read.
+_JVM_FLAGS = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
+
+
+class JavaUnavailableError(RuntimeError):
+    """The Java reader cannot run here: no ``javac``/``java``, or no Kafka jars. The message says which.
+
+    Tests turn this into a skip, or into a failure when ``AIOPRODUCER_REQUIRE_KAFKA=1``.
+    """
+
+
+class JavaError(NamedTuple):
+    """What ReadTopic reported when it failed: the Java exception's class and message, and its stderr."""
+
+    exception: str
+    message: str
+    stderr: str
+
+
+class JavaRecord(NamedTuple):
+    """One record as the Java consumer delivered it, with what :class:`ReadRecord` leaves out.
+
+    ``timestamp_type`` is Java's name for it: ``"CreateTime"`` or ``"LogAppendTime"``;
+    ``leader_epoch`` is the batch's partition leader epoch, ``None`` when it carries none.
+    """
+
+    offset: int
+    timestamp: int
+    timestamp_type: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    leader_epoch: int | None
+
+    def read_record(self) -> ReadRecord:
+        return ReadRecord(self.offset, self.timestamp, self.key, self.value, self.headers)
+
+
+def kafka_libs_dir() -> Path:
+    """The directory of Kafka jars: ``aioproducer.testing.kafka.kafka_libs()``, else ``$AIOPRODUCER_KAFKA_LIBS``.
+
+    Imported by name so that this module works (and type-checks) before that
+    helper exists; whatever it raises becomes :class:`JavaUnavailableError`.
+    """
+    try:
+        module = importlib.import_module("aioproducer.testing.kafka")
+    except ImportError:
+        env = os.environ.get("AIOPRODUCER_KAFKA_LIBS")
+        if not env:
+            raise JavaUnavailableError(
+                "no Kafka jars: aioproducer.testing.kafka is not importable and AIOPRODUCER_KAFKA_LIBS is not set"
+            ) from None
+        libs = Path(env)
+    else:
+        kafka_libs: Callable[[], Path] = module.kafka_libs
+        try:
+            libs = Path(kafka_libs())
+        except Exception as exc:
+            raise JavaUnavailableError(f"no Kafka jars: kafka_libs() failed: {exc!r}") from exc
+    if not any(libs.glob("kafka-clients-*.jar")):
+        raise JavaUnavailableError(f"no Kafka jars: no kafka-clients-*.jar in {libs}")
+    return libs
+
+
+def _java_tool(name: str) -> str:
+    """``$JAVA_HOME/bin/<name>`` if there is one, else ``<name>`` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    found = shutil.which(name, path=str(Path(home) / "bin")) if home else None
+    found = found or shutil.which(name)
+    if found is None:
+        raise JavaUnavailableError(f"no `{name}` on PATH (nor in $JAVA_HOME/bin): the Java reader needs a JDK 17+")
+    return found
+
+
+@functools.cache
+def compiled_read_topic(libs: Path) -> Path:
+    """The classes directory of ReadTopic compiled against ``libs``; compiled at most once per process.
+
+    Cached across processes too, in a directory named by a hash of the
+    source and the libs path. Two processes may compile at once: each
+    compiles into a fresh directory and renames it into place; the loser
+    discards its copy and uses the winner's, so a reader never sees a
+    half-written directory.
+    """
+    source = _READ_TOPIC.read_bytes()
+    digest = hashlib.sha256(source + b"\0" + str(libs.resolve()).encode()).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / f"aioproducer-java-{os.getuid()}"
+    target = cache / f"ReadTopic-{digest}"
+    if (target / "ReadTopic.class").exists():
+        return target
+    javac = _java_tool("javac")  # only now: a JRE is enough once the classes are cached
+    cache.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".compiling-", dir=cache))
+    try:
+        done = subprocess.run(
+            [javac, "-nowarn", "-d", str(scratch), "-cp", f"{libs}/*", str(_READ_TOPIC)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            raise JavaUnavailableError(f"javac failed on {_READ_TOPIC} against {libs}:\n{done.stderr}")
+        try:
+            scratch.rename(target)
+        except OSError:
+            if not (target / "ReadTopic.class").exists():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def java_reader_command(libs: Path | None = None) -> list[str]:
+    """``java ... ReadTopic`` without its arguments, compiling first if needed.
+
+    Raises :class:`JavaUnavailableError` when Java or the jars are missing;
+    tests call it up front to decide whether to skip.
+    """
+    libs = kafka_libs_dir() if libs is None else libs
+    classes = compiled_read_topic(libs)
+    java = _java_tool("java")
+    return [java, *_JVM_FLAGS, f"-Dlog4j2.configurationFile={_LOG4J2}", "-cp", f"{classes}{os.pathsep}{libs}/*", "ReadTopic"]
+
+
+def _b64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def _parse_java_line(line: str) -> JavaRecord:
+    d = json.loads(line)
+    return JavaRecord(
+        d["offset"],
+        d["timestamp"],
+        d["timestampType"],
+        _b64(d["key"]),
+        _b64(d["value"]),
+        [(k, _b64(v)) for k, v in d["headers"]],
+        d["leaderEpoch"],
+    )
+
+
+def _parse_java_output(stdout: str, who: str) -> list[JavaRecord]:
+    try:
+        return [_parse_java_line(line) for line in stdout.splitlines() if line]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReadbackError(f"{who}: ReadTopic wrote something that is not a record line: {exc!r}", exc) from exc
+
+
+def _java_error(stderr: str) -> JavaError:
+    """The last ``ReadTopic: error: <class>: <message>`` line of stderr, or stderr's tail."""
+    for line in reversed(stderr.splitlines()):
+        if line.startswith("ReadTopic: error: "):
+            exception, _, message = line.removeprefix("ReadTopic: error: ").partition(": ")
+            return JavaError(exception, message, stderr)
+    return JavaError("", stderr.strip().splitlines()[-1] if stderr.strip() else "", stderr)
+
+
+def read_java_raw(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+    isolation_level: str = "read_uncommitted",
+    properties: Mapping[str, str] | None = None,
+) -> list[JavaRecord]:
+    """Read ``count`` records from ``start_offset`` with the Java ``KafkaConsumer`` (blocking; assign + seek).
+
+    ``properties`` are extra consumer properties (SASL, SSL, ...), applied
+    after the reader's own. A timeout raises :class:`ReadbackTimeoutError`
+    with the records that did arrive (as :class:`ReadRecord`); a consumer
+    error raises :class:`ReadbackError` with a :class:`JavaError`.
+    """
+    extra = [f"check.crcs={'true' if check_crcs else 'false'}"]
+    extra += [f"{k}={v}" for k, v in (properties or {}).items()]
+    args = [bootstrap_servers, topic, str(partition), str(start_offset), str(count), str(int(timeout * 1000))]
+    args += [isolation_level, *extra]
+    who = f"java reading {topic}-{partition}"
+    try:
+        done = subprocess.run(
+            java_reader_command() + args, capture_output=True, text=True, timeout=timeout + _JVM_GRACE_S
+        )
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        got = [r.read_record() for r in _parse_java_output(partial.rpartition("\n")[0], who)]
+        raise ReadbackTimeoutError(f"{who}: the JVM did not exit within {timeout + _JVM_GRACE_S} s", got) from exc
+    records = _parse_java_output(done.stdout, who)
+    if done.returncode == _EXIT_TIMEOUT:
+        got = [r.read_record() for r in records]
+        raise _timeout_error("java", topic, partition, start_offset, count, got, timeout)
+    if done.returncode != 0:
+        error = _java_error(done.stderr)
+        raise ReadbackError(f"{who}: exit {done.returncode}: {error.exception}: {error.message}", error)
+    return records
+
+
+def read_java(
+    bootstrap_servers: str,
+    topic: str,
+    partition: int,
+    *,
+    count: int,
+    start_offset: int = 0,
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+    isolation_level: str = "read_uncommitted",
+    properties: Mapping[str, str] | None = None,
+) -> list[ReadRecord]:
+    """:func:`read_java_raw`, as :class:`ReadRecord` tuples like the other readers return."""
+    raw = read_java_raw(
+        bootstrap_servers,
+        topic,
+        partition,
+        count=count,
+        start_offset=start_offset,
+        timeout=timeout,
+        check_crcs=check_crcs,
+        isolation_level=isolation_level,
+        properties=properties,
+    )
+    return [r.read_record() for r in raw]
+
+
 # ----------------------------------------------------------------- dispatch
 
 #: Reader name -> reader; the names are what tests parametrize over.
@@ -259,6 +539,11 @@ CONSUMERS: dict[str, Callable[..., Any]] = {
     "kafka-python": read_kafka_python,
     "confluent-kafka": read_confluent,
 }
+
+#: Every reader, the Java one included: what tests against a real broker parametrize over.
+REAL_BROKER_CONSUMERS: tuple[str, ...] = (*CONSUMERS, JAVA_CONSUMER)
+
+_READERS: dict[str, Callable[..., Any]] = {**CONSUMERS, JAVA_CONSUMER: read_java}
 
 
 async def read_with(
@@ -272,8 +557,8 @@ async def read_with(
     timeout: float = 10.0,
     **options: Any,
 ) -> list[ReadRecord]:
-    """Read with the reader named ``consumer`` (a key of :data:`CONSUMERS`), blocking ones in a thread."""
-    reader = CONSUMERS[consumer]
+    """Read with the reader named ``consumer`` (one of :data:`REAL_BROKER_CONSUMERS`), blocking ones in a thread."""
+    reader = _READERS[consumer]
     kwargs: dict[str, Any] = dict(count=count, start_offset=start_offset, timeout=timeout, **options)
     if reader is read_aiokafka:
         return await read_aiokafka(bootstrap_servers, topic, partition, **kwargs)
