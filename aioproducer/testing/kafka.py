@@ -686,7 +686,7 @@ class KafkaCluster:
         replication_factor: int | None = None,
         config: Mapping[str, object] | None = None,
     ) -> None:
-        """Create ``name`` and wait until every partition has a leader in Metadata."""
+        """Create ``name`` and wait until every partition's leader serves it."""
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
         if partitions < 1:
@@ -697,15 +697,25 @@ class KafkaCluster:
         admin = self._admin()
         topic = NewTopic(name, partitions, rf, config={k: _property_value(v) for k, v in (config or {}).items()})
         admin.create_topics([topic])[name].result(timeout=60)
-        deadline = time.monotonic() + 60
+        self._wait_writable(name, partitions)
+
+    def _wait_writable(self, topic: str, partitions: int, timeout: float = 60.0) -> None:
+        """Until every partition's leader answers ListOffsets for it.
+
+        Metadata names a leader before that broker has created the partition's
+        log; a first Produce then gets NOT_LEADER_OR_FOLLOWER. A test that
+        writes right after creating a topic should not start with that race.
+        """
+        deadline = time.monotonic() + timeout
         while True:
-            described = admin.list_topics(topic=name, timeout=10).topics.get(name)
-            if (described is not None and described.error is None and len(described.partitions) == partitions
-                    and all(p.leader >= 0 for p in described.partitions.values())):
-                return
+            try:
+                if len(self.high_watermarks(topic)) == partitions:
+                    return
+            except Exception:  # noqa: BLE001 - not ready yet: retried until the deadline
+                pass
             if time.monotonic() > deadline:
-                raise KafkaStartError(f"topic {name!r} has no leader for every partition after 60 s")
-            time.sleep(0.1)
+                raise KafkaStartError(f"topic {topic!r}: not every partition is writable after {timeout:.0f} s")
+            time.sleep(0.05)
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """The node id leading ``topic``/``partition`` now (-1: none)."""

@@ -1,12 +1,16 @@
 """aioproducer's RecordBatch bytes, read back by three independent consumers.
 
 Batches are built with :class:`RecordBatchBuilder`, sent with the low-level
-:meth:`KafkaClient.produce_batch` to librdkafka's mock cluster, and read back
-with aiokafka, kafka-python and confluent-kafka (:mod:`readback`). The mock
-stores a batch without looking inside it (it does not even verify the CRC), so
-the consumers' decoders, CRC checks included, are the oracle here: every key,
+:meth:`KafkaClient.produce_batch` to librdkafka's mock cluster and to a real
+Kafka broker (the ``cluster`` fixture), and read back with aiokafka,
+kafka-python and confluent-kafka (:mod:`readback`). The mock stores a batch
+without looking inside it (it does not even verify the CRC); real Kafka
+validates every batch (CRC, record framing, decompression) before it writes
+it. The consumers' decoders, CRC checks included, are the oracle: every key,
 value and header must come back byte for byte, with its create timestamp, in
-order, at the offset the produce response's base offset implies.
+order, at the offset the produce response's base offset implies. The CRC
+tests need a broker that stores a corrupt batch, so they run on the mock; on
+real Kafka the corrupt batch is refused at once.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from aioproducer.config import ProducerConfig
-from aioproducer.errors import ProtocolError
+from aioproducer.errors import CorruptMessageError, ProtocolError
 from aioproducer.network.client import KafkaClient
 from aioproducer.protocol import compression
 from aioproducer.protocol.records import TIMESTAMP_CREATE_TIME, RecordBatchBuilder, decode_batches
-from aioproducer.testing import MockCluster
+from aioproducer.testing import KafkaCluster, MockCluster
+
+from conftest import BrokerUnderTest, new_topic
 
 from readback import (
     CONSUMERS,
@@ -33,7 +39,6 @@ from readback import (
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "orders"  # the mock_cluster fixture's topic: 6 partitions
 T0 = 1_700_000_000_123  # an explicit create timestamp, in ms
 
 Headers = list[tuple[str, bytes | None]]
@@ -87,12 +92,25 @@ def _codec_consumer_params() -> list[object]:
     ]
 
 
-@pytest.fixture
-async def client(mock_cluster: MockCluster) -> AsyncIterator[KafkaClient]:
-    c = KafkaClient(ProducerConfig(bootstrap_servers=mock_cluster.bootstrap_servers))
+async def _client(bootstrap_servers: str) -> AsyncIterator[KafkaClient]:
+    c = KafkaClient(ProducerConfig(bootstrap_servers=bootstrap_servers))
     await c.bootstrap()
     yield c
     await c.close()
+
+
+@pytest.fixture
+async def client(cluster: BrokerUnderTest) -> AsyncIterator[KafkaClient]:
+    """A client of the broker under test (the mock, then real Kafka)."""
+    async for c in _client(cluster.bootstrap_servers):
+        yield c
+
+
+@pytest.fixture
+async def mock_client(mock_cluster: MockCluster) -> AsyncIterator[KafkaClient]:
+    """A client of the mock: the CRC tests need a broker that stores a corrupt batch (Kafka refuses it)."""
+    async for c in _client(mock_cluster.bootstrap_servers):
+        yield c
 
 
 def build(codec: int, records: Sequence[Rec], **producer_state: int) -> bytes:
@@ -159,20 +177,20 @@ def rich_records() -> list[Rec]:
 
 @pytest.mark.parametrize(("codec", "consumer"), _codec_consumer_params())
 async def test_every_field_reads_back_byte_exact(
-    mock_cluster: MockCluster, client: KafkaClient, codec: int, consumer: str
+    cluster: BrokerUnderTest, client: KafkaClient, codec: int, consumer: str
 ) -> None:
     records = rich_records()
-    base = await client.produce_batch(TOPIC, 0, build(codec, records), acks=-1)
+    base = await client.produce_batch(cluster.topic, 0, build(codec, records), acks=-1)
     assert base == 0
 
-    got = await read_with(consumer, mock_cluster.bootstrap_servers, TOPIC, 0, count=len(records))
+    got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 0, count=len(records))
 
     assert_same(got, expected(base, records), consumer)
 
 
 @pytest.mark.parametrize("codec", list(CODECS.values()), ids=list(CODECS))
 async def test_own_decoder_reads_the_brokers_copy(
-    mock_cluster: MockCluster, client: KafkaClient, codec: int
+    cluster: BrokerUnderTest, client: KafkaClient, codec: int
 ) -> None:
     """The batch as the broker serves it on Fetch decodes (CRC checked) to what was appended.
 
@@ -181,9 +199,9 @@ async def test_own_decoder_reads_the_brokers_copy(
     """
     records = rich_records()
     sent = build(codec, records, producer_id=4242, producer_epoch=7, base_sequence=0)
-    base = await client.produce_batch(TOPIC, 1, sent, acks=-1)
+    base = await client.produce_batch(cluster.topic, 1, sent, acks=-1)
 
-    raw = await fetch_raw_records(mock_cluster.bootstrap_servers, TOPIC, 1)
+    raw = await fetch_raw_records(cluster.bootstrap_servers, cluster.topic, 1)
 
     assert raw[21:] == sent[21:]  # attributes onwards: header fields, records section, byte for byte
     (batch,) = decode_batches(raw)
@@ -196,7 +214,7 @@ async def test_own_decoder_reads_the_brokers_copy(
 
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 async def test_many_records_in_one_batch(
-    mock_cluster: MockCluster, client: KafkaClient, consumer: str
+    cluster: BrokerUnderTest, client: KafkaClient, consumer: str
 ) -> None:
     """17,000 small records: offset deltas of one, two and three varint bytes, past the builder's 16 Ki table."""
     records: list[Rec] = [
@@ -208,16 +226,16 @@ async def test_many_records_in_one_batch(
         )
         for i in range(17_000)
     ]
-    base = await client.produce_batch(TOPIC, 2, build(compression.ZSTD, records), acks=-1)
+    base = await client.produce_batch(cluster.topic, 2, build(compression.ZSTD, records), acks=-1)
 
-    got = await read_with(consumer, mock_cluster.bootstrap_servers, TOPIC, 2, count=len(records))
+    got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 2, count=len(records))
 
     assert_same(got, expected(base, records), consumer)
 
 
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 async def test_several_batches_to_one_partition(
-    mock_cluster: MockCluster, client: KafkaClient, consumer: str
+    cluster: BrokerUnderTest, client: KafkaClient, consumer: str
 ) -> None:
     """Batches of every codec, one after another: contiguous base offsets, read across batch boundaries.
 
@@ -239,24 +257,24 @@ async def test_several_batches_to_one_partition(
     want: list[ReadRecord] = []
     next_offset = 0
     for codec, records in batches:
-        base = await client.produce_batch(TOPIC, 3, build(codec, records), acks=-1)
+        base = await client.produce_batch(cluster.topic, 3, build(codec, records), acks=-1)
         assert base == next_offset
         want += expected(base, records)
         next_offset = base + len(records)
 
-    got = await read_with(consumer, mock_cluster.bootstrap_servers, TOPIC, 3, count=len(want))
+    got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 3, count=len(want))
     assert_same(got, want, consumer)
 
     start = len(batches[0][1]) + len(batches[1][1]) + 1  # second record of the third (compressed) batch
     got_tail = await read_with(
-        consumer, mock_cluster.bootstrap_servers, TOPIC, 3, count=len(want) - start, start_offset=want[start].offset
+        consumer, cluster.bootstrap_servers, cluster.topic, 3, count=len(want) - start, start_offset=want[start].offset
     )
     assert_same(got_tail, want[start:], f"{consumer} from offset {want[start].offset}")
 
 
-async def test_batches_to_several_partitions(mock_cluster: MockCluster, client: KafkaClient) -> None:
+async def test_batches_to_several_partitions(cluster: BrokerUnderTest, client: KafkaClient) -> None:
     """One batch per partition of ``orders``, leaders spread over the brokers: no cross-talk, all at offset 0."""
-    partitions = (await client.refresh_metadata([TOPIC])).partitions_for(TOPIC)
+    partitions = (await client.refresh_metadata([cluster.topic])).partitions_for(cluster.topic)
     assert partitions is not None and len(partitions) == 6
     sent: dict[int, list[Rec]] = {}
     for p in partitions:
@@ -266,17 +284,17 @@ async def test_batches_to_several_partitions(mock_cluster: MockCluster, client: 
             for i in range(p + 1)
         ]
         sent[p] = records
-        assert await client.produce_batch(TOPIC, p, build(codec, records), acks=-1) == 0
+        assert await client.produce_batch(cluster.topic, p, build(codec, records), acks=-1) == 0
 
     for p, records in sent.items():
         for consumer in _consumers_for(p % 5):
-            got = await read_with(consumer, mock_cluster.bootstrap_servers, TOPIC, p, count=len(records))
+            got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, p, count=len(records))
             assert_same(got, expected(0, records), f"{consumer} partition {p}")
 
 
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 async def test_idempotent_producer_state_reads_back(
-    mock_cluster: MockCluster, client: KafkaClient, consumer: str
+    cluster: BrokerUnderTest, client: KafkaClient, consumer: str
 ) -> None:
     """Batches stamped with producer id, epoch and sequences, including one re-stamped after an epoch bump.
 
@@ -294,14 +312,14 @@ async def test_idempotent_producer_state_reads_back(
     restamped = builder.build(producer_id=1_000_001, producer_epoch=1, base_sequence=0)
     assert stale[21:61] != restamped[21:61] and stale[61:] == restamped[61:]
 
-    base1 = await client.produce_batch(TOPIC, 4, b1, acks=-1)
-    base2 = await client.produce_batch(TOPIC, 4, restamped, acks=-1)
+    base1 = await client.produce_batch(cluster.topic, 4, b1, acks=-1)
+    base2 = await client.produce_batch(cluster.topic, 4, restamped, acks=-1)
     assert base2 == base1 + len(first)
 
-    got = await read_with(consumer, mock_cluster.bootstrap_servers, TOPIC, 4, count=len(first) + len(second))
+    got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 4, count=len(first) + len(second))
 
     assert_same(got, expected(base1, first) + expected(base2, second), consumer)
-    raw = await fetch_raw_records(mock_cluster.bootstrap_servers, TOPIC, 4)
+    raw = await fetch_raw_records(cluster.bootstrap_servers, cluster.topic, 4)
     states = [(b.producer_id, b.producer_epoch, b.base_sequence) for b in decode_batches(raw)]
     assert states == [(1_000_001, 0, 0), (1_000_001, 1, 0)]
 
@@ -319,11 +337,11 @@ async def _produce_good_bad_good(client: KafkaClient, partition: int) -> list[li
         data = bytearray(build(compression.NONE, records))
         if i == 1:
             data[CRC_OFFSET] ^= 0x01
-        assert await client.produce_batch(TOPIC, partition, bytes(data), acks=-1) == i
+        assert await client.produce_batch("orders", partition, bytes(data), acks=-1) == i
     return batches
 
 
-async def test_crc_is_checked_by_confluent_consumer(mock_cluster: MockCluster, client: KafkaClient) -> None:
+async def test_crc_is_checked_by_confluent_consumer(mock_cluster: MockCluster, mock_client: KafkaClient) -> None:
     """The CRC matters, although the mock broker does not check it.
 
     librdkafka's mock accepts a batch whose CRC-32C is wrong and serves it as
@@ -337,19 +355,19 @@ async def test_crc_is_checked_by_confluent_consumer(mock_cluster: MockCluster, c
     """
     from confluent_kafka import KafkaError
 
-    batches = await _produce_good_bad_good(client, 5)
+    batches = await _produce_good_bad_good(mock_client, 5)
     bs = mock_cluster.bootstrap_servers
 
-    before = await read_with("confluent-kafka", bs, TOPIC, 5, count=1, start_offset=0)
+    before = await read_with("confluent-kafka", bs, "orders", 5, count=1, start_offset=0)
     assert_same(before, expected(0, batches[0]), "confluent-kafka before the corrupt batch")
     with pytest.raises(ReadbackError) as info:
-        await read_with("confluent-kafka", bs, TOPIC, 5, count=1, start_offset=1)
+        await read_with("confluent-kafka", bs, "orders", 5, count=1, start_offset=1)
     assert info.value.error.code() == KafkaError._BAD_MSG
     assert "CRC" in info.value.error.str()
-    after = await read_with("confluent-kafka", bs, TOPIC, 5, count=1, start_offset=2)
+    after = await read_with("confluent-kafka", bs, "orders", 5, count=1, start_offset=2)
     assert_same(after, expected(2, batches[2]), "confluent-kafka after the corrupt batch")
 
-    unchecked = await read_with("confluent-kafka", bs, TOPIC, 5, count=3, check_crcs=False)
+    unchecked = await read_with("confluent-kafka", bs, "orders", 5, count=3, check_crcs=False)
     assert_same(
         unchecked, expected(0, batches[0]) + expected(1, batches[1]) + expected(2, batches[2]), "unchecked"
     )
@@ -357,31 +375,43 @@ async def test_crc_is_checked_by_confluent_consumer(mock_cluster: MockCluster, c
 
 @pytest.mark.parametrize("consumer", ["aiokafka", "kafka-python"])
 async def test_crc_is_checked_by_python_consumers(
-    mock_cluster: MockCluster, client: KafkaClient, consumer: str
+    mock_cluster: MockCluster, mock_client: KafkaClient, consumer: str
 ) -> None:
     """aiokafka and kafka-python (CRC checks on by default) refuse the corrupt batch as well."""
-    batches = await _produce_good_bad_good(client, 5)
+    batches = await _produce_good_bad_good(mock_client, 5)
     bs = mock_cluster.bootstrap_servers
 
     with pytest.raises(ReadbackError, match="(?i)crc") as info:
-        await read_with(consumer, bs, TOPIC, 5, count=1, start_offset=1)
+        await read_with(consumer, bs, "orders", 5, count=1, start_offset=1)
     assert type(info.value.error).__name__ in {"CorruptRecordException", "CorruptRecordError"}
-    after = await read_with(consumer, bs, TOPIC, 5, count=1, start_offset=2)
+    after = await read_with(consumer, bs, "orders", 5, count=1, start_offset=2)
     assert_same(after, expected(2, batches[2]), f"{consumer} after the corrupt batch")
 
 
-async def test_crc_is_checked_by_decode_batches(mock_cluster: MockCluster, client: KafkaClient) -> None:
+async def test_crc_is_checked_by_decode_batches(mock_cluster: MockCluster, mock_client: KafkaClient) -> None:
     """aioproducer's own decoder raises ProtocolError on the corrupt batch as fetched from the broker."""
-    await _produce_good_bad_good(client, 5)
+    await _produce_good_bad_good(mock_client, 5)
     bs = mock_cluster.bootstrap_servers
 
-    raw = await fetch_raw_records(bs, TOPIC, 5)
+    raw = await fetch_raw_records(bs, "orders", 5)
     assert [b.base_offset for b in decode_batches(raw[: _batch_end(raw, 0)])] == [0]
     with pytest.raises(ProtocolError, match="CRC"):
         decode_batches(raw)
-    intact_tail = await fetch_raw_records(bs, TOPIC, 5, offset=2)
+    intact_tail = await fetch_raw_records(bs, "orders", 5, offset=2)
     assert [b.base_offset for b in decode_batches(intact_tail)] == [2]
 
 
 def _batch_end(raw: bytes, pos: int) -> int:
     return pos + 12 + int.from_bytes(raw[pos + 8 : pos + 12], "big", signed=True)
+
+
+async def test_real_kafka_refuses_a_batch_with_a_wrong_crc(kafka_cluster: KafkaCluster) -> None:
+    """Real Kafka checks the CRC the mock ignores: the same flipped byte is CORRUPT_MESSAGE, nothing written."""
+    topic = new_topic(kafka_cluster, 1)
+    async for client in _client(kafka_cluster.bootstrap_servers):
+        data = bytearray(build(compression.NONE, [(T0, b"k", b"v", None)]))
+        data[CRC_OFFSET] ^= 0x01
+        with pytest.raises(CorruptMessageError):
+            await client.produce_batch(topic, 0, bytes(data), acks=-1)
+        assert await client.produce_batch(topic, 0, build(compression.NONE, [(T0, b"k", b"v", None)]), acks=-1) == 0
+
