@@ -513,7 +513,7 @@ def kafka_python_throughput(spec: dict[str, Any], keys: list[bytes] | None, valu
     try:
         _kafka_python_warmup(producer, spec)
         send = producer.send
-        futures = []
+        futures: list[Any] = []
         append = futures.append
         t0 = perf_counter()
         if keys:

@@ -1,8 +1,11 @@
-"""Turn the raw runs into ``results.md`` (tables) and ``results.png`` (chart).
+"""Turn the raw runs into ``results*.md`` (tables) and ``results*.png`` (chart).
 
 Every figure is the median over the repeats. The "vs aioproducer" column is
-the median, over repeats, of the ratio to aioproducer *in the same repeat*
-(same cluster process, same minute), so slow drift of the machine cancels out.
+the median, over repeats, of the ratio to aioproducer *in the same repeat and
+layout* (same cluster, same minute), so slow drift of the machine cancels out.
+A file holds one broker kind (the mock, or real Kafka with its 1- and 3-node
+layouts, one table each); the real-Kafka report also sets its throughput
+beside the mock's, read from ``results.json``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ LABELS = {
     "confluent-aio": "confluent AIOProducer",
     "confluent": "confluent Producer (sync)",
     "kafka-python": "kafka-python",
+    "java": "Java KafkaProducer",
 }
 COLORS = {
     "aioproducer": "#1f77b4",
@@ -29,7 +33,11 @@ COLORS = {
     "confluent-aio": "#2ca02c",
     "confluent": "#98df8a",
     "kafka-python": "#d62728",
+    "java": "#9467bd",
 }
+#: Runs written before layouts existed were all against the mock.
+_DEFAULT_LAYOUT = {"name": "mock", "title": "librdkafka mock cluster, 3 brokers", "kind": "mock", "brokers": 3,
+                   "replication_factor": 3}
 # What the ratio compares, per mode: (metric, unit label, what is better).
 RATIO = {
     "throughput": ("records_per_s", "rec/s", "higher is faster"),
@@ -62,7 +70,21 @@ def versions() -> dict[str, str]:
         out["librdkafka"] = confluent_kafka.libversion()[0]
     except ImportError:
         pass
+    try:  # the JVM the Java peer and the real brokers run on
+        import subprocess
+
+        done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+        if done.returncode == 0 and done.stderr:
+            out["java"] = done.stderr.splitlines()[0].replace('"', "")
+    except OSError:
+        pass
     return out
+
+
+def layouts(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The layouts of a results file, in run order (``[mock]`` for files from before layouts)."""
+    found: list[dict[str, Any]] = raw["meta"].get("layouts") or [_DEFAULT_LAYOUT]
+    return found
 
 
 def _metric(run: dict[str, Any], name: str) -> float:
@@ -71,10 +93,11 @@ def _metric(run: dict[str, Any], name: str) -> float:
     return float(run[name])
 
 
-def aggregate(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per scenario and client: medians over the good repeats, and the ratio to aioproducer."""
+def aggregate(raw: dict[str, Any], layout: str = "mock") -> list[dict[str, Any]]:
+    """One row per scenario and client of ``layout``: medians over the good repeats, and the ratio to aioproducer."""
     rows = []
-    good = [r for r in raw["runs"] if "crashed" not in r]
+    runs = [r for r in raw["runs"] if r.get("layout", "mock") == layout]
+    good = [r for r in runs if "crashed" not in r]
     for scenario in raw["scenarios"]:
         name, mode = scenario["name"], scenario["mode"]
         metric = RATIO[mode][0]
@@ -94,7 +117,8 @@ def aggregate(raw: dict[str, Any]) -> list[dict[str, Any]]:
                 _metric(r, metric) / _metric(base[r["repeat"]], metric) for r in mine if r["repeat"] in base
             ]
             row["ratio"] = statistics.median(ratios) if ratios else None
-            row["failed"] = sum(1 for r in raw["runs"] if r["scenario"] == name and r["client"] == client and r["problems"])
+            row["failed"] = sum(1 for r in runs if r["scenario"] == name and r["client"] == client and r["problems"])
+            row["jvm_options"] = mine[0].get("jvm_options")
             rows.append(row)
     return rows
 
@@ -105,24 +129,17 @@ def _fmt(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
-def markdown(raw: dict[str, Any]) -> str:
-    meta = raw["meta"]
-    rows = aggregate(raw)
-    titles = {s["name"]: s for s in raw["scenarios"]}
+_METHOD = (
+    "Each client runs in a fresh process, one after the other; `linger.ms=5`, 8-byte keys. "
+    "records/s and MB/s (values only) from the first send to the last acknowledgement; latency from each "
+    "record's scheduled send time to its acknowledgement; peak RSS is the client process's `VmHWM`. "
+    "**vs aioproducer**: the client's figure divided by aioproducer's from the same repeat and layout "
+    "(`rec/s`: >1 is faster; `p99`: <1 is lower latency; `RSS`: <1 is less memory)."
+)
+
+
+def _table(rows: list[dict[str, Any]], titles: dict[str, dict[str, Any]]) -> list[str]:
     out = [
-        "# aioproducer vs its peers",
-        "",
-        f"{meta['date']}, `os.cpu_count()` = {meta['cpu_count']}, Python {meta['python']}, {meta['platform']}; "
-        f"median of {meta['repeat']} run(s){' (--quick)' if meta['quick'] else ''}; suite took {meta['duration_s']:.0f} s.",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-        "",
-        "Against librdkafka's mock cluster (3 brokers, 6 partitions per topic, a fresh topic per run) in its own "
-        "process on the same machine; each client in a fresh process. `linger.ms=5`, 8-byte keys. "
-        "records/s and MB/s (values only) from the first send to the last acknowledgement; latency from each "
-        "record's scheduled send time to its acknowledgement; peak RSS is the client process's `VmHWM`. "
-        "**vs aioproducer**: the client's figure divided by aioproducer's from the same repeat "
-        "(`rec/s`: >1 is faster; `p99`: <1 is lower latency; `RSS`: <1 is less memory).",
-        "",
         "| Scenario | Client | records/s | MB/s | p50 ms | p99 ms | p999 ms | peak RSS MB | vs aioproducer |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -150,6 +167,78 @@ def markdown(raw: dict[str, Any]) -> str:
             + "."
         )
         out.append("")
+    return out
+
+
+def _across(raw: dict[str, Any], reference: dict[str, Any] | None) -> list[str]:
+    """Throughput per client in every layout side by side: the mock's (from ``reference``) and each real one."""
+    columns: list[tuple[str, list[dict[str, Any]]]] = []
+    if reference is not None:
+        columns.append((f"mock ({reference['meta']['date']})", aggregate(reference, "mock")))
+    for layout in layouts(raw):
+        columns.append((layout["name"], aggregate(raw, layout["name"])))
+    titles = {s["name"]: s["title"] for s in raw["scenarios"]}
+    out = [
+        "## Across brokers: records/s (× aioproducer in the same layout)",
+        "",
+        "| Scenario | Client | " + " | ".join(name for name, _ in columns) + " |",
+        "|---|---|" + "---:|" * len(columns),
+    ]
+    for scenario in raw["scenarios"]:
+        if scenario["mode"] != "throughput":
+            continue
+        for client in LABELS:
+            cells = []
+            for _, rows in columns:
+                row = next((r for r in rows if r["scenario"] == scenario["name"] and r["client"] == client), None)
+                if row is None:
+                    cells.append("–")
+                elif client == "aioproducer" or row["ratio"] is None:
+                    cells.append(_fmt(row["records_per_s"]))
+                else:
+                    cells.append(f"{_fmt(row['records_per_s'])} ({row['ratio']:.2f}×)")
+            if any(c != "–" for c in cells):
+                out.append(f"| {titles[scenario['name']]} | {LABELS[client]} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def markdown(raw: dict[str, Any], reference: dict[str, Any] | None = None) -> str:
+    """The report; ``reference`` (the mock's raw results) adds the across-brokers table to a real-Kafka one."""
+    meta = raw["meta"]
+    titles = {s["name"]: s for s in raw["scenarios"]}
+    kind = meta.get("broker", "mock")
+    out = [
+        "# aioproducer vs its peers" + (" on a real Kafka broker" if kind == "kafka" else ""),
+        "",
+        f"{meta['date']}, `os.cpu_count()` = {meta['cpu_count']}, Python {meta['python']}, {meta['platform']}; "
+        f"median of {meta['repeat']} run(s){' (--quick)' if meta['quick'] else ''}; suite took {meta['duration_s']:.0f} s.",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
+        "",
+    ]
+    if kind == "kafka":
+        config = ", ".join(f"`{k}={v}`" for k, v in meta.get("kafka_broker_config", {}).items())
+        out += [
+            f"Against Apache Kafka {meta.get('kafka_version', '?')} (KRaft, every node broker+controller, "
+            "`aioproducer.testing.kafka`) on the same machine, started once per layout; 6 partitions per topic, "
+            "a fresh topic per client, scenario and repeat (created before the scenario, deleted after it); "
+            f"`min.insync.replicas=1`; {config}; the rest as `aioproducer.testing.kafka` sets it (broker heap "
+            "`-Xms256m -Xmx512m`, 2 network and 2 I/O threads). " + _METHOD,
+            "",
+        ]
+    else:
+        out += [
+            "Against librdkafka's mock cluster (3 brokers, 6 partitions per topic, a fresh topic per run) in its own "
+            "process on the same machine. " + _METHOD,
+            "",
+        ]
+    for layout in layouts(raw):
+        rows = aggregate(raw, layout["name"])
+        if kind == "kafka":
+            out += [f"## {layout['title']} (`{layout['name']}`)", ""]
+        out += _table(rows, titles)
+    if kind == "kafka":
+        out += _across(raw, reference)
     part = raw.get("partitioner")
     if part:
         out += [
@@ -183,6 +272,19 @@ def markdown(raw: dict[str, Any]) -> str:
         "`queue.buffering.max.kbytes=32768`, `queue.buffering.max.messages` lifted so bytes bind.",
         "- **kafka-python 2.2**: `KafkaProducer(acks, linger_ms=5, compression_type, enable_idempotence)`; 2.2 "
         "ignores `buffer_memory` (deprecated): nothing bounds its queue.",
+    ]
+    if any(r.get("client") == "java" for r in raw["runs"]):
+        out.append(
+            "- **Java KafkaProducer** (`benchmarks/java/ProducerBench.java`, kafka-clients "
+            f"{meta.get('kafka_version', '')}, one JVM per run, `{meta.get('java_jvm_options', '')}`): "
+            "`acks, linger.ms=5, compression.type, enable.idempotence` (set explicitly either way), "
+            "`buffer.memory=32 MB`, `batch.size` default (16384), byte-array serializers; throughput: "
+            "`send()` per record with futures kept, `flush()`, then `get()` on each; latency and memory: a "
+            "callback per record. The same key and value pools, written by Python into a file. Its peak RSS "
+            "is the JVM's (heap capped as above, plus the JIT, metaspace and thread stacks); the JIT starts "
+            "cold, as every client starts in a fresh process."
+        )
+    out += [
         "- Latency and memory scenarios count acknowledgements in callbacks (`on_delivery`, `add_done_callback`, "
         "`add_callback`/`add_errback`) instead of keeping futures.",
         "",
@@ -190,7 +292,8 @@ def markdown(raw: dict[str, Any]) -> str:
         "(broker connections, idempotent producer id and metadata in place for all alike).",
         "",
         "Every run is checked: acknowledged = offered, errors = 0, and the sum of the topic's high watermarks "
-        "on the cluster = offered.",
+        "on the cluster = offered (read again for up to 30 s while below: a real broker's high watermark follows "
+        "its followers).",
         "",
     ]
     for name, why in meta.get("skipped", {}).items():
@@ -201,102 +304,118 @@ def markdown(raw: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _annotate(ax: Any, bars: Any, ys: list[float], fmt: Any) -> None:
+    for bar, y in zip(bars, ys):
+        ax.annotate(fmt(y), (bar.get_x() + bar.get_width() / 2, y), ha="center", va="bottom", fontsize=7,
+                    rotation=90, xytext=(0, 2), textcoords="offset points")
+
+
+def _throughput_panel(ax: Any, rows: list[dict[str, Any]], raw: dict[str, Any], clients: list[str], title: str) -> None:
+    titles = {s["name"]: s["title"] for s in raw["scenarios"]}
+    names = [s["name"] for s in raw["scenarios"] if s["mode"] == "throughput"]
+    width = 0.8 / max(1, len(clients))
+    for j, client in enumerate(clients):
+        xs, ys = [], []
+        for i, name in enumerate(names):
+            for r in rows:
+                if r["scenario"] == name and r["client"] == client:
+                    xs.append(i + (j - (len(clients) - 1) / 2) * width)
+                    ys.append(r["records_per_s"])
+        bars = ax.bar(xs, ys, width, label=LABELS[client], color=COLORS[client])
+        _annotate(ax, bars, ys, lambda y: f"{y / 1000:.0f}k" if y >= 10_000 else f"{y:.0f}")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([titles[n].replace(", ", "\n", 1) for n in names], fontsize=8)
+    ax.set_ylabel("records/s (log)")
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    ax.margins(y=0.25)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _latency_panel(ax: Any, rows: list[dict[str, Any]], clients: list[str], title: str) -> None:
+    width = 0.8 / max(1, len(clients))
+    for j, client in enumerate(clients):
+        row = next((r for r in rows if r["mode"] == "latency" and r["client"] == client), None)
+        if row is None:
+            continue
+        xs = [i + (j - (len(clients) - 1) / 2) * width for i in range(3)]
+        ys = [row["p50"], row["p99"], row["p999"]]
+        bars = ax.bar(xs, ys, width, label=LABELS[client], color=COLORS[client])
+        _annotate(ax, bars, ys, lambda y: f"{y:.1f}")
+    ax.set_xticks(range(3))
+    ax.set_xticklabels(["p50", "p99", "p99.9"])
+    ax.set_yscale("log")
+    ax.set_ylabel("send → ack, ms (log)")
+    ax.set_title(title, fontsize=10)
+    ax.margins(y=0.25)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _memory_panel(ax: Any, rows: list[dict[str, Any]], title: str) -> None:
+    mrows = [r for r in rows if r["mode"] == "memory"]
+    names = [LABELS[r["client"]] for r in mrows]
+    bars = ax.barh(names, [r["rss_peak_mb"] for r in mrows], color=[COLORS[r["client"]] for r in mrows])
+    ax.barh(names, [r["rss_baseline_mb"] for r in mrows], color="#00000033")
+    for bar, r in zip(bars, mrows):
+        ax.annotate(f"{r['rss_peak_mb']:.0f} MB", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                    va="center", fontsize=8, xytext=(3, 0), textcoords="offset points")
+    ax.invert_yaxis()
+    ax.set_xlabel("peak RSS, MB (grey: idle baseline)")
+    ax.set_title(title, fontsize=10)
+    ax.margins(x=0.15)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _partitioner_panel(ax: Any, part: dict[str, Any]) -> None:
+    kinds = ["keyed", "keyless"]
+    bars = ax.bar(["keyed (murmur2)", "keyless (sticky)"], [part[k]["send_us_per_record"] for k in kinds],
+                  color=[COLORS["aioproducer"], COLORS["aioproducer-bulk"]])
+    for bar, k in zip(bars, kinds):
+        ax.annotate(f"{part[k]['send_us_per_record']:.2f} µs\n{part[k]['records_per_s'] / 1000:.0f}k rec/s e2e",
+                    (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("send() µs per record")
+    ax.set_title("aioproducer partitioning cost: send() path, keyed vs keyless", fontsize=10)
+    ax.margins(y=0.3)
+    ax.grid(axis="y", alpha=0.3)
+
+
 def chart(raw: dict[str, Any], path: Path) -> None:
+    """One row of panels per layout: throughput, latency, memory (and, with the mock, partitioning cost)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = aggregate(raw)
     meta = raw["meta"]
     titles = {s["name"]: s["title"] for s in raw["scenarios"]}
-    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
+    part = raw.get("partitioner")
+    found = layouts(raw)
+    ncols = 4 if part else 3
+    fig, axes = plt.subplots(len(found), ncols, figsize=(6.5 * ncols, 5.5 * len(found)), squeeze=False)
     fig.suptitle(
-        f"aioproducer vs peers — librdkafka mock cluster, {meta['date']}, cpu_count={meta['cpu_count']}, "
+        f"aioproducer vs peers, {meta['date']}, cpu_count={meta['cpu_count']}, "
         f"median of {meta['repeat']}{' (quick)' if meta['quick'] else ''}",
         fontsize=12,
     )
-    clients = [c for c in LABELS if any(r["client"] == c for r in rows)]
-
-    def grouped(ax: Any, scenario_names: list[str], key: str, ylabel: str, title: str, log: bool) -> None:
-        width = 0.8 / max(1, len(clients))
-        for j, client in enumerate(clients):
-            xs, ys = [], []
-            for i, name in enumerate(scenario_names):
-                for r in rows:
-                    if r["scenario"] == name and r["client"] == client and r.get(key) is not None:
-                        xs.append(i + (j - (len(clients) - 1) / 2) * width)
-                        ys.append(r[key])
-            bars = ax.bar(xs, ys, width, label=LABELS[client], color=COLORS[client])
-            for bar, y in zip(bars, ys):
-                text = f"{y / 1000:.0f}k" if y >= 10_000 else (f"{y:.0f}" if y >= 10 else f"{y:.1f}")
-                ax.annotate(text, (bar.get_x() + bar.get_width() / 2, y), ha="center", va="bottom", fontsize=7,
-                            rotation=90, xytext=(0, 2), textcoords="offset points")
-        ax.set_xticks(range(len(scenario_names)))
-        ax.set_xticklabels([titles[n].replace(", ", "\n", 1) for n in scenario_names], fontsize=8)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        if log:
-            ax.set_yscale("log")
-        ax.margins(y=0.25)
-        ax.grid(axis="y", alpha=0.3)
-
-    tput = [s["name"] for s in raw["scenarios"] if s["mode"] == "throughput"]
-    if tput:
-        grouped(axes[0][0], tput, "records_per_s", "records/s (log)", "Throughput (higher is better)", True)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=9, bbox_to_anchor=(0.5, 0.955),
-                   frameon=False)
     lat = next((s["name"] for s in raw["scenarios"] if s["mode"] == "latency"), None)
-    ax = axes[0][1]
-    if lat:
-        width = 0.8 / max(1, len(clients))
-        for j, client in enumerate(clients):
-            row = next((r for r in rows if r["scenario"] == lat and r["client"] == client), None)
-            if row is None:
-                continue
-            xs = [i + (j - (len(clients) - 1) / 2) * width for i in range(3)]
-            ys = [row["p50"], row["p99"], row["p999"]]
-            bars = ax.bar(xs, ys, width, label=LABELS[client], color=COLORS[client])
-            for bar, y in zip(bars, ys):
-                ax.annotate(f"{y:.1f}", (bar.get_x() + bar.get_width() / 2, y), ha="center", va="bottom",
-                            fontsize=7, rotation=90, xytext=(0, 2), textcoords="offset points")
-        ax.set_xticks(range(3))
-        ax.set_xticklabels(["p50", "p99", "p99.9"])
-        ax.set_yscale("log")
-        ax.set_ylabel("send → ack, ms (log)")
-        ax.set_title(f"Latency: {titles[lat]} (lower is better)", fontsize=10)
-        ax.margins(y=0.25)
-        ax.grid(axis="y", alpha=0.3)
     mem = next((s["name"] for s in raw["scenarios"] if s["mode"] == "memory"), None)
-    ax = axes[1][0]
-    if mem:
-        mrows = [r for r in rows if r["scenario"] == mem]
-        names = [LABELS[r["client"]] for r in mrows]
-        bars = ax.barh(names, [r["rss_peak_mb"] for r in mrows], color=[COLORS[r["client"]] for r in mrows],
-                       label="peak")
-        ax.barh(names, [r["rss_baseline_mb"] for r in mrows], color="#00000033", label="idle baseline")
-        for bar, r in zip(bars, mrows):
-            ax.annotate(f"{r['rss_peak_mb']:.0f} MB", (bar.get_width(), bar.get_y() + bar.get_height() / 2),
-                        va="center", fontsize=8, xytext=(3, 0), textcoords="offset points")
-        ax.invert_yaxis()
-        ax.set_xlabel("peak RSS, MB (grey: idle baseline)")
-        ax.set_title(f"Memory: {titles[mem]} (lower is better)", fontsize=10)
-        ax.margins(x=0.15)
-        ax.grid(axis="x", alpha=0.3)
-    ax = axes[1][1]
-    part = raw.get("partitioner")
-    if part:
-        kinds = ["keyed", "keyless"]
-        bars = ax.bar(["keyed (murmur2)", "keyless (sticky)"], [part[k]["send_us_per_record"] for k in kinds],
-                      color=[COLORS["aioproducer"], COLORS["aioproducer-bulk"]])
-        for bar, k in zip(bars, kinds):
-            ax.annotate(f"{part[k]['send_us_per_record']:.2f} µs\n{part[k]['records_per_s'] / 1000:.0f}k rec/s e2e",
-                        (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=9)
-        ax.set_ylabel("send() µs per record")
-        ax.set_title("aioproducer partitioning cost: send() path, keyed vs keyless", fontsize=10)
-        ax.margins(y=0.3)
-        ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout(rect=(0, 0, 1, 0.93))
-    fig.savefig(path, dpi=110)
+    for row_axes, layout in zip(axes, found):
+        rows = aggregate(raw, layout["name"])
+        clients = [c for c in LABELS if any(r["client"] == c for r in rows)]
+        where = layout["title"]
+        _throughput_panel(row_axes[0], rows, raw, clients, f"{where}\nThroughput (higher is better)")
+        if lat:
+            _latency_panel(row_axes[1], rows, clients, f"{where}\nLatency: {titles[lat]} (lower is better)")
+        if mem:
+            _memory_panel(row_axes[2], rows, f"{where}\nMemory: {titles[mem]} (lower is better)")
+        if part:
+            _partitioner_panel(row_axes[3], part)
+    handles: dict[str, Any] = {}
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=len(handles), fontsize=9,
+               bbox_to_anchor=(0.5, 1 - 0.045 / len(found)), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.08 / len(found)))
+    fig.savefig(path, dpi=100)
     plt.close(fig)
