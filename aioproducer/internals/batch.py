@@ -248,6 +248,7 @@ class ProducerBatch:
         "producer_epoch",
         "base_sequence",
         "in_retry",
+        "retry_error",
         "in_flight",
         "_records_bytes",
         "_records_state",
@@ -285,6 +286,8 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
         self.in_retry = False
+        # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
+        self.retry_error: BaseException | None = None
         self.in_flight = False
         self._records_bytes: bytes | None = None
         self._records_state: tuple[int, int, int] | None = None

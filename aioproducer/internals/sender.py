@@ -217,15 +217,7 @@ class Sender:
         batches_by_node = accumulator.drain(metadata, nodes, self.config.max_request_size, now)
 
         for batch in accumulator.expired_batches(now):
-            self._fail_batch(
-                batch,
-                KafkaTimeoutError(
-                    f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-                    f"{int(now - batch.created_ms)} ms has passed since batch creation "
-                    f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
-                ),
-                sequence_unresolved=False,
-            )
+            self._fail_batch(batch, self._expiry_error(batch, now), sequence_unresolved=False)
         if accumulator.has_undrained():
             delay = min(delay, accumulator.next_expiry_delay(now))
 
@@ -251,6 +243,18 @@ class Sender:
             # Nodes written to synchronously were served above: a response or a timer wakes the sender.
             delay = 0.0
         return delay
+
+    def _expiry_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
+        """Java's message, plus what made the last attempt fail (its ``__cause__``), if one was made."""
+        last = batch.retry_error
+        error = KafkaTimeoutError(
+            f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+            f"{int(now - batch.created_ms)} ms has passed since batch creation "
+            f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
+            + ("" if last is None else f"; the last attempt failed with {type(last).__name__}: {last}")
+        )
+        error.__cause__ = last
+        return error
 
     def _send_all(self, batches_by_node: dict[int, list[ProducerBatch]]) -> tuple[set[int], bool]:
         """One request per node: the nodes whose request was written now, and whether any went to a task."""
@@ -496,6 +500,8 @@ class Sender:
             self.client.request_update()
             self._refresh_metadata()
         if self._can_retry(batch, error, now):
+            batch.retry_error = error
+            log.debug("retrying %s-%s (attempt %d) after %r", batch.topic, batch.partition, batch.attempts, error)
             if tm is not None:
                 if code == UNKNOWN_PRODUCER_ID or code == INVALID_PRODUCER_EPOCH:
                     tm.request_epoch_bump()

@@ -95,6 +95,7 @@ _STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
 _PR_SET_PDEATHSIG = 1
+_CONTROLLER_ID = 100
 
 
 class KafkaUnavailableError(RuntimeError):
@@ -313,6 +314,10 @@ class KafkaCluster:
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
     ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
+    ``dedicated_controller=True`` adds a controller-only node (id 100) and makes
+    the brokers broker-only, so that stopping two of three brokers leaves a
+    working quorum (leaders move, ISRs shrink, ``NOT_ENOUGH_REPLICAS`` shows);
+    with combined nodes it would stop the controller too.
 
     A sync and async context manager; :meth:`close` is idempotent. Blocking
     calls (start, stop) block the calling thread: from async code, run them in
@@ -331,6 +336,7 @@ class KafkaCluster:
         replication_factor: int | None = None,
         proxy: bool = False,
         ssl_client_auth: str = "none",
+        dedicated_controller: bool = False,
         jvm_options: Sequence[str] = _JVM_OPTIONS,
     ) -> None:
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
@@ -351,6 +357,7 @@ class KafkaCluster:
         try:
             self._tls: dict[str, Path] = self._make_tls() if self._needs_tls() else {}
             self._nodes = self._plan_nodes(proxy)
+            self._controller = self._plan_controller() if dedicated_controller else None
             self._write_configs()
             self._format()
             self.start_all()
@@ -402,18 +409,44 @@ class KafkaCluster:
             nodes.append(node)
         return nodes
 
+    def _plan_controller(self) -> _Node:
+        """A controller-only node (id 100): stopping brokers then never costs the quorum."""
+        directory = self._work / "controller"
+        directory.mkdir()
+        return _Node(_CONTROLLER_ID, directory, _free_port(), 0, {}, {})
+
+    def _all_nodes(self) -> list[_Node]:
+        """The brokers and, with ``dedicated_controller``, the controller."""
+        return self._nodes + ([self._controller] if self._controller is not None else [])
+
     def _write_configs(self) -> None:
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
+        voters = ",".join(
+            f"{n.node_id}@127.0.0.1:{n.controller_port}"
+            for n in ([self._controller] if self._controller is not None else self._nodes)
+        )
         (self._work / "log4j2-broker.properties").write_text(_LOG4J_BROKER)
         (self._work / "log4j2-tools.properties").write_text(_LOG4J_TOOLS)
         for node in self._nodes:
             props = self._node_properties(node, voters)
             props.update(self._broker_config)
             node.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        if self._controller is not None:
+            c = self._controller
+            props = {
+                "process.roles": "controller",
+                "node.id": str(c.node_id),
+                "controller.quorum.voters": voters,
+                "listeners": f"CONTROLLER://127.0.0.1:{c.controller_port}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+                "controller.listener.names": "CONTROLLER",
+                "log.dirs": str(c.directory / "data"),
+            }
+            c.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     def _node_properties(self, node: _Node, voters: str) -> dict[str, str]:
-        listeners = [f"CONTROLLER://127.0.0.1:{node.controller_port}",
-                     f"INTERNAL://127.0.0.1:{node.internal_port}"]
+        combined = self._controller is None
+        listeners = [f"CONTROLLER://127.0.0.1:{node.controller_port}"] if combined else []
+        listeners += [f"INTERNAL://127.0.0.1:{node.internal_port}"]
         listeners += [f"{name}://127.0.0.1:{port}" for name, port in node.listener_ports.items()]
         advertised = [f"INTERNAL://127.0.0.1:{node.internal_port}"]
         advertised += [f"{name}://127.0.0.1:{port}" for name, port in node.advertised_ports.items()]
@@ -421,7 +454,7 @@ class KafkaCluster:
         rf = str(min(3, self._brokers))
         isr = "2" if self._brokers >= 3 else "1"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": "broker,controller" if combined else "broker",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "listeners": ",".join(listeners),
@@ -537,7 +570,7 @@ class KafkaCluster:
             except BaseException as exc:  # noqa: BLE001 - re-raised below in the caller's thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=format_node, args=(n,)) for n in self._nodes]
+        threads = [threading.Thread(target=format_node, args=(n,)) for n in self._all_nodes()]
         for t in threads:
             t.start()
         for t in threads:
@@ -597,7 +630,7 @@ class KafkaCluster:
     def start_all(self) -> None:
         """Start every node that is not running, then wait until Metadata lists all brokers."""
         with self._lock:
-            stopped = [n for n in self._nodes if n.process is None or n.process.poll() is not None]
+            stopped = [n for n in self._all_nodes() if n.process is None or n.process.poll() is not None]
             for node in stopped:
                 self._launch(node)
         self._wait_started(stopped)
@@ -811,7 +844,8 @@ class KafkaCluster:
             if self._closed:
                 return
             self._closed = True
-            processes = [n.process for n in getattr(self, "_nodes", []) if n.process is not None]
+            nodes = self._all_nodes() if hasattr(self, "_controller") else getattr(self, "_nodes", [])
+            processes = [n.process for n in nodes if n.process is not None]
             for process in processes:
                 if process.poll() is None:
                     process.send_signal(signal.SIGCONT)
