@@ -106,6 +106,8 @@ class SenderClient(Protocol):
 
     async def connection(self, node_id: int) -> Any: ...
 
+    def connection_error(self, node_id: int) -> KafkaError | None: ...
+
 
 class Sender:
     """Owns the accumulator's drained batches until they complete."""
@@ -245,8 +247,15 @@ class Sender:
         return delay
 
     def _expiry_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
-        """Java's message, plus what made the last attempt fail (its ``__cause__``), if one was made."""
+        """Java's message, plus the cause (its ``__cause__``), where one is known.
+
+        The cause is what failed the batch's last attempt or, for a batch never
+        sent, why its leader could not be reached (a broker that is down).
+        """
         last = batch.retry_error
+        if last is None:
+            leader = self.client.metadata.leader_for(batch.topic, batch.partition)
+            last = None if leader is None or leader < 0 else self.client.connection_error(leader)
         error = KafkaTimeoutError(
             f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
             f"{int(now - batch.created_ms)} ms has passed since batch creation "

@@ -16,8 +16,11 @@ so backoff and staleness logic can be tested with a fake clock.
 
 Metadata follows ``org.apache.kafka.clients.Metadata``: the client tracks a
 set of topics and always asks for all of them (never for "all topics"), with
-``allow_auto_topic_creation`` off, because a producer must not create topics
-by mentioning them; concurrent refreshes share one request; a snapshot is
+``allow_auto_topic_creation`` on, as the Java producer's ``ProducerMetadata``
+asks: a broker with ``auto.create.topics.enable=true`` creates a topic the
+first time a producer sends to it, one with it off answers
+``UNKNOWN_TOPIC_OR_PARTITION`` until ``max.block.ms`` (both checked against a
+real broker in ``tests/integration/test_real_broker_topics.py``); concurrent refreshes share one request; a snapshot is
 stale after ``metadata.max.age.ms`` or once someone called
 :meth:`request_update` (a leader moved, a connection died).
 
@@ -96,6 +99,7 @@ class _NodeBackoff:
     failures: int = 0
     last_attempt_ms: float = float("-inf")
     backoff_ms: float = 0.0
+    last_error: errors.KafkaError | None = None  # why the last attempt failed; None once one succeeded
 
 
 def _monotonic_ms() -> float:
@@ -116,10 +120,12 @@ class KafkaClient:
         *,
         clock: Callable[[], float] = _monotonic_ms,
         rng: random.Random | None = None,
+        allow_auto_topic_creation: bool = True,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
         self._config = config
+        self._allow_auto_topic_creation = allow_auto_topic_creation
         self._clock = clock
         self._rng = rng or random.Random()
         self._metadata = ClusterMetadata.empty()
@@ -246,7 +252,7 @@ class KafkaClient:
         """One Metadata request to the least loaded broker; installs the snapshot it returns."""
         body: dict[str, Any] = {
             "topics": [{"name": t} for t in sorted(topics)],
-            "allow_auto_topic_creation": False,
+            "allow_auto_topic_creation": self._allow_auto_topic_creation,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False,
         }
@@ -487,7 +493,8 @@ class KafkaClient:
         conn = self._new_connection(node.host, node.port, node_id)
         try:
             await conn.connect()
-        except KafkaError:
+        except KafkaError as exc:
+            state.last_error = exc
             state.failures += 1
             state.backoff_ms = self._reconnect_backoff_ms(state.failures)
             self.request_update()  # the broker may have moved or left
@@ -496,8 +503,14 @@ class KafkaClient:
             await conn.close()
             raise KafkaConnectionError("the client was closed while connecting")
         state.failures = 0
+        state.last_error = None
         self._conns[node_id] = conn
         return conn
+
+    def connection_error(self, node_id: int) -> errors.KafkaError | None:
+        """Why the last attempt to connect to ``node_id`` failed, if it did and none succeeded since."""
+        state = self._backoff.get(node_id)
+        return None if state is None else state.last_error
 
     def _reconnect_backoff_ms(self, failures: int) -> float:
         """``reconnect.backoff.ms * 2**(failures-1)`` jittered ±20 %, capped at the max."""

@@ -480,8 +480,10 @@ class KafkaCluster:
             # Tests write records with create times from years ago: time-based
             # retention would delete them from under a long test session.
             "log.retention.ms": "-1",
-            # A test cluster stops all nodes at once: no node may wait for another's approval.
-            "controlled.shutdown.enable": "false",
+            # Combined nodes are stopped together: none may wait for a controller that is stopping too.
+            # A dedicated controller outlives the brokers, so they shut down the controlled way
+            # (leaders handed over first), as in a rolling restart.
+            "controlled.shutdown.enable": "false" if combined else "true",
             "initial.broker.registration.timeout.ms": "120000",
             # Fast failure detection and ISR changes for failover tests.
             "replica.lag.time.max.ms": "5000",
@@ -844,12 +846,23 @@ class KafkaCluster:
             if self._closed:
                 return
             self._closed = True
-            nodes = self._all_nodes() if hasattr(self, "_controller") else getattr(self, "_nodes", [])
-            processes = [n.process for n in nodes if n.process is not None]
-            for process in processes:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGCONT)
-                    process.terminate()
+        # Brokers first, the dedicated controller (if any) last: a broker's controlled shutdown needs it.
+        self._terminate([n for n in getattr(self, "_nodes", [])])
+        if getattr(self, "_controller", None) is not None:
+            assert self._controller is not None
+            self._terminate([self._controller])
+        for node in getattr(self, "_nodes", []):
+            for fp in node.proxies.values():
+                fp.close()
+        shutil.rmtree(self._work, ignore_errors=True)
+        _live.discard(self)
+
+    def _terminate(self, nodes: list[_Node]) -> None:
+        """SIGTERM ``nodes`` together, SIGKILL those still alive after 20 s."""
+        processes = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
+        for process in processes:
+            process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
+            process.terminate()
         deadline = time.monotonic() + _STOP_TIMEOUT_S
         for process in processes:
             try:
@@ -857,11 +870,6 @@ class KafkaCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for node in getattr(self, "_nodes", []):
-            for fp in node.proxies.values():
-                fp.close()
-        shutil.rmtree(self._work, ignore_errors=True)
-        _live.discard(self)
 
     def __enter__(self) -> Self:
         return self

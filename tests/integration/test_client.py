@@ -57,7 +57,9 @@ class FakeClock:
 
 @pytest.fixture
 async def client(mock_cluster: MockCluster) -> AsyncIterator[KafkaClient]:
-    c = KafkaClient(Config(servers(mock_cluster)))
+    # The mock auto-creates every topic a Metadata request allowing it names; these tests need
+    # unknown topics to stay unknown. The producer's default (on, as Java) is tested on real Kafka.
+    c = KafkaClient(Config(servers(mock_cluster)), allow_auto_topic_creation=False)
     await c.bootstrap()
     yield c
     await c.close()
@@ -169,7 +171,7 @@ async def test_a_refresh_for_a_new_topic_is_not_answered_by_an_older_request(
     assert metadata_requests(mock_cluster) == 2
 
 
-async def test_refresh_does_not_create_topics(client: KafkaClient, mock_cluster: MockCluster) -> None:
+async def test_refresh_without_auto_creation_does_not_create_topics(client: KafkaClient, mock_cluster: MockCluster) -> None:
     md = await client.refresh_metadata(["never-created"])
     assert md.partitions_for("never-created") is None
     assert md.topic_error("never-created") == 3  # UNKNOWN_TOPIC_OR_PARTITION

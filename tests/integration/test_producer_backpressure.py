@@ -125,6 +125,9 @@ async def test_no_more_than_max_in_flight_requests_per_connection(mock_cluster: 
         config["enable_idempotence"] = False
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
         await producer.partitions_for(TOPIC)
+        # An idempotent producer keeps one batch in flight per partition until the broker has
+        # acknowledged one (TransactionManager.should_stop_drain): get that first ack out of the way.
+        await asyncio.gather(*[await producer.send(TOPIC, value=b"first", partition=p) for p in range(2)])
         mock_cluster.start_request_tracking()
         futures = [await producer.send(TOPIC, value=b"%04d" % i + b"." * 60, partition=i % 2) for i in range(40)]
         await asyncio.gather(*futures)

@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from aioproducer.errors import KafkaConnectionError, KafkaError, NotLeaderOrFollowerError, ProtocolError
+from aioproducer.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NotLeaderOrFollowerError,
+    ProtocolError,
+)
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
@@ -25,6 +31,7 @@ from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, TopicData
 
 NOT_LEADER_OR_FOLLOWER = 6
+NOT_ENOUGH_REPLICAS = 19
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_RECORD = 87
 
@@ -138,6 +145,9 @@ class FakeClient:
 
     async def connection(self, node_id: int) -> FakeConnection:
         return self.conn(node_id)
+
+    def connection_error(self, node_id: int) -> KafkaError | None:
+        return None
 
 
 def make(acks: int = 1, linger_ms: float = 0) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
@@ -382,3 +392,30 @@ async def test_one_pass_does_not_take_a_batch_that_is_not_ready_yet() -> None:
     clock.now += 10
     sender.run_once(clock.now)
     assert len(client.sent) == 2
+
+
+async def test_a_batch_that_expires_waiting_for_a_retry_names_the_last_failure() -> None:
+    sender, acc, client, clock = make()
+    future = append(acc, "t", 0)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=NOT_ENOUGH_REPLICAS)), None)
+    assert not future.done()  # retriable: waits for its backoff
+    client.max_in_flight = 0  # the leader takes nothing more: the batch waits in the queue until it expires
+    clock.now += 120_000
+    sender.run_once(clock.now)
+    error = future.exception()
+    assert isinstance(error, KafkaTimeoutError)
+    assert isinstance(error.__cause__, KafkaError) and error.__cause__.errno == NOT_ENOUGH_REPLICAS
+    assert "the last attempt failed with NotEnoughReplicasError" in str(error)
+
+
+async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable() -> None:
+    sender, acc, client, clock = make()
+    refused = KafkaConnectionError("could not connect to node 0: refused")
+    client.connection_error = lambda node_id: refused if node_id == 0 else None  # type: ignore[method-assign]
+    future = append(acc, "t", 0)
+    client.max_in_flight = 0  # as if the leader could not be reached: nothing is sent
+    clock.now += 120_000
+    sender.run_once(clock.now)
+    error = future.exception()
+    assert isinstance(error, KafkaTimeoutError) and error.__cause__ is refused
