@@ -646,13 +646,13 @@ class KafkaCluster:
         self._wait_started([node])
         self.wait_for_brokers({node_id} | self.running_brokers())
 
-    def stop_broker(self, node_id: int, timeout: float = _STOP_TIMEOUT_S) -> None:
-        """SIGTERM: the node shuts down cleanly (closing its connections); SIGKILL after ``timeout``."""
-        self._signal_and_wait(self._node(node_id), signal.SIGTERM, timeout)
+    def stop_broker(self, node_id: int) -> None:
+        """SIGTERM: the node shuts down cleanly (closing its connections); SIGKILL after 20 s."""
+        self._terminate([self._node(node_id)], signal.SIGTERM)
 
     def kill_broker(self, node_id: int) -> None:
         """SIGKILL: the node dies at once, mid-request, leaving connections to time out or reset."""
-        self._signal_and_wait(self._node(node_id), signal.SIGKILL, _STOP_TIMEOUT_S)
+        self._terminate([self._node(node_id)], signal.SIGKILL)
 
     def pause_broker(self, node_id: int) -> None:
         """SIGSTOP: the node hangs (connections stay open, nothing is answered) until resumed."""
@@ -666,19 +666,6 @@ class KafkaCluster:
         if node.process is None or node.process.poll() is not None:
             raise RuntimeError(f"broker {node.node_id} is not running")
         node.process.send_signal(signum)
-
-    def _signal_and_wait(self, node: _Node, signum: int, timeout: float) -> None:
-        with self._lock:
-            process = node.process
-            if process is None or process.poll() is not None:
-                return
-            process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
-            process.send_signal(signum)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
     def running_brokers(self) -> set[int]:
         """Ids of the nodes whose JVM is alive (paused ones included)."""
@@ -857,12 +844,13 @@ class KafkaCluster:
         shutil.rmtree(self._work, ignore_errors=True)
         _live.discard(self)
 
-    def _terminate(self, nodes: list[_Node]) -> None:
-        """SIGTERM ``nodes`` together, SIGKILL those still alive after 20 s."""
-        processes = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
-        for process in processes:
-            process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
-            process.terminate()
+    def _terminate(self, nodes: list[_Node], signum: int = signal.SIGTERM) -> None:
+        """Signal ``nodes`` together, SIGKILL those still alive after 20 s, and reap them."""
+        with self._lock:
+            processes = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
+            for process in processes:
+                process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
+                process.send_signal(signum)
         deadline = time.monotonic() + _STOP_TIMEOUT_S
         for process in processes:
             try:

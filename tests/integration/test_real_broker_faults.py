@@ -75,6 +75,8 @@ def healthy(kafka3: KafkaCluster) -> Iterator[KafkaCluster]:
             proxy.set_delay(0)
             proxy.refuse(False)
             proxy.swallow_responses(0)
+        for broker in kafka3.running_brokers():
+            kafka3.resume_broker(broker)  # SIGCONT: harmless unless a failed test left it paused
         kafka3.start_all()
 
     heal()
