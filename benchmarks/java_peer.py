@@ -13,7 +13,6 @@ handed to the JVM in a file, so every client sends the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import struct
@@ -34,17 +33,6 @@ SOURCE = Path(__file__).resolve().parent / "java" / "ProducerBench.java"
 #: quarter of the machine's RAM (6 GB here), which G1 grows into lazily.
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseG1GC")
 
-_LOG4J = """status = warn
-appender.err.type = Console
-appender.err.name = ERR
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = ERR
-"""
-
-
 def _libs() -> Path:
     from aioproducer.testing.kafka import kafka_libs
 
@@ -52,30 +40,11 @@ def _libs() -> Path:
 
 
 def compile_java() -> tuple[Path, Path]:
-    """``(classes dir, kafka libs dir)``, compiling ``ProducerBench.java`` if this source is new.
+    """``(classes dir, kafka libs dir)``, compiling ``ProducerBench.java`` if this source is new."""
+    from aioproducer.testing.kafka import compile_java as compile_against
 
-    The cache key is the source and the libs folder, so an edit recompiles and
-    two versions never share a folder.
-    """
     libs = _libs()
-    digest = hashlib.sha256(SOURCE.read_bytes() + str(libs).encode()).hexdigest()[:16]
-    from aioproducer.testing.kafka import cache_dir
-
-    out = cache_dir().parent.parent / "bench-java" / digest
-    if not (out / "ProducerBench.class").exists():
-        javac = shutil.which("javac")
-        if javac is None:
-            raise RuntimeError("`javac` is not on PATH: the java client needs a JDK (17+)")
-        staging = Path(tempfile.mkdtemp(prefix="bench-java-", dir=out.parent if out.parent.exists() else None))
-        done = subprocess.run([javac, "-cp", str(libs / "*"), "-d", str(staging), str(SOURCE)],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"javac failed:\n{done.stderr[-4000:]}")
-        (staging / "log4j2.properties").write_text(_LOG4J)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.move(str(staging), out)
-    return out, libs
+    return compile_against(SOURCE, libs), libs
 
 
 def _write_pools(path: Path, keys: list[bytes], values: list[bytes]) -> None:

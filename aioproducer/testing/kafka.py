@@ -46,6 +46,7 @@ import atexit
 import base64
 import ctypes
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -200,6 +201,41 @@ def _fetch(mvn: str, version: str, home: Path) -> None:
 def classpath(libs: Path) -> str:
     """A ``-cp`` value for every jar in ``libs`` (Java expands the wildcard, not a shell)."""
     return str(libs / "*")
+
+
+def compile_java(source: Path, libs: Path) -> Path:
+    """The classes folder of ``source`` compiled against ``libs``, compiled once and cached.
+
+    For the small Java programs of the tests and benchmarks (a consumer, a
+    producer) that read back and race aioproducer with Kafka's own client.
+    The cache folder is named by a hash of the source and the libs path, so an
+    edit recompiles. Two processes may compile at once: each compiles into a
+    scratch folder and renames it into place, so nobody sees a half-written one.
+    Also writes ``log4j2.properties`` there (WARN and up, to stderr), for
+    ``-Dlog4j2.configurationFile``: a Java client's stdout stays its own.
+    """
+    digest = hashlib.sha256(source.read_bytes() + b"\0" + str(libs.resolve()).encode()).hexdigest()[:16]
+    cache = cache_dir().parent.parent / "java"
+    target = cache / f"{source.stem}-{digest}"
+    if (target / f"{source.stem}.class").exists():
+        return target
+    javac = require_tool("javac", f"to compile {source.name} (a JDK 17+)")
+    cache.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".compiling-", dir=cache))
+    try:
+        done = subprocess.run([javac, "-nowarn", "-d", str(scratch), "-cp", classpath(libs), str(source)],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise KafkaUnavailableError(f"javac failed on {source} against {libs}:\n{done.stderr[-4000:]}")
+        (scratch / "log4j2.properties").write_text(_LOG4J_TOOLS)
+        try:
+            scratch.rename(target)
+        except OSError:
+            if not (target / f"{source.stem}.class").exists():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
 
 
 # ---------------------------------------------------------------- processes

@@ -53,14 +53,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import hashlib
 import importlib
 import json
 import os
 import shutil
 import struct
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -381,40 +379,13 @@ def _java_tool(name: str) -> str:
 
 @functools.cache
 def compiled_read_topic(libs: Path) -> Path:
-    """The classes directory of ReadTopic compiled against ``libs``; compiled at most once per process.
+    """The classes directory of ReadTopic compiled against ``libs`` (once per process; cached on disk too)."""
+    from aioproducer.testing.kafka import KafkaUnavailableError, compile_java
 
-    Cached across processes too, in a directory named by a hash of the
-    source and the libs path. Two processes may compile at once: each
-    compiles into a fresh directory and renames it into place; the loser
-    discards its copy and uses the winner's, so a reader never sees a
-    half-written directory.
-    """
-    source = _READ_TOPIC.read_bytes()
-    digest = hashlib.sha256(source + b"\0" + str(libs.resolve()).encode()).hexdigest()[:16]
-    cache = Path(tempfile.gettempdir()) / f"aioproducer-java-{os.getuid()}"
-    target = cache / f"ReadTopic-{digest}"
-    if (target / "ReadTopic.class").exists():
-        return target
-    javac = _java_tool("javac")  # only now: a JRE is enough once the classes are cached
-    cache.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".compiling-", dir=cache))
     try:
-        done = subprocess.run(
-            [javac, "-nowarn", "-d", str(scratch), "-cp", f"{libs}/*", str(_READ_TOPIC)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            raise JavaUnavailableError(f"javac failed on {_READ_TOPIC} against {libs}:\n{done.stderr}")
-        try:
-            scratch.rename(target)
-        except OSError:
-            if not (target / "ReadTopic.class").exists():
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+        return compile_java(_READ_TOPIC, libs)
+    except KafkaUnavailableError as exc:
+        raise JavaUnavailableError(str(exc)) from exc
 
 
 def java_reader_command(libs: Path | None = None) -> list[str]:
