@@ -36,6 +36,7 @@ from aioproducer.errors import NotEnoughReplicasError
 from aioproducer.testing import KafkaCluster
 
 from conftest import kafka_or_skip, new_topic
+from helpers import eventually
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -349,3 +350,54 @@ async def test_two_of_three_down_fails_at_delivery_timeout_naming_not_enough_rep
         isinstance(e, NotEnoughReplicasError) or isinstance(e.__cause__, NotEnoughReplicasError) for e in errors
     ), [repr(e) for e in errors[:6]]
     Tally("brokers 2 and 3 down past delivery.timeout.ms", 60, 0, 60, 0, 0, len(errors)).report()
+
+
+# ------------------------------------------------------------------ backpressure and the in-flight limit
+# The mock makes a broker slow with an RTT setting; here the proxy does (its delay and pause).
+
+
+async def test_a_blocked_send_waits_for_memory_while_the_leader_hangs_and_resumes_after(healthy: KafkaCluster) -> None:
+    cluster = healthy
+    topic = new_topic(cluster, PARTITIONS, replication_factor=3, config={"min.insync.replicas": 2})
+    config = {**PRODUCER, "buffer_memory": 64 * 1024, "batch_size": 16 * 1024, "linger_ms": 0}
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+        await producer.partitions_for(topic)
+        leaders = {cluster.partition_leader(topic, p) for p in range(PARTITIONS)}
+        for broker in leaders:
+            cluster.proxy(broker).pause()  # requests reach no broker, no answer comes back
+        try:
+            first = [await producer.send(topic, value=b"first-%d" % p, partition=p) for p in range(4)]
+            assert producer.metrics()["buffer_available_bytes"] == 0  # 4 open 16 KiB batches
+            blocked = asyncio.create_task(producer.send(topic, value=b"fifth", partition=4))
+            await eventually(lambda: producer.metrics()["waiting_for_buffer"] == 1, what="the fifth send waiting")
+            assert not blocked.done() and not any(f.done() for f in first)
+        finally:
+            for broker in leaders:
+                cluster.proxy(broker).resume()
+        fifth = await blocked
+        assert (await fifth).partition == 4
+        await asyncio.gather(*first)
+    got = await read_all_values(cluster.internal_bootstrap_servers, topic, range(5))
+    assert got == {0: [b"first-0"], 1: [b"first-1"], 2: [b"first-2"], 3: [b"first-3"], 4: [b"fifth"]}
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 5])
+async def test_no_more_than_max_in_flight_requests_per_connection(healthy: KafkaCluster, max_in_flight: int) -> None:
+    cluster = healthy
+    topic = new_topic(cluster, 1, replication_factor=3)
+    config = {**PRODUCER, "max_in_flight_requests_per_connection": max_in_flight, "batch_size": 200, "linger_ms": 0}
+    if max_in_flight == 1:
+        config["enable_idempotence"] = False
+    leader = cluster.partition_leader(topic, 0)
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+        await (await producer.send(topic, value=b"first", partition=0))  # connected; the broker knows our sequence
+        cluster.proxy(leader).set_delay(100)  # each answer 100 ms late: requests queue behind the limit
+        try:
+            futures = [await producer.send(topic, value=b"%04d" % i + b"." * 60, partition=0) for i in range(60)]
+            results = await asyncio.gather(*futures)
+        finally:
+            cluster.proxy(leader).set_delay(0)
+        conns = list(producer._client._conns.values())  # type: ignore[union-attr]
+        observed = max(c.max_in_flight_observed for c in conns)
+    assert observed == max_in_flight  # reached (the test can fail) and never exceeded
+    assert [md.offset for md in results] == list(range(1, 61))  # in order, once each
