@@ -42,7 +42,8 @@ FAST: dict[str, Any] = {
 # broker refuses batch N+1 with OUT_OF_ORDER_SEQUENCE_NUMBER while batch N is being retried, and
 # the producer retries N+1 after it. The mock does not check sequences for a non-transactional
 # producer and appends N+1 first, so with 5 in flight only "exactly once" can be verified here;
-# with 1 in flight, order is the producer's alone and is verified too.
+# with 1 in flight, order is the producer's alone and is verified too. Order with 5 in flight is
+# verified against real Kafka in test_real_broker_faults.py.
 IDEMPOTENT = {"max_in_flight_requests_per_connection": 1}
 IDEMPOTENT_PIPELINED: dict[str, Any] = {}
 ORDERED_NOT_IDEMPOTENT: dict[str, Any] = {"enable_idempotence": False, "max_in_flight_requests_per_connection": 1}
