@@ -20,8 +20,8 @@ set of topics and always asks for all of them (never for "all topics"), with
 asks: a broker with ``auto.create.topics.enable=true`` creates a topic the
 first time a producer sends to it, one with it off answers
 ``UNKNOWN_TOPIC_OR_PARTITION`` until ``max.block.ms`` (both checked against a
-real broker in ``tests/integration/test_real_broker_topics.py``); concurrent refreshes share one request; a snapshot is
-stale after ``metadata.max.age.ms`` or once someone called
+real broker in ``tests/integration/test_real_broker_topics.py``). Concurrent
+refreshes share one request; a snapshot is stale after ``metadata.max.age.ms`` or once someone called
 :meth:`request_update` (a leader moved, a connection died).
 
 Reconnect backoff follows ``ClusterConnectionStates``: after the n-th
