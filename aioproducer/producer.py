@@ -44,6 +44,7 @@ from aioproducer.partitioner import _MURMUR2_SEED, TopicPartitions, check_partit
 from aioproducer.partitioner import _c_murmurhash2 as _murmur2_c
 from aioproducer.serializers import SerializeFn
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, estimate_size_in_bytes_upper_bound
+from aioproducer.topic import validate_topic
 
 __all__ = ["Producer", "ProducerRecord"]
 
@@ -53,6 +54,9 @@ _now_ns = time.time_ns  # a record's create time: one call and an integer divisi
 
 HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
+
+#: Kafka timestamps are int64 milliseconds.
+_MAX_INT64 = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +262,10 @@ class Producer:
             # wait for metadata or memory, or anything else, takes the general path.
             # The body is _append_plain() inlined: a call per record costs 3 % of send().
             # murmur2 is partition_for_key() inlined: snapshots exist only for topics with partitions.
-            partitions = self._topic_partitions.get(topic)
+            try:
+                partitions = self._topic_partitions.get(topic)
+            except TypeError:  # an unhashable topic: _send() says what is wrong with it
+                partitions = None
             if partitions is not None:
                 if type(key) is bytes and _murmur2_c is not None:
                     future = accumulator.try_append(
@@ -317,7 +324,8 @@ class Producer:
 
             # Metadata: the first wait point.
             deadline: float | None = None
-            partitions = self._topic_partitions.get(topic)  # cleared whenever new metadata arrives
+            # Cleared whenever new metadata arrives. Not a str: _wait_on_metadata says what is wrong.
+            partitions = self._topic_partitions.get(topic) if type(topic) is str else None
             if partitions is None:
                 deadline = monotonic_ms() + self._max_block_ms
                 partitions = await self._wait_on_metadata(topic, self._max_block_ms)
@@ -325,8 +333,10 @@ class Producer:
 
             if timestamp_ms is None:
                 timestamp_ms = _now_ns() // 1_000_000
-            elif type(timestamp_ms) is not int or timestamp_ms < 0:
-                raise InvalidRecordError(f"invalid timestamp_ms {timestamp_ms!r}: it must be a non-negative integer")
+            elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_INT64:
+                raise InvalidRecordError(
+                    f"invalid timestamp_ms {timestamp_ms!r}: it must be an integer in 0..2**63-1 (ms since the epoch)"
+                )
 
             # Size check (Java's ensureValidRecordSize): see _check_every_record.
             if self._check_every_record:
@@ -382,6 +392,17 @@ class Producer:
         right now) goes through ``send()`` itself, in order. On an error the records before
         it are queued and the error is raised.
         """
+        if isinstance(values, (str, bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"send_many(values=...) takes an iterable of values, not one {type(values).__name__} "
+                "(it would be sent one character or byte per record); use send() for one record"
+            )
+        if keys is not None:
+            if isinstance(keys, (str, bytes, bytearray, memoryview)):
+                raise TypeError(f"send_many(keys=...) takes an iterable of keys, not one {type(keys).__name__}")
+            values, keys = list(values), list(keys)
+            if len(keys) != len(values):
+                raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values; they pair one to one")
         futures: list[FutureRecordMetadata] = []
         append = futures.append
         pairs = zip(keys, values) if keys is not None else ((None, v) for v in values)
@@ -459,6 +480,8 @@ class Producer:
         The per-topic snapshot is cached until the client installs new metadata, so the
         common ``send()`` does one dict lookup and one identity check.
         """
+        # Before the name is tracked: one bad name must not make every later Metadata request fail.
+        validate_topic(topic)
         client = self._client
         assert client is not None
         metadata = client.metadata

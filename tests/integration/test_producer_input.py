@@ -19,6 +19,7 @@ from aioproducer import (
     RecordTooLargeError,
     SerializationError,
 )
+from aioproducer.errors import InvalidTopicError
 from aioproducer.testing import MockCluster
 
 pytestmark = pytest.mark.integration
@@ -68,6 +69,22 @@ CASES: list[Any] = [
     pytest.param(lambda p: p.send(TOPIC, value=b"v", key=3.5, partition=0), SerializationError, "float", id="unserializable-key"),
     pytest.param(lambda p: p.send(TOPIC, value={"a": 1}, partition=0), SerializationError, "dict", id="dict-value"),
     pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=6), Exception, "partition", id="partition-out-of-range"),
+    pytest.param(
+        lambda p: p.send(TOPIC, value=b"v", partition=0, timestamp_ms=2**63), InvalidRecordError, "2\\*\\*63-1",
+        id="timestamp-beyond-int64",
+    ),
+    pytest.param(lambda p: p.send(None, value=b"v"), InvalidTopicError, "NoneType", id="topic-none"),
+    pytest.param(lambda p: p.send(123, value=b"v"), InvalidTopicError, "int", id="topic-int"),
+    pytest.param(lambda p: p.send(b"t", value=b"v"), InvalidTopicError, "bytes", id="topic-bytes"),
+    pytest.param(lambda p: p.send(["t"], value=b"v"), InvalidTopicError, "list", id="topic-unhashable"),
+    pytest.param(lambda p: p.send("\ud800", value=b"v"), InvalidTopicError, "only ASCII", id="topic-lone-surrogate"),
+    pytest.param(lambda p: p.send("a b", value=b"v"), InvalidTopicError, "' '", id="topic-space"),
+    pytest.param(lambda p: p.send("", value=b"v"), InvalidTopicError, "empty", id="topic-empty"),
+    pytest.param(lambda p: p.send("..", value=b"v"), InvalidTopicError, "cannot be", id="topic-dotdot"),
+    pytest.param(lambda p: p.send("t" * 250, value=b"v"), InvalidTopicError, "249", id="topic-too-long"),
+    pytest.param(lambda p: p.partitions_for("a/b"), InvalidTopicError, "'/'", id="partitions-for-bad-topic"),
+    pytest.param(lambda p: p.send_many(TOPIC, "hello"), TypeError, "one str", id="send-many-a-string"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"a", b"b"], [b"k"]), ValueError, "1 keys for 2 values", id="send-many-fewer-keys"),
 ]
 
 
@@ -85,6 +102,16 @@ async def test_bad_record_is_refused_promptly_and_nothing_else_is_lost(
         assert [(await before).offset, (await after).offset] == [0, 1]
         assert producer.metrics()["records_failed"] == 0
     assert await read_values(mock_cluster.bootstrap_servers, 0) == [b"before", b"after"]
+
+
+async def test_a_bad_topic_does_not_poison_metadata_for_the_next_new_topic(mock_cluster: MockCluster) -> None:
+    """The bad name is refused before it is tracked: later Metadata requests (for a new topic) still work."""
+    mock_cluster.create_topic("later", 2)
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_block_ms=5000, **FAST) as producer:
+        for bad in (None, 123, "\ud800", "a b"):
+            with pytest.raises(InvalidTopicError):
+                await producer.send(bad, value=b"x")  # type: ignore[arg-type]
+        assert (await (await producer.send("later", value=b"ok", partition=1))).offset == 0
 
 
 async def test_record_larger_than_buffer_memory(mock_cluster: MockCluster) -> None:
