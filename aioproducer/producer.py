@@ -178,6 +178,7 @@ class Producer:
         sender_box.append(sender)
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
+        self._sender_task.add_done_callback(self._sender_done)
         self._started = True
         plain = not (
             self._interceptors
@@ -298,6 +299,8 @@ class Producer:
         """``send()`` for every record: interceptors, serializers, checks, partitioner, append."""
         if self._closed:
             raise ProducerClosedError("send() called on a closed producer")
+        if self._sender is not None and self._sender.died is not None:
+            raise self._sender.died
         accumulator = self._accumulator
         if accumulator is None:
             raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
@@ -545,6 +548,11 @@ class Producer:
         """A record that send() refused after the interceptors saw it: ``on_acknowledgement(None, error)``."""
         for interceptor in self._interceptors:
             _safe_call(interceptor, "on_acknowledgement", None, error)
+
+    def _sender_done(self, task: asyncio.Task[None]) -> None:
+        """The sender task ended: if it died, every later ``send()`` takes the path that says so."""
+        if self._sender is not None and self._sender.died is not None:
+            self._plain_accumulator = None
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
         if batch.error is None:

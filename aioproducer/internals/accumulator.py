@@ -374,7 +374,9 @@ class RecordAccumulator:
         base = self.config.retry_backoff_ms
         if attempts <= 1:
             return base
-        return float(min(self.config.retry_backoff_max_ms, base * 2.0 ** (attempts - 1)))
+        # The exponent is capped before the power: 2.0 ** 1024 overflows (OverflowError), and a
+        # broker refusing for a while with a short backoff reaches that many attempts in seconds.
+        return float(min(self.config.retry_backoff_max_ms, base * 2.0 ** min(attempts - 1, 62)))
 
     def drain(
         self,

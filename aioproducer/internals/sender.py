@@ -138,6 +138,8 @@ class Sender:
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
         self.fatal_error: BaseException | None = None
+        #: Set once when the loop itself raised (see _die); the producer refuses records from then on.
+        self.died: KafkaError | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -152,9 +154,25 @@ class Sender:
                 await self._loop_once()
             while not self._force_close and (self.accumulator.has_undrained() or self._has_requests()):
                 await self._loop_once()
+        except Exception as exc:  # noqa: BLE001 - any bug here must fail records, not hang them
+            self._die(exc)
         finally:
             self._stopped = True
             await self._shutdown_background()
+
+    def _die(self, exc: Exception) -> None:
+        """The loop raised (a bug, or an error no path expected): fail every record, accept none.
+
+        Without this, a dead task would leave every pending future and ``flush()``
+        waiting forever while ``send()`` kept queuing records nobody sends.
+        """
+        log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
+        error = KafkaError(f"the producer's sender task failed: {exc!r}; create a new producer")
+        error.__cause__ = exc
+        self.died = error
+        self._running = False
+        self.accumulator.closed = True
+        self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
         return bool(self._requests) or self._callbacks_pending > 0

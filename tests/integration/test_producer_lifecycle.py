@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aioproducer import Producer, ProducerClosedError, RecordMetadata
+from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadata
 from aioproducer.testing import MockCluster
 from helpers import eventually
 from readback import read_all_values
@@ -200,3 +200,27 @@ async def test_on_delivery_is_called_in_send_order_per_partition(mock_cluster: M
     for p in range(PARTITIONS):
         assert [i for i, _ in calls[p]] == list(range(p, 300, PARTITIONS)), f"partition {p}: callbacks out of send order"
         assert [o for _, o in calls[p]] == list(range(50))
+
+
+async def test_a_sender_that_dies_fails_every_record_and_send_says_why(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the sender loop must not leave futures and flush() hanging while send() queues more."""
+    from aioproducer.internals.sender import Sender
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=60_000) as producer:
+        queued = [await producer.send("orders", value=b"v%d" % i, partition=i % 6) for i in range(10)]
+        boom = RuntimeError("planted bug in the sender loop")
+
+        def broken_run_once(self: Sender, now: float) -> float:
+            raise boom
+
+        monkeypatch.setattr(Sender, "run_once", broken_run_once)
+        await producer.flush(timeout=10)  # returns: the records failed instead of hanging
+        for future in queued:
+            error = future.exception()
+            assert isinstance(error, KafkaError) and error.__cause__ is boom
+        assert producer._sender_task is not None and producer._sender_task.done()
+        for value, key in ((b"fast path", None), (b"keyed", b"k")):
+            with pytest.raises(KafkaError, match="sender task failed"):
+                await producer.send("orders", value=value, key=key)

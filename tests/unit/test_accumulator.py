@@ -365,3 +365,11 @@ async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes()
         else:
             runs.append([f._batch.partition])
     assert [len(r) for r in runs[:-1]] == [19, 19] and len(runs[-1]) == 60 - 38
+
+
+async def test_retry_backoff_is_capped_without_overflowing_at_any_attempt() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock)
+    assert [acc.retry_backoff(n) for n in (1, 2, 3, 4, 5)] == [100, 200, 400, 800, 1000]
+    assert acc.retry_backoff(1025) == 1000  # 2.0 ** 1024 would overflow
+    assert acc.retry_backoff(10**9) == 1000
