@@ -68,8 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     try:
-        print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        wait_for_stop(args.until_stdin_eof)
+        wait_for_stop(args.until_stdin_eof, [f"bootstrap.servers={cluster.bootstrap_servers}"])
     finally:
         cluster.close()
     return 0

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from types import FrameType
 
 __all__ = ["topic_spec", "wait_for_stop"]
@@ -45,11 +46,17 @@ def _wait_for_stdin_eof(done: threading.Event) -> None:
     done.set()
 
 
-def wait_for_stop(until_stdin_eof: bool) -> None:
-    """Block until SIGINT or SIGTERM, or (``until_stdin_eof``) until stdin closes."""
+def wait_for_stop(until_stdin_eof: bool, ready_lines: Sequence[str]) -> None:
+    """Print ``ready_lines``, then block until SIGINT or SIGTERM, or (``until_stdin_eof``) until stdin closes.
+
+    The lines are printed only once SIGTERM is handled: a parent that reads the
+    first line and terminates the process at once must get a clean exit.
+    """
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, _raise_terminate)
     try:
+        for line in ready_lines:
+            print(line, flush=True)
         if until_stdin_eof:
             threading.Thread(target=_wait_for_stdin_eof, args=(stop,), name="stdin-eof", daemon=True).start()
         # Event.wait is interrupted by the exceptions the SIGINT/SIGTERM

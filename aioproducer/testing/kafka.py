@@ -969,12 +969,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-        for name in cluster.listeners[1:]:
-            print(f"{name}={cluster.bootstrap_servers_for(name)}", flush=True)
+        lines = [f"bootstrap.servers={cluster.bootstrap_servers}"]
+        lines += [f"{name}={cluster.bootstrap_servers_for(name)}" for name in cluster.listeners[1:]]
         if any(n.endswith("SSL") for n in cluster.listeners):
-            print(f"ca_file={cluster.ca_file}", flush=True)
-        wait_for_stop(args.until_stdin_eof)
+            lines.append(f"ca_file={cluster.ca_file}")
+        wait_for_stop(args.until_stdin_eof, lines)
     finally:
         cluster.close()
     return 0
