@@ -470,16 +470,25 @@ class RecordAccumulator:
             dq.appendleft(batch)
 
     def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> int:
-        """Split a batch the broker found too large into ``batch.size`` pieces, re-queued in order."""
+        """Split a batch the broker found too large into pieces re-queued in order; returns how many.
+
+        A batch over ``batch.size`` is split into ``batch.size`` pieces, as in Java. One
+        within ``batch.size`` (the topic's ``max.message.bytes`` is below it) is halved:
+        Java's split would give the same batch back and resend it in a loop. So every
+        split makes progress, and repeated MESSAGE_TOO_LARGE answers end at single
+        records, which the sender fails with the sizes named.
+        """
         config = self.config
+        size = batch.estimated_size()
+        target = config.batch_size if size > config.batch_size else max(1, size // 2)
         records = batch.builder.records()
         pieces: list[ProducerBatch] = []
-        builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+        builder = RecordBatchBuilder(config.compression_type, target, config.compression_level)
         piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
         for future, (timestamp, key, value, headers) in zip(batch.futures, records):
             if not piece.builder.has_room_for(timestamp, key, value, headers):
                 pieces.append(piece)
-                builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+                builder = RecordBatchBuilder(config.compression_type, target, config.compression_level)
                 piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
             future._relative_offset = piece.builder.append(timestamp, key, value, headers)
             future._batch = piece

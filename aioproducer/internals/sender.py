@@ -53,6 +53,7 @@ from aioproducer.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MessageTooLargeError,
     error_for_code,
 )
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
@@ -538,6 +539,12 @@ class Sender:
             return
         if tm is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
             tm.request_epoch_bump()
+        if code == MESSAGE_TOO_LARGE:
+            error = MessageTooLargeError(
+                f"the broker refused {batch.record_count} record(s) for {batch.topic}-{batch.partition} in a "
+                f"{batch.estimated_size()}-byte batch as too large: the topic's max.message.bytes (or the "
+                f"broker's message.max.bytes) is lower; max.request.size={self.config.max_request_size}"
+            )
         self._fail_batch(batch, error, sequence_unresolved=outcome_unknown)
 
     def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:

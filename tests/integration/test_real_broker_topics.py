@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from aioproducer import KafkaTimeoutError, Producer
+from aioproducer.errors import MessageTooLargeError
 from aioproducer.testing import KafkaCluster
 
 from conftest import kafka_or_skip, new_topic
@@ -94,3 +95,20 @@ async def test_create_time_topic_keeps_the_producers_timestamps(kafka_cluster: K
 
 async def _read_java(cluster: KafkaCluster, topic: str, count: int) -> list[JavaRecord]:
     return await asyncio.to_thread(read_java_raw, cluster.bootstrap_servers, topic, 0, count=count, timeout=30)
+
+
+async def test_a_batch_over_the_topics_max_message_bytes_is_split_until_it_fits(kafka_cluster: KafkaCluster) -> None:
+    """max.message.bytes below batch.size: the refused batch is halved until each piece fits; all arrive in order."""
+    topic = new_topic(kafka_cluster, 1, config={"max.message.bytes": 1200})
+    values = [b"%03d" % i + b"x" * 97 for i in range(60)]  # ~7 KB together, one batch under linger.ms
+    async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, linger_ms=200) as producer:
+        futures = [await producer.send(topic, v, partition=0) for v in values]
+        offsets = [(await f).offset for f in futures]
+        assert offsets == list(range(60))
+        # One record over the limit cannot be split: it fails at once, naming the sizes.
+        started = time.monotonic()
+        with pytest.raises(MessageTooLargeError, match=r"1 record\(s\) .* in a \d+-byte batch as too large"):
+            await (await producer.send(topic, b"y" * 2000, partition=0))
+        assert time.monotonic() - started < 5
+    got = await read_with("confluent-kafka", kafka_cluster.bootstrap_servers, topic, 0, count=60)
+    assert [r.value for r in got] == values
