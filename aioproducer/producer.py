@@ -194,6 +194,8 @@ class Producer:
         """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""
         accumulator = self._require_started()
         since = monotonic_ms()
+        if not accumulator.incomplete_batches():
+            return  # nothing to wait for: done at once, whatever the timeout (0 included)
         accumulator.begin_flush()
         try:
             await asyncio.wait_for(accumulator.await_flush_completion(since), timeout)
@@ -440,6 +442,8 @@ class Producer:
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting for metadata up to ``max.block.ms``."""
+        if self._closed:
+            raise ProducerClosedError("partitions_for() called on a closed producer")
         self._require_started()
         partitions = await self._wait_on_metadata(topic, self._max_block_ms)
         return list(range(partitions.num_partitions))
@@ -505,7 +509,7 @@ class Producer:
                 result = serializer(topic, data)
             elif isinstance(data, str):
                 return data.encode()
-            elif isinstance(data, (bytearray, memoryview)):
+            elif isinstance(data, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_)
                 return bytes(data)
             else:
                 raise SerializationError(
@@ -518,7 +522,7 @@ class Producer:
             raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
         if result is None or type(result) is bytes:
             return result
-        if isinstance(result, (bytearray, memoryview)):
+        if isinstance(result, (bytes, bytearray, memoryview)):
             return bytes(result)
         raise SerializationError(
             f"the {side} serializer for topic {topic!r} returned {type(result).__name__}, not bytes"
@@ -581,11 +585,18 @@ def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:
         name, value = item
         if not isinstance(name, str):
             raise InvalidRecordError(f"a header key must be str, got {type(name).__name__}")
+        try:
+            name.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidRecordError(f"header key {name!r} cannot be encoded as UTF-8: {exc.reason}") from None
         if value is not None and type(value) is not bytes:
-            if isinstance(value, (bytearray, memoryview)):
+            if isinstance(value, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_)
                 value = bytes(value)
             elif isinstance(value, str):
-                value = value.encode()
+                try:
+                    value = value.encode()
+                except UnicodeEncodeError as exc:
+                    raise InvalidRecordError(f"header {name!r}: its str value cannot be encoded as UTF-8: {exc.reason}") from None
             else:
                 raise InvalidRecordError(
                     f"header {name!r} has a value of type {type(value).__name__}: it must be bytes or None"

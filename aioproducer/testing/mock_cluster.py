@@ -220,12 +220,20 @@ class MockCluster:
         self._check("rd_kafka_mock_topic_create", code, f"topic={name!r}")
 
     def set_partition_leader(self, topic: str, partition: int, broker_id: int) -> None:
-        """Make ``broker_id`` the leader of ``topic``/``partition`` (``-1``: no leader).
+        """Make ``broker_id`` the leader of ``topic``/``partition``.
 
         The next Metadata response shows the new leader; the old leader answers
         Produce for that partition with ``NOT_LEADER_OR_FOLLOWER``. The mock
-        creates the topic if it does not exist.
+        creates the topic if it does not exist. ``-1`` ("no leader") is refused:
+        librdkafka 2.16's mock then crashes the whole process on the next Produce
+        to the partition; take the leader's broker down instead (:meth:`broker_down`).
         """
+        if broker_id not in self.broker_ids:
+            raise ValueError(
+                f"broker_id must be one of {self.broker_ids}, got {broker_id}"
+                + (" (no leader: librdkafka's mock would crash on the next Produce; use broker_down())"
+                   if broker_id == -1 else "")
+            )
         with self._lock:
             code = self._lib.rd_kafka_mock_partition_set_leader(
                 self._handle(), topic.encode(), partition, broker_id

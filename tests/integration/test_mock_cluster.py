@@ -476,3 +476,11 @@ def test_cli_exits_cleanly_on_sigterm() -> None:
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("broker_id", [-1, 0, 9])
+def test_set_partition_leader_refuses_what_is_not_a_broker(mock_cluster: MockCluster, broker_id: int) -> None:
+    """-1 ("no leader") would crash librdkafka's mock on the next Produce: refused with the alternative."""
+    with pytest.raises(ValueError, match=r"broker_id must be one of \[1, 2, 3\]") as info:
+        mock_cluster.set_partition_leader("orders", 0, broker_id)
+    assert ("broker_down" in str(info.value)) == (broker_id == -1)

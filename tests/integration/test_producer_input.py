@@ -65,6 +65,14 @@ CASES: list[Any] = [
     pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[(b"h", b"v")]), InvalidRecordError, "key", id="header-bytes-key"),
     pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[("h",)]), InvalidRecordError, "pair", id="header-not-a-pair"),
     pytest.param(lambda p: p.send(TOPIC, value=b"v", partition=0, headers="h=v"), InvalidRecordError, "str", id="headers-a-string"),
+    pytest.param(
+        lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[("\udc80", b"v")]), InvalidRecordError, "header key",
+        id="header-key-lone-surrogate",
+    ),
+    pytest.param(
+        lambda p: p.send(TOPIC, value=b"v", partition=0, headers=[("h", "\udc80")]), InvalidRecordError, "UTF-8",
+        id="header-value-lone-surrogate",
+    ),
     pytest.param(lambda p: p.send(TOPIC, value=object(), partition=0), SerializationError, "object", id="unserializable-value"),
     pytest.param(lambda p: p.send(TOPIC, value=b"v", key=3.5, partition=0), SerializationError, "float", id="unserializable-key"),
     pytest.param(lambda p: p.send(TOPIC, value={"a": 1}, partition=0), SerializationError, "dict", id="dict-value"),
@@ -157,3 +165,16 @@ async def test_send_on_a_closed_producer(mock_cluster: MockCluster) -> None:
     with pytest.raises(ProducerClosedError):
         await producer.start()
     assert await read_values(mock_cluster.bootstrap_servers, 3) == [b"delivered"]
+
+
+async def test_bytes_subclasses_pass_as_bytes(mock_cluster: MockCluster) -> None:
+    """bytes-like values are documented to pass: a bytes subclass (numpy.bytes_ is one) included."""
+
+    class Blob(bytes):
+        pass
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        md = await (await producer.send(TOPIC, value=Blob(b"value"), key=Blob(b"key"), partition=3,
+                                        headers=[("h", Blob(b"header"))]))
+        assert (md.serialized_value_size, md.serialized_key_size) == (5, 3)
+    assert await read_values(mock_cluster.bootstrap_servers, 3) == [b"value"]

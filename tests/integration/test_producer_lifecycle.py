@@ -224,3 +224,19 @@ async def test_a_sender_that_dies_fails_every_record_and_send_says_why(
         for value, key in ((b"fast path", None), (b"keyed", b"k")):
             with pytest.raises(KafkaError, match="sender task failed"):
                 await producer.send("orders", value=value, key=key)
+
+
+async def test_flush_with_nothing_pending_returns_at_once_even_with_timeout_zero(mock_cluster: MockCluster) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as producer:
+        await producer.flush(timeout=0)
+        await (await producer.send("orders", b"v", partition=0))
+        await producer.flush(timeout=0)
+
+
+async def test_partitions_for_after_close_is_refused(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    await producer.start()
+    assert await producer.partitions_for("orders") == list(range(6))
+    await producer.close()
+    with pytest.raises(ProducerClosedError, match="closed"):
+        await producer.partitions_for("orders")
