@@ -32,8 +32,8 @@ accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.reco
                                           ``metrics.recording.level``,
                                           ``metrics.sample.window.ms``, ``enable.metrics.push``,
                                           ``transaction.timeout.ms``
-passed on, applied by the network layer   ``send.buffer.bytes``, ``receive.buffer.bytes``
-                                          (``-1``: OS default)
+accepted and ignored (not built yet)      ``metadata.max.idle.ms``, ``connections.max.idle.ms``,
+                                          ``socket.connection.setup.timeout.max.ms``
 not supported yet (ConfigError if set)    ``transactional.id``; ``security.protocol`` other than
                                           ``PLAINTEXT``; every ``ssl.*`` / ``sasl.*`` key
 ========================================  ======================================================
@@ -83,8 +83,8 @@ class ConfigDef:
     """One configuration key: its Java name, type (as Java's ``ConfigDef.Type``), default, doc.
 
     ``default`` is written the way a user would write it (``"all"``, ``"none"``) and goes through
-    ``parse`` like any user value. ``status`` is ``"supported"``, ``"ignored"`` (accepted and
-    validated, no effect) or ``"network"`` (applied by the network layer).
+    ``parse`` like any user value. ``status`` is ``"supported"`` or ``"ignored"`` (accepted and
+    validated, no effect).
     """
 
     key: str
@@ -298,12 +298,12 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("compression.lz4.level", "int", 9, "lz4 level, 1..17.", _int(1, 17)),
     ConfigDef("compression.zstd.level", "int", 3, "zstd level, -131072..22.", _int(-131072, 22)),
     ConfigDef("metadata.max.age.ms", "long", 300000, "Refresh metadata at least this often, even without errors.", _int(0, long=True)),
-    ConfigDef("metadata.max.idle.ms", "long", 300000, "Forget the metadata of a topic not produced to for this long.", _int(5000, long=True)),
-    ConfigDef("connections.max.idle.ms", "long", 540000, "Close connections idle for this long.", _int(long=True)),
-    ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, "Initial timeout for establishing a connection; grows exponentially per failure.", _int(0, long=True)),
-    ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, "Maximum connection setup timeout.", _int(0, long=True)),
-    ConfigDef("send.buffer.bytes", "int", 131072, "SO_SNDBUF of broker sockets; -1: OS default.", _int(-1), "network"),
-    ConfigDef("receive.buffer.bytes", "int", 32768, "SO_RCVBUF of broker sockets; -1: OS default.", _int(-1), "network"),
+    ConfigDef("metadata.max.idle.ms", "long", 300000, "Accepted and ignored yet: a topic once produced to stays in every metadata request.", _int(5000, long=True), "ignored"),
+    ConfigDef("connections.max.idle.ms", "long", 540000, "Accepted and ignored yet: idle connections stay open.", _int(long=True), "ignored"),
+    ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, "Timeout for establishing a connection (it does not grow per failure yet).", _int(0, long=True)),
+    ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, "Accepted and ignored yet: the setup timeout does not grow.", _int(0, long=True), "ignored"),
+    ConfigDef("send.buffer.bytes", "int", 131072, "SO_SNDBUF of broker sockets, set once connected; -1: OS default.", _int(-1)),
+    ConfigDef("receive.buffer.bytes", "int", 32768, "SO_RCVBUF of broker sockets, set once connected; -1: OS default.", _int(-1)),
     ConfigDef("partitioner.class", "class", None, "Custom partitioner: callable or object with `partition(topic, key, key_bytes, value, value_bytes, cluster)`, or its dotted import path. None: built-in (murmur2 for keys, sticky otherwise).", _partitioner),
     ConfigDef("partitioner.ignore.keys", "boolean", False, "Built-in partitioner: ignore keys, use the sticky partition for every record.", _bool),
     ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True, "Built-in partitioner: send more to partitions whose brokers drain faster (KIP-794).", _bool),

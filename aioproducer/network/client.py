@@ -89,6 +89,10 @@ class ClientConfig(Protocol):
     @property
     def socket_connection_setup_timeout_ms(self) -> int: ...
     @property
+    def send_buffer_bytes(self) -> int: ...
+    @property
+    def receive_buffer_bytes(self) -> int: ...
+    @property
     def retry_backoff_ms(self) -> int: ...
 
 
@@ -412,6 +416,8 @@ class KafkaClient:
             max_in_flight=self._config.max_in_flight_requests_per_connection,
             request_timeout_ms=self._config.request_timeout_ms,
             connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
+            send_buffer_bytes=self._config.send_buffer_bytes,
+            receive_buffer_bytes=self._config.receive_buffer_bytes,
         )
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:

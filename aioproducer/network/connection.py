@@ -40,6 +40,7 @@ flight: the broker answers in order, so the head is always the first to expire.
 from __future__ import annotations
 
 import asyncio
+import socket
 import collections
 import functools
 import logging
@@ -143,6 +144,8 @@ class BrokerConnection:
         max_in_flight: int = 5,
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -154,6 +157,8 @@ class BrokerConnection:
         self.max_in_flight = max_in_flight
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
 
         self._state = _NEW
         self._writer: asyncio.StreamWriter | None = None
@@ -242,6 +247,21 @@ class BrokerConnection:
 
     # ---------------------------------------------------------------- connect
 
+    def _set_buffer_sizes(self) -> None:
+        """``send.buffer.bytes``/``receive.buffer.bytes`` on the socket (-1 leaves the OS default).
+
+        Set once connected: asyncio's ``open_connection`` creates the socket itself. A receive
+        buffer set after the handshake can still grow the window, up to what the handshake's
+        window scale allows (Linux advertises a scale large enough for the default maxima).
+        """
+        assert self._writer is not None
+        sock = self._writer.get_extra_info("socket")
+        if sock is None:
+            return
+        for option, size in ((socket.SO_SNDBUF, self.send_buffer_bytes), (socket.SO_RCVBUF, self.receive_buffer_bytes)):
+            if size >= 0:
+                sock.setsockopt(socket.SOL_SOCKET, option, size)
+
     async def connect(self) -> None:
         """Open the TCP connection, start the reader and negotiate API versions.
 
@@ -271,6 +291,7 @@ class BrokerConnection:
                     f"could not connect to {self.address} (node {self.node_id}): "
                     f"{exc.strerror or exc}"
                 ) from exc
+            self._set_buffer_sizes()
             self._reader_task = asyncio.create_task(
                 self._read_loop(reader), name=f"aioproducer-reader-{self.address}"
             )

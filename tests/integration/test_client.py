@@ -37,6 +37,8 @@ class Config:
     reconnect_backoff_max_ms: int = 1000
     metadata_max_age_ms: int = 300000
     socket_connection_setup_timeout_ms: int = 10000
+    send_buffer_bytes: int = -1
+    receive_buffer_bytes: int = -1
     retry_backoff_ms: int = 100
     extra: dict[str, Any] = field(default_factory=dict)
 

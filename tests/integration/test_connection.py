@@ -702,3 +702,24 @@ async def test_a_large_response_in_many_reads_is_reassembled() -> None:
         assert error is None and response is not None and len(response.partitions) == 4000
         assert response.partitions[-1].base_offset == response.correlation_id * 1000 + 3999
         await conn.close()
+
+
+@pytest.mark.parametrize(("send", "receive"), [(65_536, 49_152), (-1, -1)])
+async def test_socket_buffer_sizes_are_applied(mock_cluster: MockCluster, send: int, receive: int) -> None:
+    """send.buffer.bytes / receive.buffer.bytes reach the socket (Linux reports twice the value set)."""
+    import socket
+    import sys
+
+    conn = await connect(mock_cluster, send_buffer_bytes=send, receive_buffer_bytes=receive)
+    try:
+        sock = conn._writer.get_extra_info("socket")  # type: ignore[union-attr]
+        got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+    finally:
+        await conn.close()
+    if send < 0:
+        assert got != (2 * 65_536, 2 * 49_152)  # untouched: whatever the OS chose, not the other case's sizes
+    elif sys.platform == "linux":
+        assert got == (2 * send, 2 * receive)
+    else:
+        assert got[0] >= send and got[1] >= receive
+
