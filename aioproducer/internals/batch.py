@@ -69,11 +69,12 @@ class _Extras:
     record sent with one would otherwise hold a second GC-tracked object while queued.
     """
 
-    __slots__ = ("callbacks", "cancelled")
+    __slots__ = ("callbacks", "cancelled", "cancel_message")
 
     def __init__(self) -> None:
         self.callbacks: list[tuple[Callable[[Any], Any], Any]] | None = None
         self.cancelled = False
+        self.cancel_message: Any = None
 
 
 class FutureRecordMetadata:
@@ -122,15 +123,27 @@ class FutureRecordMetadata:
         """
         if self.done():
             return False
-        self._extras().cancelled = True
+        extra = self._extras()
+        extra.cancelled = True
+        extra.cancel_message = msg
         self._batch.detach_callbacks(self)
         self._schedule_callbacks()
         return True
 
+    # asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for these.
+    @property
+    def _cancel_message(self) -> Any:
+        extra = self._extra
+        return None if extra is None else extra.cancel_message
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        message = self._cancel_message
+        return asyncio.CancelledError() if message is None else asyncio.CancelledError(message)
+
     def exception(self) -> BaseException | None:
         extra = self._extra
         if extra is not None and extra.cancelled:
-            raise asyncio.CancelledError()
+            raise self._make_cancelled_error()
         batch = self._batch
         if not batch.is_done:
             raise asyncio.InvalidStateError("delivery of this record is not complete yet")
@@ -139,7 +152,7 @@ class FutureRecordMetadata:
     def result(self) -> RecordMetadata:
         extra = self._extra
         if extra is not None and extra.cancelled:
-            raise asyncio.CancelledError()
+            raise self._make_cancelled_error()
         batch = self._batch
         if not batch.is_done:
             raise asyncio.InvalidStateError("delivery of this record is not complete yet")

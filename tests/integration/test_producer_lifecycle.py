@@ -240,3 +240,58 @@ async def test_partitions_for_after_close_is_refused(mock_cluster: MockCluster) 
     await producer.close()
     with pytest.raises(ProducerClosedError, match="closed"):
         await producer.partitions_for("orders")
+
+
+async def test_record_futures_work_in_asyncio_combinators_that_time_out(mock_cluster: MockCluster) -> None:
+    """gather/wait/wait_for/shield/as_completed/TaskGroup with timeouts: no error inside asyncio, records still sent.
+
+    gather() cancels its children when it is cancelled and then asks each for its cancellation
+    error (``_make_cancelled_error``); a future that lacks it breaks asyncio's callback.
+    """
+    loop_errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    mock_cluster.set_rtt(1, 1500)
+    for p in range(6):
+        mock_cluster.set_partition_leader("orders", p, 1)
+    delivered: list[Any] = []
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=0) as producer:
+        await producer.partitions_for("orders")
+
+        async def some() -> list[Any]:
+            return [await producer.send("orders", b"v", partition=0, on_delivery=lambda md, err: delivered.append(err))
+                    for _ in range(3)]
+
+        futures = await some()
+        timed = asyncio.ensure_future(asyncio.wait_for(asyncio.gather(*futures), 0.1))
+        finished, _ = await asyncio.wait([timed], timeout=5)
+        assert finished, "wait_for(gather(...)) hung after its timeout"
+        with pytest.raises(TimeoutError):
+            timed.result()
+        assert all(f.cancelled() for f in futures)
+        with pytest.raises(asyncio.CancelledError):
+            futures[0].result()
+
+        futures = await some()
+        done, pending = await asyncio.wait(futures, timeout=0.05)
+        assert not done and len(pending) == 3
+        with pytest.raises(TimeoutError):
+            for next_done in asyncio.as_completed(futures, timeout=0.05):
+                await next_done
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(futures[0]), 0.05)
+        assert not futures[0].cancelled()  # shield kept it
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                async with asyncio.TaskGroup() as group:
+                    for f in futures:
+                        group.create_task(_await(f))
+        futures[1].cancel("given up")
+        with pytest.raises(asyncio.CancelledError, match="given up"):
+            await futures[1]
+        await producer.flush()
+    assert delivered == [None] * 6, "every record is delivered, cancelled futures or not"
+    assert loop_errors == [], loop_errors
+
+
+async def _await(future: Any) -> Any:
+    return await future
