@@ -649,10 +649,12 @@ class BrokerConnection:
         """
         try:
             while True:
-                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                prefix = await reader.readexactly(4)
+                size = int.from_bytes(prefix, "big", signed=True)
                 if not 4 <= size <= MAX_RESPONSE_SIZE:
                     raise ProtocolError(
-                        f"response frame from {self.address} has impossible size {size}"
+                        f"response frame from {self.address} has impossible size {size}: "
+                        f"{_not_kafka_hint(prefix)}"
                     )
                 payload = await reader.readexactly(size)
                 self._dispatch(payload)
@@ -778,3 +780,15 @@ class BrokerConnection:
                 await writer.wait_closed()
             except (OSError, asyncio.IncompleteReadError):
                 pass  # the socket is closed either way; how the peer ended it no longer matters
+
+
+def _not_kafka_hint(head: bytes) -> str:
+    """What the first bytes of a bad frame say about the peer (a wrong port is the usual cause)."""
+    if head.startswith(b"HTTP") or head[:3] in (b"<ht", b"<!D", b"<HT"):
+        return "the peer speaks HTTP, not the Kafka protocol (is this a web or REST port?)"
+    if head[:1] == b"\x15" and head[1:2] == b"\x03":
+        return "the peer answered with a TLS alert: it expects TLS (security.protocol SSL or SASL_SSL)"
+    if head[:1] == b"\x16" and head[1:2] == b"\x03":
+        return "the peer answered with a TLS handshake: it expects TLS (security.protocol SSL or SASL_SSL)"
+    return f"the peer does not speak the Kafka protocol (first bytes {head!r})"
+

@@ -723,3 +723,23 @@ async def test_socket_buffer_sizes_are_applied(mock_cluster: MockCluster, send: 
     else:
         assert got[0] >= send and got[1] >= receive
 
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "speaks HTTP"),
+        (b"\x15\x03\x03\x00\x02\x02\x32", "TLS alert"),
+        (b"GARBAGE!" * 4, "does not speak the Kafka protocol"),
+    ],
+    ids=["http", "tls", "other"],
+)
+async def test_a_peer_that_is_not_kafka_is_named_as_such(answer: bytes, hint: str) -> None:
+    async def not_kafka(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer)
+
+    async with fake_broker(not_kafka) as (port, _leftovers):
+        conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=5000)
+        with pytest.raises(ProtocolError, match=hint):
+            await conn.connect()
+
