@@ -42,6 +42,7 @@ not supported yet (ConfigError if set)    ``transactional.id``; ``security.proto
 from __future__ import annotations
 
 import difflib
+import inspect
 import itertools
 import logging
 import re
@@ -166,6 +167,18 @@ def _string(key: str, value: Any) -> str:
     raise ConfigError(f"{key} must be a string, got {_show(value)}")
 
 
+def _client_id(key: str, value: Any) -> str:
+    """Sent in every request header as a Kafka STRING: UTF-8, at most 32,767 bytes."""
+    text = _string(key, value)
+    try:
+        encoded = text.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigError(f"{key} cannot be encoded as UTF-8 ({exc.reason}): {_show(value)}") from None
+    if len(encoded) > 32767:
+        raise ConfigError(f"{key} is {len(encoded)} bytes in UTF-8; Kafka's request header allows 32,767")
+    return text
+
+
 def _list_items(key: str, value: Any) -> list[Any]:
     """Java's ``Type.LIST``: a list, or a comma-separated string (blanks dropped)."""
     if isinstance(value, str):
@@ -266,6 +279,17 @@ def _interceptors(key: str, value: Any) -> list[Any]:
                 item = item()
             except Exception as exc:  # noqa: BLE001 - any constructor failure is a configuration error
                 raise ConfigError(f"{key}: {item.__qualname__}() failed: {exc!r}") from exc
+        on_send = getattr(item, "on_send", None)
+        if not callable(on_send):
+            raise ConfigError(
+                f"{key}: {_show(item)} is not an interceptor: it needs an on_send(record) method "
+                "(and may have on_acknowledgement(metadata, error), on_send_error(error), close())"
+            )
+        if inspect.iscoroutinefunction(on_send):
+            raise ConfigError(
+                f"{key}: {type(item).__qualname__}.on_send is async; interceptors run inside send() and must be "
+                "plain functions (as in Java, where they run on the caller's thread)"
+            )
         result.append(item)
     return result
 
@@ -277,11 +301,11 @@ _IGN = "ignored"
 #: Every key aioproducer accepts, in the order of the docs table. Defaults: Java client 3.9.
 CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("bootstrap.servers", "list", [], "Brokers to fetch the initial metadata from, `host:port` (IPv6: `[::1]:9092`), a list or a comma-separated string. Required to start a producer.", _bootstrap_servers),
-    ConfigDef("client.id", "string", "", "Name sent with every request, for broker logs and quotas. Empty: `aioproducer-N`.", _string),
+    ConfigDef("client.id", "string", "", "Name sent with every request, for broker logs and quotas. Empty: `aioproducer-N`.", _client_id),
     ConfigDef("acks", "string", "all", "Acknowledgements the leader waits for: `0` (none, no retries possible), `1` (leader only), `all`/`-1` (all in-sync replicas). Stored as an int, `all` = -1.", _acks),
     ConfigDef("batch.size", "int", 16384, "Target size in bytes of a per-partition batch; also how many bytes go to the sticky partition before it changes. 0 disables batching (one record per batch).", _int(0)),
     ConfigDef("linger.ms", "long", 0, "How long a batch that is not full may wait for more records. Kafka 3.9 default 0; Kafka 4.0 uses 5.", _int(0, long=True)),
-    ConfigDef("buffer.memory", "long", 33554432, "Total bytes the producer may hold for records not yet acknowledged (their encoded bytes plus their futures and delivery callbacks); `send()` waits up to `max.block.ms` for room.", _int(0, long=True)),
+    ConfigDef("buffer.memory", "long", 33554432, "Total bytes the producer may hold for records not yet acknowledged (their encoded bytes plus their futures and delivery callbacks); `send()` waits up to `max.block.ms` for room.", _int(1, long=True)),
     ConfigDef("max.block.ms", "long", 60000, "How long `send()` may wait for metadata and buffer memory before failing.", _int(0, long=True)),
     ConfigDef("max.request.size", "int", 1048576, "Largest request, and so largest record (batch) in bytes.", _int(0)),
     ConfigDef("request.timeout.ms", "int", 30000, "How long to wait for a broker's response before retrying the request or failing it.", _int(0)),
@@ -417,6 +441,11 @@ class ProducerConfig:
     explicit_keys: frozenset[str]
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(
+                f"the configuration must be a mapping of keys to values (or keywords), got {_show(config)}; "
+                "for example Producer({'bootstrap.servers': 'host:9092'}) or Producer(bootstrap_servers='host:9092')"
+            )
         given: dict[str, Any] = {}
         for key, value in (config or {}).items():
             if key not in _DEFS_BY_KEY:

@@ -178,3 +178,17 @@ async def test_bytes_subclasses_pass_as_bytes(mock_cluster: MockCluster) -> None
                                         headers=[("h", Blob(b"header"))]))
         assert (md.serialized_value_size, md.serialized_key_size) == (5, 3)
     assert await read_values(mock_cluster.bootstrap_servers, 3) == [b"value"]
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+async def test_an_on_delivery_that_is_not_callable_is_refused_and_nothing_is_queued(mock_cluster: MockCluster, path: str) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        before = await producer.send(TOPIC, value=b"before", partition=4)
+        await before
+        headers = None if path == "fast" else [("h", b"v")]
+        with pytest.raises(TypeError, match="on_delivery must be callable"):
+            await producer.send(TOPIC, value=b"never", key=b"k", headers=headers, on_delivery=5)  # type: ignore[arg-type]
+        after = await producer.send(TOPIC, value=b"after", key=b"k", headers=headers)
+        await after
+    got = await read_values(mock_cluster.bootstrap_servers, (await after).partition)
+    assert b"never" not in got and b"after" in got

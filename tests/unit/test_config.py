@@ -399,3 +399,31 @@ def test_module_docstring_lists_every_ignored_key() -> None:
     for d in CONFIG_DEFS:
         if d.status != "supported":
             assert f"``{d.key}``" in doc, d.key
+
+
+class _AsyncInterceptor:
+    async def on_send(self, record: object) -> object:
+        return record
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"buffer_memory": 0}, "buffer.memory"),
+        ({"client_id": "x" * 32768}, "32,767"),
+        ({"client_id": "\ud800"}, "UTF-8"),
+        ({"interceptor_classes": [5]}, "not an interceptor"),
+        ({"interceptor_classes": [object()]}, "on_send"),
+        ({"interceptor_classes": [_AsyncInterceptor()]}, "async"),
+    ],
+    ids=["buffer-memory-0", "client-id-too-long", "client-id-surrogate", "interceptor-int", "interceptor-no-on-send", "interceptor-async"],
+)
+def test_bad_values_found_late_before_are_refused_at_construction(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ProducerConfig(bootstrap_servers="localhost:9092", **kwargs)
+
+
+@pytest.mark.parametrize("config", [["bootstrap.servers", "x:1"], "bootstrap.servers=x:1"], ids=["list", "str"])
+def test_a_configuration_that_is_not_a_mapping_is_refused(config: object) -> None:
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        ProducerConfig(config)  # type: ignore[arg-type]
