@@ -414,13 +414,17 @@ class ProducerBatch:
         self.log_append_time = log_append_time
         self.error = error
         scheduled: list[FutureRecordMetadata] = []
+        leaving: BaseException | None = None  # SystemExit/KeyboardInterrupt from a callback
         for future in self.callback_futures:
             # on_delivery reports the record, which was sent even if its future was cancelled
             # (a wait_for() that timed out must not lose the report); done-callbacks of a
             # cancelled future already ran when it was cancelled.
             on_delivery = future._on_delivery
             if on_delivery is not None:
-                _call_delivery_callback(on_delivery, future, error)
+                try:
+                    _call_delivery_callback(on_delivery, future, error)
+                except (SystemExit, KeyboardInterrupt) as exc:
+                    leaving = leaving or exc  # raised below, once every waiter is released
             extra = future._extra
             if extra is not None and extra.callbacks and not extra.cancelled:
                 scheduled.append(future)
@@ -429,6 +433,8 @@ class ProducerBatch:
             # callbacks still run after this call returns, in send order.
             self.loop.call_soon(_run_record_callbacks, scheduled)
         self.wake_waiters()
+        if leaving is not None:
+            raise leaving
         return True
 
     def wake_waiters(self) -> None:
@@ -507,5 +513,5 @@ def _call_delivery_callback(callback: DeliveryCallback, future: FutureRecordMeta
             callback(future.metadata(), None)
         else:
             callback(None, error)
-    except Exception:  # a user's callback must never break delivery of the others
+    except (Exception, asyncio.CancelledError):  # a user's callback must never break delivery of the others
         log.exception("on_delivery callback %r raised", callback)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.protocol import compression
 from aioproducer.protocol.records import RecordBatchBuilder
@@ -95,3 +97,41 @@ async def test_cancelling_a_record_future_stops_waiting_not_delivery() -> None:
     assert kept.result().offset == 41  # the batch and the other record are unaffected
     # on_delivery reports both records, in send order: the cancelled one was still sent.
     assert [(name, md.offset, err) for name, md, err in delivered] == [("a", 40, None), ("b", 41, None)]
+
+
+async def test_an_on_delivery_raising_cancelled_error_is_logged_and_waiters_still_wake() -> None:
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    seen: list[Any] = []
+
+    def cancelled(metadata: Any, error: Any) -> None:
+        raise asyncio.CancelledError()
+
+    first = batch.try_append(1, None, b"a", None, cancelled)
+    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(md.offset))
+    assert first is not None and second is not None
+    waiter = batch.add_waiter()
+    assert batch.complete(10, -1, None)
+    assert waiter.done() and seen == [11]  # the other callback ran and the waiter is released
+    assert (await first).offset == 10
+
+
+@pytest.mark.parametrize("leaving", [SystemExit, KeyboardInterrupt])
+async def test_an_on_delivery_raising_system_exit_propagates_after_the_waiters_are_released(
+    leaving: type[BaseException],
+) -> None:
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    seen: list[int] = []
+
+    def leave(metadata: Any, error: Any) -> None:
+        raise leaving()
+
+    first = batch.try_append(1, None, b"a", None, leave)
+    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(md.offset))
+    assert first is not None and second is not None
+    waiter = batch.add_waiter()
+    with pytest.raises(leaving):
+        batch.complete(10, -1, None)
+    assert waiter.done() and seen == [11] and batch.is_done
+    assert first.result().offset == 10
