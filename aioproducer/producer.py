@@ -120,6 +120,7 @@ class Producer:
         self._accumulator: RecordAccumulator | None = None
         self._sender: Sender | None = None
         self._sender_task: asyncio.Task[None] | None = None
+        self._start_task: asyncio.Task[None] | None = None  # the one start() in progress or done
         self._transaction_manager: TransactionManager | None = None
         self._topic_partitions: dict[str, TopicPartitions] = {}
         self._started = False
@@ -140,15 +141,34 @@ class Producer:
         await self.close()
 
     async def start(self) -> None:
-        """Connect to the cluster and start the sender task. Idempotent."""
+        """Connect to the cluster and start the sender task. Idempotent.
+
+        Concurrent calls share one start (one client, one sender); a ``close()`` while
+        starting cancels it, and the waiting ``start()`` calls raise ``ProducerClosedError``.
+        """
         if self._closed:  # checked first: a closed producer must not look started
             raise ProducerClosedError("the producer is closed and cannot be restarted")
         if self._started:
             return
+        task = self._start_task
+        if task is None or task.done():  # none yet, or an earlier one failed: try again
+            task = self._start_task = asyncio.get_running_loop().create_task(self._start(), name="aioproducer-start")
+        try:
+            await task
+        except asyncio.CancelledError:
+            if self._closed and task.cancelled():
+                raise ProducerClosedError("the producer was closed while it was starting") from None
+            raise
+
+    async def _start(self) -> None:
         cfg = self._config
         client = KafkaClient(cfg)
         client.metadata_listeners.append(lambda _metadata: self._topic_partitions.clear())
-        await client.bootstrap()
+        try:
+            await client.bootstrap()
+        except BaseException:
+            await client.close()  # nothing may outlive a start that did not finish
+            raise
         tm = TransactionManager() if cfg.enable_idempotence else None
         sender_box: list[Sender] = []
 
@@ -215,6 +235,10 @@ class Producer:
         self._closed = True
         self._plain_accumulator = None
         if not self._started:
+            starting = self._start_task
+            if starting is not None and not starting.done():
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
             return
         sender, task, accumulator = self._sender, self._sender_task, self._accumulator
         assert sender is not None and task is not None and accumulator is not None

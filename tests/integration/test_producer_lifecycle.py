@@ -10,7 +10,7 @@ import pytest
 
 from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadata
 from aioproducer.testing import MockCluster
-from helpers import eventually
+from helpers import eventually, other_tasks
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -295,3 +295,33 @@ async def test_record_futures_work_in_asyncio_combinators_that_time_out(mock_clu
 
 async def _await(future: Any) -> Any:
     return await future
+
+
+async def test_concurrent_starts_share_one_client_and_one_sender(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    await asyncio.gather(producer.start(), producer.start(), producer.start())
+    try:
+        senders = [t for t in asyncio.all_tasks() if t.get_name() == "aioproducer-sender" and not t.done()]
+        assert len(senders) == 1
+        assert (await (await producer.send("orders", b"v", partition=0))).offset == 0
+    finally:
+        await producer.close()
+    assert not other_tasks()
+
+
+async def test_close_while_starting_cancels_the_start_and_leaves_nothing_running(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_rtt(1, 5000)  # bootstrap (ApiVersions, Metadata) takes seconds
+    mock_cluster.set_rtt(2, 5000)
+    mock_cluster.set_rtt(3, 5000)
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    starting = asyncio.create_task(producer.start())
+    await eventually(lambda: producer._start_task is not None, what="start() under way")
+    started = time.monotonic()
+    await producer.close()
+    assert time.monotonic() - started < 3.0  # close() did not wait for the 5 s bootstrap
+    with pytest.raises(ProducerClosedError, match="closed while it was starting"):
+        await starting
+    assert producer._sender_task is None
+    assert not other_tasks()
+    with pytest.raises(ProducerClosedError):
+        await producer.start()
