@@ -290,9 +290,19 @@ async def test_one_connection_per_node_shared_by_concurrent_callers(client: Kafk
     assert client.is_ready(2) and client.connection_delay(2) == 0
 
 
-async def test_broker_down_fails_in_flight_produce_promptly_then_reconnects(
-    client: KafkaClient, mock_cluster: MockCluster
-) -> None:
+async def test_broker_down_fails_in_flight_produce_promptly_then_reconnects(mock_cluster: MockCluster) -> None:
+    # A reconnect backoff long enough that a loaded machine cannot use it up between the
+    # failed connect and the check below (at 50 ms it did, once, with another suite running).
+    client = KafkaClient(Config(servers(mock_cluster), reconnect_backoff_ms=1000, reconnect_backoff_max_ms=1000),
+                         allow_auto_topic_creation=False)
+    await client.bootstrap()
+    try:
+        await _broker_down_then_reconnect(client, mock_cluster)
+    finally:
+        await client.close()
+
+
+async def _broker_down_then_reconnect(client: KafkaClient, mock_cluster: MockCluster) -> None:
     await client.refresh_metadata(["orders"])
     leader = client.metadata.leader_for("orders", 0)
     assert leader is not None
