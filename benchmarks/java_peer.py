@@ -13,14 +13,13 @@ handed to the JVM in a file, so every client sends the same bytes.
 
 from __future__ import annotations
 
-import json
 import shutil
 import struct
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.process import run_json_process
 from benchmarks.scenarios import make_keys, make_values
 
 __all__ = ["JVM_OPTIONS", "compile_java", "run_java"]
@@ -32,6 +31,7 @@ SOURCE = Path(__file__).resolve().parent / "java" / "ProducerBench.java"
 #: the 32 MB record buffer with room to spare; the JDK's default would be a
 #: quarter of the machine's RAM (6 GB here), which G1 grows into lazily.
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseG1GC")
+
 
 def _libs() -> Path:
     from aioproducer.testing.kafka import kafka_libs
@@ -72,13 +72,7 @@ def run_java(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         _write_pools(pools_file, make_keys(), make_values(spec["value_size"]))
         command = [java, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={classes / 'log4j2.properties'}",
                    "-cp", f"{classes}:{libs / '*'}", "ProducerBench", str(spec_file), str(pools_file)]
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return {"crashed": f"timed out after {timeout:.0f} s"}
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return {"crashed": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
-    result: dict[str, Any] = json.loads(lines[-1])
-    result["jvm_options"] = " ".join(JVM_OPTIONS)
+        result = run_json_process(command, timeout)
+    if "crashed" not in result:
+        result["jvm_options"] = " ".join(JVM_OPTIONS)
     return result

@@ -42,6 +42,7 @@ from typing import Any
 from benchmarks import bench_partitioner
 from benchmarks.cluster import ClusterProcess, create_topics, delete_topics
 from benchmarks.java_peer import run_java
+from benchmarks.process import run_json_process
 from benchmarks.scenarios import Scenario, scenarios
 
 __all__ = ["main"]
@@ -122,18 +123,7 @@ def _layouts(spec: str) -> list[Layout]:
 def _run_worker(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(RESULTS.parent.parent), env.get("PYTHONPATH")]))
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.worker", json.dumps(spec)],
-            capture_output=True, text=True, timeout=timeout, env=env,
-        )
-    except subprocess.TimeoutExpired:
-        return {"crashed": f"timed out after {timeout:.0f} s"}
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return {"crashed": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+    return run_json_process([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)], timeout, env)
 
 
 def _check(result: dict[str, Any], offered: int, on_broker: int | None) -> list[str]:
