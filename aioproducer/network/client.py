@@ -383,6 +383,7 @@ class KafkaClient:
         self.add_topic(topic)
         deadline = self._clock() + timeout_ms
         attempted = False
+        unreachable: KafkaConnectionError | None = None  # the last refresh that reached no broker
         while True:
             partitions = self._metadata.partitions_for(topic)
             if partitions:
@@ -395,14 +396,20 @@ class KafkaClient:
                 await asyncio.sleep(min(self._config.retry_backoff_ms, remaining) / 1000)
                 remaining = deadline - self._clock()
             if remaining <= 0:
-                raise KafkaTimeoutError(f"Topic {topic} not present in metadata after {timeout_ms:g} ms")
+                message = f"Topic {topic} not present in metadata after {timeout_ms:g} ms"
+                if unreachable is None:
+                    raise KafkaTimeoutError(message)
+                # Say why: "not present" alone reads like a missing topic when no broker answered.
+                raise KafkaTimeoutError(f"{message}: no broker answered ({unreachable})") from unreachable
             attempted = True
             try:
                 async with asyncio.timeout(remaining / 1000):
                     await self.refresh_metadata()
+                unreachable = None
             except TimeoutError:
                 pass
             except KafkaConnectionError as exc:
+                unreachable = exc
                 log.debug("metadata refresh for %r failed, will retry: %s", topic, exc)
 
     # ------------------------------------------------------------ connections

@@ -192,3 +192,15 @@ async def test_an_on_delivery_that_is_not_callable_is_refused_and_nothing_is_que
         await after
     got = await read_values(mock_cluster.bootstrap_servers, (await after).partition)
     assert b"never" not in got and b"after" in got
+
+
+async def test_with_every_broker_down_the_metadata_timeout_names_the_connection_failures(mock_cluster: MockCluster) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_block_ms=1500, **FAST) as producer:
+        await producer.partitions_for(TOPIC)
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_down(broker)
+        with pytest.raises(KafkaTimeoutError, match="not present in metadata after 1500 ms: no broker answered") as info:
+            await producer.send("elsewhere", value=b"v")
+        assert info.value.__cause__ is not None
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_up(broker)
