@@ -595,7 +595,7 @@ class KafkaCluster:
 
     def _format(self) -> None:
         """Format every node's storage with one cluster id, in parallel (a JVM start each)."""
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _cluster_id()
         scram: list[str] = []
         for user, password in self._scram_users.items():
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -914,6 +914,18 @@ class KafkaCluster:
     def __repr__(self) -> str:
         state = "closed" if self._closed else self.bootstrap_servers
         return f"<KafkaCluster {self.version} brokers={self._brokers} {state}>"
+
+
+def _cluster_id() -> str:
+    """A random cluster id as Kafka writes them: a UUID in URL-safe base64, 22 characters.
+
+    Like Kafka's ``Uuid.randomUuid``, never one starting with ``-``: the storage tool's
+    argument parser would read it as an option ("expected one argument"), 1 start in 64.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _property_value(value: object) -> str:

@@ -189,3 +189,17 @@ def test_cli_prints_bootstrap_servers_and_stops_when_stdin_closes(kafka_cluster:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The storage tool reads a leading '-' as an option; one cluster start in 64 failed that way."""
+    import uuid as uuid_module
+
+    from aioproducer.testing import kafka as kafka_module
+
+    dashed = uuid_module.UUID(bytes=b"\xfb" + bytes(15))  # base64url: starts with '-'
+    plain = uuid_module.UUID(bytes=bytes(16))
+    draws = iter([dashed, dashed, plain])
+    monkeypatch.setattr(kafka_module.uuid, "uuid4", lambda: next(draws))
+    cluster_id = kafka_module._cluster_id()
+    assert not cluster_id.startswith("-") and len(cluster_id) == 22
