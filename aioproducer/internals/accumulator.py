@@ -496,9 +496,15 @@ class RecordAccumulator:
             if future._on_delivery is not None or (future._extra is not None and future._extra.callbacks):
                 piece.callback_futures.append(future)
         pieces.append(piece)
-        # The pool reservation moves to the first piece; the others were never reserved
-        # (the records already had memory counted in the parent).
-        pieces[0].reserved_bytes = batch.reserved_bytes
+        # The parent's reservation is shared out, so that each piece holds what its records
+        # weigh until it completes (the last takes the rest): memory is released piece by
+        # piece, never while records that were counted in it are still queued.
+        remaining = batch.reserved_bytes
+        for piece in pieces[:-1]:
+            share = min(remaining, piece.builder.uncompressed_size_in_bytes + piece.object_bytes())
+            piece.reserved_bytes = share
+            remaining -= share
+        pieces[-1].reserved_bytes = remaining
         batch.reserved_bytes = 0
         for piece in pieces:
             piece.settled = True  # the parent's charge covers them
@@ -506,6 +512,10 @@ class RecordAccumulator:
             # The pieces take over the parent's sequence range, so batches numbered after it
             # (maybe in flight already) stay valid, as ``ProducerBatch.split`` in Java.
             self.transaction_manager.on_split(batch, pieces)
+        for piece in pieces:
+            # Closed for appends (building closes the builder): a piece's sequence range is fixed,
+            # and a record added to the last one would overlap the next batch's numbers.
+            piece.records()
         for piece in reversed(pieces):
             piece.attempts = batch.attempts
             piece.last_attempt_ms = now

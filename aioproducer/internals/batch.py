@@ -261,6 +261,7 @@ class ProducerBatch:
         "producer_epoch",
         "base_sequence",
         "in_retry",
+        "sequence_reset",
         "retry_error",
         "in_flight",
         "_records_bytes",
@@ -299,6 +300,8 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
         self.in_retry = False
+        # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``).
+        self.sequence_reset = False
         # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
         self.retry_error: BaseException | None = None
         self.in_flight = False

@@ -68,7 +68,6 @@ log = logging.getLogger("aioproducer.sender")
 
 NONE = 0
 MESSAGE_TOO_LARGE = 10
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_PRODUCER_ID = 59
@@ -189,8 +188,6 @@ class Sender:
 
     async def _loop_once(self) -> None:
         tm = self.transaction_manager
-        if tm is not None and tm.epoch_bump_required and tm.has_producer_id and not self._has_requests():
-            tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
         if tm is not None and not tm.has_producer_id and not self._has_requests():
             await self._init_producer_id()
         delay = self.run_once(self._clock())
@@ -216,6 +213,11 @@ class Sender:
         """One ready → drain → expire → send pass; returns how long to sleep (ms)."""
         accumulator = self.accumulator
         metadata: LeaderLookup = self.client.metadata
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.maybe_resolve_sequences()
+            if tm.epoch_bump_required and tm.has_producer_id and tm.ready_to_bump():
+                tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
         result = accumulator.ready(metadata, now)
         delay = result.next_ready_check_delay_ms
         if result.unknown_leader_topics:
@@ -238,7 +240,7 @@ class Sender:
         batches_by_node = accumulator.drain(metadata, nodes, self.config.max_request_size, now)
 
         for batch in accumulator.expired_batches(now):
-            self._fail_batch(batch, self._expiry_error(batch, now), sequence_unresolved=False)
+            self._fail_batch(batch, self._expiry_error(batch, now), outcome_unknown=True)
         if accumulator.has_undrained():
             delay = min(delay, accumulator.next_expiry_delay(now))
 
@@ -379,7 +381,7 @@ class Sender:
         """An error that no retry can fix: fail every queued record with it."""
         self.fatal_error = error
         for batch in self.accumulator.abort_undrained():
-            self._fail_batch(batch, error, sequence_unresolved=False)
+            self._fail_batch(batch, error, outcome_unknown=True)
 
     async def _shutdown_background(self) -> None:
         tasks = [*self._connecting.values(), *self._requests]
@@ -511,9 +513,13 @@ class Sender:
             detail = part.error_message or ""
             for batch_index, message in part.record_errors:
                 detail += f" (record {batch_index}: {message})"
-            self._handle_error(batch, error_class(detail.strip()), now, outcome_unknown=False)
+            self._handle_error(
+                batch, error_class(detail.strip()), now, outcome_unknown=False, log_start_offset=part.log_start_offset
+            )
 
-    def _handle_error(self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool) -> None:
+    def _handle_error(
+        self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool, log_start_offset: int = -1
+    ) -> None:
         if batch.is_done:
             return
         accumulator = self.accumulator
@@ -527,41 +533,35 @@ class Sender:
         if getattr(error, "invalid_metadata", False):
             self.client.request_update()
             self._refresh_metadata()
-        if self._can_retry(batch, error, now):
+        if self._can_retry(batch, error, now, outcome_unknown, log_start_offset):
             batch.retry_error = error
             log.debug("retrying %s-%s (attempt %d) after %r", batch.topic, batch.partition, batch.attempts, error)
             if tm is not None:
-                if code == UNKNOWN_PRODUCER_ID or code == INVALID_PRODUCER_EPOCH:
-                    tm.request_epoch_bump()
                 tm.on_retry(batch)
             accumulator.reenqueue(batch, now)
             accumulator.unmute(batch.topic, batch.partition)
             return
-        if tm is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER:
-            tm.request_epoch_bump()
         if code == MESSAGE_TOO_LARGE:
             error = MessageTooLargeError(
                 f"the broker refused {batch.record_count} record(s) for {batch.topic}-{batch.partition} in a "
                 f"{batch.estimated_size()}-byte batch as too large: the topic's max.message.bytes (or the "
                 f"broker's message.max.bytes) is lower; max.request.size={self.config.max_request_size}"
             )
-        self._fail_batch(batch, error, sequence_unresolved=outcome_unknown)
+        self._fail_batch(batch, error, outcome_unknown=outcome_unknown)
 
-    def _can_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> bool:
+    def _can_retry(
+        self, batch: ProducerBatch, error: KafkaError, now: float, outcome_unknown: bool, log_start_offset: int
+    ) -> bool:
         if self._past_delivery_timeout(batch, now) or batch.attempts >= self.config.retries:
             return False
         if not self._running and self._force_close:
             return False
         tm = self.transaction_manager
         code = getattr(error, "errno", None)
-        if tm is not None and batch.has_sequence:
-            if code == OUT_OF_ORDER_SEQUENCE_NUMBER:
-                # Retriable only when an earlier batch failed first (this one is not next in line).
-                return not tm.is_next_in_line(batch)
-            if code == UNKNOWN_PRODUCER_ID:
-                return True  # KIP-360: bump the epoch and send it again
-            if code == INVALID_PRODUCER_EPOCH:
-                return batch.producer_epoch != tm.producer_epoch or tm.epoch_bump_required
+        if tm is not None and code is not None and not outcome_unknown:
+            verdict = tm.can_retry(batch, code, log_start_offset)  # idempotence's own rules
+            if verdict is not None:
+                return verdict
         return bool(error.retriable)
 
     def _past_delivery_timeout(self, batch: ProducerBatch, now: float) -> bool:
@@ -572,13 +572,16 @@ class Sender:
             self.transaction_manager.on_acknowledged(batch, base_offset)
         self._finish(batch, base_offset, log_append_time, None)
 
-    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, sequence_unresolved: bool) -> None:
+    def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, outcome_unknown: bool) -> None:
         if self.transaction_manager is not None:
-            self.transaction_manager.on_failed(batch, sequence_unresolved=sequence_unresolved)
+            self.transaction_manager.on_failed(batch, getattr(error, "errno", None), outcome_unknown=outcome_unknown)
         self._finish(batch, -1, -1, error)
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
-        self.accumulator.unmute(batch.topic, batch.partition)
+        if batch.in_flight:
+            # Only the batch whose request muted the partition unmutes it: one that expired in
+            # the queue behind it must not let a later batch overtake it (max.in.flight=1).
+            self.accumulator.unmute(batch.topic, batch.partition)
         if batch.complete(base_offset, log_append_time, error):
             self.accumulator.deallocate(batch)
             if self._on_complete is not None:
@@ -588,9 +591,9 @@ class Sender:
     def abort_incomplete(self, error: BaseException) -> None:
         """Forced close: fail everything still queued or in flight with ``error``."""
         for batch in self.accumulator.abort_undrained():
-            self._fail_batch(batch, error, sequence_unresolved=False)
+            self._fail_batch(batch, error, outcome_unknown=True)
         for batch in self.accumulator.incomplete_batches():
-            self._fail_batch(batch, error, sequence_unresolved=True)
+            self._fail_batch(batch, error, outcome_unknown=True)
 
 
 def _group_by_topic(

@@ -1,17 +1,39 @@
 """Producer id, epoch and per-partition sequence numbers for the idempotent producer.
 
 Only the idempotent part of the Java ``TransactionManager`` is here (KIP-98,
-KIP-360): the broker de-duplicates and orders batches by (producer id, epoch,
-sequence), so the producer must
+KIP-360). The broker de-duplicates and orders batches by (producer id, epoch,
+sequence), and keeps that state *per partition*; so does this class.
 
-* number each partition's batches consecutively, once, when they are drained;
-* keep the batches that were numbered but not yet acknowledged (in flight or
-  waiting to be retried) in sequence order, so that a retry goes out in the
-  same order as the first attempt;
-* when a sequence can no longer be trusted (an ``OUT_OF_ORDER_SEQUENCE_NUMBER``
-  for the very next batch, an ``UNKNOWN_PRODUCER_ID``, a batch that expired
-  while in flight), bump the epoch: the broker then accepts sequence 0 again,
-  and every unacknowledged batch is renumbered from 0 in its old order.
+The rules, and why
+------------------
+* A batch is numbered once, when it is first drained, with its partition's
+  next sequence. A numbered batch keeps its numbers for every retry: an earlier
+  attempt may have been written (its answer lost), and only the same
+  (producer id, epoch, sequence) lets the broker recognise the retry as a
+  duplicate. Renumbering it would write it twice.
+* Sequences never go back. When a numbered batch fails for good, the broker
+  may or may not have written it:
+
+  - the broker said no (an error answer to its only attempt): the next batch
+    would leave a gap, so the partition needs a new epoch;
+  - nobody knows (it expired, its connection dropped, an earlier attempt may
+    have landed): the partition is *unresolved*. No new batch goes to it until
+    its numbered batches are all done; then, if the last acknowledged sequence
+    is the one just before the partition's next, the log is where it should be
+    and it goes on (a later batch was acknowledged, so the broker had the
+    failed one); otherwise it needs a new epoch (Java's
+    ``markSequenceUnresolved``/``maybeResolveSequences``).
+
+* An epoch bump (KIP-360: epoch + 1, no request needed; the broker then takes
+  sequence 0 again) is asked for by the partitions that need it, and only
+  their batches are renumbered, once none of them is in a request. Every other
+  partition keeps its own (older) epoch and numbering for the batches it has
+  numbered already; its next *new* batch waits until those are done and then
+  starts the new epoch at sequence 0 (Java's ``maybeUpdateProducerIdAndEpoch``).
+  So one partition's trouble neither renumbers nor pauses another's retries.
+* Until a partition has an acknowledged batch under its epoch, one batch is in
+  flight to it: a broker without state for the producer takes any first
+  sequence, so a second batch could be written before a refused first one.
 
 Owned by the sender: only the event loop touches it.
 """
@@ -26,10 +48,14 @@ __all__ = ["TransactionManager", "PartitionSequences"]
 
 MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
+NO_LAST_ACKED = -1
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+UNKNOWN_PRODUCER_ID = 59
 
 
-def _increment(sequence: int, by: int) -> int:
-    """Sequences wrap to 0 after Integer.MAX_VALUE, as in the Java client."""
+def increment_sequence(sequence: int, by: int) -> int:
+    """Sequences wrap to 0 after Integer.MAX_VALUE, as the broker counts them."""
     if sequence > MAX_SEQUENCE - by:
         return by - (MAX_SEQUENCE - sequence) - 1
     return sequence + by
@@ -37,14 +63,37 @@ def _increment(sequence: int, by: int) -> int:
 
 @dataclass
 class PartitionSequences:
+    """One partition's numbering. ``producer_id``/``producer_epoch``: the ones its batches carry."""
+
+    producer_id: int
+    producer_epoch: int
     next_sequence: int = 0
-    last_acked_sequence: int = -1
+    last_acked_sequence: int = NO_LAST_ACKED
     last_acked_offset: int = -1
-    # Numbered, unacknowledged batches, ordered by base sequence.
+    #: Numbered, unacknowledged batches (in a request or waiting for a retry), by base sequence.
     in_flight: list[ProducerBatch] = field(default_factory=list)
+    #: Set when a numbered batch failed with an unknown outcome: the sequence after it.
+    unresolved_next: int | None = None
 
     def first_in_flight_sequence(self) -> int:
         return self.in_flight[0].base_sequence if self.in_flight else -1
+
+    def start_at_beginning(self, producer_id: int, producer_epoch: int) -> None:
+        """Adopt a new epoch: the unacknowledged batches (none in a request) are numbered from 0."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        sequence = 0
+        for batch in self.in_flight:
+            batch.set_producer_state(producer_id, producer_epoch, sequence)
+            batch.sequence_reset = True
+            sequence = increment_sequence(sequence, batch.record_count)
+        self.next_sequence = sequence
+        self.last_acked_sequence = NO_LAST_ACKED
+        self.last_acked_offset = -1
+        self.unresolved_next = None
+
+    def is_next_sequence(self, sequence: int) -> bool:
+        return sequence == increment_sequence(self.last_acked_sequence, 1)
 
 
 class TransactionManager:
@@ -53,103 +102,178 @@ class TransactionManager:
     def __init__(self) -> None:
         self.producer_id = -1
         self.producer_epoch = -1
+        #: An epoch bump is due for the partitions in ``_to_rewrite``.
         self.epoch_bump_required = False
+        self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}
 
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
+    def partition(self, topic: str, partition: int) -> PartitionSequences | None:
+        return self._partitions.get((topic, partition))
+
     def set_producer_id_and_epoch(self, producer_id: int, producer_epoch: int) -> None:
-        """Adopt a new id/epoch and renumber every unacknowledged batch from 0."""
-        changed = (producer_id, producer_epoch) != (self.producer_id, self.producer_epoch)
+        """InitProducerId answered (or an epoch bump): partitions waiting for a bump are renumbered."""
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.epoch_bump_required = False
-        if not changed:
+        for key in self._to_rewrite:
+            entry = self._partitions.get(key)
+            if entry is not None:
+                entry.start_at_beginning(producer_id, producer_epoch)
+        self._to_rewrite.clear()
+
+    def request_epoch_bump(self, topic: str, partition: int) -> None:
+        """The partition's sequences are broken (a gap, or the broker lost the producer): bump for it."""
+        self.epoch_bump_required = True
+        self._to_rewrite.add((topic, partition))
+
+    def ready_to_bump(self) -> bool:
+        """No batch of a partition to renumber is in a request (renumbering one there would be a lie)."""
+        for key in self._to_rewrite:
+            entry = self._partitions.get(key)
+            if entry is not None and any(b.in_flight for b in entry.in_flight):
+                return False
+        return True
+
+    def bump_epoch(self) -> None:
+        """KIP-360 for an idempotent (non-transactional) producer: epoch + 1, no request needed.
+
+        As ``bumpIdempotentProducerEpoch`` in the Java client. At the highest
+        epoch the producer id is dropped instead: the sender asks for a new one
+        with InitProducerId, and the renumbering waits for its answer.
+        """
+        if self.producer_epoch >= MAX_EPOCH:
+            self.producer_id = -1
+            self.producer_epoch = -1
+            self.epoch_bump_required = False
             return
-        for entry in self._partitions.values():
-            sequence = 0
-            for batch in entry.in_flight:
-                batch.set_producer_state(producer_id, producer_epoch, sequence)
-                sequence = _increment(sequence, batch.record_count)
-            entry.next_sequence = sequence
-            entry.last_acked_sequence = -1
+        self.set_producer_id_and_epoch(self.producer_id, self.producer_epoch + 1)
+
+    def maybe_resolve_sequences(self) -> None:
+        """Unresolved partitions whose numbered batches are all done: go on, or bump their epoch."""
+        for key, entry in self._partitions.items():
+            if entry.unresolved_next is None or entry.in_flight:
+                continue
+            if not entry.is_next_sequence(entry.next_sequence):
+                self.request_epoch_bump(*key)  # the broker's log may end anywhere in the failed range
+            entry.unresolved_next = None
 
     def _entry(self, topic: str, partition: int) -> PartitionSequences:
         key = (topic, partition)
         entry = self._partitions.get(key)
         if entry is None:
-            entry = self._partitions[key] = PartitionSequences()
+            entry = self._partitions[key] = PartitionSequences(self.producer_id, self.producer_epoch)
         return entry
+
+    def _is_stale(self, entry: PartitionSequences) -> bool:
+        return entry.producer_epoch != self.producer_epoch or entry.producer_id != self.producer_id
 
     # -- drain-time rules -------------------------------------------------------------
     def should_stop_drain(self, batch: ProducerBatch) -> bool:
         """Whether ``batch`` (the head of its deque) must wait, to keep sequences in order.
 
-        A new batch waits while retries of the partition are outstanding; a retried
-        batch goes out only when it is the lowest unacknowledged sequence.
-
-        Until the partition has acknowledged a batch under this producer id and
-        epoch, only one batch is in flight to it. A broker that holds no state
-        for the producer on a partition accepts *any* first sequence (so that a
-        producer whose state expired can go on): if the first batch is refused
-        with a retriable error (``NOT_LEADER_OR_FOLLOWER`` from a partition
-        still being created or just moved) and the second, already in flight,
-        reaches the broker after it recovered, the second is written first and
-        the first can never be (``OUT_OF_ORDER_SEQUENCE_NUMBER`` on every retry).
-        A real Kafka 4.3 broker did exactly that to a freshly created topic; the
-        librdkafka mock does not check sequences and never showed it.
+        A retried batch goes out only when it is the partition's lowest
+        unacknowledged sequence. A new batch waits while the partition has a
+        bump pending, is unresolved, still has batches numbered under an older
+        epoch, has a retry outstanding, or has no acknowledged batch yet and one
+        in flight (see the module docstring).
         """
-        if self.epoch_bump_required or not self.has_producer_id:
+        if not self.has_producer_id:
             return True
-        entry = self._partitions.get((batch.topic, batch.partition))
+        key = (batch.topic, batch.partition)
+        entry = self._partitions.get(key)
         if entry is None:
             return False
-        if not batch.has_sequence:
-            if entry.last_acked_sequence < 0 and entry.in_flight:
-                return True
-            return any(b.in_retry for b in entry.in_flight)
-        if batch.producer_epoch != self.producer_epoch or batch.producer_id != self.producer_id:
+        if key in self._to_rewrite:
             return True
+        if not batch.has_sequence:
+            if entry.unresolved_next is not None:
+                return True
+            if entry.in_flight:
+                if self._is_stale(entry) or entry.last_acked_sequence == NO_LAST_ACKED:
+                    return True
+                return any(b.in_retry for b in entry.in_flight)
+            return False
         return batch.base_sequence != entry.first_in_flight_sequence()
 
     def assign_sequence(self, batch: ProducerBatch) -> None:
-        """Number a batch the first time it is drained, and track it until acknowledged."""
+        """Number a batch the first time it is drained, and track it until it is done."""
         if batch.has_sequence:
             batch.in_retry = False
             return
         entry = self._entry(batch.topic, batch.partition)
+        if self._is_stale(entry):  # its older batches are all done (should_stop_drain)
+            entry.start_at_beginning(self.producer_id, self.producer_epoch)
         batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence)
-        entry.next_sequence = _increment(entry.next_sequence, batch.record_count)
+        entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         entry.in_flight.append(batch)
 
-    # -- completion -------------------------------------------------------------------
+    # -- answers ----------------------------------------------------------------------
+    def can_retry(self, batch: ProducerBatch, error_code: int, log_start_offset: int) -> bool | None:
+        """Java's ``TransactionManager.canRetry`` for the idempotent producer; None: as the error says.
+
+        ``UNKNOWN_PRODUCER_ID``: the broker lost the producer's state for the
+        partition; retried, with a bump for the partition unless the answer
+        lacks the log start offset (the partition is moving: just retry) or
+        the batch was renumbered already. ``OUT_OF_ORDER_SEQUENCE_NUMBER``:
+        retried; when the batch directly follows the last acknowledged one (or
+        the unresolved range) there is a real gap, and the partition is bumped.
+        """
+        entry = self._partitions.get((batch.topic, batch.partition))
+        if entry is None or not batch.has_sequence:
+            return None
+        if error_code == UNKNOWN_PRODUCER_ID:
+            if log_start_offset != -1 and not batch.sequence_reset:
+                self.request_epoch_bump(batch.topic, batch.partition)
+            return True
+        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            unresolved = entry.unresolved_next
+            if unresolved is None and (batch.sequence_reset or not entry.is_next_sequence(batch.base_sequence)):
+                return True  # an earlier batch failed first: this one follows it back
+            if unresolved is None or unresolved == batch.base_sequence:
+                self.request_epoch_bump(batch.topic, batch.partition)
+            return True
+        return None
+
+    def on_retry(self, batch: ProducerBatch) -> None:
+        batch.in_retry = True
+
     def on_acknowledged(self, batch: ProducerBatch, base_offset: int) -> None:
         entry = self._partitions.get((batch.topic, batch.partition))
         if entry is None or not batch.has_sequence:
             return
         self._remove(entry, batch)
-        if batch.producer_epoch == self.producer_epoch:
-            last = _increment(batch.base_sequence, batch.record_count - 1)
-            if last > entry.last_acked_sequence or entry.last_acked_sequence - last > MAX_SEQUENCE // 2:
-                entry.last_acked_sequence = last
-                entry.last_acked_offset = base_offset + batch.record_count - 1 if base_offset >= 0 else -1
+        if batch.producer_epoch != entry.producer_epoch or batch.producer_id != entry.producer_id:
+            return  # numbered under an epoch the partition has left: says nothing about the new one
+        last = increment_sequence(batch.base_sequence, batch.record_count - 1)
+        acked = entry.last_acked_sequence
+        if acked == NO_LAST_ACKED or last > acked or acked - last > MAX_SEQUENCE // 2:
+            entry.last_acked_sequence = last
+            if base_offset >= 0:
+                entry.last_acked_offset = base_offset + batch.record_count - 1
 
-    def on_failed(self, batch: ProducerBatch, *, sequence_unresolved: bool) -> None:
-        """A numbered batch failed for good. If the broker may have seen it, sequences are unsafe."""
+    def on_failed(self, batch: ProducerBatch, error_code: int | None, *, outcome_unknown: bool) -> None:
+        """A numbered batch failed for good (see "Sequences never go back" above).
+
+        ``outcome_unknown``: no broker answer decided this attempt (a timeout, a
+        dropped connection), or an earlier attempt may have been written.
+        """
         entry = self._partitions.get((batch.topic, batch.partition))
         if entry is None or not batch.has_sequence:
             return
         self._remove(entry, batch)
-        # Later batches were numbered after this one: the broker will see a gap. Only a new
-        # epoch (sequence 0 again) makes them acceptable, as in KIP-360.
-        if sequence_unresolved or entry.in_flight or entry.next_sequence != _increment(
-            batch.base_sequence, batch.record_count
-        ):
-            self.epoch_bump_required = True
-        else:
-            entry.next_sequence = batch.base_sequence
+        if batch.producer_epoch != entry.producer_epoch or batch.producer_id != entry.producer_id:
+            return
+        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER or not (outcome_unknown or batch.attempts > 0):
+            self.request_epoch_bump(batch.topic, batch.partition)
+            return
+        after = increment_sequence(batch.base_sequence, batch.record_count)
+        current = entry.unresolved_next
+        if current is None or after > current or current - after > MAX_SEQUENCE // 2:
+            entry.unresolved_next = after
 
     def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
         """A numbered batch was split (MESSAGE_TOO_LARGE): its pieces take over its sequence range.
@@ -166,7 +290,7 @@ class TransactionManager:
         for piece in pieces:
             piece.set_producer_state(batch.producer_id, batch.producer_epoch, sequence)
             piece.in_retry = True  # new batches of the partition wait until the pieces went out
-            sequence = _increment(sequence, piece.record_count)
+            sequence = increment_sequence(sequence, piece.record_count)
         try:
             index = entry.in_flight.index(batch)
         except ValueError:
@@ -175,33 +299,10 @@ class TransactionManager:
         else:
             entry.in_flight[index : index + 1] = pieces
 
-    def bump_epoch(self) -> None:
-        """KIP-360 for an idempotent (non-transactional) producer: epoch + 1, sequences from 0.
-
-        As ``bumpIdempotentProducerEpoch`` in the Java client, no request is
-        needed: the broker accepts a higher epoch starting at sequence 0. At the
-        highest epoch the producer id is dropped instead, so that the sender asks
-        for a new one with InitProducerId.
-        """
-        if self.producer_epoch >= MAX_EPOCH:
-            self.producer_id = -1
-            self.producer_epoch = -1
-            self.epoch_bump_required = False
-            return
-        self.set_producer_id_and_epoch(self.producer_id, self.producer_epoch + 1)
-
-    def on_retry(self, batch: ProducerBatch) -> None:
-        batch.in_retry = True
-
     def is_next_in_line(self, batch: ProducerBatch) -> bool:
         """True when ``batch`` directly follows the last acknowledged sequence."""
         entry = self._partitions.get((batch.topic, batch.partition))
-        if entry is None:
-            return True
-        return batch.base_sequence == _increment(entry.last_acked_sequence, 1)
-
-    def request_epoch_bump(self) -> None:
-        self.epoch_bump_required = True
+        return entry is None or entry.is_next_sequence(batch.base_sequence)
 
     @staticmethod
     def _remove(entry: PartitionSequences, batch: ProducerBatch) -> None:
@@ -209,4 +310,3 @@ class TransactionManager:
             entry.in_flight.remove(batch)
         except ValueError:
             pass
-

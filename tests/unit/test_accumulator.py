@@ -222,7 +222,7 @@ async def test_one_batch_in_flight_per_partition_until_the_broker_acknowledged_o
     assert sorted(b.base_sequence for b in second + third if b.partition == 0)[0] == first.record_count
 
 
-async def test_epoch_bump_renumbers_unacknowledged_batches_from_zero() -> None:
+async def test_epoch_bump_renumbers_the_asking_partition_once_its_batches_are_out_of_requests() -> None:
     clock = FakeClock()
     tm = TransactionManager()
     tm.set_producer_id_and_epoch(7, 0)
@@ -232,7 +232,12 @@ async def test_epoch_bump_renumbers_unacknowledged_batches_from_zero() -> None:
     a = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
     tm.on_acknowledged(a, 0)
     b = acc.drain(Leaders(), [0], 10**6, clock.now)[0][0]
-    tm.set_producer_id_and_epoch(7, 1)
+    tm.request_epoch_bump("t", 0)
+    assert not tm.ready_to_bump()  # b is in a request: renumbering it now would not change what was sent
+    tm.on_retry(b)
+    acc.reenqueue(b, clock.now)
+    assert tm.ready_to_bump()
+    tm.bump_epoch()
     assert (b.producer_epoch, b.base_sequence) == (1, 0)
     header = decode_batches(b.records())[0]
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 0)

@@ -1,0 +1,136 @@
+"""Plant known bugs in the idempotence code and check that the tests catch each one.
+
+A test suite that passes with the sequence bookkeeping broken proves nothing
+about it. Each mutation below is a small source edit that reintroduces a bug
+that loses or duplicates records (the first five are the ones a review planted
+and the suite once missed). For each, the package and tests are copied to a
+temporary directory, the edit applied there, and the idempotence tests run
+against the copy: the mutation is *caught* when at least one test fails.
+
+Run: ``python tests/mutation_check.py`` (exit status 1 if a mutation survives).
+``tests/unit/test_mutations.py`` runs it in the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TM = "aioproducer/internals/transaction_manager.py"
+ACC = "aioproducer/internals/accumulator.py"
+SENDER = "aioproducer/internals/sender.py"
+TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    old: str
+    new: str
+
+
+MUTATIONS = [
+    Mutation(
+        "no epoch bump on OUT_OF_ORDER_SEQUENCE_NUMBER",
+        TM,
+        "            if unresolved is None or unresolved == batch.base_sequence:\n"
+        "                self.request_epoch_bump(batch.topic, batch.partition)\n",
+        "",
+    ),
+    Mutation("on_split dropped", ACC, "            self.transaction_manager.on_split(batch, pieces)\n", "            pass\n"),
+    Mutation(
+        "no bump when a failed batch leaves a sequence gap",
+        TM,
+        "        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER or not (outcome_unknown or batch.attempts > 0):\n"
+        "            self.request_epoch_bump(batch.topic, batch.partition)\n",
+        "        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER or not (outcome_unknown or batch.attempts > 0):\n",
+    ),
+    Mutation(
+        "UNKNOWN_PRODUCER_ID not retriable",
+        TM,
+        "                self.request_epoch_bump(batch.topic, batch.partition)\n            return True\n"
+        "        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER:",
+        "                self.request_epoch_bump(batch.topic, batch.partition)\n            return False\n"
+        "        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER:",
+    ),
+    Mutation(
+        "off-by-one in sequence wrap-around",
+        TM,
+        "        return by - (MAX_SEQUENCE - sequence) - 1\n",
+        "        return by - (MAX_SEQUENCE - sequence)\n",
+    ),
+    Mutation(
+        "sequence rolled back after a failed batch",
+        TM,
+        "        after = increment_sequence(batch.base_sequence, batch.record_count)\n",
+        "        entry.next_sequence = batch.base_sequence\n        return\n"
+        "        after = increment_sequence(batch.base_sequence, batch.record_count)\n",
+    ),
+    Mutation(
+        "an epoch bump renumbers every partition",
+        TM,
+        "        for key in self._to_rewrite:\n            entry = self._partitions.get(key)\n"
+        "            if entry is not None:\n                entry.start_at_beginning(producer_id, producer_epoch)\n",
+        "        for entry in self._partitions.values():\n                entry.start_at_beginning(producer_id, producer_epoch)\n",
+    ),
+    Mutation(
+        "unresolved partitions never bumped",
+        TM,
+        "                self.request_epoch_bump(*key)  # the broker's log may end anywhere in the failed range\n",
+        "                pass\n",
+    ),
+    Mutation("bump waits for every request", SENDER, "tm.ready_to_bump()", "not self._has_requests()"),
+    Mutation(
+        "split pieces stay open for appends",
+        ACC,
+        "        for piece in pieces:\n            # Closed for appends",
+        "        for piece in []:\n            # Closed for appends",
+    ),
+    Mutation(
+        "an expired queued batch unmutes its partition",
+        SENDER,
+        "        if batch.in_flight:\n            # Only the batch whose request muted",
+        "        if True:\n            # Only the batch whose request muted",
+    ),
+]
+
+
+def run(mutation: Mutation) -> tuple[bool, str]:
+    """Apply ``mutation`` to a copy of the project and run the tests there: (caught, summary)."""
+    with tempfile.TemporaryDirectory(prefix="aioproducer-mutant-") as tmp:
+        work = Path(tmp)
+        shutil.copytree(ROOT / "aioproducer", work / "aioproducer")
+        shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "data", "java"))
+        shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+        target = work / mutation.path
+        source = target.read_text()
+        if source.count(mutation.old) != 1:
+            raise SystemExit(f"mutation {mutation.name!r}: its target text is not in {mutation.path} exactly once")
+        target.write_text(source.replace(mutation.old, mutation.new))
+        env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *TESTS],
+            cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        )
+        failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+        return result.returncode != 0, failed[0] if failed else result.stdout.strip().splitlines()[-1]
+
+
+def main() -> int:
+    survivors = 0
+    for mutation in MUTATIONS:
+        caught, summary = run(mutation)
+        survivors += not caught
+        print(f"{'caught  ' if caught else 'SURVIVED'} {mutation.name}: {summary}")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
