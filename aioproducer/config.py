@@ -32,8 +32,7 @@ accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.reco
                                           ``metrics.recording.level``,
                                           ``metrics.sample.window.ms``, ``enable.metrics.push``,
                                           ``transaction.timeout.ms``
-accepted and ignored (not built yet)      ``metadata.max.age.ms``, ``metadata.max.idle.ms``,
-                                          ``connections.max.idle.ms``,
+accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
 not supported yet (ConfigError if set)    ``transactional.id``; ``security.protocol`` other than
                                           ``PLAINTEXT``; every ``ssl.*`` / ``sasl.*`` key
@@ -322,8 +321,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("compression.gzip.level", "int", -1, "gzip level: -1 (zlib default) or 1..9.", _gzip_level),
     ConfigDef("compression.lz4.level", "int", 9, "lz4 level, 1..17.", _int(1, 17)),
     ConfigDef("compression.zstd.level", "int", 3, "zstd level, -131072..22.", _int(-131072, 22)),
-    ConfigDef("metadata.max.age.ms", "long", 300000, "Accepted and ignored yet: metadata is refreshed for new topics and after errors (a moved leader, a lost connection), not on a timer.", _int(0, long=True), "ignored"),
-    ConfigDef("metadata.max.idle.ms", "long", 300000, "Accepted and ignored yet: a topic once produced to stays in every metadata request.", _int(5000, long=True), "ignored"),
+    ConfigDef("metadata.max.age.ms", "long", 300000, "Metadata older than this is refreshed by the sender even without an error; it is also refreshed for new topics, after a lost connection or a timed-out request, and on leader-moved errors (or taken from the Produce answer, KIP-951).", _int(0, long=True)),
+    ConfigDef("metadata.max.idle.ms", "long", 300000, "A topic not sent to for this long is dropped from metadata requests (sending to it again fetches it again).", _int(5000, long=True)),
     ConfigDef("connections.max.idle.ms", "long", 540000, "Accepted and ignored yet: idle connections stay open.", _int(long=True), "ignored"),
     ConfigDef("socket.connection.setup.timeout.ms", "long", 10000, "Timeout for establishing a connection (it does not grow per failure yet).", _int(0, long=True)),
     ConfigDef("socket.connection.setup.timeout.max.ms", "long", 30000, "Accepted and ignored yet: the setup timeout does not grow.", _int(0, long=True), "ignored"),

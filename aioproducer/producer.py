@@ -515,6 +515,7 @@ class Producer:
         validate_topic(topic)
         client = self._client
         assert client is not None
+        client.add_topic(topic)  # in use now: metadata.max.idle.ms counts from here
         metadata = client.metadata
         if metadata.partitions_for(topic) is None:
             await client.wait_for_metadata(topic, max_wait_ms)

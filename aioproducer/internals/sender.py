@@ -60,7 +60,8 @@ from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, m
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.protocol import messages
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, Records
+from aioproducer.network.metadata import Node
+from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records
 
 __all__ = ["Sender", "SenderConfig"]
 
@@ -95,6 +96,10 @@ class SenderClient(Protocol):
     def add_topic(self, topic: str) -> None: ...
 
     def request_update(self) -> None: ...
+
+    def time_to_next_update(self, now: float | None = None) -> float: ...
+
+    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Any) -> bool: ...
 
     async def refresh_metadata(self, topics: Any = None) -> Any: ...
 
@@ -219,7 +224,7 @@ class Sender:
             if tm.epoch_bump_required and tm.has_producer_id and tm.ready_to_bump():
                 tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
         result = accumulator.ready(metadata, now)
-        delay = result.next_ready_check_delay_ms
+        delay = min(result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
                 self.client.add_topic(topic)
@@ -319,6 +324,23 @@ class Sender:
                 self.wakeup()
 
         self._connecting[node] = self._spawn(connect())
+
+    def _maybe_refresh_metadata(self, now: float) -> float:
+        """Refresh when the client says metadata is due; how long until it is (ms).
+
+        Due when something asked for an update (a connection lost, a request
+        timed out, a leader-moved error) or ``metadata.max.age.ms`` passed, as
+        Java's ``Metadata.timeToNextUpdate``. A leader that died while the
+        producer was idle is found this way before the next batch expires.
+        While a refresh runs, its end wakes the sender.
+        """
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return float("inf")
+        due = self.client.time_to_next_update(now)
+        if due > 0:
+            return due
+        self._refresh_metadata()
+        return float("inf")
 
     def _refresh_metadata(self) -> None:
         if self._metadata_task is not None and not self._metadata_task.done():
@@ -484,25 +506,28 @@ class Sender:
         position = 0
         count = len(batches)
         unanswered: dict[tuple[str, int], ProducerBatch] | None = None
+        endpoints = response.node_endpoints
         for part in response.partitions:
             if unanswered is None:
                 if position < count:
                     batch = batches[position]
                     if batch.partition == part.partition and batch.topic == part.topic:
                         position += 1
-                        self._handle_partition(batch, part, now)
+                        self._handle_partition(batch, part, now, endpoints)
                         continue
                 unanswered = {(b.topic, b.partition): b for b in batches[position:]}
             found = unanswered.pop((part.topic, part.partition), None)
             if found is not None:
-                self._handle_partition(found, part, now)
+                self._handle_partition(found, part, now, endpoints)
         missing = batches[position:] if unanswered is None else list(unanswered.values())
         for batch in missing:  # the broker did not answer for these partitions
             self._handle_error(
                 batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
             )
 
-    def _handle_partition(self, batch: ProducerBatch, part: PartitionResponse, now: float) -> None:
+    def _handle_partition(
+        self, batch: ProducerBatch, part: PartitionResponse, now: float, endpoints: list[NodeEndpoint]
+    ) -> None:
         code = part.error_code
         if code == NONE:
             self._complete_ok(batch, part.base_offset, part.log_append_time_ms)
@@ -510,12 +535,22 @@ class Sender:
             self._complete_ok(batch, -1, part.log_append_time_ms)
         else:
             error_class = error_for_code(code)
+            if part.leader_id >= 0 and error_class.invalid_metadata:
+                self._take_leader_hint(part, endpoints)
             detail = part.error_message or ""
             for batch_index, message in part.record_errors:
                 detail += f" (record {batch_index}: {message})"
             self._handle_error(
                 batch, error_class(detail.strip()), now, outcome_unknown=False, log_start_offset=part.log_start_offset
             )
+
+    def _take_leader_hint(self, part: PartitionResponse, endpoints: list[NodeEndpoint]) -> None:
+        """KIP-951: the answer names the partition's new leader (and where it listens); use it now."""
+        endpoint = next((e for e in endpoints if e.node_id == part.leader_id), None)
+        node = None if endpoint is None else Node(endpoint.host, endpoint.port, endpoint.rack)
+        if self.client.update_leader(part.topic, part.partition, part.leader_id, part.leader_epoch, node):
+            log.debug("%s-%s: leader %s (epoch %s) from the Produce answer", part.topic, part.partition,
+                      part.leader_id, part.leader_epoch)
 
     def _handle_error(
         self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool, log_start_offset: int = -1

@@ -48,7 +48,7 @@ from aioproducer.errors import (
     ProtocolError,
 )
 from aioproducer.network.connection import BrokerConnection
-from aioproducer.network.metadata import ClusterMetadata
+from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse
 
@@ -86,6 +86,8 @@ class ClientConfig(Protocol):
     def reconnect_backoff_max_ms(self) -> int: ...
     @property
     def metadata_max_age_ms(self) -> int: ...
+    @property
+    def metadata_max_idle_ms(self) -> int: ...
     @property
     def socket_connection_setup_timeout_ms(self) -> int: ...
     @property
@@ -135,7 +137,8 @@ class KafkaClient:
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
         self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
-        self._topics: set[str] = set()
+        #: Tracked topics and when each was last used (``add_topic``); idle ones are dropped.
+        self._topics: dict[str, float] = {}
         self._last_refresh_ms = float("-inf")  # last successful refresh
         self._last_attempt_ms = float("-inf")  # last refresh started, successful or not
         # An update is wanted while _wanted_seq > _done_seq; a refresh records the
@@ -162,11 +165,54 @@ class KafkaClient:
         return frozenset(self._topics)
 
     def add_topic(self, topic: str) -> None:
-        """Track ``topic``; a topic new to the set marks metadata stale so the next refresh has it."""
-        if topic not in self._topics:
-            self._topics.add(topic)
-            if topic not in self._metadata.topics:
-                self._wanted_seq += 1
+        """Track ``topic`` as used now; a topic new to the set marks metadata stale so the next refresh has it.
+
+        The producer calls this once per topic per metadata snapshot it sends
+        with (not per record), the sender for topics with queued records.
+        """
+        if topic not in self._topics and topic not in self._metadata.topics:
+            self._wanted_seq += 1
+        self._topics[topic] = self._clock()
+
+    def _expire_idle_topics(self, now: float) -> None:
+        """Forget topics unused for ``metadata.max.idle.ms`` (Java's ``ProducerMetadata``).
+
+        Without it every topic ever named stays in every Metadata request: a
+        service that once sent to many topics (or to many mistyped ones) pays
+        for all of them on each refresh, for good.
+        """
+        idle = self._config.metadata_max_idle_ms
+        expired = [t for t, used in self._topics.items() if now - used > idle]
+        for topic in expired:
+            del self._topics[topic]
+        if expired:
+            log.debug("metadata: stopped tracking %d topics idle for %d ms", len(expired), idle)
+
+    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Node | None) -> bool:
+        """Take a new leader from a Produce answer (KIP-951) if it is newer than what is known.
+
+        Saves the Metadata round trip after a leader move; returns whether the
+        snapshot changed. An older or equal leader epoch is ignored (KIP-320).
+        """
+        metadata = self._metadata.with_leader(topic, partition, leader, leader_epoch, node)
+        if metadata is None:
+            return False
+        self._install(metadata)
+        return True
+
+    def _install(self, metadata: ClusterMetadata) -> None:
+        self._metadata = metadata
+        for listener in self.metadata_listeners:
+            listener(metadata)
+
+    def _connection_lost(self, conn: BrokerConnection, error: KafkaError) -> None:
+        """A connection broke (EOF, reset, timeout): its broker may have left or lost leadership.
+
+        As Java's ``NetworkClient.handleServerDisconnect``: metadata is marked for
+        update, which the sender acts on at its next pass.
+        """
+        log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
+        self.request_update()
 
     def request_update(self) -> None:
         """Mark the metadata stale: the next :meth:`maybe_refresh_metadata` refreshes it.
@@ -234,6 +280,7 @@ class KafkaClient:
             if task is not None and task.done():
                 task = self._refresh = None
             if task is None:
+                self._expire_idle_topics(self._clock())
                 wanted = frozenset(self._topics)
                 self._refresh_topics = wanted
                 self._last_attempt_ms = self._clock()
@@ -242,7 +289,7 @@ class KafkaClient:
                 )
                 task.add_done_callback(self._refresh_done)
                 return await asyncio.shield(task)
-            if self._topics <= self._refresh_topics:
+            if self._topics.keys() <= self._refresh_topics:
                 return await asyncio.shield(task)
             await asyncio.wait([task])  # its outcome is not ours: ours needs more topics
 
@@ -263,14 +310,12 @@ class KafkaClient:
         moved: list[BrokerConnection] = []
 
         def install(response: dict[str, Any]) -> ClusterMetadata:
-            metadata = ClusterMetadata.from_response(response)
+            metadata = ClusterMetadata.from_response(response).keeping_newer_leaders(self._metadata)
             for node_id, conn in list(self._conns.items()):
                 node = metadata.nodes.get(node_id)
                 if node is not None and (node.host, node.port) != (conn.host, conn.port):
                     moved.append(self._conns.pop(node_id))  # reached at its new address on next use
-            self._metadata = metadata
-            for listener in self.metadata_listeners:
-                listener(metadata)
+            self._install(metadata)
             self._last_refresh_ms = self._clock()
             self._done_seq = max(self._done_seq, seq)
             return metadata
@@ -389,7 +434,9 @@ class KafkaClient:
             if partitions:
                 return partitions
             code = self._metadata.topic_error(topic)
-            if topic in self._metadata.topics and code and not errors.error_for_code(code).retriable:
+            # A topic error is believed only from a refresh made for this call: one cached from
+            # minutes ago (an ACL fixed since, a topic created since) must be asked again.
+            if attempted and topic in self._metadata.topics and code and not errors.error_for_code(code).retriable:
                 raise errors.error_for_code(code)(f"topic {topic!r}")
             remaining = deadline - self._clock()
             if remaining > 0 and attempted:
@@ -415,7 +462,7 @@ class KafkaClient:
     # ------------------------------------------------------------ connections
 
     def _new_connection(self, host: str, port: int, node_id: int) -> BrokerConnection:
-        return BrokerConnection(
+        conn = BrokerConnection(
             host,
             port,
             node_id,
@@ -426,6 +473,8 @@ class KafkaClient:
             send_buffer_bytes=self._config.send_buffer_bytes,
             receive_buffer_bytes=self._config.receive_buffer_bytes,
         )
+        conn.on_lost = self._connection_lost
+        return conn
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:
         """Milliseconds before a connection attempt to ``node_id`` may start (0: now).

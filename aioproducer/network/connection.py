@@ -188,6 +188,9 @@ class BrokerConnection:
         self._broker_versions: dict[int, tuple[int, int]] = {}
         #: Why the connection closed; ``None`` while open.
         self.close_reason: KafkaError | None = None
+        #: Called once if the connection breaks by itself (not by ``close()``): the client
+        #: marks metadata stale, since the broker may have left or lost its leaderships.
+        self.on_lost: Callable[[BrokerConnection, KafkaError], None] | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.address} {self._state}>"
@@ -737,7 +740,7 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ close
 
-    def _abort(self, error: KafkaError) -> None:
+    def _abort(self, error: KafkaError, *, requested: bool = False) -> None:
         """Break the connection now: fail every in-flight request with ``error``, close the socket.
 
         Synchronous so the reader task, a timed-out sender and ``close()`` can
@@ -762,6 +765,8 @@ class BrokerConnection:
         task = self._reader_task
         if task is not None and task is not asyncio.current_task():
             task.cancel()
+        if not requested and self.on_lost is not None:
+            self.on_lost(self, error)
 
     async def close(self) -> None:
         """Close the connection and wait until its socket and reader task are gone.
@@ -772,8 +777,8 @@ class BrokerConnection:
 
     async def _close(self, reason: KafkaError | None) -> None:
         self._abort(
-            reason
-            or KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) closed")
+            reason or KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) closed"),
+            requested=reason is None,
         )
         task = self._reader_task
         if task is not None:

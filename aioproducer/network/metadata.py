@@ -139,6 +139,63 @@ class ClusterMetadata:
             cluster_id=body.get("cluster_id"),
         )
 
+    def keeping_newer_leaders(self, previous: ClusterMetadata) -> ClusterMetadata:
+        """This snapshot, with any partition whose leader epoch went *back* taken from ``previous``.
+
+        KIP-320, as Java's ``Metadata.updateLatestMetadata``: a broker that has not
+        caught up yet may answer with an older leader epoch than one already
+        known; believing it would send records back to a leader that lost the
+        partition. Partitions without an epoch (-1) are taken as they come.
+        """
+        replaced: dict[str, TopicMetadata] = {}
+        for name, meta in self.topics.items():
+            old = previous.topics.get(name)
+            if old is None or meta.error_code or old.error_code:
+                continue
+            kept = {
+                p: old.partitions[p]
+                for p, pm in meta.partitions.items()
+                if p in old.partitions and 0 <= pm.leader_epoch < old.partitions[p].leader_epoch
+            }
+            if kept:
+                replaced[name] = TopicMetadata(
+                    name, meta.error_code, meta.is_internal, MappingProxyType({**meta.partitions, **kept})
+                )
+        if not replaced:
+            return self
+        return ClusterMetadata(
+            self.nodes, MappingProxyType({**self.topics, **replaced}), self.controller_id, self.cluster_id
+        )
+
+    def with_leader(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, node: Node | None = None
+    ) -> ClusterMetadata | None:
+        """A new snapshot where ``topic``/``partition`` is led by ``leader`` (KIP-951 hint), or None.
+
+        None when the hint is not newer than what this snapshot knows (its
+        leader epoch is not higher) or names a node that no snapshot knows an
+        address for.
+        """
+        meta = self._usable(topic)
+        current = None if meta is None else meta.partitions.get(partition)
+        if meta is None or current is None or leader_epoch <= current.leader_epoch:
+            return None
+        nodes = dict(self.nodes)
+        if node is not None:
+            nodes[leader] = node
+        if leader not in nodes:
+            return None
+        updated = PartitionMetadata(
+            partition, leader, leader_epoch, current.replicas, current.isr, current.offline_replicas, 0
+        )
+        topic_meta = TopicMetadata(
+            topic, meta.error_code, meta.is_internal, MappingProxyType({**meta.partitions, partition: updated})
+        )
+        return ClusterMetadata(
+            MappingProxyType(nodes), MappingProxyType({**self.topics, topic: topic_meta}), self.controller_id,
+            self.cluster_id,
+        )
+
     def _usable(self, topic: str) -> TopicMetadata | None:
         """``topic`` if the response described it without a topic-level error.
 

@@ -36,6 +36,7 @@ class Config:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     metadata_max_age_ms: int = 300000
+    metadata_max_idle_ms: int = 300000
     socket_connection_setup_timeout_ms: int = 10000
     send_buffer_bytes: int = -1
     receive_buffer_bytes: int = -1
@@ -213,6 +214,44 @@ async def test_wait_for_metadata_raises_non_retriable_topic_errors(
     with pytest.raises(errors.error_for_code(topic_authorization_failed)):
         await client.wait_for_metadata("orders", 5000)
     assert time.monotonic() - started < 1.0
+
+
+async def test_a_cached_topic_error_is_asked_again(client: KafkaClient, mock_cluster: MockCluster) -> None:
+    """An ACL fixed on the broker is noticed at the next send, not after metadata.max.age.ms."""
+    topic_authorization_failed = 29
+    mock_cluster.create_topic("guarded", 2)
+    mock_cluster.set_topic_error("guarded", topic_authorization_failed)
+    with pytest.raises(errors.error_for_code(topic_authorization_failed)):
+        await client.wait_for_metadata("guarded", 5000)
+    mock_cluster.set_topic_error("guarded", 0)
+    assert await client.wait_for_metadata("guarded", 5000) == (0, 1)
+
+
+async def test_topics_idle_for_metadata_max_idle_ms_leave_the_requests(mock_cluster: MockCluster) -> None:
+    clock = FakeClock()
+    client = KafkaClient(Config(servers(mock_cluster), metadata_max_idle_ms=60_000), clock=clock)
+    try:
+        await client.refresh_metadata(["old", "busy"])
+        clock.now += 50_000
+        client.add_topic("busy")  # sent to again
+        clock.now += 20_000
+        await client.refresh_metadata()
+        assert client.topics == {"busy"}
+        assert "old" not in client.metadata.topics
+    finally:
+        await client.close()
+
+
+async def test_a_lost_connection_marks_metadata_for_update(client: KafkaClient, mock_cluster: MockCluster) -> None:
+    await client.refresh_metadata(["orders"])
+    leader = client.metadata.leader_for("orders", 0)
+    assert leader is not None
+    await client.connection(leader)
+    assert not client.update_requested
+    mock_cluster.broker_down(leader)
+    await eventually(lambda: not client.is_connected(leader))
+    assert client.update_requested
+    mock_cluster.broker_up(leader)
 
 
 async def test_staleness_with_a_fake_clock(mock_cluster: MockCluster) -> None:

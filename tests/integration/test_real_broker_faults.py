@@ -32,12 +32,13 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaTimeoutError, Producer
-from aioproducer.errors import NotEnoughReplicasError
+from aioproducer.errors import MessageTooLargeError, NotEnoughReplicasError
+from aioproducer.protocol.records import decode_batches
 from aioproducer.testing import KafkaCluster
 
 from conftest import kafka_or_skip, new_topic
 from helpers import eventually
-from readback import read_all_values
+from readback import fetch_raw_records, read_all_values
 
 pytestmark = pytest.mark.integration
 
@@ -401,3 +402,107 @@ async def test_no_more_than_max_in_flight_requests_per_connection(healthy: Kafka
         observed = max(c.max_in_flight_observed for c in conns)
     assert observed == max_in_flight  # reached (the test can fail) and never exceeded
     assert [md.offset for md in results] == list(range(1, 61))  # in order, once each
+
+
+# ------------------------------------------------------------------ idempotence with unknown outcomes (#11 items 1, 2, 7)
+
+
+def _leaders(cluster: KafkaCluster, topic: str) -> dict[int, int]:
+    return {p: cluster.partition_leader(topic, p) for p in range(PARTITIONS)}
+
+
+def _epochs(raw: bytes) -> list[tuple[int, int, list[bytes | None]]]:
+    """(producer epoch, base sequence, values) of each batch the broker stored."""
+    return [(b.producer_epoch, b.base_sequence, [r.value for r in b.records]) for b in decode_batches(raw)]
+
+
+async def test_a_batch_written_but_unanswered_then_expired_does_not_swallow_the_next(healthy: KafkaCluster) -> None:
+    """Item 1: the broker wrote ``a``, its answer was lost, its leader stayed unreachable until ``a`` expired.
+
+    The next record must be written, not acknowledged as a duplicate of ``a``
+    (which it would be if ``a``'s sequence number were handed out again).
+    """
+    cluster = healthy
+    topic = replicated_topic(cluster)
+    config = {**PRODUCER, "linger_ms": 0, "request_timeout_ms": 2000, "delivery_timeout_ms": 6000}
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+        await (await producer.send(topic, value=b"first", partition=0))
+        proxy = cluster.proxy(cluster.partition_leader(topic, 0))
+        proxy.swallow_responses(1, api_key=0, then="hang")
+        a = await producer.send(topic, value=b"a", partition=0)
+        await proxy.wait_swallowed_async(1, timeout=30)  # the broker has written a
+        proxy.refuse(True)
+        proxy.drop_connections()
+        with pytest.raises(KafkaTimeoutError):
+            await a
+        proxy.refuse(False)
+        b = await (await producer.send(topic, value=b"b", partition=0))
+    got = await read_all_values(cluster.internal_bootstrap_servers, topic, [0], timeout=60)
+    assert got[0] == [b"first", b"a", b"b"]
+    assert b.offset == 2
+
+
+async def test_an_epoch_bump_for_one_partition_leaves_another_partitions_unanswered_retry_alone(
+    healthy: KafkaCluster,
+) -> None:
+    """Item 2: ``a`` (partition X) was written, its answer lost, and it waits for a retry while
+    partition Y fails a batch for good, which bumps Y's epoch. ``a`` must be retried under its
+    own epoch and sequence, so the broker recognises it: written once."""
+    cluster = healthy
+    topic = new_topic(cluster, PARTITIONS, replication_factor=3,
+                      config={"min.insync.replicas": 2, "max.message.bytes": 4000})
+    leaders = _leaders(cluster, topic)
+    x = 0
+    y = next(p for p, leader in leaders.items() if leader != leaders[x])
+    config = {**PRODUCER, "linger_ms": 0, "request_timeout_ms": 2000}
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+        await asyncio.gather(*[await producer.send(topic, value=b"first-%d" % p, partition=p) for p in (x, y)])
+        proxy = cluster.proxy(leaders[x])
+        proxy.swallow_responses(1, api_key=0, then="hang")
+        a = await producer.send(topic, value=b"a", partition=x)
+        await proxy.wait_swallowed_async(1, timeout=30)
+        proxy.refuse(True)
+        proxy.drop_connections()  # a waits to be retried; its leader cannot be reached for now
+        with pytest.raises(MessageTooLargeError):
+            await (await producer.send(topic, value=b"z" * 6000, partition=y))
+        after = await (await producer.send(topic, value=b"after", partition=y))
+        proxy.refuse(False)
+        await a
+    got = await read_all_values(cluster.internal_bootstrap_servers, topic, [x, y], timeout=60)
+    assert got[x] == [b"first-%d" % x, b"a"]
+    assert got[y] == [b"first-%d" % y, b"after"]
+    raw_x = _epochs(await fetch_raw_records(cluster.internal_bootstrap_servers, topic, x))
+    raw_y = _epochs(await fetch_raw_records(cluster.internal_bootstrap_servers, topic, y))
+    assert raw_x[1][:2] == (raw_x[0][0], 1)  # a kept its epoch and sequence
+    assert raw_y[1][:2] == (raw_y[0][0] + 1, 0)  # y started a new epoch at 0
+    assert after.offset == 1
+
+
+async def test_leader_killed_while_idle_is_found_before_the_next_record_expires(healthy: KafkaCluster) -> None:
+    """Item 7: nothing is in flight when partition 0's leader dies; the next records find the new leader.
+
+    ``metadata.max.age.ms`` is five minutes here, so only the lost connection
+    (or the failed reconnect) can make the producer ask for metadata again.
+    """
+    cluster = healthy
+    topic = replicated_topic(cluster)
+    config = {**PRODUCER, "metadata_max_age_ms": 300_000, "delivery_timeout_ms": 30_000}
+    sent: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    results: list[Any] = []
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+
+        async def round_(name: bytes) -> None:
+            futures = []
+            for p in range(PARTITIONS):
+                value = b"%s-%d" % (name, p)
+                futures.append(await producer.send(topic, value=value, partition=p))
+                sent[p].append(value)
+            results.extend(await asyncio.gather(*futures, return_exceptions=True))
+
+        await round_(b"before")
+        leader = cluster.partition_leader(topic, 0)
+        await asyncio.to_thread(cluster.kill_broker, leader)
+        await eventually(lambda: cluster.partition_leader(topic, 0) not in (leader, -1), timeout=60)
+        await round_(b"after")
+    got = await read_all_values(cluster.internal_bootstrap_servers, topic, range(PARTITIONS), timeout=60)
+    assert_exactly_once_in_order(tally("leader SIGKILL while idle", sent, got, results))

@@ -267,6 +267,12 @@ class Network:
     async def refresh_metadata(self, topics: Any = None) -> Any:
         return None
 
+    def time_to_next_update(self, now: float | None = None) -> float:
+        return float("inf")
+
+    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Any) -> bool:
+        return False
+
     def is_ready(self, node_id: int) -> bool:
         return self.in_flight(node_id) < self.max_in_flight
 

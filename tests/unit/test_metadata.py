@@ -164,3 +164,34 @@ def test_empty() -> None:
     assert not md.nodes and not md.topics
     assert md.partitions_for("orders") is None
     assert md.leader_for("orders", 0) is None
+
+
+# ---------------------------------------------------------------- leader epochs (KIP-320, KIP-951)
+def _snapshot(leader: int, epoch: int, nodes: tuple[int, ...] = (1, 2)) -> ClusterMetadata:
+    return ClusterMetadata.from_response({
+        "brokers": [{"node_id": n, "host": f"b{n}", "port": 9092} for n in nodes],
+        "topics": [{"name": "t", "error_code": 0, "partitions": [
+            {"partition_index": 0, "leader_id": leader, "leader_epoch": epoch, "error_code": 0},
+            {"partition_index": 1, "leader_id": 2, "leader_epoch": 3, "error_code": 0},
+        ]}],
+    })
+
+
+def test_an_answer_with_an_older_leader_epoch_keeps_the_newer_leader() -> None:
+    known = _snapshot(leader=2, epoch=7)
+    stale = _snapshot(leader=1, epoch=6)
+    merged = stale.keeping_newer_leaders(known)
+    assert merged.leader_for("t", 0) == 2 and merged.leader_epoch("t", 0) == 7
+    newer = _snapshot(leader=1, epoch=8).keeping_newer_leaders(known)
+    assert newer.leader_for("t", 0) == 1
+
+
+def test_a_produce_answer_hint_installs_a_newer_leader_only() -> None:
+    known = _snapshot(leader=1, epoch=5)
+    assert known.with_leader("t", 0, 2, 5) is None  # not newer
+    assert known.with_leader("t", 0, 3, 9) is None  # no address known for node 3
+    moved = known.with_leader("t", 0, 3, 9, Node("b3", 9093, None))
+    assert moved is not None
+    assert moved.leader_for("t", 0) == 3 and moved.leader_epoch("t", 0) == 9
+    assert moved.nodes[3] == Node("b3", 9093, None)
+    assert moved.leader_for("t", 1) == 2  # the rest unchanged

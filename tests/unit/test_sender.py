@@ -28,7 +28,8 @@ from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.network.connection import ProduceCallback
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, TopicData
+from aioproducer.network.metadata import Node
+from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -116,6 +117,9 @@ class FakeClient:
         self.fail_with: BaseException | None = None
         self.produce_result: ProduceResponse | None = None
         self.conns: dict[int, FakeConnection] = {}
+        self.metadata_due = False  # what time_to_next_update() says: due now, or not at all
+        self.refreshes = 0
+        self.leader_hints: list[tuple[str, int, int, int, Any]] = []
 
     def conn(self, node_id: int) -> FakeConnection:
         return self.conns.setdefault(node_id, FakeConnection(self, node_id))
@@ -131,7 +135,15 @@ class FakeClient:
         self.updates += 1
 
     async def refresh_metadata(self, topics: Any = None) -> Any:
+        self.refreshes += 1
         return None
+
+    def time_to_next_update(self, now: float | None = None) -> float:
+        return 0.0 if self.metadata_due else float("inf")
+
+    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Any) -> bool:
+        self.leader_hints.append((topic, partition, leader, leader_epoch, node))
+        return True
 
     def is_ready(self, node_id: int) -> bool:
         return self.conn(node_id).can_send_more()
@@ -419,3 +431,26 @@ async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable(
     sender.run_once(clock.now)
     error = future.exception()
     assert isinstance(error, KafkaTimeoutError) and error.__cause__ is refused
+
+
+# ---------------------------------------------------------------- metadata refresh (item 7 of #11)
+async def test_the_sender_refreshes_metadata_when_the_client_says_it_is_due() -> None:
+    sender, acc, client, clock = make()
+    assert sender.run_once(clock.now) == float("inf")
+    await asyncio.sleep(0)
+    assert client.refreshes == 0
+    client.metadata_due = True  # a connection was lost, a request timed out, or max.age passed
+    sender.run_once(clock.now)
+    task = sender._metadata_task
+    assert task is not None
+    await task
+    assert client.refreshes == 1
+
+
+async def test_a_not_leader_answer_naming_the_new_leader_is_taken_without_waiting_for_metadata() -> None:
+    sender, acc, client, clock = make()
+    append(acc, "t", 0)
+    [sent] = in_flight(sender, acc, clock)
+    hint = ok("t", 0, -1, code=NOT_LEADER_OR_FOLLOWER)._replace(leader_id=3, leader_epoch=12)
+    sent.on_response(ProduceResponse(1, [hint], 0, [NodeEndpoint(3, "b3", 9093, None)]), None)
+    assert client.leader_hints == [("t", 0, 3, 12, Node("b3", 9093, None))]
