@@ -120,6 +120,10 @@ class RecordAccumulator:
         self._clock = clock
         self._rng = rng or random.Random()
         self._topics: dict[str, TopicInfo] = {}
+        #: Topics that may have queued batches: what the sender's scans walk, so that a pass
+        #: costs in proportion to topics with data, not to every topic ever sent to. A topic
+        #: joins when a batch is queued and leaves when ``ready()`` finds all its deques empty.
+        self._active: dict[str, TopicInfo] = {}
         self.node_stats = NodeLatencyStats(config.availability_timeout_ms)
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[tuple[str, int]] = set()
@@ -314,6 +318,7 @@ class RecordAccumulator:
         if dq is None:
             dq = info.batches[partition] = deque()
         dq.append(batch)
+        self._active[topic] = info
         self._incomplete.add(batch)
         self._wakeup()
         return future
@@ -328,7 +333,11 @@ class RecordAccumulator:
         exhausted = self.pool.exhausted() or self._appends_in_progress > 0
         force = exhausted or self.closed or self._flushes_in_progress > 0
         muted = self._muted
-        for topic, info in self._topics.items():
+        for topic, info in list(self._active.items()):
+            if not any(info.batches.values()):
+                del self._active[topic]
+                info.partitioner.update_partition_load_stats(None, None, 0)  # no queues: no skew to weigh
+                continue
             self._update_load_stats(info, metadata)
             for partition, dq in info.batches.items():
                 if not dq:
@@ -388,7 +397,7 @@ class RecordAccumulator:
         """Take up to ``max_size`` bytes of batches per node, one batch per partition."""
         by_node: dict[int, list[tuple[str, int, deque[ProducerBatch]]]] = {}
         wanted = set(nodes)
-        for topic, info in self._topics.items():
+        for topic, info in self._active.items():
             # Empty deques stay in the list so that the rotation is over a stable order.
             for partition, dq in info.batches.items():
                 leader = metadata.leader_for(topic, partition)
@@ -436,7 +445,7 @@ class RecordAccumulator:
         """Pop queued batches past ``delivery.timeout.ms`` (in-flight ones are the sender's)."""
         timeout = self.config.delivery_timeout_ms
         expired: list[ProducerBatch] = []
-        for info in self._topics.values():
+        for info in self._active.values():
             for dq in info.batches.values():
                 while dq and now - dq[0].created_ms >= timeout:
                     expired.append(dq.popleft())
@@ -445,7 +454,7 @@ class RecordAccumulator:
     def next_expiry_delay(self, now: float) -> float:
         timeout = self.config.delivery_timeout_ms
         delay = float("inf")
-        for info in self._topics.values():
+        for info in self._active.values():
             for dq in info.batches.values():
                 if dq:
                     delay = min(delay, dq[0].created_ms + timeout - now)
@@ -460,7 +469,9 @@ class RecordAccumulator:
 
     def _insert_retry(self, batch: ProducerBatch) -> None:
         """Retries go before new batches and, when numbered, among themselves by sequence."""
-        dq = self.topic_info(batch.topic).batches.setdefault(batch.partition, deque())
+        info = self.topic_info(batch.topic)
+        dq = info.batches.setdefault(batch.partition, deque())
+        self._active[batch.topic] = info
         if batch.has_sequence:
             index = 0
             while index < len(dq) and dq[index].has_sequence and dq[index].base_sequence < batch.base_sequence:
@@ -542,7 +553,7 @@ class RecordAccumulator:
 
     # ================================================================ flush and close
     def has_undrained(self) -> bool:
-        return any(dq for info in self._topics.values() for dq in info.batches.values())
+        return any(dq for info in self._active.values() for dq in info.batches.values())
 
     def incomplete_batches(self) -> list[ProducerBatch]:
         return list(self._incomplete)

@@ -378,3 +378,32 @@ async def test_retry_backoff_is_capped_without_overflowing_at_any_attempt() -> N
     assert [acc.retry_backoff(n) for n in (1, 2, 3, 4, 5)] == [100, 200, 400, 800, 1000]
     assert acc.retry_backoff(1025) == 1000  # 2.0 ** 1024 would overflow
     assert acc.retry_backoff(10**9) == 1000
+
+
+# ---------------------------------------------------------------- a pass costs per topic with data (#11 item 9)
+class CountingLeaders(Leaders):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        self.asked.add(topic)
+        return super().leader_for(topic, partition)
+
+
+async def test_ready_and_drain_walk_only_topics_with_queued_batches() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=0)
+    for i in range(200):  # topics sent to once, long done
+        acc.try_append(f"old-{i}", 0, 1, None, VALUE, None, None)
+    for batches in acc.drain(Leaders(), [0, 1], 10**6, clock.now).values():
+        for batch in batches:
+            batch.complete(0, -1, None)
+            acc.deallocate(batch)
+    acc.ready(Leaders(), clock.now)  # notices they are empty
+    acc.try_append("busy", 1, 1, None, VALUE, None, None)
+    leaders = CountingLeaders()
+    assert acc.ready(leaders, clock.now).ready_nodes == {1}
+    acc.drain(leaders, [1], 10**6, clock.now)
+    assert leaders.asked == {"busy"}
+    assert not acc.has_undrained()
