@@ -142,6 +142,12 @@ class Sender:
         self._stopped = False
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
+        #: InitProducerId: the attempt in flight, failed attempts so far (each asks the next
+        #: broker), when the next may start, and why the last one failed.
+        self._init_task: asyncio.Task[None] | None = None
+        self._init_attempts = 0
+        self._init_not_before = float("-inf")
+        self._init_error: KafkaError | None = None
         self.fatal_error: BaseException | None = None
         #: Set once when the loop itself raised (see _die); the producer refuses records from then on.
         self.died: KafkaError | None = None
@@ -192,10 +198,8 @@ class Sender:
         self.initiate_close()
 
     async def _loop_once(self) -> None:
-        tm = self.transaction_manager
-        if tm is not None and not tm.has_producer_id and not self._has_requests():
-            await self._init_producer_id()
-        delay = self.run_once(self._clock())
+        now = self._clock()
+        delay = min(self._maybe_init_producer_id(now), self.run_once(now))
         await self._sleep(delay)
 
     async def _sleep(self, delay_ms: float) -> None:
@@ -279,6 +283,9 @@ class Sender:
         sent, why its leader could not be reached (a broker that is down).
         """
         last = batch.retry_error
+        tm = self.transaction_manager
+        if last is None and tm is not None and not tm.has_producer_id:
+            last = self._init_error  # never sent: no producer id could be had
         if last is None:
             leader = self.client.metadata.leader_for(batch.topic, batch.partition)
             last = None if leader is None or leader < 0 else self.client.connection_error(leader)
@@ -356,45 +363,72 @@ class Sender:
 
         self._metadata_task = self._spawn(refresh())
 
+    def _maybe_init_producer_id(self, now: float) -> float:
+        """Start an InitProducerId attempt when one is needed and due; ms until the next may start.
+
+        In a task of its own, one attempt at a time, so that the sender's passes go
+        on meanwhile: records still expire at ``delivery.timeout.ms`` and a close is
+        not held up by a coordinator that keeps answering with retriable errors.
+        Not while requests are in flight (after the epoch ran out, their answers
+        still count under the old producer id).
+        """
+        tm = self.transaction_manager
+        if tm is None or tm.has_producer_id or self._has_requests():
+            return float("inf")
+        if self._init_task is not None and not self._init_task.done():
+            return float("inf")  # its end wakes the sender
+        if now < self._init_not_before:
+            return self._init_not_before - now
+        self._init_task = self._spawn(self._init_producer_id())
+        return float("inf")
+
     async def _init_producer_id(self) -> None:
-        """Get a producer id (at start, or after the epoch ran out); epoch bumps are local (``bump_epoch``)."""
+        """One InitProducerId attempt (at start, or after the epoch ran out); bumps are local (``bump_epoch``)."""
         tm = self.transaction_manager
         assert tm is not None
         body = {
             "transactional_id": None,
             "transaction_timeout_ms": 2147483647,
-            "producer_id": tm.producer_id,
-            "producer_epoch": tm.producer_epoch,
+            "producer_id": -1,
+            "producer_epoch": -1,
         }
-        backoff = self.config.retry_backoff_ms / 1000.0
-        while self._running or not self._force_close:
-            try:
-                response = await self._send_to_any_node(messages.INIT_PRODUCER_ID, body)
-            except KafkaError as exc:
-                log.debug("InitProducerId failed: %s", exc)
-            else:
-                code = response.get("error_code", 0)
-                if code == NONE:
-                    tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
-                    log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
-                    return
-                error = error_for_code(code)
-                if not error.retriable and code not in (INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID):
-                    self._fatal(error(f"InitProducerId failed: {error.message}"))
-                    return
-                if code in (INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID):
-                    body["producer_id"] = -1  # the broker forgot us: start a new producer id
-                    body["producer_epoch"] = -1
-            if self._force_close:
+        try:
+            response = await self._send_to_any_node(messages.INIT_PRODUCER_ID, body, self._init_attempts)
+            code = response.get("error_code", 0)
+            if code == NONE:
+                tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
+                log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
+                self._init_attempts, self._init_error = 0, None
                 return
-            await asyncio.sleep(backoff)  # retry.backoff.ms between attempts; nothing to wait on
+            error_class = error_for_code(code)
+            error = error_class(f"InitProducerId failed: {error_class.message}")
+            if not error_class.retriable:
+                self._fatal(error)
+                return
+            self._init_failed(error)
+        except KafkaError as exc:
+            self._init_failed(exc)
+        finally:
+            self.wakeup()
 
-    async def _send_to_any_node(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Send a cluster-wide request (InitProducerId) to a connected node, else to the first known one."""
+    def _init_failed(self, error: KafkaError) -> None:
+        """Back off (as a produce retry would) and ask the next broker next time."""
+        log.debug("InitProducerId attempt %d failed: %s", self._init_attempts + 1, error)
+        self._init_attempts += 1
+        self._init_error = error
+        self._init_not_before = self._clock() + self.accumulator.retry_backoff(self._init_attempts)
+
+    async def _send_to_any_node(self, api_key: int, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Send a cluster-wide request (InitProducerId): a ready node first, the next one on each retry.
+
+        Rotating over the known nodes by ``attempt`` means a broker that keeps
+        failing (or answering with a retriable error) is not asked forever.
+        """
         nodes = sorted(self.client.metadata.nodes)
         if not nodes:
             raise KafkaConnectionError("no broker is known yet")
-        node = next((n for n in nodes if self.client.is_ready(n)), nodes[0])
+        ready = [n for n in nodes if self.client.is_ready(n)] or nodes
+        node = ready[attempt % len(ready)] if attempt == 0 else nodes[attempt % len(nodes)]
         connection = await self.client.connection(node)
         response: dict[str, Any] = await connection.send(api_key, body)
         return response
@@ -407,8 +441,9 @@ class Sender:
 
     async def _shutdown_background(self) -> None:
         tasks = [*self._connecting.values(), *self._requests]
-        if self._metadata_task is not None:
-            tasks.append(self._metadata_task)
+        for task in (self._metadata_task, self._init_task):
+            if task is not None:
+                tasks.append(task)
         for task in tasks:
             task.cancel()
         if tasks:

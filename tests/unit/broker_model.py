@@ -78,6 +78,8 @@ class BrokerModel:
         self.next_producer_id = 1000
         #: Every error answered, as (topic, partition, code).
         self.errors: list[tuple[str, int, int]] = []
+        #: Error codes for the next InitProducerId requests, oldest first.
+        self.init_errors: deque[int] = deque()
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         return self.logs.setdefault((topic, partition), PartitionLog())
@@ -96,6 +98,8 @@ class BrokerModel:
 
     # ------------------------------------------------------------------ requests
     def init_producer_id(self) -> dict[str, Any]:
+        if self.init_errors:
+            return {"error_code": self.init_errors.popleft(), "producer_id": -1, "producer_epoch": -1}
         self.next_producer_id += 1
         return {"error_code": NONE, "producer_id": self.next_producer_id, "producer_epoch": 0, "throttle_time_ms": 0}
 
@@ -182,6 +186,7 @@ class Connection:
 
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         assert api_key == messages.INIT_PRODUCER_ID
+        self.network.init_nodes.append(self.node)
         return self.network.broker.init_producer_id()
 
 
@@ -216,6 +221,7 @@ class Network:
         self._plans: dict[int, deque[Action]] = {}
         self._connections = {node: Connection(self, node) for node in range(nodes)}
         self.down: set[int] = set()  # nodes whose every request is dropped
+        self.init_nodes: list[int] = []  # the node each InitProducerId went to
 
     def plan(self, node: int, *actions: Action) -> None:
         self._plans.setdefault(node, deque()).extend(actions)

@@ -15,6 +15,7 @@ checks that this file fails for each.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -106,8 +107,14 @@ class Harness:
         return [f for sent in self.sent.values() for _, f in sent]
 
     async def step(self) -> None:
-        """One sender pass (producer id, epoch bump, ready, drain, expire, send)."""
+        """One sender pass (producer id, epoch bump, ready, drain, expire, send), and its InitProducerId."""
         await self.sender._loop_once()
+        init = self.sender._init_task
+        if init is not None:
+            await init
+        if self.sender._wake.is_set():  # woken (by the InitProducerId's end): the real loop would not sleep
+            self.sender._wake.clear()
+            self.delay = 0.0
 
     async def settle(self, limit: int = 3000) -> None:
         """Run passes, the network acting on every request, until every record is done."""
@@ -379,3 +386,41 @@ async def test_pipelined_batches_with_lost_answers_are_written_once_in_order(los
     assert all(f.exception() is None for f in h.futures())
     assert h.tm is not None and h.tm.producer_epoch == 0
     h.check_logs()
+
+
+# ---------------------------------------------------------------- item 14: InitProducerId that keeps failing
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+async def test_records_expire_on_time_while_init_producer_id_keeps_failing_and_each_broker_is_asked() -> None:
+    h = Harness(nodes=3, delivery_timeout_ms=2_000)
+    h.broker.init_errors.extend([COORDINATOR_NOT_AVAILABLE] * 1000)
+    [a] = h.send(0)
+    created = h.clock.now
+    await h.settle()
+    assert isinstance(a.exception(), KafkaTimeoutError)
+    assert "COORDINATOR_NOT_AVAILABLE" in str(a.exception())  # the cause is named
+    assert h.clock.now - created < 2_000 + 1_000  # within a backoff of the deadline
+    assert set(h.net.init_nodes) == {0, 1, 2}
+    h.broker.init_errors.clear()
+    [b] = h.send(0)
+    await h.settle()
+    assert b.exception() is None
+    h.check_logs()
+
+
+async def test_a_graceful_close_ends_while_init_producer_id_keeps_failing() -> None:
+    h = Harness(delivery_timeout_ms=2_000)
+    h.broker.init_errors.extend([COORDINATOR_NOT_AVAILABLE] * 1000)
+    [a] = h.send(0)
+
+    async def advance(delay_ms: float) -> None:
+        init = h.sender._init_task
+        if init is not None and not init.done():
+            await init
+        h.clock.now += min(max(delay_ms, 1.0), 500.0)
+
+    h.sender._sleep = advance  # type: ignore[method-assign]
+    h.sender.initiate_close()
+    await asyncio.wait_for(h.sender.run(), timeout=10)
+    assert isinstance(a.exception(), KafkaTimeoutError)
