@@ -39,7 +39,7 @@ from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, 
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
-from aioproducer.network.client import KafkaClient
+from aioproducer.network.client import ClientClosedError, KafkaClient
 from aioproducer.partitioner import _MURMUR2_SEED, TopicPartitions, check_partition, partition_for_key
 from aioproducer.partitioner import _c_murmurhash2 as _murmur2_c
 from aioproducer.serializers import SerializeFn
@@ -241,7 +241,8 @@ class Producer:
                 await asyncio.gather(starting, return_exceptions=True)
             return
         sender, task, accumulator = self._sender, self._sender_task, self._accumulator
-        assert sender is not None and task is not None and accumulator is not None
+        assert sender is not None and task is not None and accumulator is not None and self._client is not None
+        self._client.interrupt_waits()  # a send() waiting for metadata now fails with ProducerClosedError
         sender.initiate_close()
         accumulator.pool.close()
         try:
@@ -517,14 +518,29 @@ class Producer:
         assert client is not None
         metadata = client.metadata
         if metadata.partitions_for(topic) is None:
-            await client.wait_for_metadata(topic, max_wait_ms)
+            await self._client_wait(client, topic, max_wait_ms)
             metadata = client.metadata
         all_partitions = metadata.partitions_for(topic)
         if all_partitions is None:  # the topic vanished from the newest metadata
-            all_partitions = await client.wait_for_metadata(topic, max_wait_ms)
+            all_partitions = await self._client_wait(client, topic, max_wait_ms)
         snapshot = TopicPartitions(len(all_partitions), tuple(metadata.available_partitions_for(topic)))
         self._topic_partitions[topic] = snapshot
         return snapshot
+
+    async def _client_wait(self, client: KafkaClient, topic: str, max_wait_ms: float) -> tuple[int, ...]:
+        """``client.wait_for_metadata()``; a ``close()`` meanwhile ends it with ``ProducerClosedError``.
+
+        ``close()`` interrupts the client's waits (see ``KafkaClient.interrupt_waits``): a
+        record that waited for metadata could not be queued any more, so its caller learns
+        at once why, instead of at ``max.block.ms`` or by a ``CancelledError``.
+        """
+        try:
+            partitions = await client.wait_for_metadata(topic, max_wait_ms)
+        except ClientClosedError as exc:
+            raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}") from exc
+        if self._closed:  # the metadata came, but close() began meanwhile
+            raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}")
+        return partitions
 
     @staticmethod
     def _serialize(serializer: SerializeFn | None, topic: str, data: Any, side: str) -> bytes | None:
