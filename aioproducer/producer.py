@@ -145,6 +145,7 @@ class Producer:
 
         Concurrent calls share one start (one client, one sender); a ``close()`` while
         starting cancels it, and the waiting ``start()`` calls raise ``ProducerClosedError``.
+        Waits at most ``max.block.ms`` for the first metadata, then raises ``KafkaTimeoutError``.
         """
         if self._closed:  # checked first: a closed producer must not look started
             raise ProducerClosedError("the producer is closed and cannot be restarted")
@@ -165,7 +166,7 @@ class Producer:
         client = KafkaClient(cfg)
         client.metadata_listeners.append(lambda _metadata: self._topic_partitions.clear())
         try:
-            await client.bootstrap()
+            await self._bootstrap(client)
         except BaseException:
             await client.close()  # nothing may outlive a start that did not finish
             raise
@@ -209,6 +210,26 @@ class Producer:
             or self._check_every_record
         )
         self._plain_accumulator = accumulator if plain else None
+
+    async def _bootstrap(self, client: KafkaClient) -> None:
+        """The first metadata, within ``max.block.ms`` in all.
+
+        The client tries the bootstrap servers one after another, each for up to
+        ``request.timeout.ms``: unbounded, a list of silent servers would hold ``start()``
+        for their sum. ``max.block.ms`` is what a caller agreed to wait in the producer's
+        own calls, so it bounds this one too.
+        """
+        max_block_ms = self._max_block_ms
+        try:
+            async with asyncio.timeout(max_block_ms / 1000) as bound:
+                await client.bootstrap()
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            servers = ",".join(f"{host}:{port}" for host, port in self._config.bootstrap_servers)
+            raise KafkaTimeoutError(
+                f"start(): no bootstrap server answered within max.block.ms={max_block_ms} ms (bootstrap.servers={servers})"
+            ) from None
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aioproducer import Producer, ProducerClosedError
+from aioproducer import KafkaTimeoutError, Producer, ProducerClosedError
 from aioproducer.network.client import KafkaClient
 from aioproducer.testing import MockCluster
 from helpers import eventually, other_tasks
@@ -83,3 +83,29 @@ async def test_a_send_cancelled_by_its_caller_stays_cancelled_when_close_follows
     async with asyncio.timeout(5):
         await asyncio.wait([sending])
     assert sending.cancelled()
+
+
+async def test_start_against_silent_bootstrap_servers_is_bounded_by_max_block_ms() -> None:
+    """Two servers that accept and never answer: start() fails after max.block.ms, not 2 x request.timeout.ms."""
+    silent: list[asyncio.StreamWriter] = []
+
+    async def accept_and_say_nothing(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        silent.append(writer)
+
+    servers = [await asyncio.start_server(accept_and_say_nothing, "127.0.0.1", 0) for _ in range(2)]
+    addresses = ",".join(f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers)
+    producer = Producer(bootstrap_servers=addresses, max_block_ms=300, request_timeout_ms=3_000, delivery_timeout_ms=4_000)
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(KafkaTimeoutError, match="max.block.ms=300"):
+            await producer.start()
+        assert loop.time() - started < 2.5  # unbounded: 6 s (3 s per server, one after the other)
+        assert not other_tasks()
+    finally:
+        await producer.close()
+        for writer in silent:
+            writer.close()
+        for server in servers:
+            server.close()
+            await server.wait_closed()
