@@ -249,8 +249,10 @@ class Producer:
         """Stop accepting records, deliver what is queued within ``timeout`` seconds, fail the rest.
 
         ``timeout=None`` waits as long as delivery takes (bounded by ``delivery.timeout.ms``);
-        ``timeout=0`` fails everything not yet delivered at once.
+        ``timeout=0`` fails everything not yet delivered at once. With a timeout, ``close()``
+        returns within it: sockets not closed by then are dropped with their unsent bytes.
         """
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         if self._closed:
             return
         self._closed = True
@@ -280,7 +282,7 @@ class Producer:
             for interceptor in self._interceptors:
                 _safe_call(interceptor, "close")
             if self._client is not None:
-                await self._client.close()
+                await self._client.close(deadline)
 
     def _require_started(self) -> RecordAccumulator:
         if self._accumulator is None:

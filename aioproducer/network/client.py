@@ -156,6 +156,7 @@ class KafkaClient:
         self._metadata_waiters: set[asyncio.Task[Any]] = set()
         self._interrupted: set[asyncio.Task[Any]] = set()
         self._waits_interrupted = False
+        self._closing_conns: list[BrokerConnection] = []  # what close() is closing: abort() drops them
 
     # --------------------------------------------------------------- metadata
 
@@ -627,20 +628,48 @@ class KafkaClient:
 
     # ------------------------------------------------------------------ close
 
-    async def close(self) -> None:
-        """Close every connection and wait for pending connects and refreshes to end. Idempotent."""
+    async def close(self, deadline: float | None = None) -> None:
+        """Close every connection and wait for pending connects and refreshes to end. Idempotent.
+
+        ``deadline`` (event loop time; None: none) bounds the graceful part: a socket closes
+        gracefully once the peer has read what is buffered, which a broker that stopped
+        reading never does. What is not closed by then is dropped (:meth:`BrokerConnection.abort`).
+        """
         self._closed = True
         self.interrupt_waits()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._close_gracefully()
+        except TimeoutError:
+            log.info("client close ran out of time: dropping the connections, unsent bytes with them")
+            await self._abort_all()
+
+    def _background(self) -> list[asyncio.Task[Any]]:
+        """Connect attempts and the Metadata refresh in flight, each cancelled."""
         pending: list[asyncio.Task[Any]] = [*self._connecting.values()]
         if self._refresh is not None:
             pending.append(self._refresh)
         for task in pending:
             task.cancel()
+        return pending
+
+    async def _close_gracefully(self) -> None:
+        pending = self._background()
         if pending:
             await asyncio.wait(pending)
         conns = list(self._conns.values())
         self._conns.clear()
+        self._closing_conns = conns
         await asyncio.gather(*(c.close() for c in conns))
+
+    async def _abort_all(self) -> None:
+        """Drop every socket now; wait only for our own cancelled tasks, which end at their next step."""
+        pending = self._background()
+        conns = [*self._conns.values(), *self._closing_conns]
+        self._conns.clear()
+        await asyncio.gather(*(c.abort() for c in conns))
+        if pending:
+            await asyncio.wait(pending)
 
 
 def _partition_response(response: ProduceResponse, topic: str, partition: int) -> PartitionResponse:

@@ -109,3 +109,31 @@ async def test_start_against_silent_bootstrap_servers_is_bounded_by_max_block_ms
         for server in servers:
             server.close()
             await server.wait_closed()
+
+
+async def test_close_with_timeout_returns_in_time_when_a_socket_will_not_close(mock_cluster: MockCluster) -> None:
+    """A graceful socket close waits for the peer to read what is buffered: a peer that never reads holds it forever.
+
+    Stood in for by a writer whose ``wait_closed()`` never returns (a stalled peer cannot be made on
+    the in-process mock, which always reads). ``close(timeout)`` must drop such sockets at its deadline.
+    """
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST)
+    await producer.start()
+    await (await producer.send(TOPIC, value=b"v", partition=0))
+    never = asyncio.Event()
+
+    async def wait_closed_forever() -> None:
+        await never.wait()
+
+    conns = list(client_of(producer)._conns.values())
+    assert conns
+    for conn in conns:
+        assert conn._writer is not None
+        conn._writer.wait_closed = wait_closed_forever  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.timeout(5):  # a bound: without the fix close() never returns
+        await producer.close(timeout=0.3)
+    assert loop.time() - started < 1.5
+    assert all(conn._writer is not None and conn._writer.transport.is_closing() for conn in conns)
+    assert not other_tasks()
