@@ -662,6 +662,15 @@ class KafkaClient:
         self._closing_conns = conns
         await asyncio.gather(*(c.close() for c in conns))
 
+    def abandon(self) -> None:
+        """Drop everything now, synchronously: for a producer collected without ``close()``."""
+        self._closed = True
+        self.interrupt_waits()
+        self._background()
+        for conn in [*self._conns.values(), *self._closing_conns]:
+            conn.abort_socket()
+        self._conns.clear()
+
     async def _abort_all(self) -> None:
         """Drop every socket now; wait only for our own cancelled tasks, which end at their next step."""
         pending = self._background()

@@ -763,6 +763,12 @@ class BrokerConnection:
         if task is not None and task is not asyncio.current_task():
             task.cancel()
 
+    def abort_socket(self) -> None:
+        """:meth:`abort` without the wait: for callers that cannot await (a producer's ``__del__``)."""
+        self._abort(KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) aborted"))
+        if self._writer is not None:
+            self._writer.transport.abort()
+
     async def abort(self) -> None:
         """Drop the socket now, unsent bytes with it, and wait for the reader task to end.
 
@@ -770,9 +776,7 @@ class BrokerConnection:
         every buffered byte, which is forever for a peer that stopped reading. Requests in
         flight fail as in :meth:`close`.
         """
-        self._abort(KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) aborted"))
-        if self._writer is not None:
-            self._writer.transport.abort()
+        self.abort_socket()
         task = self._reader_task
         if task is not None:
             await asyncio.wait([task])  # cancelled by _abort: ends at its next step
