@@ -306,7 +306,7 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("batch.size", "int", 16384, "Target size in bytes of a per-partition batch; also how many bytes go to the sticky partition before it changes. 0 disables batching (one record per batch).", _int(0)),
     ConfigDef("linger.ms", "long", 0, "How long a batch that is not full may wait for more records. Kafka 3.9 default 0; Kafka 4.0 uses 5.", _int(0, long=True)),
     ConfigDef("buffer.memory", "long", 33554432, "Total bytes the producer may hold for records not yet acknowledged (their encoded bytes plus their futures and delivery callbacks); `send()` waits up to `max.block.ms` for room.", _int(1, long=True)),
-    ConfigDef("max.block.ms", "long", 60000, "How long `send()` may wait for metadata and buffer memory before failing.", _int(0, long=True)),
+    ConfigDef("max.block.ms", "long", 60000, "How long `send()` may wait for metadata and buffer memory before failing, and `start()` for the first metadata.", _int(0, long=True)),
     ConfigDef("max.request.size", "int", 1048576, "Largest request, and so largest record (batch) in bytes.", _int(0)),
     ConfigDef("request.timeout.ms", "int", 30000, "How long to wait for a broker's response before retrying the request or failing it.", _int(0)),
     ConfigDef("delivery.timeout.ms", "int", 120000, "Upper bound on reporting success or failure after `send()` returns, retries included. Must be >= `linger.ms` + `request.timeout.ms`.", _int(0)),

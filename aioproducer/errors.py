@@ -43,6 +43,15 @@ class ProducerClosedError(KafkaError):
     """``send()`` was called on a producer that is closing or closed."""
 
 
+class WrongEventLoopError(KafkaError, RuntimeError):
+    """A producer was used from an event loop, or a forked process, other than the one ``start()`` ran in.
+
+    Its connections, sender task and record futures belong to that loop and process: a
+    record accepted elsewhere could never be sent. One producer per event loop (and per
+    process); a ``RuntimeError`` as asyncio's own "attached to a different loop" is.
+    """
+
+
 class RecordTooLargeError(KafkaError):
     """A record is larger than ``max.request.size`` or ``buffer.memory``."""
 
@@ -843,6 +852,7 @@ __all__ = [
     "KafkaTimeoutError",
     "SerializationError",
     "ProducerClosedError",
+    "WrongEventLoopError",
     "RecordTooLargeError",
     "InvalidRecordError",
     "UnsupportedVersionError",

@@ -29,11 +29,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import MethodType
 from typing import Optional, Protocol
 
 from aioproducer.errors import ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
 from aioproducer.protocol.records import RecordBatchBuilder, estimate_size_in_bytes_upper_bound
@@ -132,6 +134,8 @@ class RecordAccumulator:
         self._appends_in_progress = 0
         self.closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The last on_delivery that check_on_delivery() accepted: one identity test per record after it.
+        self._on_delivery_ok: object = None
 
     # ================================================================ append (hot path)
     def topic_info(self, topic: str) -> TopicInfo:
@@ -209,7 +213,13 @@ class RecordAccumulator:
         """Append to the partition's open batch, or to a new one if memory is free now.
 
         Returns None only when memory must be waited for: then call ``append()``.
+        Raises ``TypeError`` for an ``on_delivery`` that cannot be called as
+        ``on_delivery(metadata, error)``, before the record is queued.
         """
+        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
+            # A bound method is a new object per access, equal to the last only when it is the same method.
+            if type(on_delivery) is not MethodType or on_delivery != self._on_delivery_ok:
+                self._on_delivery_ok = check_on_delivery(on_delivery)
         info = self._topics.get(topic)
         if info is None:
             info = self.topic_info(topic)

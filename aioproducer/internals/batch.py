@@ -321,9 +321,10 @@ class ProducerBatch:
         headers: Headers | None,
         on_delivery: DeliveryCallback | None,
     ) -> FutureRecordMetadata | None:
-        """Append if the batch has room; None tells the accumulator to open a new batch."""
-        if on_delivery is not None and not callable(on_delivery):  # before the record is in the batch
-            raise TypeError(f"on_delivery must be callable as on_delivery(metadata, error), got {on_delivery!r}")
+        """Append if the batch has room; None tells the accumulator to open a new batch.
+
+        ``on_delivery`` was checked by the accumulator (``check_on_delivery``), once per callable.
+        """
         relative_offset = self.builder.try_append(timestamp, key, value, headers)
         if relative_offset < 0:
             return None

@@ -52,7 +52,7 @@ from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse
 
-__all__ = ["ClientConfig", "KafkaClient"]
+__all__ = ["ClientClosedError", "ClientConfig", "KafkaClient"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,10 @@ class _NodeBackoff:
     last_error: errors.KafkaError | None = None  # why the last attempt failed; None once one succeeded
 
 
+class ClientClosedError(KafkaConnectionError):
+    """The client closed (or is closing) while the caller waited on it."""
+
+
 def _monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
@@ -151,6 +155,11 @@ class KafkaClient:
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
         self._closed = False
+        # wait_for_metadata() callers, and those of them interrupt_waits() cancelled (see there).
+        self._metadata_waiters: set[asyncio.Task[Any]] = set()
+        self._interrupted: set[asyncio.Task[Any]] = set()
+        self._waits_interrupted = False
+        self._closing_conns: list[BrokerConnection] = []  # what close() is closing: abort() drops them
 
     # --------------------------------------------------------------- metadata
 
@@ -424,7 +433,41 @@ class KafkaClient:
         every ``retry.backoff.ms``. A non-retriable topic error (authorization,
         invalid name) is raised at once. After ``timeout_ms`` raises
         ``KafkaTimeoutError("Topic X not present in metadata after N ms")``.
+        After :meth:`interrupt_waits` (or :meth:`close`) it raises
+        :class:`ClientClosedError` at once, whatever it was waiting on.
         """
+        task = asyncio.current_task()
+        assert task is not None
+        if self._waits_interrupted:
+            raise ClientClosedError("the client is closing: no more metadata waits")
+        self._metadata_waiters.add(task)
+        try:
+            return await self._wait_for_metadata(topic, timeout_ms)
+        except asyncio.CancelledError:
+            # Ours (interrupt_waits) if we cancelled this task and nobody else did too.
+            if task in self._interrupted and task.uncancel() == 0:
+                raise ClientClosedError("the client closed while waiting for metadata") from None
+            raise
+        finally:
+            self._metadata_waiters.discard(task)
+            self._interrupted.discard(task)
+
+    def interrupt_waits(self) -> None:
+        """End every :meth:`wait_for_metadata`, now and later, with :class:`ClientClosedError`.
+
+        For the producer's ``close()``: a ``send()`` waiting for metadata then could never
+        queue its record, so it must fail at once rather than sleep out ``max.block.ms``,
+        or see the ``CancelledError`` of the refresh that ``close()`` cancels. The waiting
+        tasks are cancelled and the cancellation turned into the error (as
+        ``asyncio.timeout`` turns its own into ``TimeoutError``), so a wait ends
+        wherever it is suspended, and a cancellation from elsewhere stays one.
+        """
+        self._waits_interrupted = True
+        for task in self._metadata_waiters - self._interrupted:
+            self._interrupted.add(task)
+            task.cancel()
+
+    async def _wait_for_metadata(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
         self.add_topic(topic)
         deadline = self._clock() + timeout_ms
         attempted = False
@@ -634,19 +677,57 @@ class KafkaClient:
 
     # ------------------------------------------------------------------ close
 
-    async def close(self) -> None:
-        """Close every connection and wait for pending connects and refreshes to end. Idempotent."""
+    async def close(self, deadline: float | None = None) -> None:
+        """Close every connection and wait for pending connects and refreshes to end. Idempotent.
+
+        ``deadline`` (event loop time; None: none) bounds the graceful part: a socket closes
+        gracefully once the peer has read what is buffered, which a broker that stopped
+        reading never does. What is not closed by then is dropped (:meth:`BrokerConnection.abort`).
+        """
         self._closed = True
+        self.interrupt_waits()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._close_gracefully()
+        except TimeoutError:
+            log.info("client close ran out of time: dropping the connections, unsent bytes with them")
+            await self._abort_all()
+
+    def _background(self) -> list[asyncio.Task[Any]]:
+        """Connect attempts and the Metadata refresh in flight, each cancelled."""
         pending: list[asyncio.Task[Any]] = [*self._connecting.values()]
         if self._refresh is not None:
             pending.append(self._refresh)
         for task in pending:
             task.cancel()
+        return pending
+
+    async def _close_gracefully(self) -> None:
+        pending = self._background()
         if pending:
             await asyncio.wait(pending)
         conns = list(self._conns.values())
         self._conns.clear()
+        self._closing_conns = conns
         await asyncio.gather(*(c.close() for c in conns))
+
+    def abandon(self) -> None:
+        """Drop everything now, synchronously: for a producer collected without ``close()``."""
+        self._closed = True
+        self.interrupt_waits()
+        self._background()
+        for conn in [*self._conns.values(), *self._closing_conns]:
+            conn.abort_socket()
+        self._conns.clear()
+
+    async def _abort_all(self) -> None:
+        """Drop every socket now; wait only for our own cancelled tasks, which end at their next step."""
+        pending = self._background()
+        conns = [*self._conns.values(), *self._closing_conns]
+        self._conns.clear()
+        await asyncio.gather(*(c.abort() for c in conns))
+        if pending:
+            await asyncio.wait(pending)
 
 
 def _partition_response(response: ProduceResponse, topic: str, partition: int) -> PartitionResponse:

@@ -768,6 +768,24 @@ class BrokerConnection:
         if not requested and self.on_lost is not None:
             self.on_lost(self, error)
 
+    def abort_socket(self) -> None:
+        """:meth:`abort` without the wait: for callers that cannot await (a producer's ``__del__``)."""
+        self._abort(KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) aborted"))
+        if self._writer is not None:
+            self._writer.transport.abort()
+
+    async def abort(self) -> None:
+        """Drop the socket now, unsent bytes with it, and wait for the reader task to end.
+
+        For a close that ran out of time: a graceful close waits until the peer has read
+        every buffered byte, which is forever for a peer that stopped reading. Requests in
+        flight fail as in :meth:`close`.
+        """
+        self.abort_socket()
+        task = self._reader_task
+        if task is not None:
+            await asyncio.wait([task])  # cancelled by _abort: ends at its next step
+
     async def close(self) -> None:
         """Close the connection and wait until its socket and reader task are gone.
 

@@ -194,6 +194,22 @@ async def test_an_on_delivery_that_is_not_callable_is_refused_and_nothing_is_que
     assert b"never" not in got and b"after" in got
 
 
+@pytest.mark.parametrize("path", ["fast", "general"])
+async def test_an_on_delivery_of_the_wrong_arity_is_refused_at_send_and_nothing_is_queued(mock_cluster: MockCluster, path: str) -> None:
+    """Not only late, when the record completes, as a line in the log (#11 item 20)."""
+    reports: list[object] = []
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        headers = None if path == "fast" else [("h", b"v")]
+        for i in range(3):  # the same wrong callable again: the cache must not let it through
+            with pytest.raises(TypeError, match=r"on_delivery must be callable as on_delivery\(metadata, error\)"):
+                await producer.send(TOPIC, value=b"never", key=b"k", headers=headers, on_delivery=lambda md: reports.append(md))  # type: ignore[arg-type,misc]
+        after = await producer.send(TOPIC, value=b"after", key=b"k", headers=headers, on_delivery=lambda md, err: reports.append(err))
+        await after
+    assert reports == [None]
+    got = await read_values(mock_cluster.bootstrap_servers, (await after).partition)
+    assert b"never" not in got and b"after" in got
+
+
 async def test_with_every_broker_down_the_metadata_timeout_names_the_connection_failures(mock_cluster: MockCluster) -> None:
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_block_ms=1500, **FAST) as producer:
         await producer.partitions_for(TOPIC)

@@ -1,0 +1,134 @@
+"""``on_delivery`` is checked when the record is sent, not when it completes.
+
+A callback that cannot be called as ``on_delivery(metadata, error)`` would otherwise
+fail only when its record completes, seconds later, as a line in the log, with the
+record already delivered. So ``send()`` refuses it with a ``TypeError`` that names
+``on_delivery``.
+
+``inspect.signature`` costs microseconds, ``send()`` about one: the check runs once
+per distinct callable. The accumulator remembers the last callable it accepted (the
+common case is one callable for every record, see ``RecordAccumulator.try_append``),
+and this module remembers the *shape* of every plain function it accepted: its code
+object and how many of its parameters have defaults, which is all a signature of a
+plain function depends on. A lambda written inside a loop, a new object per record,
+``obj.method``, a new bound method per record, or a ``functools.partial`` of a plain
+function, then costs a dictionary lookup. Other callables (objects with ``__call__``,
+builtins) are remembered by identity through a weak reference where they allow one,
+so nothing is kept alive.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from functools import partial
+from types import CodeType, FunctionType, MethodType
+from typing import Any
+
+__all__ = ["check_on_delivery"]
+
+#: Accepted shapes (see _shape), each with its code object; cleared when full, so that code
+#: created at run time cannot grow it forever.
+_accepted_shapes: dict[tuple[Any, ...], CodeType] = {}
+#: Accepted callables without a shape, by id; the weak reference tells a reused id from the same object.
+_accepted_by_id: dict[int, weakref.ref[Any]] = {}
+_CACHE_LIMIT = 1024
+
+
+def check_on_delivery(on_delivery: object) -> object:
+    """Return ``on_delivery`` if it can be called as ``on_delivery(metadata, error)``, else raise ``TypeError``.
+
+    Callables whose signature Python cannot tell (some builtins) are accepted.
+    """
+    if not callable(on_delivery):
+        raise TypeError(f"on_delivery must be callable as on_delivery(metadata, error), got {on_delivery!r}")
+    shape = _shape(on_delivery)
+    if shape is not None:
+        if _accepted_shapes.get(shape) is _code(on_delivery):
+            return on_delivery
+    else:
+        ref = _accepted_by_id.get(id(on_delivery))
+        if ref is not None and ref() is on_delivery:
+            return on_delivery
+    _check_signature(on_delivery)
+    _remember(on_delivery, shape)
+    return on_delivery
+
+
+def _check_signature(on_delivery: Any) -> None:
+    """The slow part, once per distinct callable: bind two positional arguments to its signature."""
+    if inspect.iscoroutinefunction(on_delivery):
+        raise TypeError(
+            f"on_delivery must be a plain function, not a coroutine function ({on_delivery!r}): "
+            "it is called when the record completes, never awaited"
+        )
+    try:
+        signature = inspect.signature(on_delivery)
+    except (TypeError, ValueError):  # no signature to read (some builtins): cannot tell, so accept
+        return
+    try:
+        signature.bind(None, None)
+    except TypeError as exc:
+        raise TypeError(
+            f"on_delivery must be callable as on_delivery(metadata, error), but {on_delivery!r} "
+            f"has the signature {signature}: {exc}"
+        ) from None
+
+
+Shape = tuple[Any, ...]
+
+
+def _shape(on_delivery: object) -> Shape | None:
+    """What the signature of a plain function depends on, for it, a method bound to it or a ``partial`` of it.
+
+    None for other callables. The code object is named by its id (hashing a code object
+    hashes its bytecode and constants); ``_accepted_shapes`` keeps the code object itself,
+    so the id cannot be reused while the entry exists. A function with ``__wrapped__`` or
+    ``__signature__`` (a ``functools.wraps`` decorator) has the signature those say, so it
+    has no shape.
+    """
+    kind = type(on_delivery)
+    if kind is FunctionType:
+        return _function_shape(on_delivery)
+    if kind is MethodType:
+        inner = _function_shape(on_delivery.__func__)  # type: ignore[attr-defined]
+        return None if inner is None else ("bound", inner)
+    if kind is partial:
+        inner = _function_shape(on_delivery.func)  # type: ignore[attr-defined]
+        if inner is None:
+            return None
+        return ("partial", inner, len(on_delivery.args), frozenset(on_delivery.keywords))  # type: ignore[attr-defined]
+    return None
+
+
+def _function_shape(function: Any) -> Shape | None:
+    if type(function) is not FunctionType:
+        return None
+    if getattr(function, "__wrapped__", None) is not None or getattr(function, "__signature__", None) is not None:
+        return None
+    defaults = function.__defaults__
+    keyword_defaults = function.__kwdefaults__
+    return (id(function.__code__), len(defaults) if defaults else 0, frozenset(keyword_defaults) if keyword_defaults else None)
+
+
+def _code(on_delivery: Any) -> CodeType:
+    """The code object of a callable that has a shape."""
+    kind = type(on_delivery)
+    function = on_delivery.__func__ if kind is MethodType else on_delivery.func if kind is partial else on_delivery
+    code: CodeType = function.__code__
+    return code
+
+
+def _remember(on_delivery: object, shape: Shape | None) -> None:
+    if shape is not None:
+        if len(_accepted_shapes) >= _CACHE_LIMIT:
+            _accepted_shapes.clear()
+        _accepted_shapes[shape] = _code(on_delivery)
+        return
+    try:
+        ref = weakref.ref(on_delivery)
+    except TypeError:  # not weakly referenceable: checked again next time
+        return
+    if len(_accepted_by_id) >= _CACHE_LIMIT:
+        _accepted_by_id.clear()
+    _accepted_by_id[id(on_delivery)] = ref
