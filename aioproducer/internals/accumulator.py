@@ -133,6 +133,8 @@ class RecordAccumulator:
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
         self.closed = False
+        #: Why it closed, when not by ``close()`` (the sender task died): what a refused append raises.
+        self.close_error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The last on_delivery that check_on_delivery() accepted: one identity test per record after it.
         self._on_delivery_ok: object = None
@@ -314,7 +316,7 @@ class RecordAccumulator:
     ) -> FutureRecordMetadata:
         if self.closed:
             self.pool.deallocate(reserved)
-            raise ProducerClosedError("the producer is closed: no more records are accepted")
+            raise self.close_error or ProducerClosedError("the producer is closed: no more records are accepted")
         config = self.config
         builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
         loop = self._loop

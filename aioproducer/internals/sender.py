@@ -169,7 +169,10 @@ class Sender:
             self._die(exc)
         finally:
             self._stopped = True
-            await self._shutdown_background()
+            if _loop_is_running():
+                await self._shutdown_background()
+            # else: the garbage collector is closing this coroutine after its loop ended
+            # (a producer dropped unclosed): its tasks died with the loop, nothing to stop.
 
     def _die(self, exc: Exception) -> None:
         """The loop raised (a bug, or an error no path expected): fail every record, accept none.
@@ -183,6 +186,7 @@ class Sender:
         self.died = error
         self._running = False
         self.accumulator.closed = True
+        self.accumulator.close_error = error  # send()'s fast path learns it at once, not at the task's end
         self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
@@ -664,6 +668,14 @@ class Sender:
             self._fail_batch(batch, error, outcome_unknown=True)
         for batch in self.accumulator.incomplete_batches():
             self._fail_batch(batch, error, outcome_unknown=True)
+
+
+def _loop_is_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _group_by_topic(
