@@ -249,6 +249,7 @@ class ProducerBatch:
         "created_ms",
         "last_attempt_ms",
         "attempts",
+        "retry_backoff_ms",
         "reserved_bytes",
         "futures",
         "callback_futures",
@@ -287,6 +288,9 @@ class ProducerBatch:
         self.created_ms = now_ms
         self.last_attempt_ms = now_ms
         self.attempts = 0
+        # How long this attempt backs off before the batch may be sent again: jittered once per attempt
+        # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
+        self.retry_backoff_ms = 0.0
         self.reserved_bytes = reserved_bytes
         self.futures: list[FutureRecordMetadata] = []
         # Futures with user callbacks or on_delivery, in send order.
