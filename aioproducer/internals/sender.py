@@ -8,8 +8,9 @@ One pass, ``run_once(now)``:
    until another might become sendable; topics whose leader is unknown trigger
    a metadata refresh.
 2. Leaders without a usable connection (not yet connected, in reconnect
-   backoff, or at ``max.in.flight.requests.per.connection``) are dropped for
-   this pass; a connection attempt starts in the background.
+   backoff, at ``max.in.flight.requests.per.connection``, or throttled by the
+   broker, KIP-219) are dropped for this pass; a connection attempt starts in
+   the background, and the end of a throttle bounds the sleep.
 3. ``accumulator.drain()`` takes up to ``max.request.size`` per node, at most
    one batch per partition (a Produce request carries one batch per partition).
 4. Batches past ``delivery.timeout.ms`` that are still queued are failed.
@@ -99,6 +100,8 @@ class SenderClient(Protocol):
     async def refresh_metadata(self, topics: Any = None) -> Any: ...
 
     def is_ready(self, node_id: int) -> bool: ...
+
+    def throttle_delay(self, node_id: int, now: float | None = None) -> float: ...
 
     def is_connected(self, node_id: int) -> bool: ...
 
@@ -235,7 +238,12 @@ class Sender:
                 nodes.add(node)
             elif not self.client.is_connected(node):
                 self._connect(node)
-            # else: connected with every in-flight slot taken; a response wakes the sender.
+            else:
+                # Connected, but every in-flight slot is taken (a response wakes the sender) or the
+                # broker throttles us (KIP-219): nothing wakes the sender when that ends but this.
+                throttle = self.client.throttle_delay(node, now)
+                if throttle > 0.0:
+                    delay = min(delay, throttle)
 
         batches_by_node = accumulator.drain(metadata, nodes, self.config.max_request_size, now)
 

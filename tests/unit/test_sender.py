@@ -116,6 +116,9 @@ class FakeClient:
         self.fail_with: BaseException | None = None
         self.produce_result: ProduceResponse | None = None
         self.conns: dict[int, FakeConnection] = {}
+        self.clock: FakeClock | None = None
+        #: node -> fake-clock time its throttle ends (KIP-219), as KafkaClient keeps it.
+        self.throttled_until: dict[int, float] = {}
 
     def conn(self, node_id: int) -> FakeConnection:
         return self.conns.setdefault(node_id, FakeConnection(self, node_id))
@@ -134,7 +137,12 @@ class FakeClient:
         return None
 
     def is_ready(self, node_id: int) -> bool:
-        return self.conn(node_id).can_send_more()
+        return self.conn(node_id).can_send_more() and self.throttle_delay(node_id) == 0.0
+
+    def throttle_delay(self, node_id: int, now: float | None = None) -> float:
+        assert self.clock is not None
+        now = self.clock.now if now is None else now
+        return max(0.0, self.throttled_until.get(node_id, now) - now)
 
     def is_connected(self, node_id: int) -> bool:
         return True
@@ -160,6 +168,7 @@ def make(acks: int = 1, linger_ms: float = 0) -> tuple[Sender, RecordAccumulator
         clock=clock,
     )
     client = FakeClient()
+    client.clock = clock
     sender = Sender(client, acc, None, Config(acks=acks), clock=clock)
     return sender, acc, client, clock
 
@@ -419,3 +428,22 @@ async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable(
     sender.run_once(clock.now)
     error = future.exception()
     assert isinstance(error, KafkaTimeoutError) and error.__cause__ is refused
+
+
+async def test_a_throttled_node_gets_nothing_until_its_throttle_ends_and_the_sender_wakes_then() -> None:
+    """KIP-219: the broker answers at once and counts on the client to hold off for ``throttle_time_ms``."""
+    sender, acc, client, clock = make()
+    throttled, other = append(acc, "t", 0), append(acc, "t", 1)
+    client.throttled_until[0] = clock.now + 300  # node 0's last answer said throttle_time_ms=300
+    delay = sender.run_once(clock.now)
+    assert [s.node for s in client.sent] == [1]  # the node that is not throttled is served
+    assert delay == 300  # no response will come to wake the sender: the throttle's end must
+    client.sent[0].on_response(response(ok("t", 1, 5)), None)
+    assert other.result().offset == 5
+    clock.now += 299
+    assert sender.run_once(clock.now) == 1 and len(client.sent) == 1
+    clock.now += 1
+    sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent] == [[("t", [1])], [("t", [0])]]
+    client.sent[1].on_response(response(ok("t", 0, 7)), None)
+    assert throttled.result().offset == 7
