@@ -51,6 +51,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from aioproducer.errors import (
+    BrokerResponseError,
+    InvalidRecordBrokerError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -58,7 +60,7 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
-from aioproducer.internals.batch import ProducerBatch
+from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.protocol import messages
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, Records
@@ -521,12 +523,21 @@ class Sender:
             detail = part.error_message or ""
             for batch_index, message in part.record_errors:
                 detail += f" (record {batch_index}: {message})"
+            error = error_class(detail.strip())
+            per_record = _record_errors(part, error) if part.record_errors else None
             self._handle_error(
-                batch, error_class(detail.strip()), now, outcome_unknown=False, log_start_offset=part.log_start_offset
+                batch, error, now, outcome_unknown=False, log_start_offset=part.log_start_offset, per_record=per_record
             )
 
     def _handle_error(
-        self, batch: ProducerBatch, error: KafkaError, now: float, *, outcome_unknown: bool, log_start_offset: int = -1
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        now: float,
+        *,
+        outcome_unknown: bool,
+        log_start_offset: int = -1,
+        per_record: RecordErrors | None = None,
     ) -> None:
         if batch.is_done:
             return
@@ -555,6 +566,8 @@ class Sender:
                 f"{batch.estimated_size()}-byte batch as too large: the topic's max.message.bytes (or the "
                 f"broker's message.max.bytes) is lower; max.request.size={self.config.max_request_size}"
             )
+        if per_record is not None:
+            batch.fail_per_record(per_record)  # not retried: each record fails with its own error
         self._fail_batch(batch, error, outcome_unknown=outcome_unknown)
 
     def _can_retry(
@@ -602,6 +615,29 @@ class Sender:
             self._fail_batch(batch, error, outcome_unknown=True)
         for batch in self.accumulator.incomplete_batches():
             self._fail_batch(batch, error, outcome_unknown=True)
+
+
+#: Java's message for the records of a batch the broker refused for other records' sake (sic: "more more").
+_OTHER_RECORDS_FAILED = "Failed to append record because it was part of a batch which had one more more invalid records"
+
+
+def _record_errors(part: PartitionResponse, error: BrokerResponseError) -> RecordErrors:
+    """Each record's error when the broker named the bad records of a batch (KIP-467), as Java's ``Sender.failBatch``.
+
+    A named record gets its own message (else the partition's, else the code's
+    description), as the partition's error class when it is the only one named
+    (then that class is unambiguous), else as ``INVALID_RECORD``. The others get
+    Java's generic error, with the batch's error as its cause and at its end: they
+    were valid, but a batch is appended whole or not at all.
+    """
+    single = len(part.record_errors) == 1
+    error_class: type[BrokerResponseError] = type(error) if single else InvalidRecordBrokerError
+    by_index: dict[int, BaseException] = {}
+    for batch_index, message in part.record_errors:
+        by_index[batch_index] = error_class(message or part.error_message or error_class.description)
+    others = KafkaError(f"{_OTHER_RECORDS_FAILED}; the batch failed with {error}")
+    others.__cause__ = error
+    return RecordErrors(by_index, others)
 
 
 def _group_by_topic(

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from aioproducer.errors import (
+    InvalidRecordBrokerError,
+    InvalidTimestampError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -34,6 +36,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_RECORD = 87
+INVALID_TIMESTAMP = 32
 
 
 class FakeClock:
@@ -447,3 +450,84 @@ async def test_a_throttled_node_gets_nothing_until_its_throttle_ends_and_the_sen
     assert [requested(s) for s in client.sent] == [[("t", [1])], [("t", [0])]]
     client.sent[1].on_response(response(ok("t", 0, 7)), None)
     assert throttled.result().offset == 7
+
+
+OTHERS_FAILED = "Failed to append record because it was part of a batch which had one more more invalid records"
+
+
+def records(acc: RecordAccumulator, partition: int, count: int, on_delivery: Any = None) -> list[Any]:
+    """``count`` small records in one batch of ``partition``, each with ``on_delivery`` if given."""
+    futures: list[Any] = [acc.try_append("t", partition, 1, None, b"r%d" % i, None, on_delivery) for i in range(count)]
+    assert all(f is not None for f in futures) and len({f._batch for f in futures}) == 1
+    return futures
+
+
+async def test_record_errors_fail_the_named_records_with_their_own_error_and_the_rest_generically() -> None:
+    """KIP-467, as Java: named records get INVALID_RECORD with their message, the others a generic error; no retry."""
+    sender, acc, client, clock = make()
+    reports: list[tuple[Any, BaseException | None]] = []
+    futures = records(acc, 0, 4, on_delivery=lambda md, err: reports.append((md, err)))
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, message="bad batch",
+                                 record_errors=((1, "null key"), (3, None)))), None)
+    errors = [f.exception() for f in futures]
+    assert [type(e) for e in errors] == [KafkaError, InvalidRecordBrokerError, KafkaError, InvalidRecordBrokerError]
+    assert str(errors[1]) == "[Error 87] INVALID_RECORD: null key"
+    assert str(errors[3]) == "[Error 87] INVALID_RECORD: bad batch"  # no message of its own: the partition's
+    batch_error = futures[0]._batch.error
+    assert isinstance(batch_error, InvalidRecordBrokerError)
+    for other in (errors[0], errors[2]):
+        assert other is not None and str(other).startswith(OTHERS_FAILED) and other.__cause__ is batch_error
+        assert not getattr(other, "retriable")
+    assert reports == [(None, e) for e in errors]  # on_delivery: each record its own error, in order
+    for future, error in zip(futures, errors):
+        with pytest.raises(KafkaError) as raised:
+            await future
+        assert raised.value is error
+    clock.now += 10_000
+    assert len(in_flight(sender, acc, clock)) == 1  # not retried
+
+
+async def test_a_single_record_error_keeps_the_partition_s_error_class_and_describes_itself() -> None:
+    """One named record: the partition's code says exactly what is wrong with it (Java uses its exception)."""
+    sender, acc, client, clock = make()
+    futures = records(acc, 0, 2)
+    gathered = asyncio.gather(*futures, return_exceptions=True)  # through done-callbacks and exception()
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_TIMESTAMP, record_errors=((0, None),))), None)
+    named, other = futures[0].exception(), futures[1].exception()
+    assert isinstance(named, InvalidTimestampError) and str(named) == f"[Error 32] INVALID_TIMESTAMP: {InvalidTimestampError.description}"
+    assert type(other) is KafkaError and str(other).startswith(OTHERS_FAILED)
+    assert await gathered == [named, other]
+
+
+async def test_without_record_errors_every_record_shares_the_batch_error() -> None:
+    sender, acc, client, clock = make()
+    futures = records(acc, 0, 3)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, message="corrupt")), None)
+    errors = {id(f.exception()) for f in futures}
+    assert len(errors) == 1 and isinstance(futures[0].exception(), InvalidRecordBrokerError)
+
+
+async def test_interceptors_see_each_record_s_own_error() -> None:
+    """``on_acknowledgement`` gets the record's error, as Java's interceptor callbacks do, not the batch's."""
+    from aioproducer import Producer
+
+    acks: list[tuple[Any, BaseException | None]] = []
+
+    class Recorder:
+        def on_send(self, record: Any) -> Any:
+            return record
+
+        def on_acknowledgement(self, metadata: Any, error: BaseException | None) -> None:
+            acks.append((metadata, error))
+
+    producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
+    sender, acc, client, clock = make()
+    sender._on_complete = producer._on_batch_complete  # as the producer wires its sender
+    futures = records(acc, 0, 3)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, record_errors=((1, "bad"),))), None)
+    assert acks == [(None, f.exception()) for f in futures]
+    assert type(acks[0][1]) is KafkaError and isinstance(acks[1][1], InvalidRecordBrokerError)
