@@ -29,8 +29,11 @@ from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulat
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
+from aioproducer.internals.sender import INLINE_COMPRESSION_BYTES
 from aioproducer.network.connection import ProduceCallback
+from aioproducer.protocol.compression import GZIP
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, TopicData
+from aioproducer.protocol.records import decode_batches
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -161,10 +164,15 @@ class FakeClient:
         return None
 
 
-def make(acks: int = 1, linger_ms: float = 0) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
+def make(
+    acks: int = 1, linger_ms: float = 0, compression_type: int = 0
+) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
     clock = FakeClock()
     acc = RecordAccumulator(
-        AccumulatorConfig(batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        AccumulatorConfig(
+            batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000,
+            compression_type=compression_type,
+        ),
         BufferPool(1 << 20, 1024),
         None,
         lambda: None,
@@ -531,3 +539,80 @@ async def test_interceptors_see_each_record_s_own_error() -> None:
     sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, record_errors=((1, "bad"),))), None)
     assert acks == [(None, f.exception()) for f in futures]
     assert type(acks[0][1]) is KafkaError and isinstance(acks[1][1], InvalidRecordBrokerError)
+
+
+GZIP_SHARE = INLINE_COMPRESSION_BYTES[GZIP]
+
+
+def big_value(i: int, size: int) -> bytes:
+    """``size`` bytes that compress (text), different per ``i``."""
+    return (b"record %d " % i * (size // 8 + 1))[:size]
+
+
+def sent_values(sent: Sent) -> list[bytes | None]:
+    """The record values of a request, decoded (and decompressed) from what was written."""
+    values: list[bytes | None] = []
+    for _, parts in sent.topic_data:
+        for _, data in parts:
+            assert data is not None
+            values += [record.value for batch in decode_batches(data) for record in batch.records]
+    return values
+
+
+async def test_a_request_past_the_pass_s_compression_share_is_compressed_in_a_thread_and_nothing_overtakes_it() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    big, later = big_value(1, 2 * GZIP_SHARE), big_value(2, 100)
+    first = acc.try_append("t", 0, 1, None, big, None, None)
+    second = acc.try_append("t", 0, 1, None, later, None, None)  # same partition, the next batch
+    assert first is not None and second is not None and first._batch is not second._batch
+    assert sender.run_once(clock.now) == 0  # come back once the loop has run
+    assert client.sent == [] and sender._requests  # in the thread: not written, not compressed here
+    assert sender.run_once(clock.now) > 0 and client.sent == []  # node 0 waits: the next batch must not overtake
+    await asyncio.gather(*sender._requests)
+    assert [sent_values(s) for s in client.sent] == [[big]]
+    sender.run_once(clock.now)
+    assert [sent_values(s) for s in client.sent] == [[big], [later]]
+    for i, s in enumerate(client.sent):
+        s.on_response(response(ok("t", 0, 10 + i)), None)
+    assert (first.result().offset, second.result().offset) == (10, 11)
+
+
+async def test_one_pass_compresses_at_most_its_share_on_the_loop_and_the_rest_in_the_thread() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    size = GZIP_SHARE // 6
+    values = {p: big_value(p, size) for p in range(8)}  # 8 partitions, 4 per node: a request is 2/3 of a share
+    for p, value in values.items():
+        assert acc.try_append("t", p, 1, None, value, None, None) is not None
+    values[8] = b"small"  # a second batch for partition 0, small enough for what is left of the share
+    assert acc.try_append("t", 0, 1, None, values[8], None, None) is not None
+    assert sender.run_once(clock.now) == 0
+    inline = [v for s in client.sent for v in sent_values(s)]
+    assert len(inline) == 4 and sender._requests  # the first node's request here, the second's in the thread
+    assert values[8] not in inline  # over its share, the pass wrote no more
+    await asyncio.gather(*sender._requests)
+    while sender.run_once(clock.now) == 0:  # each pass its share; the thread's requests are written by it
+        await asyncio.gather(*sender._requests)
+    assert sorted(v for s in client.sent for v in sent_values(s) if v is not None) == sorted(values.values())
+
+
+async def test_a_batch_failed_while_its_request_compresses_is_not_sent() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    future = acc.try_append("t", 0, 1, None, big_value(1, 2 * GZIP_SHARE), None, None)
+    assert future is not None
+    sender.run_once(clock.now)
+    sender.abort_incomplete(KafkaError("closed by force"))
+    await asyncio.gather(*sender._requests)
+    assert client.sent == [] and str(future.exception()) == "closed by force"
+
+
+async def test_a_pass_that_used_its_compression_share_stops_and_asks_to_run_again_after_a_loop_turn() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    for p in (0, 1):  # one partition per node, two batches each
+        for i in range(2):
+            assert acc.try_append("t", p, 1, None, big_value(2 * p + i, GZIP_SHARE // 4), None, None) is not None
+    firsts = [acc.topic_info("t").batches[p][0] for p in (0, 1)]
+    sender._inline_budget = float(sum(b.builder.bytes_to_compress for b in firsts))  # one request per node, exactly
+    assert sender.run_once(clock.now) == 0  # the share is spent: no sleep, but no more work in this pass
+    assert len(client.sent) == 2 and not sender._requests  # neither more requests here nor in the thread
+    assert sender.run_once(clock.now) == 0
+    assert len(client.sent) == 4 and not sender._requests
