@@ -729,9 +729,12 @@ class Producer:
             self._records_failed += batch.record_count
         if self._interceptors:
             for future in batch.futures:
-                metadata = future.metadata() if batch.error is None else None
+                error = batch.error
+                if error is not None:
+                    error = future.record_error(error)  # its own (KIP-467), as Java's interceptor callbacks
+                metadata = future.metadata() if error is None else None
                 for interceptor in self._interceptors:
-                    _safe_call(interceptor, "on_acknowledgement", metadata, batch.error)
+                    _safe_call(interceptor, "on_acknowledgement", metadata, error)
 
 
 def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:

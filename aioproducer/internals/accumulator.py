@@ -89,6 +89,9 @@ class AccumulatorConfig:
     max_request_size: int = 1 << 20
 
 
+#: ±20 %: the random spread of each retry backoff (KIP-580; Java's ``ExponentialBackoff`` jitter 0.2).
+RETRY_BACKOFF_JITTER = 0.2
+
 #: Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
 RECORD_OVERHEAD_ESTIMATE = 8
 
@@ -362,8 +365,8 @@ class RecordAccumulator:
                     continue
                 batch = dq[0]
                 waited = now - batch.last_attempt_ms
-                backing_off = batch.attempts > 0 and waited < self.retry_backoff(batch.attempts)
-                time_to_wait = self.retry_backoff(batch.attempts) if backing_off else config.linger_ms
+                backing_off = batch.attempts > 0 and waited < batch.retry_backoff_ms
+                time_to_wait = batch.retry_backoff_ms if backing_off else config.linger_ms
                 full = len(dq) > 1 or batch.is_full(config.batch_size)
                 expired = waited >= time_to_wait
                 if (full or expired or force) and not backing_off:
@@ -391,13 +394,33 @@ class RecordAccumulator:
         info.partitioner.update_load_stats_from_queues(queues, self.node_stats)
 
     def retry_backoff(self, attempts: int) -> float:
-        """Exponential backoff (KIP-580): retry.backoff.ms doubling per attempt, capped, no jitter here."""
+        """Exponential backoff (KIP-580) before jitter: retry.backoff.ms doubling per attempt, capped.
+
+        ``retry.backoff.ms`` above ``retry.backoff.max.ms`` gives a static backoff of the max
+        from the first retry on, as the config warning says (and Java's ``ExponentialBackoff``).
+        """
         base = self.config.retry_backoff_ms
+        cap = self.config.retry_backoff_max_ms
         if attempts <= 1:
-            return base
+            return float(min(base, cap))
         # The exponent is capped before the power: 2.0 ** 1024 overflows (OverflowError), and a
         # broker refusing for a while with a short backoff reaches that many attempts in seconds.
-        return float(min(self.config.retry_backoff_max_ms, base * 2.0 ** min(attempts - 1, 62)))
+        return float(min(cap, base * 2.0 ** min(attempts - 1, 62)))
+
+    def jittered_retry_backoff(self, attempts: int) -> float:
+        """``retry_backoff(attempts)`` times a random factor in [0.8, 1.2], never above the max (KIP-580).
+
+        The jitter spreads the retries of producers that failed together (a leader
+        moved) so they do not come back in one burst. As in Java, a static backoff
+        (the max not above ``retry.backoff.ms``) gets none. Drawn once per attempt by
+        the caller and stored on the batch: ``ready()`` and ``drain()`` must agree on it.
+        """
+        config = self.config
+        term = self.retry_backoff(attempts)
+        if config.retry_backoff_max_ms <= config.retry_backoff_ms:
+            return term
+        factor = self._rng.uniform(1.0 - RETRY_BACKOFF_JITTER, 1.0 + RETRY_BACKOFF_JITTER)
+        return float(min(config.retry_backoff_max_ms, term * factor))
 
     def drain(
         self,
@@ -435,7 +458,7 @@ class RecordAccumulator:
             if (topic, partition) in self._muted or not dq:
                 continue
             first = dq[0]
-            if first.attempts > 0 and now - first.last_attempt_ms < self.retry_backoff(first.attempts):
+            if first.attempts > 0 and now - first.last_attempt_ms < first.retry_backoff_ms:
                 continue
             batch_size = first.estimated_size()
             if ready and size + batch_size > max_size:
@@ -476,6 +499,7 @@ class RecordAccumulator:
         """Put a batch that will be retried back at the front, in sequence order when numbered."""
         batch.attempts += 1
         batch.last_attempt_ms = now
+        batch.retry_backoff_ms = self.jittered_retry_backoff(batch.attempts)
         batch.in_flight = False
         self._insert_retry(batch)
 
@@ -539,9 +563,11 @@ class RecordAccumulator:
             # Closed for appends (building closes the builder): a piece's sequence range is fixed,
             # and a record added to the last one would overlap the next batch's numbers.
             piece.records()
+        backoff = self.jittered_retry_backoff(batch.attempts) if batch.attempts > 0 else 0.0
         for piece in reversed(pieces):
             piece.attempts = batch.attempts
             piece.last_attempt_ms = now
+            piece.retry_backoff_ms = backoff
             self._insert_retry(piece)
             self._incomplete.add(piece)
         self._incomplete.discard(batch)

@@ -27,7 +27,9 @@ from typing import Any, NamedTuple, Optional
 
 from aioproducer.protocol.records import RecordBatchBuilder
 
-__all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "DeliveryCallback", "RECORD_OBJECT_BYTES"]
+__all__ = [
+    "RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordErrors", "DeliveryCallback", "RECORD_OBJECT_BYTES"
+]
 
 log = logging.getLogger("aioproducer")
 
@@ -173,6 +175,14 @@ class FutureRecordMetadata:
             ),
         )
 
+    def record_error(self, batch_error: BaseException) -> BaseException:
+        """What this record failed with when its batch failed with ``batch_error``: that same error.
+
+        Records of a batch the broker refused record by record (KIP-467) are of
+        :class:`_FutureWithOwnError`, which says otherwise.
+        """
+        return batch_error
+
     def metadata(self) -> RecordMetadata:
         """The record's metadata from its completed batch (no error check)."""
         batch = self._batch
@@ -249,6 +259,7 @@ class ProducerBatch:
         "created_ms",
         "last_attempt_ms",
         "attempts",
+        "retry_backoff_ms",
         "reserved_bytes",
         "futures",
         "callback_futures",
@@ -257,6 +268,7 @@ class ProducerBatch:
         "base_offset",
         "log_append_time",
         "error",
+        "record_errors",
         "producer_id",
         "producer_epoch",
         "base_sequence",
@@ -287,6 +299,9 @@ class ProducerBatch:
         self.created_ms = now_ms
         self.last_attempt_ms = now_ms
         self.attempts = 0
+        # How long this attempt backs off before the batch may be sent again: jittered once per attempt
+        # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
+        self.retry_backoff_ms = 0.0
         self.reserved_bytes = reserved_bytes
         self.futures: list[FutureRecordMetadata] = []
         # Futures with user callbacks or on_delivery, in send order.
@@ -296,6 +311,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # Set only when the records failed each with an error of their own (KIP-467): see fail_per_record.
+        self.record_errors: RecordErrors | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
@@ -441,6 +458,17 @@ class ProducerBatch:
             raise leaving
         return True
 
+    def fail_per_record(self, errors: RecordErrors) -> None:
+        """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
+
+        The record futures change class to :class:`_FutureWithOwnError`, which looks
+        its error up; ``complete()``, ``result()`` and ``exception()`` stay as they were,
+        so a batch that succeeds (every batch, nearly) pays nothing for this.
+        """
+        self.record_errors = errors
+        for future in self.futures:
+            future.__class__ = _FutureWithOwnError
+
     def wake_waiters(self) -> None:
         waiters = self.waiters
         if waiters:
@@ -466,6 +494,49 @@ class ProducerBatch:
             f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
             f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
         )
+
+
+class RecordErrors:
+    """How each record of a batch failed when the broker named the bad ones (KIP-467 ``record_errors``).
+
+    Java fails the records the broker named with their own error and every other
+    record of the batch with a generic one: they were fine, but they cannot be
+    written without the bad ones (a batch is appended whole or not at all).
+    """
+
+    __slots__ = ("by_index", "others")
+
+    def __init__(self, by_index: dict[int, BaseException], others: BaseException) -> None:
+        self.by_index = by_index
+        self.others = others
+
+    def get(self, batch_index: int) -> BaseException:
+        """The error of the record at ``batch_index`` (its offset delta in the batch)."""
+        return self.by_index.get(batch_index, self.others)
+
+
+class _FutureWithOwnError(FutureRecordMetadata):
+    """The future of a record whose batch failed record by record: its own error, not the batch's.
+
+    Only ``ProducerBatch.fail_per_record`` makes these, by changing the class of
+    futures that exist already (same slots, so the layout allows it).
+    """
+
+    __slots__ = ()
+
+    def record_error(self, batch_error: BaseException) -> BaseException:
+        errors = self._batch.record_errors
+        return batch_error if errors is None else errors.get(self._relative_offset)
+
+    def exception(self) -> BaseException | None:
+        error = super().exception()  # raises as the base class does while pending or if cancelled
+        return None if error is None else self.record_error(error)
+
+    def result(self) -> RecordMetadata:
+        error = self.exception()
+        if error is not None:
+            raise error
+        return super().result()
 
 
 _getsizeof = sys.getsizeof
@@ -516,6 +587,6 @@ def _call_delivery_callback(callback: DeliveryCallback, future: FutureRecordMeta
         if error is None:
             callback(future.metadata(), None)
         else:
-            callback(None, error)
+            callback(None, future.record_error(error))
     except (Exception, asyncio.CancelledError):  # a user's callback must never break delivery of the others
         log.exception("on_delivery callback %r raised", callback)

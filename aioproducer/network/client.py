@@ -28,6 +28,11 @@ Reconnect backoff follows ``ClusterConnectionStates``: after the n-th
 consecutive failed attempt to reach a node the next attempt waits
 ``reconnect.backoff.ms * 2**(n-1)``, jittered by ±20 %, capped at
 ``reconnect.backoff.max.ms``; a successful connection resets it.
+
+Throttling (KIP-219) follows it too: a Produce response (v6+) with
+``throttle_time_ms > 0`` makes :meth:`is_ready` false for that node until the
+time is up (:meth:`throttle_delay` says how long, so the sender sleeps until
+then), across reconnects, as Java mutes the node in its connection states.
 """
 
 from __future__ import annotations
@@ -154,6 +159,8 @@ class KafkaClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
+        #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.
+        self._throttled_until: dict[int, float] = {}
         self._closed = False
         # wait_for_metadata() callers, and those of them interrupt_waits() cancelled (see there).
         self._metadata_waiters: set[asyncio.Task[Any]] = set()
@@ -515,6 +522,7 @@ class KafkaClient:
             connect_timeout_ms=self._config.socket_connection_setup_timeout_ms,
             send_buffer_bytes=self._config.send_buffer_bytes,
             receive_buffer_bytes=self._config.receive_buffer_bytes,
+            on_throttle=self.throttle,
         )
         conn.on_lost = self._connection_lost
         return conn
@@ -535,9 +543,33 @@ class KafkaClient:
         return max(0.0, state.last_attempt_ms + state.backoff_ms - now)
 
     def is_ready(self, node_id: int) -> bool:
-        """Whether ``node_id`` has a live connection with a free in-flight slot."""
+        """Whether ``node_id`` has a live connection with a free in-flight slot and is not throttled."""
         conn = self._conns.get(node_id)
-        return conn is not None and conn.can_send_more()
+        if conn is None or not conn.can_send_more():
+            return False
+        return not self._throttled_until or self.throttle_delay(node_id) <= 0.0
+
+    def throttle(self, node_id: int, throttle_time_ms: float) -> None:
+        """The broker answered with ``throttle_time_ms`` (KIP-219): send it nothing until then.
+
+        As Java's ``NetworkClient``, which mutes the node in ``ClusterConnectionStates``:
+        a client that kept sending would be muted by the broker and see its requests
+        time out instead. A later, shorter throttle does not shorten an earlier one.
+        """
+        until = self._clock() + throttle_time_ms
+        if until > self._throttled_until.get(node_id, float("-inf")):
+            self._throttled_until[node_id] = until
+
+    def throttle_delay(self, node_id: int, now: float | None = None) -> float:
+        """Milliseconds until ``node_id``'s throttle ends (0: not throttled); what the sender sleeps for."""
+        until = self._throttled_until.get(node_id)
+        if until is None:
+            return 0.0
+        now = self._clock() if now is None else now
+        if now >= until:
+            del self._throttled_until[node_id]  # keeps is_ready's check a falsy dict in the common case
+            return 0.0
+        return until - now
 
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The live connection to ``node_id`` if it has a free in-flight slot, else None; never blocks.

@@ -75,6 +75,9 @@ _MAX_UNANSWERED = 1024
 
 _NEW, _CONNECTING, _READY, _CLOSED = "new", "connecting", "ready", "closed"
 
+#: The first Produce version whose throttle_time_ms the client must wait out itself (KIP-219).
+PRODUCE_CLIENT_THROTTLE_VERSION = 6
+
 
 #: Called once per :meth:`BrokerConnection.send_produce`: ``(response, None)`` or ``(None, error)``.
 ProduceCallback: TypeAlias = Callable[[ProduceResponse | None, KafkaError | None], None]
@@ -146,6 +149,7 @@ class BrokerConnection:
         connect_timeout_ms: int = 10000,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        on_throttle: Callable[[int, int], None] | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
@@ -159,6 +163,10 @@ class BrokerConnection:
         self.connect_timeout_ms = connect_timeout_ms
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
+        #: Called with ``(node_id, throttle_time_ms)`` when a Produce response asks the client to hold
+        #: off (KIP-219); the owner (the client) stops sending to this broker for that long. The node
+        #: id is read at the call: a bootstrap connection gets its node's id when the client adopts it.
+        self.on_throttle = on_throttle
 
         self._state = _NEW
         self._writer: asyncio.StreamWriter | None = None
@@ -736,7 +744,23 @@ class BrokerConnection:
             ) from exc
         self._in_flight.popleft()
         self._give_slot()
+        if head.api_key == messages.PRODUCE and self.on_throttle is not None:
+            self._report_throttle(head.version, body)
         self._resolve_entry(head, body)
+
+    def _report_throttle(self, version: int, body: Any) -> None:
+        """Pass a Produce response's throttle time on, from v6 (KIP-219) where the client must honour it.
+
+        Up to v5 the broker throttled by holding the response back, so waiting again would
+        throttle twice. From v6 it answers at once and relies on the client not to send
+        until the time is up: one that kept sending would only be muted by the broker
+        and see its requests time out.
+        """
+        if version < PRODUCE_CLIENT_THROTTLE_VERSION or self.on_throttle is None:
+            return
+        throttle_ms = body.throttle_time_ms if isinstance(body, ProduceResponse) else body.get("throttle_time_ms", 0)
+        if throttle_ms > 0:
+            self.on_throttle(self.node_id, throttle_ms)
 
     # ------------------------------------------------------------------ close
 

@@ -32,6 +32,7 @@ lets configuration fail at construction time rather than at the first batch.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from types import ModuleType
 from typing import Any, Callable, Final
@@ -194,17 +195,25 @@ def _lz4_compress(data: bytes, level: int) -> bytes:
     )
 
 
-_zstd_compressors: dict[int, Any] = {}
+class _ZstdCompressors(threading.local):
+    """One compressor per level and thread: the event loop's, and the sender's compression thread."""
+
+    def __init__(self) -> None:
+        self.by_level: dict[int, Any] = {}
+
+
+_zstd_compressors = _ZstdCompressors()
 
 
 def _zstd_compress(data: bytes, level: int) -> bytes:
-    # One compressor per level, reused: making one allocates its context each time. Safe
-    # because only the event loop's thread compresses.
-    compressor = _zstd_compressors.get(level)
+    # One compressor per level, reused: making one allocates its context each time. Per
+    # thread, because a ZstdCompressor must not compress two inputs at once.
+    compressors = _zstd_compressors.by_level
+    compressor = compressors.get(level)
     if compressor is None:
         import zstandard
 
-        compressor = _zstd_compressors[level] = zstandard.ZstdCompressor(level=level)
+        compressor = compressors[level] = zstandard.ZstdCompressor(level=level)
     return bytes(compressor.compress(data))
 
 

@@ -551,6 +551,39 @@ class RecordBatchBuilder:
         self._last_built = built
         return built
 
+    @property
+    def bytes_to_compress(self) -> int:
+        """How many bytes the first :meth:`build` would compress (0: none, or built already). O(1)."""
+        if self._payload is not None or self._codec == NONE:
+            return 0
+        return len(self._buf)
+
+    def section_to_compress(self) -> bytes | None:
+        """The records section the first :meth:`build` would compress, or None if it would not compress.
+
+        A copy: another thread may compress it (:func:`compress` with
+        ``compression_type`` and ``compression_level``) while this builder stays
+        with its owner, who then hands the result to :meth:`install_compressed`.
+        """
+        if self._payload is not None or self._codec == NONE or self._count == 0:
+            return None
+        return bytes(self._buf)
+
+    def install_compressed(self, section: bytes, compressed: bytes) -> None:
+        """Close the builder with ``section`` (from :meth:`section_to_compress`) compressed elsewhere.
+
+        Ignored if the builder was built or grew since: :meth:`build` then compresses
+        what it holds itself, so a stale result can never drop a record.
+        """
+        if self._payload is None and len(self._buf) == len(section) and self._count:
+            self._uncompressed_size = len(section)
+            self._payload = compressed
+            self._buf = bytearray()
+
+    @property
+    def compression_level(self) -> int | None:
+        return self._level
+
     # -------------------------------------------------------------- splitting
 
     def release(self) -> None:

@@ -407,6 +407,33 @@ async def test_reconnect_backoff_doubles_with_jitter_up_to_the_max(
         await fresh.close()
 
 
+async def test_a_throttled_node_is_not_ready_until_the_throttle_ends_even_after_a_reconnect(
+    mock_cluster: MockCluster,
+) -> None:
+    clock = FakeClock()
+    fresh = KafkaClient(Config(servers(mock_cluster)), clock=clock)
+    try:
+        await fresh.bootstrap()
+        conn = await fresh.connection(1)
+        await fresh.connection(2)
+        assert fresh.is_ready(1) and fresh.throttle_delay(1) == 0
+        assert conn.on_throttle is not None
+        conn.on_throttle(conn.node_id, 500)  # what the connection does with a Produce response's throttle_time_ms=500
+        fresh.throttle(1, 100)  # a shorter throttle after it does not cut it short
+        assert not fresh.is_ready(1) and fresh.throttle_delay(1) == 500
+        assert fresh.is_ready(2)  # per node
+        clock.now += 499
+        mock_cluster.broker_down(1)
+        await eventually(lambda: not conn.is_connected)
+        mock_cluster.broker_up(1)
+        await fresh.connection(1)
+        assert not fresh.is_ready(1) and fresh.throttle_delay(1) == 1
+        clock.now += 1
+        assert fresh.is_ready(1) and fresh.throttle_delay(1) == 0
+    finally:
+        await fresh.close()
+
+
 async def test_unknown_node_is_a_connection_error(client: KafkaClient) -> None:
     with pytest.raises(KafkaConnectionError, match="node 42"):
         await client.connection(42)

@@ -743,3 +743,37 @@ async def test_a_peer_that_is_not_kafka_is_named_as_such(answer: bytes, hint: st
         with pytest.raises(ProtocolError, match=hint):
             await conn.connect()
 
+
+
+@pytest.mark.parametrize(("max_produce_version", "reported"), [(9, [(1, 300)]), (5, [])])
+async def test_a_produce_response_s_throttle_time_is_reported_from_v6_on(
+    max_produce_version: int, reported: list[tuple[int, int]]
+) -> None:
+    """KIP-219: from Produce v6 the client waits out ``throttle_time_ms``; before, the broker delayed its answer."""
+    versions = {"error_code": 0, "api_keys": [
+        {"api_key": messages.PRODUCE, "min_version": 3, "max_version": max_produce_version},
+        {"api_key": messages.API_VERSIONS, "min_version": 0, "max_version": 3},
+    ]}
+
+    async def throttling(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        header, _ = await read_request(reader)
+        writer.write(messages.encode_response(messages.API_VERSIONS, header.api_version, header.correlation_id, versions))
+        for throttle_ms in (300, 0):
+            header, _ = await read_request(reader)
+            body = {"responses": [{"name": "orders", "partition_responses": [{"index": 0, "error_code": 0}]}],
+                    "throttle_time_ms": throttle_ms}
+            writer.write(messages.encode_response(messages.PRODUCE, header.api_version, header.correlation_id, body))
+
+    throttles: list[tuple[int, int]] = []
+    async with fake_broker(throttling) as (port, _):
+        conn = BrokerConnection(
+            "127.0.0.1", port, 1, client_id="t", on_throttle=lambda node, ms: throttles.append((node, ms))
+        )
+        await conn.connect()
+        assert conn.api_version(messages.PRODUCE) == max_produce_version
+        for _ in range(2):
+            response, error = await send_produce(conn)
+            assert error is None and response is not None
+        assert throttles == reported
+        assert conn.can_send_more()  # the connection itself never refuses: the client holds the node back
+        await conn.close()

@@ -285,6 +285,9 @@ class Network:
     def is_connected(self, node_id: int) -> bool:
         return True
 
+    def throttle_delay(self, node_id: int, now: float | None = None) -> float:
+        return 0.0  # this broker never throttles
+
     def ready_connection(self, node_id: int) -> Connection | None:
         return self._connections[node_id] if self.is_ready(node_id) else None
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
@@ -37,6 +40,8 @@ def make(
     memory: int = 1 << 20,
     tm: TransactionManager | None = None,
     order: bool = False,
+    backoff: tuple[int, int] = (100, 1000),
+    rng: random.Random | None = None,
 ) -> tuple[RecordAccumulator, list[int]]:
     wakeups: list[int] = []
     acc = RecordAccumulator(
@@ -44,16 +49,32 @@ def make(
             batch_size=batch_size,
             linger_ms=linger_ms,
             delivery_timeout_ms=5_000,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=1000,
+            retry_backoff_ms=backoff[0],
+            retry_backoff_max_ms=backoff[1],
             guarantee_message_order=order,
         ),
         BufferPool(memory, batch_size),
         tm,
         lambda: wakeups.append(1),
         clock=clock,
+        rng=rng,
     )
     return acc, wakeups
+
+
+class StubRng(random.Random):
+    """``uniform(a, b)`` returns, call after call, the given fractions of the way from a to b; the last one for good."""
+
+    def __init__(self, *fractions: float) -> None:
+        super().__init__(0)
+        self.fractions = itertools.chain(fractions, itertools.repeat(fractions[-1]))
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * next(self.fractions)
+
+
+#: A jitter factor of exactly 1: for tests about the exponential growth itself.
+NO_JITTER = StubRng(0.5)
 
 
 VALUE = b"x" * 100
@@ -148,7 +169,7 @@ async def test_expired_batches_are_popped_after_delivery_timeout() -> None:
 
 async def test_reenqueued_batch_backs_off_exponentially() -> None:
     clock = FakeClock()
-    acc, _ = make(clock, linger_ms=0)
+    acc, _ = make(clock, linger_ms=0, rng=NO_JITTER)
     acc.try_append("t", 0, 1, None, VALUE, None, None)
     [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
     acc.reenqueue(batch, clock.now)
@@ -407,3 +428,50 @@ async def test_ready_and_drain_walk_only_topics_with_queued_batches() -> None:
     acc.drain(leaders, [1], 10**6, clock.now)
     assert leaders.asked == {"busy"}
     assert not acc.has_undrained()
+
+async def test_retry_backoff_is_jittered_by_20_percent_and_never_above_the_max() -> None:
+    acc, _ = make(FakeClock(), rng=random.Random(7))
+    first = [acc.jittered_retry_backoff(1) for _ in range(2000)]
+    assert 80 <= min(first) < 82 and 118 < max(first) <= 120  # the whole ±20 % range is used
+    assert len(set(first)) > 1900  # spread, not a few fixed values
+    capped = [acc.jittered_retry_backoff(5) for _ in range(2000)]  # 100 * 2**4 = 1600, capped at 1000
+    assert 800 <= min(capped) < 802 and max(capped) == 1000
+
+
+async def test_a_static_backoff_above_the_max_is_the_max_without_jitter() -> None:
+    """retry.backoff.ms > retry.backoff.max.ms: the config warns "a static backoff of <max> ms applies"."""
+    acc, _ = make(FakeClock(), backoff=(500, 200), rng=random.Random(7))
+    assert [acc.retry_backoff(n) for n in (1, 2, 3)] == [200, 200, 200]
+    assert {acc.jittered_retry_backoff(n) for n in (1, 2, 3) for _ in range(10)} == {200}
+
+
+async def test_ready_and_drain_agree_on_a_retry_s_jittered_backoff() -> None:
+    """One draw per attempt: any other draw (1.2 after the first 0.8 here) would make ready() or drain() disagree."""
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=0, rng=StubRng(0.0, 1.0))
+    acc.try_append("t", 0, 1, None, VALUE, None, None)
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    acc.reenqueue(batch, clock.now)  # backoff 100 * 0.8 = 80 ms
+    assert acc.ready(Leaders(), clock.now + 50).next_ready_check_delay_ms == pytest.approx(30)
+    assert acc.ready(Leaders(), clock.now + 79).ready_nodes == set()
+    assert acc.drain(Leaders(), [0], 10**6, clock.now + 79) == {0: []}
+    assert acc.ready(Leaders(), clock.now + 80).ready_nodes == {0}
+    assert acc.drain(Leaders(), [0], 10**6, clock.now + 80) == {0: [batch]}
+    acc.reenqueue(batch, clock.now + 80)  # 2nd retry: 200 * 1.2 = 240 ms
+    assert acc.ready(Leaders(), clock.now + 80 + 239).ready_nodes == set()
+    assert acc.ready(Leaders(), clock.now + 80 + 240).ready_nodes == {0}
+    assert acc.drain(Leaders(), [0], 10**6, clock.now + 80 + 240) == {0: [batch]}
+
+
+async def test_the_pieces_of_a_split_retry_back_off_like_the_batch() -> None:
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=4096, linger_ms=0, rng=StubRng(1.0))
+    for i in range(20):
+        acc.try_append("t", 0, 1 + i, None, bytes([i]) * 100, None, None)
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    acc.reenqueue(batch, clock.now)
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now + 120)[0]
+    acc.config.batch_size = 600
+    assert acc.split_and_reenqueue(batch, clock.now + 120) > 1  # a retry split: attempts stays 1
+    assert acc.ready(Leaders(), clock.now + 120 + 119).ready_nodes == set()
+    assert acc.ready(Leaders(), clock.now + 120 + 120).ready_nodes == {0}

@@ -555,3 +555,47 @@ def test_hypothesis_has_room_for_agrees_with_try_append(
             # exact for uncompressed; compressed batches check the *new* record uncompressed
             # against the ratio-scaled old size, as Java does, so may end slightly above
             assert before[0] == 0 or codec != NONE or builder.estimated_size_in_bytes <= batch_size
+
+
+def test_a_section_compressed_elsewhere_builds_the_same_batch_as_build_itself() -> None:
+    def filled() -> RecordBatchBuilder:
+        builder = RecordBatchBuilder(GZIP)
+        for i in range(3):
+            builder.append(1000 + i, b"k", b"value %d " % i * 50)
+        return builder
+
+    inline, elsewhere = filled(), filled()
+    section = elsewhere.section_to_compress()
+    assert section is not None and elsewhere.bytes_to_compress == len(section)
+    elsewhere.install_compressed(section, compression.compress(GZIP, section, elsewhere.compression_level))
+    assert elsewhere.bytes_to_compress == 0 and elsewhere.section_to_compress() is None
+    assert elsewhere.build(7, 1, 0) == inline.build(7, 1, 0)
+
+
+def test_a_stale_compressed_section_is_ignored_and_build_compresses_what_the_builder_holds() -> None:
+    builder = RecordBatchBuilder(GZIP)
+    builder.append(1, None, b"first")
+    section = builder.section_to_compress()
+    assert section is not None
+    builder.append(2, None, b"second")  # grew after the copy
+    builder.install_compressed(section, compression.compress(GZIP, section))
+    assert [r.value for r in decode_batches(builder.build())[0].records] == [b"first", b"second"]
+    assert RecordBatchBuilder(NONE).section_to_compress() is None
+
+
+def test_zstd_compressors_are_per_thread() -> None:
+    """The loop and the sender's compression thread compress at once: a ZstdCompressor must not be shared."""
+    import threading
+
+    compression.compress(ZSTD, b"x" * 100)
+    mine = dict(compression._zstd_compressors.by_level)
+    theirs: list[dict[int, object]] = []
+
+    def other() -> None:
+        compression.compress(ZSTD, b"x" * 100)
+        theirs.append(dict(compression._zstd_compressors.by_level))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert theirs[0] and theirs[0].keys() <= mine.keys() and all(mine[k] is not theirs[0][k] for k in theirs[0])

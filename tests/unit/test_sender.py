@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from aioproducer.errors import (
+    InvalidRecordBrokerError,
+    InvalidTimestampError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -27,14 +29,18 @@ from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulat
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
+from aioproducer.internals.sender import INLINE_COMPRESSION_BYTES
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.network.metadata import Node
+from aioproducer.protocol.compression import GZIP
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
+from aioproducer.protocol.records import decode_batches
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_RECORD = 87
+INVALID_TIMESTAMP = 32
 
 
 class FakeClock:
@@ -120,6 +126,9 @@ class FakeClient:
         self.metadata_due = False  # what time_to_next_update() says: due now, or not at all
         self.refreshes = 0
         self.leader_hints: list[tuple[str, int, int, int, Any]] = []
+        self.clock: FakeClock | None = None
+        #: node -> fake-clock time its throttle ends (KIP-219), as KafkaClient keeps it.
+        self.throttled_until: dict[int, float] = {}
 
     def conn(self, node_id: int) -> FakeConnection:
         return self.conns.setdefault(node_id, FakeConnection(self, node_id))
@@ -146,7 +155,12 @@ class FakeClient:
         return True
 
     def is_ready(self, node_id: int) -> bool:
-        return self.conn(node_id).can_send_more()
+        return self.conn(node_id).can_send_more() and self.throttle_delay(node_id) == 0.0
+
+    def throttle_delay(self, node_id: int, now: float | None = None) -> float:
+        assert self.clock is not None
+        now = self.clock.now if now is None else now
+        return max(0.0, self.throttled_until.get(node_id, now) - now)
 
     def is_connected(self, node_id: int) -> bool:
         return True
@@ -162,16 +176,22 @@ class FakeClient:
         return None
 
 
-def make(acks: int = 1, linger_ms: float = 0) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
+def make(
+    acks: int = 1, linger_ms: float = 0, compression_type: int = 0
+) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
     clock = FakeClock()
     acc = RecordAccumulator(
-        AccumulatorConfig(batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        AccumulatorConfig(
+            batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000,
+            compression_type=compression_type,
+        ),
         BufferPool(1 << 20, 1024),
         None,
         lambda: None,
         clock=clock,
     )
     client = FakeClient()
+    client.clock = clock
     sender = Sender(client, acc, None, Config(acks=acks), clock=clock)
     return sender, acc, client, clock
 
@@ -454,3 +474,179 @@ async def test_a_not_leader_answer_naming_the_new_leader_is_taken_without_waitin
     hint = ok("t", 0, -1, code=NOT_LEADER_OR_FOLLOWER)._replace(leader_id=3, leader_epoch=12)
     sent.on_response(ProduceResponse(1, [hint], 0, [NodeEndpoint(3, "b3", 9093, None)]), None)
     assert client.leader_hints == [("t", 0, 3, 12, Node("b3", 9093, None))]
+
+async def test_a_throttled_node_gets_nothing_until_its_throttle_ends_and_the_sender_wakes_then() -> None:
+    """KIP-219: the broker answers at once and counts on the client to hold off for ``throttle_time_ms``."""
+    sender, acc, client, clock = make()
+    throttled, other = append(acc, "t", 0), append(acc, "t", 1)
+    client.throttled_until[0] = clock.now + 300  # node 0's last answer said throttle_time_ms=300
+    delay = sender.run_once(clock.now)
+    assert [s.node for s in client.sent] == [1]  # the node that is not throttled is served
+    assert delay == 300  # no response will come to wake the sender: the throttle's end must
+    client.sent[0].on_response(response(ok("t", 1, 5)), None)
+    assert other.result().offset == 5
+    clock.now += 299
+    assert sender.run_once(clock.now) == 1 and len(client.sent) == 1
+    clock.now += 1
+    sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent] == [[("t", [1])], [("t", [0])]]
+    client.sent[1].on_response(response(ok("t", 0, 7)), None)
+    assert throttled.result().offset == 7
+
+
+OTHERS_FAILED = "Failed to append record because it was part of a batch which had one more more invalid records"
+
+
+def records(acc: RecordAccumulator, partition: int, count: int, on_delivery: Any = None) -> list[Any]:
+    """``count`` small records in one batch of ``partition``, each with ``on_delivery`` if given."""
+    futures: list[Any] = [acc.try_append("t", partition, 1, None, b"r%d" % i, None, on_delivery) for i in range(count)]
+    assert all(f is not None for f in futures) and len({f._batch for f in futures}) == 1
+    return futures
+
+
+async def test_record_errors_fail_the_named_records_with_their_own_error_and_the_rest_generically() -> None:
+    """KIP-467, as Java: named records get INVALID_RECORD with their message, the others a generic error; no retry."""
+    sender, acc, client, clock = make()
+    reports: list[tuple[Any, BaseException | None]] = []
+    futures = records(acc, 0, 4, on_delivery=lambda md, err: reports.append((md, err)))
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, message="bad batch",
+                                 record_errors=((1, "null key"), (3, None)))), None)
+    errors = [f.exception() for f in futures]
+    assert [type(e) for e in errors] == [KafkaError, InvalidRecordBrokerError, KafkaError, InvalidRecordBrokerError]
+    assert str(errors[1]) == "[Error 87] INVALID_RECORD: null key"
+    assert str(errors[3]) == "[Error 87] INVALID_RECORD: bad batch"  # no message of its own: the partition's
+    batch_error = futures[0]._batch.error
+    assert isinstance(batch_error, InvalidRecordBrokerError)
+    for other in (errors[0], errors[2]):
+        assert other is not None and str(other).startswith(OTHERS_FAILED) and other.__cause__ is batch_error
+        assert not getattr(other, "retriable")
+    assert reports == [(None, e) for e in errors]  # on_delivery: each record its own error, in order
+    for future, error in zip(futures, errors):
+        with pytest.raises(KafkaError) as raised:
+            await future
+        assert raised.value is error
+    clock.now += 10_000
+    assert len(in_flight(sender, acc, clock)) == 1  # not retried
+
+
+async def test_a_single_record_error_keeps_the_partition_s_error_class_and_describes_itself() -> None:
+    """One named record: the partition's code says exactly what is wrong with it (Java uses its exception)."""
+    sender, acc, client, clock = make()
+    futures = records(acc, 0, 2)
+    gathered = asyncio.gather(*futures, return_exceptions=True)  # through done-callbacks and exception()
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_TIMESTAMP, record_errors=((0, None),))), None)
+    named, other = futures[0].exception(), futures[1].exception()
+    assert isinstance(named, InvalidTimestampError) and str(named) == f"[Error 32] INVALID_TIMESTAMP: {InvalidTimestampError.description}"
+    assert type(other) is KafkaError and str(other).startswith(OTHERS_FAILED)
+    assert await gathered == [named, other]
+
+
+async def test_without_record_errors_every_record_shares_the_batch_error() -> None:
+    sender, acc, client, clock = make()
+    futures = records(acc, 0, 3)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, message="corrupt")), None)
+    errors = {id(f.exception()) for f in futures}
+    assert len(errors) == 1 and isinstance(futures[0].exception(), InvalidRecordBrokerError)
+
+
+async def test_interceptors_see_each_record_s_own_error() -> None:
+    """``on_acknowledgement`` gets the record's error, as Java's interceptor callbacks do, not the batch's."""
+    from aioproducer import Producer
+
+    acks: list[tuple[Any, BaseException | None]] = []
+
+    class Recorder:
+        def on_send(self, record: Any) -> Any:
+            return record
+
+        def on_acknowledgement(self, metadata: Any, error: BaseException | None) -> None:
+            acks.append((metadata, error))
+
+    producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
+    sender, acc, client, clock = make()
+    sender._on_complete = producer._on_batch_complete  # as the producer wires its sender
+    futures = records(acc, 0, 3)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, record_errors=((1, "bad"),))), None)
+    assert acks == [(None, f.exception()) for f in futures]
+    assert type(acks[0][1]) is KafkaError and isinstance(acks[1][1], InvalidRecordBrokerError)
+
+
+GZIP_SHARE = INLINE_COMPRESSION_BYTES[GZIP]
+
+
+def big_value(i: int, size: int) -> bytes:
+    """``size`` bytes that compress (text), different per ``i``."""
+    return (b"record %d " % i * (size // 8 + 1))[:size]
+
+
+def sent_values(sent: Sent) -> list[bytes | None]:
+    """The record values of a request, decoded (and decompressed) from what was written."""
+    values: list[bytes | None] = []
+    for _, parts in sent.topic_data:
+        for _, data in parts:
+            assert data is not None
+            values += [record.value for batch in decode_batches(data) for record in batch.records]
+    return values
+
+
+async def test_a_request_past_the_pass_s_compression_share_is_compressed_in_a_thread_and_nothing_overtakes_it() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    big, later = big_value(1, 2 * GZIP_SHARE), big_value(2, 100)
+    first = acc.try_append("t", 0, 1, None, big, None, None)
+    second = acc.try_append("t", 0, 1, None, later, None, None)  # same partition, the next batch
+    assert first is not None and second is not None and first._batch is not second._batch
+    assert sender.run_once(clock.now) == 0  # come back once the loop has run
+    assert client.sent == [] and sender._requests  # in the thread: not written, not compressed here
+    assert sender.run_once(clock.now) > 0 and client.sent == []  # node 0 waits: the next batch must not overtake
+    await asyncio.gather(*sender._requests)
+    assert [sent_values(s) for s in client.sent] == [[big]]
+    sender.run_once(clock.now)
+    assert [sent_values(s) for s in client.sent] == [[big], [later]]
+    for i, s in enumerate(client.sent):
+        s.on_response(response(ok("t", 0, 10 + i)), None)
+    assert (first.result().offset, second.result().offset) == (10, 11)
+
+
+async def test_one_pass_compresses_at_most_its_share_on_the_loop_and_the_rest_in_the_thread() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    size = GZIP_SHARE // 6
+    values = {p: big_value(p, size) for p in range(8)}  # 8 partitions, 4 per node: a request is 2/3 of a share
+    for p, value in values.items():
+        assert acc.try_append("t", p, 1, None, value, None, None) is not None
+    values[8] = b"small"  # a second batch for partition 0, small enough for what is left of the share
+    assert acc.try_append("t", 0, 1, None, values[8], None, None) is not None
+    assert sender.run_once(clock.now) == 0
+    inline = [v for s in client.sent for v in sent_values(s)]
+    assert len(inline) == 4 and sender._requests  # the first node's request here, the second's in the thread
+    assert values[8] not in inline  # over its share, the pass wrote no more
+    await asyncio.gather(*sender._requests)
+    while sender.run_once(clock.now) == 0:  # each pass its share; the thread's requests are written by it
+        await asyncio.gather(*sender._requests)
+    assert sorted(v for s in client.sent for v in sent_values(s) if v is not None) == sorted(values.values())
+
+
+async def test_a_batch_failed_while_its_request_compresses_is_not_sent() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    future = acc.try_append("t", 0, 1, None, big_value(1, 2 * GZIP_SHARE), None, None)
+    assert future is not None
+    sender.run_once(clock.now)
+    sender.abort_incomplete(KafkaError("closed by force"))
+    await asyncio.gather(*sender._requests)
+    assert client.sent == [] and str(future.exception()) == "closed by force"
+
+
+async def test_a_pass_that_used_its_compression_share_stops_and_asks_to_run_again_after_a_loop_turn() -> None:
+    sender, acc, client, clock = make(compression_type=GZIP)
+    for p in (0, 1):  # one partition per node, two batches each
+        for i in range(2):
+            assert acc.try_append("t", p, 1, None, big_value(2 * p + i, GZIP_SHARE // 4), None, None) is not None
+    firsts = [acc.topic_info("t").batches[p][0] for p in (0, 1)]
+    sender._inline_budget = float(sum(b.builder.bytes_to_compress for b in firsts))  # one request per node, exactly
+    assert sender.run_once(clock.now) == 0  # the share is spent: no sleep, but no more work in this pass
+    assert len(client.sent) == 2 and not sender._requests  # neither more requests here nor in the thread
+    assert sender.run_once(clock.now) == 0
+    assert len(client.sent) == 4 and not sender._requests
