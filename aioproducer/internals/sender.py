@@ -168,6 +168,11 @@ class Sender:
         self._metadata_task: asyncio.Task[None] | None = None
         #: InitProducerId: the attempt in flight, failed attempts so far (each asks the next
         #: broker), when the next may start, and why the last one failed.
+        #: Batches in a request (written or being written), and the earliest delivery deadline among
+        #: them (a lower bound: batches leave without raising it). Past its deadline a batch fails
+        #: at once, not when its request ends (up to request.timeout.ms later), as Java does.
+        self._sent: dict[ProducerBatch, None] = {}
+        self._sent_deadline = float("inf")
         self._init_task: asyncio.Task[None] | None = None
         self._init_attempts = 0
         self._init_not_before = float("-inf")
@@ -291,6 +296,9 @@ class Sender:
 
         for batch in accumulator.expired_batches(now):
             self._fail_batch(batch, self._expiry_error(batch, now), outcome_unknown=True)
+        if now >= self._sent_deadline:
+            self._expire_sent(now)
+        delay = min(delay, self._sent_deadline - now)
         if accumulator.has_undrained():
             delay = min(delay, accumulator.next_expiry_delay(now))
 
@@ -318,7 +326,45 @@ class Sender:
             delay = 0.0
         return delay
 
-    def _expiry_error(self, batch: ProducerBatch, now: float) -> KafkaTimeoutError:
+    def _expire_sent(self, now: float) -> None:
+        """Fail the batches in a request whose delivery deadline passed; their request goes on.
+
+        The partition stays muted (``max.in.flight=1``) until the request ends, and
+        the batch stays among the idempotence bookkeeping's unacknowledged ones: its
+        answer, when it comes, still says whether the broker wrote it (see
+        ``_handle_error`` for a batch already done).
+        """
+        timeout = self.config.delivery_timeout_ms
+        earliest = float("inf")
+        for batch in list(self._sent):
+            deadline = batch.created_ms + timeout
+            if deadline > now:
+                earliest = min(earliest, deadline)
+                continue
+            if batch.is_done:
+                continue
+            if batch.complete(-1, -1, self._expiry_error(batch, now, in_flight=True)):
+                self.accumulator.deallocate(batch)
+                if self._on_complete is not None:
+                    self._on_complete(batch)
+        self._sent_deadline = earliest
+
+    def _track_sent(self, batches: list[ProducerBatch]) -> None:
+        sent = self._sent
+        for batch in batches:
+            sent[batch] = None
+        deadline = min(batch.created_ms for batch in batches) + self.config.delivery_timeout_ms
+        if deadline < self._sent_deadline:
+            self._sent_deadline = deadline
+
+    def _untrack_sent(self, batches: list[ProducerBatch]) -> None:
+        sent = self._sent
+        for batch in batches:
+            sent.pop(batch, None)
+        if not sent:
+            self._sent_deadline = float("inf")
+
+    def _expiry_error(self, batch: ProducerBatch, now: float, *, in_flight: bool = False) -> KafkaTimeoutError:
         """Java's message, plus the cause (its ``__cause__``), where one is known.
 
         The cause is what failed the batch's last attempt or, for a batch never
@@ -333,7 +379,8 @@ class Sender:
             last = None if leader is None or leader < 0 else self.client.connection_error(leader)
         error = KafkaTimeoutError(
             f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-            f"{int(now - batch.created_ms)} ms has passed since batch creation "
+            f"{int(now - batch.created_ms)} ms has passed since batch creation"
+            f"{' (its request is still in flight: the broker may still write it)' if in_flight else ''} "
             f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
             + ("" if last is None else f"; the last attempt failed with {type(last).__name__}: {last}")
         )
@@ -552,6 +599,7 @@ class Sender:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
         batches, topic_data = _group_by_topic(batches)
+        self._track_sent(batches)
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
             # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
@@ -567,6 +615,7 @@ class Sender:
                 on_response=functools.partial(self._on_produce_response, batches),
             )
         except (KafkaError, OSError, ValueError) as exc:
+            self._untrack_sent(batches)
             self._request_failed(batches, exc)
             return _FAILED
         self._callbacks_pending += 1
@@ -582,6 +631,7 @@ class Sender:
     ) -> None:
         """The connection's callback for a request written by ``send_produce``: exactly one per request."""
         self._callbacks_pending -= 1
+        self._untrack_sent(batches)
         if self._stopped:
             return  # the producer was closed by force: these batches were failed already
         try:
@@ -600,8 +650,10 @@ class Sender:
             connection = await self.client.connection(node)
             response = await connection.produce(topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms)
         except (KafkaError, OSError, ValueError) as exc:
+            self._untrack_sent(batches)
             self._request_failed(batches, exc)
         else:
+            self._untrack_sent(batches)
             if response is None:  # acks=0: nothing comes back, offsets are unknown
                 for batch in batches:
                     self._complete_ok(batch, -1, -1)
@@ -698,6 +750,11 @@ class Sender:
         per_record: RecordErrors | None = None,
     ) -> None:
         if batch.is_done:
+            if batch.in_flight:  # it expired while its request was out; the request has ended now
+                batch.in_flight = False
+                self.accumulator.unmute(batch.topic, batch.partition)
+                if self.transaction_manager is not None:
+                    self.transaction_manager.on_failed(batch, code_of(error), outcome_unknown=True)
             return
         accumulator = self.accumulator
         tm = self.transaction_manager
@@ -773,6 +830,11 @@ class Sender:
             self._fail_batch(batch, error, outcome_unknown=True)
         for batch in self.accumulator.incomplete_batches():
             self._fail_batch(batch, error, outcome_unknown=True)
+
+
+def code_of(error: BaseException) -> int | None:
+    code: int | None = getattr(error, "errno", None)
+    return code
 
 
 def _loop_is_running() -> bool:

@@ -126,6 +126,11 @@ class BrokerModel:
         count = len(batch.records)
         first, pid, epoch = batch.base_sequence, batch.producer_id, batch.producer_epoch
         last = add_sequence(first, count - 1)
+        if pid < 0:  # not idempotent: appended as it comes
+            base_offset = len(log.records)
+            for i, record in enumerate(batch.records):
+                log.records.append((base_offset + i, pid, epoch, -1, record.value))
+            return NONE, base_offset
         state = log.producers.get(pid)
         if state is None:
             if self.unknown_producer_id_errors and first != 0 and log.log_start_offset > 0:

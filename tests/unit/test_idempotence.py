@@ -424,3 +424,48 @@ async def test_a_graceful_close_ends_while_init_producer_id_keeps_failing() -> N
     h.sender.initiate_close()
     await asyncio.wait_for(h.sender.run(), timeout=10)
     assert isinstance(a.exception(), KafkaTimeoutError)
+
+
+# ---------------------------------------------------------------- item 17: a batch in flight fails at its deadline
+async def test_a_batch_in_flight_fails_at_its_delivery_deadline_and_its_late_answer_still_counts() -> None:
+    h = Harness(delivery_timeout_ms=2_000)
+    await h.baseline(0)
+    [a] = h.send(0)
+    deadline = h.clock.now + 2_000
+    h.net.plan(0, "hold")
+    await h.step()
+    h.net.act()
+    assert h.net.held
+    await h.step()
+    assert h.delay <= 2_000  # the sender wakes for the deadline, not for request.timeout.ms
+    h.clock.now = deadline
+    await h.step()
+    error = a.exception()
+    assert isinstance(error, KafkaTimeoutError) and "still in flight" in str(error)
+    [b] = h.send(0)
+    await h.step()
+    h.net.act()  # b goes out behind it, numbered after it
+    h.net.release()  # the broker did write a: its acknowledgement still counts
+    await h.settle()
+    assert b.exception() is None
+    assert written_headers(h, 0) == [(0, 0), (0, 1), (0, 2)]  # no new epoch was needed
+    h.check_logs()
+
+
+async def test_with_one_request_in_flight_an_expired_batch_keeps_its_partition_muted_until_its_answer() -> None:
+    h = Harness(nodes=2, max_in_flight=1, delivery_timeout_ms=1_000, idempotent=False)
+    [b1] = h.send(0)
+    h.net.plan(0, "hold")
+    await h.step()
+    h.net.act()
+    h.net.leaders.moved[("t", 0)] = 1
+    h.clock.now += 1_000
+    await h.step()
+    assert isinstance(b1.exception(), KafkaTimeoutError)
+    [b2] = h.send(0)
+    await h.step()
+    assert not h.net.requests, "b2 went out while b1's request was still in flight"
+    h.net.release()
+    await h.settle()
+    assert b2.exception() is None
+    h.check_logs()
