@@ -195,6 +195,7 @@ class Sender:
 
     async def run(self) -> None:
         """Loop until closed, then until the accumulator is empty (graceful) or at once (forced)."""
+        loop = asyncio.get_running_loop()
         try:
             while self._running:
                 await self._loop_once()
@@ -204,10 +205,11 @@ class Sender:
             self._die(exc)
         finally:
             self._stopped = True
-            if _loop_is_running():
+            if _running_loop() is loop:
                 await self._shutdown_background()
-            # else: the garbage collector is closing this coroutine after its loop ended
-            # (a producer dropped unclosed): its tasks died with the loop, nothing to stop.
+            # else: the garbage collector is closing this coroutine after its loop ended (a
+            # producer dropped unclosed), maybe while another loop runs: its tasks died with
+            # their loop, and touching them would raise "Event loop is closed".
 
     def _die(self, exc: Exception) -> None:
         """The loop raised (a bug, or an error no path expected): fail every record, accept none.
@@ -837,12 +839,12 @@ def code_of(error: BaseException) -> int | None:
     return code
 
 
-def _loop_is_running() -> bool:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop, if any: None when the garbage collector closes a coroutine outside one."""
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None
 
 #: Java's message for the records of a batch the broker refused for other records' sake (sic: "more more").
 _OTHER_RECORDS_FAILED = "Failed to append record because it was part of a batch which had one more more invalid records"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -167,3 +168,28 @@ def test_a_producer_dropped_after_its_loop_closed_warns_without_touching_the_loo
     with pytest.warns(ResourceWarning, match="unclosed .* with 0 records"):
         del producer
         gc.collect()
+
+
+async def test_a_sender_collected_after_its_loop_closed_touches_nothing_while_another_loop_runs(
+    mock_cluster: MockCluster,
+) -> None:
+    """The garbage collector closes the abandoned sender coroutine while this test's loop runs:
+    its cleanup must not reach for its own, closed loop ("Event loop is closed", seen in CI)."""
+    unraisable: list[Any] = []
+
+    def start_and_abandon() -> None:
+        loop = asyncio.new_event_loop()
+        producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST)
+        loop.run_until_complete(producer.start())
+        loop.close()  # without cancelling the sender task: its coroutine stays suspended
+
+    collect_earlier_garbage()
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            await asyncio.to_thread(start_and_abandon)
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert [repr(u.exc_value) for u in unraisable if "Sender.run" in repr(u.object)] == []
