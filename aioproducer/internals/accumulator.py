@@ -528,21 +528,7 @@ class RecordAccumulator:
         config = self.config
         size = batch.estimated_size()
         target = config.batch_size if size > config.batch_size else max(1, size // 2)
-        records = batch.builder.records()
-        pieces: list[ProducerBatch] = []
-        builder = RecordBatchBuilder(config.compression_type, target, config.compression_level)
-        piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
-        for future, (timestamp, key, value, headers) in zip(batch.futures, records):
-            if not piece.builder.has_room_for(timestamp, key, value, headers):
-                pieces.append(piece)
-                builder = RecordBatchBuilder(config.compression_type, target, config.compression_level)
-                piece = ProducerBatch(batch.topic, batch.partition, builder, batch.created_ms, 0, batch.loop)
-            future._relative_offset = piece.builder.append(timestamp, key, value, headers)
-            future._batch = piece
-            piece.futures.append(future)
-            if future._on_delivery is not None or (future._extra is not None and future._extra.callbacks):
-                piece.callback_futures.append(future)
-        pieces.append(piece)
+        pieces = batch.split(target)
         # The parent's reservation is shared out, so that each piece holds what its records
         # weigh until it completes (the last takes the rest): memory is released piece by
         # piece, never while records that were counted in it are still queued.

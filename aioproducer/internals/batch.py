@@ -381,6 +381,29 @@ class ProducerBatch:
     def is_full(self, batch_size: int) -> bool:
         return self.builder.estimated_size_in_bytes >= batch_size
 
+    def split(self, max_batch_size: int) -> list[ProducerBatch]:
+        """This batch's records, in order, in new batches of at most ``max_batch_size`` (MESSAGE_TOO_LARGE).
+
+        Built on the record builder's split, which keeps the codec and the compression
+        ratio seen so far. Every record's future moves to the piece that now holds its
+        record, so awaiting it, its callbacks and its offset follow the record. The
+        pieces keep this batch's creation time (``delivery.timeout.ms`` counts from the
+        first ``send()``); memory and sequence numbers are the accumulator's business.
+        """
+        pieces: list[ProducerBatch] = []
+        futures = iter(self.futures)
+        for builder in self.builder.split(max_batch_size):
+            piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop)
+            for relative_offset in range(builder.record_count):
+                future = next(futures)
+                future._relative_offset = relative_offset
+                future._batch = piece
+                piece.futures.append(future)
+                if future._on_delivery is not None or (future._extra is not None and future._extra.callbacks):
+                    piece.callback_futures.append(future)
+            pieces.append(piece)
+        return pieces
+
     # -- idempotence ------------------------------------------------------------------
     @property
     def has_sequence(self) -> bool:

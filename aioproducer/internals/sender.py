@@ -61,6 +61,7 @@ from typing import Any, Protocol
 
 from aioproducer.errors import (
     BrokerResponseError,
+    DuplicateSequenceNumberError,
     InvalidRecordBrokerError,
     KafkaConnectionError,
     KafkaError,
@@ -79,11 +80,10 @@ __all__ = ["Sender", "SenderConfig"]
 
 log = logging.getLogger("aioproducer.sender")
 
+#: Error codes the sender branches on, from their classes (module constants: read per partition answer).
 NONE = 0
-MESSAGE_TOO_LARGE = 10
-DUPLICATE_SEQUENCE_NUMBER = 46
-INVALID_PRODUCER_EPOCH = 47
-UNKNOWN_PRODUCER_ID = 59
+MESSAGE_TOO_LARGE = MessageTooLargeError.errno
+DUPLICATE_SEQUENCE_NUMBER = DuplicateSequenceNumberError.errno
 
 # What _send_produce_request did with a request.
 _WRITTEN, _IN_TASK, _FAILED = "written", "in a task", "failed"

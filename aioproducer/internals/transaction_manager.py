@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aioproducer.errors import OutOfOrderSequenceNumberError, UnknownProducerIdError
 from aioproducer.internals.batch import ProducerBatch
 
 __all__ = ["TransactionManager", "PartitionSequences"]
@@ -50,8 +51,8 @@ MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
 NO_LAST_ACKED = -1
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
+OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.errno
+UNKNOWN_PRODUCER_ID = UnknownProducerIdError.errno
 
 
 def increment_sequence(sequence: int, by: int) -> int:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from aioproducer.errors import UnknownTopicOrPartitionError
+
 __all__ = ["NO_LEADER", "ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata"]
 
 #: What a Metadata response says for "no leader" (leader election in progress, all replicas offline).
@@ -26,7 +28,7 @@ NO_LEADER = -1
 
 #: UNKNOWN_TOPIC_OR_PARTITION: what :meth:`ClusterMetadata.topic_error` reports for a topic
 #: the snapshot does not mention, as the Java client does for a topic missing from its Cluster.
-_UNKNOWN_TOPIC_OR_PARTITION = 3
+_UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.errno
 
 
 class Node(NamedTuple):
