@@ -6,7 +6,8 @@ The public API is what this module exports; everything under ``internals``,
 
 from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: users catch them)
 from aioproducer.errors import __all__ as _error_names
-from aioproducer.internals.batch import FutureRecordMetadata, RecordMetadata
+from aioproducer.config import ProducerConfig
+from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
 from aioproducer.producer import Producer, ProducerRecord
 from aioproducer.serializers import (
     bytes_serializer,
@@ -20,7 +21,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Producer",
+    "ProducerConfig",
     "ProducerRecord",
+    "DeliveryCallback",
     "RecordMetadata",
     "FutureRecordMetadata",
     "bytes_serializer",

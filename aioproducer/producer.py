@@ -196,12 +196,9 @@ class Producer:
             await client.close()  # nothing may outlive a start that did not finish
             raise
         tm = TransactionManager() if cfg.enable_idempotence else None
-        sender_box: list[Sender] = []
-
-        def wakeup() -> None:
-            if sender_box:
-                sender_box[0].wakeup()
-
+        # The sender's wake-up, made first: the accumulator sets it (a batch opened, filled, or
+        # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
+        wake = asyncio.Event()
         accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=cfg.batch_size,
@@ -218,10 +215,9 @@ class Producer:
             ),
             BufferPool(cfg.buffer_memory, cfg.batch_size),
             tm,
-            wakeup,
+            wake.set,
         )
-        sender = Sender(client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete))
-        sender_box.append(sender)
+        sender = Sender(client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake)
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self._sender_task.add_done_callback(_weak_callback(self._sender_done))
@@ -412,8 +408,11 @@ class Producer:
         if self._closed:
             raise ProducerClosedError("send() called on a closed producer")
         self._check_context()
-        if self._sender is not None and self._sender.died is not None:
-            raise self._sender.died
+        sender = self._sender
+        if sender is not None:
+            refusal = sender.died or sender.fatal_error  # the producer can send nothing any more
+            if refusal is not None:
+                raise refusal
         if self._sender_task is not None and self._sender_task.done():
             raise ProducerClosedError(
                 "the producer's sender task was cancelled without close() (did its event loop shut down?): "

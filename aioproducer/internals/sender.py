@@ -149,6 +149,7 @@ class Sender:
         config: SenderConfig,
         on_complete: Callable[[ProducerBatch], None] | None = None,
         clock: Callable[[], float] = monotonic_ms,
+        wake: asyncio.Event | None = None,
     ) -> None:
         self.client = client
         self.accumulator = accumulator
@@ -156,7 +157,9 @@ class Sender:
         self.config = config
         self._on_complete = on_complete
         self._clock = clock
-        self._wake = asyncio.Event()
+        #: What the sender sleeps on between passes. Created by whoever builds the accumulator
+        #: too (``Producer.start``), which sets it when a batch opens or fills: one object, made first.
+        self._wake = wake if wake is not None else asyncio.Event()
         self._running = True
         self._force_close = False
         self._requests: set[asyncio.Task[None]] = set()
@@ -581,6 +584,8 @@ class Sender:
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
         self.fatal_error = error
+        self.accumulator.closed = True  # no record can be sent any more: send() says why at once
+        self.accumulator.close_error = error
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=True)
 

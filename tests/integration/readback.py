@@ -281,7 +281,9 @@ def read_confluent(
                 if err is not None:
                     raise ReadbackError(f"confluent-kafka reading {topic}-{partition}: {err}", err)
                 _ts_type, ts = m.timestamp()
-                got.append(ReadRecord(m.offset(), ts, m.key(), m.value(), _headers(m.headers())))
+                offset = m.offset()
+                assert offset is not None  # a consumed record has one
+                got.append(ReadRecord(offset, ts, m.key(), m.value(), _headers(m.headers())))
     finally:
         consumer.close()
     return got[:count]

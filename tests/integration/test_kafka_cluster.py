@@ -200,6 +200,6 @@ def test_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) ->
     dashed = uuid_module.UUID(bytes=b"\xfb" + bytes(15))  # base64url: starts with '-'
     plain = uuid_module.UUID(bytes=bytes(16))
     draws = iter([dashed, dashed, plain])
-    monkeypatch.setattr(kafka_module.uuid, "uuid4", lambda: next(draws))
+    monkeypatch.setattr(uuid_module, "uuid4", lambda: next(draws))  # the module kafka_module draws from
     cluster_id = kafka_module._cluster_id()
     assert not cluster_id.startswith("-") and len(cluster_id) == 22

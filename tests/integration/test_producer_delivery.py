@@ -12,6 +12,8 @@ The readers here are small and local on purpose (assign + seek, no group);
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 from dataclasses import dataclass
 
@@ -88,7 +90,7 @@ def read_confluent(bootstrap: str, topic: str, partitions: range | list[int]) ->
         out: dict[int, list[Read]] = {p: [] for p in partitions}
         at_end: set[int] = set()
         for _ in range(500):  # bounded: at most 500 polls of 0.1 s
-            m = consumer.poll(0.1)
+            m: Any = consumer.poll(0.1)
             if m is None:
                 continue
             if m.error():

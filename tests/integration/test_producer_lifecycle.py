@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadata
+from aioproducer.protocol import messages
 from aioproducer.testing import MockCluster
 from helpers import eventually, other_tasks
 from readback import read_all_values
@@ -325,3 +326,18 @@ async def test_close_while_starting_cancels_the_start_and_leaves_nothing_running
     assert not other_tasks()
     with pytest.raises(ProducerClosedError):
         await producer.start()
+
+
+async def test_a_producer_id_refused_for_good_makes_every_later_send_say_why(
+    mock_cluster: MockCluster,
+) -> None:
+    """InitProducerId answered CLUSTER_AUTHORIZATION_FAILED: nothing can ever be sent; every send() says so."""
+    cluster_authorization_failed = 31
+    mock_cluster.push_request_errors(messages.INIT_PRODUCER_ID, cluster_authorization_failed)
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, enable_idempotence=True) as producer:
+        sender = producer._sender
+        assert sender is not None
+        await eventually(lambda: sender.fatal_error is not None)
+        for value, key, headers in ((b"fast path", None, None), (b"keyed", b"k", None), (b"general", None, [("h", b"")])):
+            with pytest.raises(KafkaError, match="CLUSTER_AUTHORIZATION_FAILED"):
+                await producer.send("orders", value=value, key=key, headers=headers)

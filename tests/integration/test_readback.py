@@ -15,6 +15,8 @@ real Kafka the corrupt batch is refused at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 import random
 from collections.abc import AsyncIterator, Sequence
 
@@ -113,7 +115,7 @@ async def mock_client(mock_cluster: MockCluster) -> AsyncIterator[KafkaClient]:
         yield c
 
 
-def build(codec: int, records: Sequence[Rec], **producer_state: int) -> bytes:
+def build(codec: int, records: Sequence[Rec], **producer_state: Any) -> bytes:
     """One batch of ``records``, appended unconditionally (``append`` ignores batch_size)."""
     builder = RecordBatchBuilder(codec, 16384)
     for ts, key, value, headers in records:
@@ -362,8 +364,9 @@ async def test_crc_is_checked_by_confluent_consumer(mock_cluster: MockCluster, m
     assert_same(before, expected(0, batches[0]), "confluent-kafka before the corrupt batch")
     with pytest.raises(ReadbackError) as info:
         await read_with("confluent-kafka", bs, "orders", 5, count=1, start_offset=1)
-    assert info.value.error.code() == KafkaError._BAD_MSG
-    assert "CRC" in info.value.error.str()
+    error: Any = info.value.error  # confluent-kafka's KafkaError
+    assert error.code() == KafkaError._BAD_MSG
+    assert "CRC" in error.str()
     after = await read_with("confluent-kafka", bs, "orders", 5, count=1, start_offset=2)
     assert_same(after, expected(2, batches[2]), "confluent-kafka after the corrupt batch")
 

@@ -418,7 +418,7 @@ class _AsyncInterceptor:
     ],
     ids=["buffer-memory-0", "client-id-too-long", "client-id-surrogate", "interceptor-int", "interceptor-no-on-send", "interceptor-async"],
 )
-def test_bad_values_found_late_before_are_refused_at_construction(kwargs: dict[str, object], message: str) -> None:
+def test_bad_values_found_late_before_are_refused_at_construction(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ProducerConfig(bootstrap_servers="localhost:9092", **kwargs)
 

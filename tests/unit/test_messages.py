@@ -413,7 +413,7 @@ def test_trailing_bytes_after_a_response_are_ignored(key: int, version: int, bod
 
 
 def test_trailing_bytes_after_a_request_raise_protocol_error() -> None:
-    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5, "topic_data": []}
+    body: dict[str, Any] = {"transactional_id": None, "acks": 1, "timeout_ms": 5, "topic_data": []}
     payload = m.encode_request(m.PRODUCE, 9, 1, "c", body)[4:]
     with pytest.raises(ProtocolError):
         m.decode_request(payload + b"\x00")

@@ -133,7 +133,7 @@ if partitioner_module._c_murmurhash2 is not None:
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_both_implementations_match_key_table_and_tails(impl: Callable[[bytes], int]) -> None:
+def test_both_implementations_match_key_table_and_tails(impl: Callable[[bytes | bytearray], int]) -> None:
     rows = json.loads(DATA_FILE.read_text())["rows"]
     for row in rows:
         assert impl(bytes.fromhex(row["key"])) == row["murmur2"], row["key"]

@@ -108,7 +108,7 @@ async def test_an_on_delivery_raising_cancelled_error_is_logged_and_waiters_stil
         raise asyncio.CancelledError()
 
     first = batch.try_append(1, None, b"a", None, cancelled)
-    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(md.offset))
+    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(-1 if md is None else md.offset))
     assert first is not None and second is not None
     waiter = batch.add_waiter()
     assert batch.complete(10, -1, None)
@@ -128,7 +128,7 @@ async def test_an_on_delivery_raising_system_exit_propagates_after_the_waiters_a
         raise leaving()
 
     first = batch.try_append(1, None, b"a", None, leave)
-    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(md.offset))
+    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(-1 if md is None else md.offset))
     assert first is not None and second is not None
     waiter = batch.add_waiter()
     with pytest.raises(leaving):
