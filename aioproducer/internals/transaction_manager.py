@@ -72,19 +72,19 @@ class PartitionSequences:
     last_acked_sequence: int = NO_LAST_ACKED
     last_acked_offset: int = -1
     #: Numbered, unacknowledged batches (in a request or waiting for a retry), by base sequence.
-    in_flight: list[ProducerBatch] = field(default_factory=list)
+    unacked: list[ProducerBatch] = field(default_factory=list)
     #: Set when a numbered batch failed with an unknown outcome: the sequence after it.
     unresolved_next: int | None = None
 
-    def first_in_flight_sequence(self) -> int:
-        return self.in_flight[0].base_sequence if self.in_flight else -1
+    def first_unacked_sequence(self) -> int:
+        return self.unacked[0].base_sequence if self.unacked else -1
 
     def start_at_beginning(self, producer_id: int, producer_epoch: int) -> None:
         """Adopt a new epoch: the unacknowledged batches (none in a request) are numbered from 0."""
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         sequence = 0
-        for batch in self.in_flight:
+        for batch in self.unacked:
             batch.set_producer_state(producer_id, producer_epoch, sequence)
             batch.sequence_reset = True
             sequence = increment_sequence(sequence, batch.record_count)
@@ -135,7 +135,7 @@ class TransactionManager:
         """No batch of a partition to renumber is in a request (renumbering one there would be a lie)."""
         for key in self._to_rewrite:
             entry = self._partitions.get(key)
-            if entry is not None and any(b.in_flight for b in entry.in_flight):
+            if entry is not None and any(b.in_flight for b in entry.unacked):
                 return False
         return True
 
@@ -156,7 +156,7 @@ class TransactionManager:
     def maybe_resolve_sequences(self) -> None:
         """Unresolved partitions whose numbered batches are all done: go on, or bump their epoch."""
         for key, entry in self._partitions.items():
-            if entry.unresolved_next is None or entry.in_flight:
+            if entry.unresolved_next is None or entry.unacked:
                 continue
             if not entry.is_next_sequence(entry.next_sequence):
                 self.request_epoch_bump(*key)  # the broker's log may end anywhere in the failed range
@@ -193,12 +193,12 @@ class TransactionManager:
         if not batch.has_sequence:
             if entry.unresolved_next is not None:
                 return True
-            if entry.in_flight:
+            if entry.unacked:
                 if self._is_stale(entry) or entry.last_acked_sequence == NO_LAST_ACKED:
                     return True
-                return any(b.in_retry for b in entry.in_flight)
+                return any(b.in_retry for b in entry.unacked)
             return False
-        return batch.base_sequence != entry.first_in_flight_sequence()
+        return batch.base_sequence != entry.first_unacked_sequence()
 
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Number a batch the first time it is drained, and track it until it is done."""
@@ -210,7 +210,7 @@ class TransactionManager:
             entry.start_at_beginning(self.producer_id, self.producer_epoch)
         batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence)
         entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
-        entry.in_flight.append(batch)
+        entry.unacked.append(batch)
 
     # -- answers ----------------------------------------------------------------------
     def can_retry(self, batch: ProducerBatch, error_code: int, log_start_offset: int) -> bool | None:
@@ -293,12 +293,12 @@ class TransactionManager:
             piece.in_retry = True  # new batches of the partition wait until the pieces went out
             sequence = increment_sequence(sequence, piece.record_count)
         try:
-            index = entry.in_flight.index(batch)
+            index = entry.unacked.index(batch)
         except ValueError:
-            entry.in_flight.extend(pieces)
-            entry.in_flight.sort(key=lambda b: b.base_sequence)
+            entry.unacked.extend(pieces)
+            entry.unacked.sort(key=lambda b: b.base_sequence)
         else:
-            entry.in_flight[index : index + 1] = pieces
+            entry.unacked[index : index + 1] = pieces
 
     def is_next_in_line(self, batch: ProducerBatch) -> bool:
         """True when ``batch`` directly follows the last acknowledged sequence."""
@@ -308,6 +308,6 @@ class TransactionManager:
     @staticmethod
     def _remove(entry: PartitionSequences, batch: ProducerBatch) -> None:
         try:
-            entry.in_flight.remove(batch)
+            entry.unacked.remove(batch)
         except ValueError:
             pass

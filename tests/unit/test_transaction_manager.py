@@ -154,7 +154,7 @@ async def test_split_pieces_take_over_the_parents_range() -> None:
     assert [p.base_sequence for p in pieces] == [2, 3]
     assert after.base_sequence == 6
     entry = tm.partition("t", 0)
-    assert entry is not None and entry.in_flight == [*pieces, after]
+    assert entry is not None and entry.unacked == [*pieces, after]
     assert not tm.should_stop_drain(pieces[0]) and tm.should_stop_drain(pieces[1])
 
 
