@@ -284,8 +284,6 @@ class ProducerBatch:
         "sequence_reset",
         "retry_error",
         "in_flight",
-        "_records_bytes",
-        "_records_state",
         "_deferred",
         "callback_bytes",
         "settled",
@@ -330,8 +328,6 @@ class ProducerBatch:
         # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
         self.retry_error: BaseException | None = None
         self.in_flight = False
-        self._records_bytes: bytes | None = None
-        self._records_state: tuple[int, int, int] | None = None
         self._deferred: list[Any] | None = None  # flat (future, fn, context) triples
         # Memory accounting beyond the encoded bytes (see ``object_bytes``).
         self.callback_bytes = 0
@@ -423,16 +419,10 @@ class ProducerBatch:
         self.base_sequence = base_sequence
 
     def records(self) -> bytes:
-        """The wire bytes: compressed once, re-stamped only when the producer state changed."""
-        state = (self.producer_id, self.producer_epoch, self.base_sequence)
-        if self._records_bytes is None or self._records_state != state:
-            self._records_bytes = self.builder.build(
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                base_sequence=self.base_sequence,
-            )
-            self._records_state = state
-        return self._records_bytes
+        """The wire bytes with this batch's producer state (the builder compresses once and caches them)."""
+        return self.builder.build(
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=self.base_sequence
+        )
 
     # -- completion -------------------------------------------------------------------
     def add_waiter(self) -> asyncio.Future[None]:
@@ -517,7 +507,6 @@ class ProducerBatch:
         """
         self.futures = []
         self.callback_futures = []
-        self._records_bytes = None
         self.builder.release()
 
     def __repr__(self) -> str:
