@@ -55,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -74,7 +74,8 @@ from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.metadata import Node
 from aioproducer.protocol import compression, messages
-from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records
+from aioproducer.network.connection import ProduceCallback
+from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records, TopicData
 
 __all__ = ["Sender", "SenderConfig"]
 
@@ -109,11 +110,33 @@ class SenderConfig(Protocol):
     retry_backoff_ms: int
 
 
+class SenderMetadata(LeaderLookup, Protocol):
+    """What the sender reads of a metadata snapshot (``network.metadata.ClusterMetadata``)."""
+
+    @property
+    def nodes(self) -> Mapping[int, object]: ...
+
+
+class ProduceConnection(Protocol):
+    """What the sender calls on a broker connection (``network.connection.BrokerConnection``)."""
+
+    def send_produce(
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
+        transactional_id: str | None = None,
+    ) -> None: ...
+
+    async def produce(
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+    ) -> ProduceResponse | None: ...
+
+    async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
 class SenderClient(Protocol):
     """What the sender needs from ``network.client.KafkaClient``."""
 
     @property
-    def metadata(self) -> Any: ...
+    def metadata(self) -> SenderMetadata: ...
 
     def add_topic(self, topic: str) -> None: ...
 
@@ -121,9 +144,9 @@ class SenderClient(Protocol):
 
     def time_to_next_update(self, now: float | None = None) -> float: ...
 
-    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Any) -> bool: ...
+    def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Node | None) -> bool: ...
 
-    async def refresh_metadata(self, topics: Any = None) -> Any: ...
+    async def refresh_metadata(self, topics: Iterable[str] | None = None) -> object: ...
 
     def is_ready(self, node_id: int) -> bool: ...
 
@@ -131,9 +154,9 @@ class SenderClient(Protocol):
 
     def is_connected(self, node_id: int) -> bool: ...
 
-    def ready_connection(self, node_id: int) -> Any: ...
+    def ready_connection(self, node_id: int) -> ProduceConnection | None: ...
 
-    async def connection(self, node_id: int) -> Any: ...
+    async def connection(self, node_id: int) -> ProduceConnection: ...
 
     def connection_error(self, node_id: int) -> KafkaError | None: ...
 
@@ -578,7 +601,9 @@ class Sender:
         ready = [n for n in nodes if self.client.is_ready(n)] or nodes
         node = ready[attempt % len(ready)] if attempt == 0 else nodes[attempt % len(nodes)]
         connection = await self.client.connection(node)
-        response: dict[str, Any] = await connection.send(api_key, body)
+        response = await connection.send(api_key, body)
+        if response is None:  # only a request sent without expecting an answer has none
+            raise KafkaConnectionError(f"node {node} sent no answer to a request that expects one")
         return response
 
     def _fatal(self, error: BaseException) -> None:

@@ -189,6 +189,14 @@ class Connection:
     ) -> None:
         self.network.requests.append(Request(self.node, topic_data, on_response))
 
+    async def produce(
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+    ) -> ProduceResponse | None:
+        """The task path (``acks=0``, or a connection replaced since ``ready()``): delivered at once."""
+        self.network.sent.append(Request(self.node, topic_data, lambda response, error: None))
+        response = self.network.broker.produce(topic_data)
+        return None if acks == 0 else response
+
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         assert api_key == messages.INIT_PRODUCER_ID
         self.network.init_nodes.append(self.node)

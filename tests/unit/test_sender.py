@@ -97,6 +97,9 @@ class FakeConnection:
 
         self.client.sent.append(Sent(self.node, topic_data, acks, timeout_ms, answered))
 
+    async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None:
+        raise AssertionError("these tests run without idempotence: nothing but Produce is sent")
+
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
     ) -> ProduceResponse | None:
