@@ -314,7 +314,7 @@ class BrokerConnection:
 
         ``version`` defaults to :meth:`api_version`. Waits for an in-flight slot
         first, so at most ``max_in_flight`` requests are ever outstanding; the
-        request timeout counts from the moment the request is written.
+        request timeout counts from the moment the slot is held.
         ``expect_response=False`` is for Produce with ``acks=0``, which the
         broker never answers: returns once the frame is written, which frees the slot.
 

@@ -692,13 +692,13 @@ class ClientConnection(Generic[Token]):
         events: list[Event[Token]] = []
         if self._state is ConnectionState.CLOSED:
             return events
-        for queue in (self._in_flight, self._unwritten):
+        for queue, what in ((self._in_flight, "got no response"), (self._unwritten, "could not be written")):
             if queue and now >= queue[0].deadline:
                 expired = queue.popleft()
                 self._slots_held -= 1
                 error = KafkaTimeoutError(
-                    f"{_api_name(expired.api_key)} request to {self.address} (node {self.node_id}) got no "
-                    f"response within request.timeout.ms={self.request_timeout_ms}; connection closed"
+                    f"{_api_name(expired.api_key)} request to {self.address} (node {self.node_id}) {what} "
+                    f"within request.timeout.ms={self.request_timeout_ms}; connection closed"
                 )
                 events.append(RequestFailed(expired.token, error))
                 self._break(KafkaConnectionError(f"connection to {self.address} closed: {error}"), events)

@@ -399,9 +399,9 @@ def test_an_answer_to_acks0_is_dropped_and_the_stream_stays_in_step() -> None:
 def test_an_acks0_request_not_written_in_time_times_out() -> None:
     machine = ready()
     produce(machine, "stuck", now=10, acks=0)
-    assert outcomes(machine.check_timeouts(10 + TIMEOUT)) == [
-        ("failed", "stuck", KafkaTimeoutError), ("broken", "", KafkaConnectionError)
-    ]
+    events = machine.check_timeouts(10 + TIMEOUT)
+    assert outcomes(events) == [("failed", "stuck", KafkaTimeoutError), ("broken", "", KafkaConnectionError)]
+    assert "could not be written within request.timeout.ms" in str(machine.close_reason)
 
 
 def test_acks0_through_the_generic_codec_is_tracked_the_same_way() -> None:
