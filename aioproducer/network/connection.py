@@ -557,28 +557,46 @@ class BrokerConnection:
             elif isinstance(event, RequestFailed):
                 self._run_callback(event.token, None, event.error)
             elif isinstance(event, Throttled):
-                if self.on_throttle is not None:
-                    self.on_throttle(self.node_id, event.throttle_time_ms)
+                self._report_throttle(event.throttle_time_ms)
             elif isinstance(event, DataToSend):
-                if not self._torn_down and self._writer is not None:
-                    log.debug("%r: broker rejected ApiVersions, retrying at a lower version", self)
-                    self._writer.writelines(event.data)
+                self._send_data(event.data)
         if broken is not None:
             if self.on_lost is not None:
                 self.on_lost(self, broken.error)
         else:
             self._arm_timer()
 
+    def _report_throttle(self, throttle_time_ms: int) -> None:
+        """Pass a Produce response's throttle time (v6+, KIP-219) to the owner, which holds the node back."""
+        if self.on_throttle is None:
+            return
+        try:
+            self.on_throttle(self.node_id, throttle_time_ms)
+        except Exception as exc:  # noqa: BLE001 - the reader must survive its owner's bugs
+            self._report_bug("exception in the on_throttle callback", exc)
+
+    def _send_data(self, data: Chunks) -> None:
+        """Write a request the state machine sends by itself (an ApiVersions retry)."""
+        writer = self._writer
+        if self._torn_down or writer is None:
+            return
+        log.debug("%r: broker rejected ApiVersions, retrying at a lower version", self)
+        try:
+            writer.writelines(data)
+        except Exception as exc:  # noqa: BLE001 - the transport refused: the request fails, not the reader
+            self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed: {exc!r}"))
+
+    def _report_bug(self, message: str, exc: Exception) -> None:
+        loop = self._loop
+        if loop is not None:
+            loop.call_exception_handler({"message": f"{self!r}: {message}", "exception": exc})
+
     def _run_callback(self, callback: _Callback, response: Any, error: KafkaError | None) -> None:
         """Tell a request its outcome; a callback's bugs are reported, never allowed to break the stream."""
         try:
             callback(response, error)
         except Exception as exc:  # noqa: BLE001 - the reader must survive its callers' bugs
-            loop = self._loop
-            if loop is not None:
-                loop.call_exception_handler(
-                    {"message": f"{self!r}: exception in a Produce response callback", "exception": exc}
-                )
+            self._report_bug("exception in a Produce response callback", exc)
 
     def _not_connected_error(self) -> KafkaError:
         if self.close_reason is not None:

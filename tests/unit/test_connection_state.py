@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aioproducer.errors import (
     KafkaConnectionError,
@@ -215,6 +217,24 @@ def test_frames_split_and_joined_across_reads(piece: int) -> None:
     for start in range(0, len(data), piece):
         events += machine.receive_data(data[start : start + piece], 1)
     assert outcomes(events) == [("ok", "p0", 0), ("ok", "p1", 1), ("ok", "p2", 2)]
+
+
+@given(count=st.integers(min_value=1, max_value=5), pieces=st.lists(st.integers(min_value=1, max_value=120), max_size=40))
+def test_any_split_of_the_stream_gives_the_same_events(count: int, pieces: list[int]) -> None:
+    machine = ready()
+    frames = [produce(machine, f"p{i}") for i in range(count)]
+    data = b"".join(answer(f, produce_body(base_offset=i)) for i, f in enumerate(frames))
+    events: list[Event[str]] = []
+    start = 0
+    for size in pieces:  # reads of these sizes, then the rest in one
+        events += machine.receive_data(data[start : start + size], 1)
+        start += size
+        if start >= len(data):
+            break
+    if start < len(data):
+        events += machine.receive_data(data[start:], 1)
+    assert outcomes(events) == [("ok", f"p{i}", i) for i in range(count)]
+    assert machine.in_flight_count == 0 and state(machine) is ConnectionState.READY
 
 
 def test_a_frame_is_only_handled_once_whole() -> None:
