@@ -26,16 +26,17 @@ How it is driven. The owner calls:
   (which gets no answer) has been written out;
 * :meth:`~ClientConnection.close` when the owner closes the connection.
 
-The last four return a list of events, to handle in order: a
+:meth:`~ClientConnection.receive_data`, :meth:`~ClientConnection.check_timeouts`
+and :meth:`~ClientConnection.close` return a list of events, to handle in order: a
 :class:`ResponseReceived` or :class:`RequestFailed` per request, carrying the
 opaque *token* the owner gave with the request (a callback, a future: the
 state machine never looks at it); :class:`DataToSend` when the machine itself
 has a request to write (an ApiVersions retry); :class:`Throttled` when a
 Produce response asks the client to hold off (KIP-219); :class:`ConnectionBroken`
 last, once, when the stream can no longer be trusted. Every request ends in
-exactly one :class:`ResponseReceived` or :class:`RequestFailed`, except one
-that :meth:`~ClientConnection.request_written` completes (it returns nothing:
-the owner, which called it, knows).
+exactly one :class:`ResponseReceived` or :class:`RequestFailed`, except an
+``acks=0`` one that :meth:`~ClientConnection.request_written` completes (it
+returns True: the owner, which called it, knows).
 
 Time is "now" in milliseconds from any monotonic clock, passed in by the
 caller: the machine never reads a clock.
@@ -74,8 +75,10 @@ Who owns what. :class:`ClientConnection` owns, and alone changes:
 * ``_broker_versions``, ``_produce_version``: the negotiated API versions;
 * ``_negotiation_version``: the ApiVersions version last sent while NEGOTIATING.
 
-``node_id`` and ``address`` are only for messages; the owner may update
-``node_id`` (a bootstrap connection learns its broker's id later).
+``client_id``, ``max_in_flight``, ``request_timeout_ms`` and ``max_response_size``
+are configuration, fixed at construction. ``node_id`` and ``address`` are only
+for messages; the owner may update ``node_id`` (a bootstrap connection learns
+its broker's id later).
 """
 
 from __future__ import annotations
