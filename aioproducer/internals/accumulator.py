@@ -348,15 +348,14 @@ class RecordAccumulator:
         exhausted = self.pool.exhausted() or self._appends_in_progress > 0
         force = exhausted or self.closed or self._flushes_in_progress > 0
         muted = self._muted
-        for topic, info in list(self._active.items()):
-            if not any(info.batches.values()):
-                del self._active[topic]
-                info.partitioner.update_partition_load_stats(None, None, 0)  # no queues: no skew to weigh
-                continue
+        idle: list[str] = []
+        for topic, info in self._active.items():
             self._update_load_stats(info, metadata)
+            queued = False
             for partition, dq in info.batches.items():
                 if not dq:
                     continue
+                queued = True
                 leader = metadata.leader_for(topic, partition)
                 if leader is None or leader < 0:
                     unknown.add(topic)
@@ -375,6 +374,10 @@ class RecordAccumulator:
                     left = time_to_wait - waited
                     if left < next_delay:
                         next_delay = max(0.0, left)
+            if not queued:
+                idle.append(topic)
+        for topic in idle:  # found empty in the same scan: no second walk over the deques
+            self._active.pop(topic).partitioner.update_partition_load_stats(None, None, 0)  # no queues, no skew
         return ReadyCheckResult(ready_nodes, next_delay, unknown)
 
     def _update_load_stats(self, info: TopicInfo, metadata: LeaderLookup) -> None:
@@ -568,6 +571,12 @@ class RecordAccumulator:
         if batch.reserved_bytes:
             self.pool.deallocate(batch.reserved_bytes)
             batch.reserved_bytes = 0
+
+    def close(self, reason: BaseException | None = None) -> None:
+        """Accept no more records; ``reason`` (the sender died, an unrecoverable error) is what appends raise."""
+        self.closed = True
+        if reason is not None:
+            self.close_error = reason
 
     def mute(self, topic: str, partition: int) -> None:
         self._muted.add((topic, partition))

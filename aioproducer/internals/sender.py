@@ -248,8 +248,7 @@ class Sender:
         error.__cause__ = exc
         self.died = error
         self._running = False
-        self.accumulator.closed = True
-        self.accumulator.close_error = error  # send()'s fast path learns it at once, not at the task's end
+        self.accumulator.close(error)  # send()'s fast path learns it at once, not at the task's end
         self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
@@ -257,7 +256,7 @@ class Sender:
 
     def initiate_close(self) -> None:
         self._running = False
-        self.accumulator.closed = True
+        self.accumulator.close()
         self.wakeup()
 
     def force_close(self) -> None:
@@ -292,7 +291,7 @@ class Sender:
         tm = self.transaction_manager
         if tm is not None:
             tm.maybe_resolve_sequences()
-            if tm.epoch_bump_required and tm.has_producer_id and tm.ready_to_bump():
+            if tm.epoch_bump_required and tm.ready_to_bump():
                 tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
         result = accumulator.ready(metadata, now)
         delay = min(result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
@@ -369,12 +368,8 @@ class Sender:
             if deadline > now:
                 earliest = min(earliest, deadline)
                 continue
-            if batch.is_done:
-                continue
-            if batch.complete(-1, -1, self._expiry_error(batch, now, in_flight=True)):
-                self.accumulator.deallocate(batch)
-                if self._on_complete is not None:
-                    self._on_complete(batch)
+            if not batch.is_done:
+                self._complete(batch, -1, -1, self._expiry_error(batch, now, in_flight=True))
         self._sent_deadline = earliest
 
     def _track_sent(self, batches: list[ProducerBatch]) -> None:
@@ -609,8 +604,7 @@ class Sender:
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
         self.fatal_error = error
-        self.accumulator.closed = True  # no record can be sent any more: send() says why at once
-        self.accumulator.close_error = error
+        self.accumulator.close(error)  # no record can be sent any more: send() says why at once
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=True)
 
@@ -786,11 +780,11 @@ class Sender:
                 batch.in_flight = False
                 self.accumulator.unmute(batch.topic, batch.partition)
                 if self.transaction_manager is not None:
-                    self.transaction_manager.on_failed(batch, code_of(error), outcome_unknown=True)
+                    self.transaction_manager.on_failed(batch, _code_of(error), outcome_unknown=True)
             return
         accumulator = self.accumulator
         tm = self.transaction_manager
-        code = getattr(error, "errno", None)
+        code = _code_of(error)
         if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
             accumulator.unmute(batch.topic, batch.partition)
             count = accumulator.split_and_reenqueue(batch, now)
@@ -825,7 +819,7 @@ class Sender:
         if not self._running and self._force_close:
             return False
         tm = self.transaction_manager
-        code = getattr(error, "errno", None)
+        code = _code_of(error)
         if tm is not None and code is not None and not outcome_unknown:
             verdict = tm.can_retry(batch, code, log_start_offset)  # idempotence's own rules
             if verdict is not None:
@@ -842,7 +836,7 @@ class Sender:
 
     def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, outcome_unknown: bool) -> None:
         if self.transaction_manager is not None:
-            self.transaction_manager.on_failed(batch, getattr(error, "errno", None), outcome_unknown=outcome_unknown)
+            self.transaction_manager.on_failed(batch, _code_of(error), outcome_unknown=outcome_unknown)
         self._finish(batch, -1, -1, error)
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
@@ -850,6 +844,10 @@ class Sender:
             # Only the batch whose request muted the partition unmutes it: one that expired in
             # the queue behind it must not let a later batch overtake it (max.in.flight=1).
             self.accumulator.unmute(batch.topic, batch.partition)
+        self._complete(batch, base_offset, log_append_time, error)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        """Complete the batch's records (once), release its memory and bytes, tell the producer."""
         if batch.complete(base_offset, log_append_time, error):
             self.accumulator.deallocate(batch)
             if self._on_complete is not None:
@@ -864,7 +862,7 @@ class Sender:
             self._fail_batch(batch, error, outcome_unknown=True)
 
 
-def code_of(error: BaseException) -> int | None:
+def _code_of(error: BaseException) -> int | None:
     code: int | None = getattr(error, "errno", None)
     return code
 

@@ -103,14 +103,18 @@ class TransactionManager:
     def __init__(self) -> None:
         self.producer_id = -1
         self.producer_epoch = -1
-        #: An epoch bump is due for the partitions in ``_to_rewrite``.
-        self.epoch_bump_required = False
+        #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}
 
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
+
+    @property
+    def epoch_bump_required(self) -> bool:
+        """A partition waits for a bump and there is an id to bump (else InitProducerId comes first)."""
+        return bool(self._to_rewrite) and self.producer_id >= 0
 
     def partition(self, topic: str, partition: int) -> PartitionSequences | None:
         return self._partitions.get((topic, partition))
@@ -119,7 +123,6 @@ class TransactionManager:
         """InitProducerId answered (or an epoch bump): partitions waiting for a bump are renumbered."""
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.epoch_bump_required = False
         for key in self._to_rewrite:
             entry = self._partitions.get(key)
             if entry is not None:
@@ -128,7 +131,6 @@ class TransactionManager:
 
     def request_epoch_bump(self, topic: str, partition: int) -> None:
         """The partition's sequences are broken (a gap, or the broker lost the producer): bump for it."""
-        self.epoch_bump_required = True
         self._to_rewrite.add((topic, partition))
 
     def ready_to_bump(self) -> bool:
@@ -149,7 +151,6 @@ class TransactionManager:
         if self.producer_epoch >= MAX_EPOCH:
             self.producer_id = -1
             self.producer_epoch = -1
-            self.epoch_bump_required = False
             return
         self.set_producer_id_and_epoch(self.producer_id, self.producer_epoch + 1)
 
