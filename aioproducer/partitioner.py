@@ -148,13 +148,23 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
+#: Murmur2 of ``bytes`` with Kafka's seed, as an int whose low 32 bits are Java's (signed or not):
+#: what :func:`partition_for_key` masks. The C function when installed, else :func:`murmur2_py`.
+_murmur2_bits: Callable[[bytes, int], int] = (
+    _c_murmurhash2 if _c_murmurhash2 is not None else (lambda data, _seed: murmur2_py(data))
+)
+
+
 def partition_for_key(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
-    """The partition Java's default partitioner picks for a serialized key (``BuiltInPartitioner.partitionForKey``)."""
+    """The partition Java's default partitioner picks for a serialized key (``BuiltInPartitioner.partitionForKey``).
+
+    The one place of ``toPositive(murmur2(key)) % numPartitions``: ``send()``'s fast path calls it too.
+    """
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    if _c_murmurhash2 is not None and type(key_bytes) is bytes:
-        return (_c_murmurhash2(key_bytes, _MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
-    return (murmur2(key_bytes) & 0x7FFFFFFF) % num_partitions
+    if type(key_bytes) is not bytes:
+        key_bytes = bytes(key_bytes)
+    return (_murmur2_bits(key_bytes, _MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
 
 
 # --------------------------------------------------------------------- custom partitioners
@@ -391,6 +401,11 @@ class BuiltInPartitioner:
         if sticky is None:
             sticky = self._sticky = StickyPartitionInfo(self.next_partition(partitions))
         return sticky
+
+    @property
+    def in_use(self) -> bool:
+        """Whether a keyless record was partitioned here: until then load statistics serve nothing."""
+        return self._sticky is not None
 
     def is_partition_changed(self, info: StickyPartitionInfo | None) -> bool:
         """True if the sticky partition moved on since ``info`` was peeked (``None``: not sticky)."""

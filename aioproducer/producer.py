@@ -44,8 +44,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.client import ClientClosedError, KafkaClient
-from aioproducer.partitioner import _MURMUR2_SEED, TopicPartitions, check_partition, partition_for_key
-from aioproducer.partitioner import _c_murmurhash2 as _murmur2_c
+from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
 from aioproducer.serializers import SerializeFn
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, estimate_size_in_bytes_upper_bound
 from aioproducer.topic import validate_topic
@@ -96,14 +95,17 @@ def _append_plain(
     value: bytes,
     on_delivery: DeliveryCallback | None,
 ) -> FutureRecordMetadata | None:
-    """Append a record that needs nothing but partitioning (see ``Producer.start``).
+    """``send()``'s fast path, for ``send()`` and ``send_many()``: a record that needs nothing but partitioning.
 
-    What ``send()`` does for a ``bytes`` value with a ``bytes`` key (murmur2) or none (sticky
-    partition); None when the key is of another kind or memory must be waited for.
+    What ``_send()`` does for a ``bytes`` value with a ``bytes`` key (murmur2) or none (sticky
+    partition), on a producer with nothing per record to intercept, serialize, partition or
+    size-check (see ``Producer.start``). None when the key is of another kind or memory must
+    be waited for: the caller then takes the general path.
     """
-    if type(key) is bytes and _murmur2_c is not None:
-        partition = (_murmur2_c(key, _MURMUR2_SEED) & 0x7FFFFFFF) % partitions.num_partitions
-        return accumulator.try_append(topic, partition, _now_ns() // 1_000_000, key, value, None, on_delivery)
+    if type(key) is bytes:
+        return accumulator.try_append(
+            topic, partition_for_key(key, partitions.num_partitions), _now_ns() // 1_000_000, key, value, None, on_delivery
+        )
     if key is None:
         return accumulator.try_append_sticky(topic, partitions, _now_ns() // 1_000_000, None, value, None, on_delivery)
     return None
@@ -139,6 +141,9 @@ class Producer:
         self._sender_task: asyncio.Task[None] | None = None
         self._start_task: asyncio.Task[None] | None = None  # the one start() in progress or done
         self._transaction_manager: TransactionManager | None = None
+        # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
+        # update, each with its snapshot, which the metadata owns (not a copy). Emptied by the
+        # client's listener on every update; refilled by _wait_on_metadata.
         self._topic_partitions: dict[str, TopicPartitions] = {}
         self._started = False
         self._closed = False
@@ -367,29 +372,14 @@ class Producer:
             and timestamp_ms is None
         ):
             # The common record: bytes in, default partitioner, nothing to intercept or check
-            # (see start()). The steps of _send() that apply, and no others; a record that must
-            # wait for metadata or memory, or anything else, takes the general path.
-            # The body is _append_plain() inlined: a call per record costs 3 % of send().
-            # murmur2 is partition_for_key() inlined: snapshots exist only for topics with partitions.
+            # (see start()). A record that must wait for metadata or memory, or anything else,
+            # takes the general path. Snapshots exist only for topics with partitions.
             try:
                 partitions = self._topic_partitions.get(topic)
             except TypeError:  # an unhashable topic: _send() says what is wrong with it
                 partitions = None
             if partitions is not None:
-                if type(key) is bytes and _murmur2_c is not None:
-                    future = accumulator.try_append(
-                        topic,
-                        (_murmur2_c(key, _MURMUR2_SEED) & 0x7FFFFFFF) % partitions.num_partitions,
-                        _now_ns() // 1_000_000,
-                        key,
-                        value,
-                        None,
-                        on_delivery,
-                    )
-                elif key is None:
-                    future = accumulator.try_append_sticky(topic, partitions, _now_ns() // 1_000_000, None, value, None, on_delivery)
-                else:
-                    future = None
+                future = _append_plain(accumulator, partitions, topic, key, value, on_delivery)
                 if future is not None:
                     return future
         return await self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
@@ -482,7 +472,7 @@ class Producer:
                         topic, sticky.partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline
                     )
                     size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-                    accumulator.update_sticky(topic, sticky, size + RECORD_OVERHEAD_ESTIMATE)
+                    accumulator.update_sticky(topic, sticky, partitions, size + RECORD_OVERHEAD_ESTIMATE)
                 return future
 
             future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
@@ -600,22 +590,20 @@ class Producer:
     async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> TopicPartitions:
         """The topic's partitions from metadata, waiting (and refreshing) up to ``max_wait_ms``.
 
-        The per-topic snapshot is cached until the client installs new metadata, so the
-        common ``send()`` does one dict lookup and one identity check.
+        The snapshot is the one the metadata built (``ClusterMetadata.partitions_snapshot``);
+        ``_topic_partitions`` keeps a reference to it until the client installs new metadata,
+        so the common ``send()`` does one dict lookup and skips validation and tracking.
         """
         # Before the name is tracked: one bad name must not make every later Metadata request fail.
         validate_topic(topic)
         client = self._client
         assert client is not None
         client.add_topic(topic)  # in use now: metadata.max.idle.ms counts from here
-        metadata = client.metadata
-        if metadata.partitions_for(topic) is None:
-            await self._client_wait(client, topic, max_wait_ms)
-            metadata = client.metadata
-        all_partitions = metadata.partitions_for(topic)
-        if all_partitions is None:  # the topic vanished from the newest metadata
-            all_partitions = await self._client_wait(client, topic, max_wait_ms)
-        snapshot = TopicPartitions(len(all_partitions), tuple(metadata.available_partitions_for(topic)))
+        deadline = monotonic_ms() + max_wait_ms
+        snapshot = client.metadata.partitions_snapshot(topic)
+        while snapshot is None:  # not known yet, or gone again from metadata installed since the wait ended
+            await self._client_wait(client, topic, max(0.0, deadline - monotonic_ms()))
+            snapshot = client.metadata.partitions_snapshot(topic)
         self._topic_partitions[topic] = snapshot
         return snapshot
 

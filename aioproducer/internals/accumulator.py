@@ -54,6 +54,8 @@ class LeaderLookup(Protocol):
 
     def leader_for(self, topic: str, partition: int) -> int | None: ...
 
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None: ...
+
 
 @dataclass
 class ReadyCheckResult:
@@ -65,13 +67,11 @@ class ReadyCheckResult:
 class TopicInfo:
     """A topic's partition deques and its KIP-794 partitioner for keyless records."""
 
-    __slots__ = ("batches", "partitioner", "partitions")
+    __slots__ = ("batches", "partitioner")
 
     def __init__(self, partitioner: BuiltInPartitioner) -> None:
         self.batches: dict[int, deque[ProducerBatch]] = {}
         self.partitioner = partitioner
-        # The partition count and the partitions with a leader, from the latest metadata.
-        self.partitions: TopicPartitions | None = None
 
 
 @dataclass
@@ -152,23 +152,24 @@ class RecordAccumulator:
 
     def sticky_partition(self, topic: str, partitions: TopicPartitions) -> StickyPartitionInfo:
         """The partition for a keyless record (KIP-794), chosen inside the accumulator as in Java."""
-        info = self.topic_info(topic)
-        info.partitions = partitions
-        return info.partitioner.peek_current_partition(partitions)
+        return self.topic_info(topic).partitioner.peek_current_partition(partitions)
 
-    def update_sticky(self, topic: str, sticky: StickyPartitionInfo, appended_bytes: int) -> None:
+    def update_sticky(
+        self, topic: str, sticky: StickyPartitionInfo, partitions: TopicPartitions, appended_bytes: int
+    ) -> None:
         """Count a keyless record's bytes; switch partition once a batch's worth went to it.
 
         The switch is allowed only when the partition's last batch is full, so that it happens on
         a batch boundary (Java's ``allBatchesFull``); past twice ``batch.size`` it happens anyway.
+        ``partitions`` is the snapshot the append started with, as Java passes its ``cluster``.
         """
         info = self._topics[topic]
         partitioner = info.partitioner
-        if partitioner.is_partition_changed(sticky) or info.partitions is None:
+        if partitioner.is_partition_changed(sticky):
             return  # another append switched it while this one waited for memory
         dq = info.batches.get(sticky.partition)
         all_full = not dq or dq[-1].builder.estimated_size_in_bytes >= self.config.batch_size
-        partitioner.update_partition_info(sticky, appended_bytes, info.partitions, all_full)
+        partitioner.update_partition_info(sticky, appended_bytes, partitions, all_full)
 
     def try_append_sticky(
         self,
@@ -191,7 +192,6 @@ class RecordAccumulator:
         info = self._topics.get(topic)
         if info is None:
             info = self.topic_info(topic)
-        info.partitions = partitions
         partitioner = info.partitioner
         sticky = partitioner.peek_current_partition(partitions)
         future = self.try_append(topic, sticky.partition, timestamp, key, value, headers, on_delivery)
@@ -386,13 +386,15 @@ class RecordAccumulator:
         As in Java, only once every partition of the topic has a queue; leaderless partitions and
         those whose leader was not drainable for ``partitioner.availability.timeout.ms`` are out.
         """
-        partitions = info.partitions
-        if not self.config.adaptive_partitioning or partitions is None:
+        if not self.config.adaptive_partitioning or not info.partitioner.in_use:
+            return  # a topic of keyed records only: no keyless record would use the statistics
+        topic = info.partitioner.topic
+        partitions = metadata.partitions_snapshot(topic)
+        if partitions is None:
             return
         if len(info.batches) < partitions.num_partitions:
             info.partitioner.update_partition_load_stats(None, None, 0)
             return
-        topic = info.partitioner.topic
         queues = [(p, metadata.leader_for(topic, p), len(dq)) for p, dq in info.batches.items()]
         info.partitioner.update_load_stats_from_queues(queues, self.node_stats)
 

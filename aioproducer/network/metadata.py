@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from aioproducer.errors import UnknownTopicOrPartitionError
+from aioproducer.partitioner import TopicPartitions
 
 __all__ = ["NO_LEADER", "ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata"]
 
@@ -83,15 +84,22 @@ class ClusterMetadata:
     #: because the sender asks for every queued partition on every pass (two dict lookups
     #: instead of three method calls).
     _leaders: Mapping[str, Mapping[int, int]] = field(init=False, repr=False, compare=False)
+    #: topic -> its partition count and the partitions with a leader, for topics with partitions
+    #: and no error: the one place partition snapshots are built (see :meth:`partitions_snapshot`).
+    _snapshots: Mapping[str, TopicPartitions] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         nodes = self.nodes
-        leaders = {
-            name: {p: pm.leader for p, pm in meta.partitions.items() if pm.leader in nodes}
-            for name, meta in self.topics.items()
-            if meta.error_code == 0
-        }
+        leaders: dict[str, dict[int, int]] = {}
+        snapshots: dict[str, TopicPartitions] = {}
+        for name, meta in self.topics.items():
+            if meta.error_code != 0:
+                continue
+            led = leaders[name] = {p: pm.leader for p, pm in meta.partitions.items() if pm.leader in nodes}
+            if meta.partitions:
+                snapshots[name] = TopicPartitions(len(meta.partitions), tuple(sorted(led)))
         object.__setattr__(self, "_leaders", leaders)
+        object.__setattr__(self, "_snapshots", snapshots)
 
     @classmethod
     def empty(cls) -> ClusterMetadata:
@@ -220,16 +228,21 @@ class ClusterMetadata:
             return None
         return tuple(sorted(meta.partitions))
 
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None:
+        """What partitioning needs of ``topic`` (count, partitions with a leader), or None as :meth:`partitions_for`.
+
+        Built once per snapshot: ``send()`` and the accumulator hold these objects, never copies.
+        """
+        return self._snapshots.get(topic)
+
     def available_partitions_for(self, topic: str) -> tuple[int, ...]:
         """Partitions of ``topic`` whose leader is known and listed among the nodes.
 
         What a partitioner picks from for records without a key (KIP-794), so
         it does not pile records onto a partition that cannot be sent.
         """
-        meta = self._usable(topic)
-        if meta is None:
-            return ()
-        return tuple(sorted(p for p, pm in meta.partitions.items() if pm.leader in self.nodes))
+        snapshot = self._snapshots.get(topic)
+        return () if snapshot is None else snapshot.available
 
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         """The full description of one partition, or ``None`` if the snapshot lacks it."""

@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from aioproducer.partitioner import TopicPartitions
 from aioproducer.errors import KafkaConnectionError, KafkaError
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol import messages
@@ -212,6 +213,9 @@ class Leaders:
 
     def leader_for(self, topic: str, partition: int) -> int | None:
         return self.moved.get((topic, partition), partition % len(self.nodes))
+
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None:
+        return None  # no partition counts: adaptive partitioning has no statistics to update
 
 
 class Network:

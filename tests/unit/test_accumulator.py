@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from aioproducer.partitioner import TopicPartitions
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.transaction_manager import TransactionManager
@@ -30,6 +31,9 @@ class Leaders:
 
     def leader_for(self, topic: str, partition: int) -> int | None:
         return None if partition in self.unknown else partition % self.nodes
+
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None:
+        return None  # no partition counts: adaptive partitioning has no statistics to update
 
 
 def make(
@@ -391,6 +395,40 @@ async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes()
         else:
             runs.append([f._batch.partition])
     assert [len(r) for r in runs[:-1]] == [19, 19] and len(runs[-1]) == 60 - 38
+
+
+class SnapshotLeaders(Leaders):
+    """Leaders, and the partition snapshot that cluster metadata would give."""
+
+    def __init__(self, snapshot: TopicPartitions) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None:
+        return self.snapshot
+
+
+async def test_ready_weights_keyless_records_by_queue_length_from_the_metadata_snapshot() -> None:
+    """KIP-794: ready() reads the partition count from metadata; a longer queue gets a smaller weight.
+
+    Without a snapshot (the topic not in metadata) it cannot tell whether every partition has
+    a queue, and the draw stays uniform.
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024)
+    snapshot = TopicPartitions(3, (0, 1, 2))
+    assert acc.try_append_sticky("t", snapshot, 1, None, VALUE, None, None) is not None  # keyless: stats matter
+    big = b"y" * 1000  # one record per 1 KiB batch
+    for partition, batches in ((0, 4), (1, 1), (2, 1)):
+        for _ in range(batches):
+            assert acc.try_append("t", partition, 1, None, big, None, None) is not None
+    partitioner = acc.topic_info("t").partitioner
+    acc.ready(Leaders(), clock.now)
+    assert partitioner.load_stats() is None
+    acc.ready(SnapshotLeaders(snapshot), clock.now)
+    weights = partitioner.load_stats()
+    assert weights is not None and set(weights) == {0, 1, 2}
+    assert weights[0] < weights[1] and weights[0] < weights[2]
 
 
 async def test_retry_backoff_is_capped_without_overflowing_at_any_attempt() -> None:

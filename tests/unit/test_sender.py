@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from aioproducer.partitioner import TopicPartitions
 from aioproducer.errors import (
     InvalidRecordBrokerError,
     InvalidTimestampError,
@@ -114,6 +115,9 @@ class Leaders:
 
     def leader_for(self, topic: str, partition: int) -> int | None:
         return partition % 2
+
+    def partitions_snapshot(self, topic: str) -> TopicPartitions | None:
+        return None  # no partition counts: adaptive partitioning has no statistics to update
 
 
 class FakeClient:
