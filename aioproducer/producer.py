@@ -41,6 +41,7 @@ from aioproducer.internals.accumulator import (
 )
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.client import ClientClosedError, KafkaClient
@@ -132,8 +133,13 @@ class Producer:
         # does not is checked by the accumulator before it takes memory. So send() checks each
         # record itself only when batch.size is close to or above the limit.
         self._check_every_record = cfg.batch_size + MAX_RECORD_OVERHEAD >= self._max_record_size
-        # Set while send() may take its fast path (started, not closed, nothing per record to
-        # intercept, serialize, partition or size-check): see start().
+        #: The one lifecycle state (see ``internals/lifecycle.py``), shared with the client, the
+        #: buffer pool, the accumulator and the sender; this producer moves it.
+        self._lifecycle = Lifecycle()
+        # send()'s fast-path gate, derived: the accumulator while the lifecycle is RUNNING, the sender
+        # task alive, the process the one start() ran in, and nothing per record to intercept,
+        # serialize, partition or size-check (see _start). Cleared by whatever ends one of these
+        # (close(), _sender_done, the fork hook), never set anywhere but _start.
         self._plain_accumulator: RecordAccumulator | None = None
         self._client: KafkaClient | None = None
         self._accumulator: RecordAccumulator | None = None
@@ -145,8 +151,6 @@ class Producer:
         # update, each with its snapshot, which the metadata owns (not a copy). Emptied by the
         # client's listener on every update; refilled by _wait_on_metadata.
         self._topic_partitions: dict[str, TopicPartitions] = {}
-        self._started = False
-        self._closed = False
         # The event loop and process start() ran in: the producer works in those only (see _check_context).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
@@ -172,12 +176,13 @@ class Producer:
         starting cancels it, and the waiting ``start()`` calls raise ``ProducerClosedError``.
         Waits at most ``max.block.ms`` for the first metadata, then raises ``KafkaTimeoutError``.
         """
-        if self._closed:  # checked first: a closed producer must not look started
+        lifecycle = self._lifecycle
+        if lifecycle.closing:  # checked first: a closed producer must not look started
             raise ProducerClosedError("the producer is closed and cannot be restarted")
         task = self._start_task
-        if self._started or (task is not None and not task.done()):
+        if lifecycle.state is State.RUNNING or (task is not None and not task.done()):
             self._check_context()
-            if self._started:
+            if lifecycle.state is State.RUNNING:
                 return
         if task is None or task.done():  # none yet, or an earlier one failed: try again
             self._loop, self._pid = asyncio.get_running_loop(), os.getpid()
@@ -185,7 +190,7 @@ class Producer:
         try:
             await task
         except asyncio.CancelledError:
-            if self._closed and task.cancelled():
+            if lifecycle.closing and task.cancelled():
                 raise ProducerClosedError("the producer was closed while it was starting") from None
             raise
 
@@ -198,8 +203,9 @@ class Producer:
         try:
             await self._bootstrap(client)
         except BaseException:
-            await client.close()  # nothing may outlive a start that did not finish
+            await client.close()  # nothing may outlive a start that did not finish (closes its own lifecycle)
             raise
+        lifecycle = client.lifecycle = self._lifecycle  # the producer's client now: one lifecycle for all
         tm = TransactionManager() if cfg.enable_idempotence else None
         # The sender's wake-up, made first: the accumulator sets it (a batch opened, filled, or
         # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
@@ -218,15 +224,16 @@ class Producer:
                 availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
                 max_request_size=cfg.max_request_size,
             ),
-            BufferPool(cfg.buffer_memory, cfg.batch_size),
+            BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle),
             tm,
             wake.set,
+            lifecycle=lifecycle,
         )
         sender = Sender(client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake)
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
+        lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self._sender_task.add_done_callback(_weak_callback(self._sender_done))
-        self._started = True
         _live_producers.add(self)
         plain = not (
             self._interceptors
@@ -279,17 +286,20 @@ class Producer:
         ``timeout=0`` fails everything not yet delivered at once. With a timeout, ``close()``
         returns within it: sockets not closed by then are dropped with their unsent bytes.
         """
-        if self._closed:
+        lifecycle = self._lifecycle
+        if lifecycle.closing:
             return
         self._check_context()
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        self._closed = True
+        started = lifecycle.state is State.RUNNING
+        lifecycle.close()
         self._plain_accumulator = None
-        if not self._started:
+        if not started:
             starting = self._start_task
             if starting is not None and not starting.done():
                 starting.cancel()
                 await asyncio.gather(starting, return_exceptions=True)
+            lifecycle.finish()
             return
         sender, task, accumulator = self._sender, self._sender_task, self._accumulator
         assert sender is not None and task is not None and accumulator is not None and self._client is not None
@@ -395,14 +405,12 @@ class Producer:
         on_delivery: DeliveryCallback | None,
     ) -> FutureRecordMetadata:
         """``send()`` for every record: interceptors, serializers, checks, partitioner, append."""
-        if self._closed:
+        lifecycle = self._lifecycle
+        if lifecycle.closing:
             raise ProducerClosedError("send() called on a closed producer")
         self._check_context()
-        sender = self._sender
-        if sender is not None:
-            refusal = sender.died or sender.fatal_error  # the producer can send nothing any more
-            if refusal is not None:
-                raise refusal
+        if lifecycle.refusal is not None:  # the producer can send nothing any more
+            raise lifecycle.refusal
         if self._sender_task is not None and self._sender_task.done():
             raise ProducerClosedError(
                 "the producer's sender task was cancelled without close() (did its event loop shut down?): "
@@ -548,7 +556,7 @@ class Producer:
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting for metadata up to ``max.block.ms``."""
-        if self._closed:
+        if self._lifecycle.closing:
             raise ProducerClosedError("partitions_for() called on a closed producer")
         self._require_started()
         partitions = await self._wait_on_metadata(topic, self._max_block_ms)
@@ -618,7 +626,7 @@ class Producer:
             partitions = await client.wait_for_metadata(topic, max_wait_ms)
         except ClientClosedError as exc:
             raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}") from exc
-        if self._closed:  # the metadata came, but close() began meanwhile
+        if self._lifecycle.closing:  # the metadata came, but close() began meanwhile
             raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}")
         return partitions
 
@@ -681,9 +689,9 @@ class Producer:
         closed. In a forked child it does nothing: the parent owns the producer.
         """
         try:
-            if not self._started or self._closed or self._pid != os.getpid():
+            if self._lifecycle.state is not State.RUNNING or self._pid != os.getpid():
                 return
-            self._closed = True
+            self._lifecycle.force()  # what the scheduled abandon does; now, so that nothing else begins
             warnings.warn(
                 f"unclosed {self!r} with {self._pending_records()} records not yet delivered: "
                 "use 'async with Producer(...)' or 'await producer.close()'",

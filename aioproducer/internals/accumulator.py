@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from types import MethodType
 from typing import Optional, Protocol
 
-from aioproducer.errors import ProducerClosedError, RecordTooLargeError
+from aioproducer.errors import RecordTooLargeError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
 from aioproducer.protocol.records import RecordBatchBuilder, estimate_size_in_bytes_upper_bound
 
@@ -117,6 +118,7 @@ class RecordAccumulator:
         wakeup: Callable[[], None],
         clock: Callable[[], float] = monotonic_ms,
         rng: random.Random | None = None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         self.config = config
         self.pool = pool
@@ -135,9 +137,8 @@ class RecordAccumulator:
         self._drain_index: dict[int, int] = {}
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
-        self.closed = False
-        #: Why it closed, when not by ``close()`` (the sender task died): what a refused append raises.
-        self.close_error: BaseException | None = None
+        #: The producer's lifecycle (read only here): appends are refused once it stops accepting.
+        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The last on_delivery that check_on_delivery() accepted: one identity test per record after it.
         self._on_delivery_ok: object = None
@@ -317,9 +318,9 @@ class RecordAccumulator:
         on_delivery: DeliveryCallback | None,
         reserved: int,
     ) -> FutureRecordMetadata:
-        if self.closed:
+        if not self.lifecycle.accepting:
             self.pool.deallocate(reserved)
-            raise self.close_error or ProducerClosedError("the producer is closed: no more records are accepted")
+            raise self.lifecycle.refused()
         config = self.config
         builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
         loop = self._loop
@@ -346,7 +347,7 @@ class RecordAccumulator:
         unknown: set[str] = set()
         next_delay = float("inf")
         exhausted = self.pool.exhausted() or self._appends_in_progress > 0
-        force = exhausted or self.closed or self._flushes_in_progress > 0
+        force = exhausted or not self.lifecycle.accepting or self._flushes_in_progress > 0
         muted = self._muted
         idle: list[str] = []
         for topic, info in self._active.items():
@@ -573,12 +574,6 @@ class RecordAccumulator:
         if batch.reserved_bytes:
             self.pool.deallocate(batch.reserved_bytes)
             batch.reserved_bytes = 0
-
-    def close(self, reason: BaseException | None = None) -> None:
-        """Accept no more records; ``reason`` (the sender died, an unrecoverable error) is what appends raise."""
-        self.closed = True
-        if reason is not None:
-            self.close_error = reason
 
     def mute(self, topic: str, partition: int) -> None:
         self._muted.add((topic, partition))

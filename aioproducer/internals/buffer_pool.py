@@ -35,6 +35,7 @@ import asyncio
 from collections import deque
 
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
+from aioproducer.internals.lifecycle import Lifecycle, State
 
 __all__ = ["BufferPool"]
 
@@ -50,7 +51,7 @@ class _Waiter:
 class BufferPool:
     """A FIFO-fair budget of ``total`` bytes, reserved per batch."""
 
-    def __init__(self, total: int, pool_size: int) -> None:
+    def __init__(self, total: int, pool_size: int, lifecycle: Lifecycle | None = None) -> None:
         # pool_size is batch.size, and batch.size=0 (no batching) is valid: every
         # reservation is then exactly the record's size.
         if total <= 0 or pool_size < 0:
@@ -59,7 +60,8 @@ class BufferPool:
         self.pool_size = pool_size
         self._available = total  # guarded by: the event loop (single thread)
         self._waiters: deque[_Waiter] = deque()
-        self._closed = False
+        #: The producer's lifecycle (see ``lifecycle.py``): no memory is handed out once it is closing.
+        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
 
     @property
     def available_memory(self) -> int:
@@ -103,7 +105,7 @@ class BufferPool:
             raise RecordTooLargeError(
                 f"attempt to allocate {size} bytes, but buffer.memory is only {self.total} bytes"
             )
-        if self._closed:
+        if self.lifecycle.closing:
             raise ProducerClosedError("the producer is closed: no buffer memory is handed out")
         if self.try_allocate(size):
             return
@@ -164,7 +166,7 @@ class BufferPool:
 
     def close(self) -> None:
         """Fail every waiter: the producer is closing and no memory will be handed out."""
-        self._closed = True
+        self.lifecycle.close()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.future.done():

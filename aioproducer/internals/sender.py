@@ -70,6 +70,7 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
+from aioproducer.internals.lifecycle import State
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.metadata import Node
@@ -183,13 +184,15 @@ class Sender:
         #: What the sender sleeps on between passes. Created by whoever builds the accumulator
         #: too (``Producer.start``), which sets it when a batch opens or fills: one object, made first.
         self._wake = wake if wake is not None else asyncio.Event()
-        self._running = True
-        self._force_close = False
+        #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
+        #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED.
+        self.lifecycle = accumulator.lifecycle
         self._requests: set[asyncio.Task[None]] = set()
         #: Produce requests written by send_produce() whose callback has not run yet.
         self._callbacks_pending = 0
-        #: Set when the run loop ended: responses arriving later are not ours any more.
-        self._stopped = False
+        #: Set when this task's loop ended (its own fact, not the producer's: asyncio.run() ending
+        #: cancels it while the producer is RUNNING): responses arriving later are not ours any more.
+        self._ended = False
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
         #: InitProducerId: the attempt in flight, failed attempts so far (each asks the next
@@ -209,9 +212,6 @@ class Sender:
         #: Nodes whose next request is being compressed in the thread: nothing else goes to them meanwhile.
         self._compressing: set[int] = set()
         self._executor: ThreadPoolExecutor | None = None
-        self.fatal_error: BaseException | None = None
-        #: Set once when the loop itself raised (see _die); the producer refuses records from then on.
-        self.died: KafkaError | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -223,14 +223,15 @@ class Sender:
         """Loop until closed, then until the accumulator is empty (graceful) or at once (forced)."""
         loop = asyncio.get_running_loop()
         try:
-            while self._running:
+            lifecycle = self.lifecycle
+            while lifecycle.state is State.RUNNING:
                 await self._loop_once()
-            while not self._force_close and (self.accumulator.has_undrained() or self._has_requests()):
+            while lifecycle.state is State.CLOSING and (self.accumulator.has_undrained() or self._has_requests()):
                 await self._loop_once()
         except Exception as exc:  # noqa: BLE001 - any bug here must fail records, not hang them
             self._die(exc)
         finally:
-            self._stopped = True
+            self._ended = True
             if _running_loop() is loop:
                 await self._shutdown_background()
             # else: the garbage collector is closing this coroutine after its loop ended (a
@@ -246,22 +247,21 @@ class Sender:
         log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
         error = KafkaError(f"the producer's sender task failed: {exc!r}; create a new producer")
         error.__cause__ = exc
-        self.died = error
-        self._running = False
-        self.accumulator.close(error)  # send()'s fast path learns it at once, not at the task's end
+        self.lifecycle.refuse(error)  # send() learns it at once, not at the task's end
         self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
         return bool(self._requests) or self._callbacks_pending > 0
 
     def initiate_close(self) -> None:
-        self._running = False
-        self.accumulator.close()
+        """Move the lifecycle to CLOSING (a repeat under a producer) and wake the loop to drain."""
+        self.lifecycle.close()
         self.wakeup()
 
     def force_close(self) -> None:
-        self._force_close = True
-        self.initiate_close()
+        """Move the lifecycle to FORCED and wake the loop to stop."""
+        self.lifecycle.force()
+        self.wakeup()
 
     async def _loop_once(self) -> None:
         now = self._clock()
@@ -469,7 +469,7 @@ class Sender:
             if not batch.is_done:
                 batch.builder.install_compressed(section, data)
         live = [batch for batch in batches if not batch.is_done]
-        if live and not self._stopped:
+        if live and not self._ended:
             self._send_produce_request(node, live)
 
     def _compression_executor(self) -> ThreadPoolExecutor:
@@ -603,8 +603,7 @@ class Sender:
 
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
-        self.fatal_error = error
-        self.accumulator.close(error)  # no record can be sent any more: send() says why at once
+        self.lifecycle.refuse(error)  # no record can be sent any more: send() says why at once
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=True)
 
@@ -658,7 +657,7 @@ class Sender:
         """The connection's callback for a request written by ``send_produce``: exactly one per request."""
         self._callbacks_pending -= 1
         self._untrack_sent(batches)
-        if self._stopped:
+        if self._ended:
             return  # the producer was closed by force: these batches were failed already
         try:
             if error is not None:
@@ -816,7 +815,7 @@ class Sender:
     ) -> bool:
         if self._past_delivery_timeout(batch, now) or batch.attempts >= self.config.retries:
             return False
-        if not self._running and self._force_close:
+        if self.lifecycle.state >= State.FORCED:
             return False
         tm = self.transaction_manager
         code = _code_of(error)

@@ -52,6 +52,7 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     ProtocolError,
 )
+from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
@@ -136,6 +137,7 @@ class KafkaClient:
         clock: Callable[[], float] = _monotonic_ms,
         rng: random.Random | None = None,
         allow_auto_topic_creation: bool = True,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
@@ -161,7 +163,9 @@ class KafkaClient:
         self._backoff: dict[int, _NodeBackoff] = {}
         #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.
         self._throttled_until: dict[int, float] = {}
-        self._closed = False
+        #: The lifecycle this client reads (see ``lifecycle.py``): once CLOSED, no connection opens and
+        #: no refresh starts. Its own until it becomes a started producer's client, then the producer's.
+        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
         # wait_for_metadata() callers, and those of them interrupt_waits() cancelled (see there).
         self._metadata_waiters: set[asyncio.Task[Any]] = set()
         self._interrupted: set[asyncio.Task[Any]] = set()
@@ -287,7 +291,7 @@ class KafkaClient:
         burst of callers costs at most two requests. Cancelling a caller does
         not cancel the shared request.
         """
-        if self._closed:
+        if self.lifecycle.state is State.CLOSED:
             raise KafkaConnectionError("the client is closed")
         for topic in topics or ():
             self.add_topic(topic)
@@ -362,7 +366,7 @@ class KafkaClient:
         lists a node at that address) or closed. Raises
         :class:`KafkaConnectionError` listing every failure when none answered.
         """
-        if self._closed:
+        if self.lifecycle.state is State.CLOSED:
             raise KafkaConnectionError("the client is closed")
         failures: list[str] = []
         live = sorted(
@@ -594,7 +598,7 @@ class KafkaClient:
         share one connect attempt. Raises :class:`KafkaConnectionError` when
         the node is not in the metadata or cannot be reached.
         """
-        if self._closed:
+        if self.lifecycle.state is State.CLOSED:
             raise KafkaConnectionError("the client is closed")
         conn = self._conns.get(node_id)
         if conn is not None:
@@ -636,7 +640,7 @@ class KafkaClient:
             state.backoff_ms = self._reconnect_backoff_ms(state.failures)
             self.request_update()  # the broker may have moved or left
             raise
-        if self._closed:
+        if self.lifecycle.state is State.CLOSED:
             await conn.close()
             raise KafkaConnectionError("the client was closed while connecting")
         state.failures = 0
@@ -716,7 +720,7 @@ class KafkaClient:
         gracefully once the peer has read what is buffered, which a broker that stopped
         reading never does. What is not closed by then is dropped (:meth:`BrokerConnection.abort`).
         """
-        self._closed = True
+        self.lifecycle.finish()
         self.interrupt_waits()
         try:
             async with asyncio.timeout_at(deadline):
@@ -745,7 +749,7 @@ class KafkaClient:
 
     def abandon(self) -> None:
         """Drop everything now, synchronously: for a producer collected without ``close()``."""
-        self._closed = True
+        self.lifecycle.finish()
         self.interrupt_waits()
         self._background()
         for conn in [*self._conns.values(), *self._closing_conns]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadata
+from aioproducer.internals.lifecycle import State
 from aioproducer.protocol import messages
 from aioproducer.testing import MockCluster
 from helpers import eventually, other_tasks
@@ -337,7 +338,30 @@ async def test_a_producer_id_refused_for_good_makes_every_later_send_say_why(
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, enable_idempotence=True) as producer:
         sender = producer._sender
         assert sender is not None
-        await eventually(lambda: sender.fatal_error is not None)
+        await eventually(lambda: sender.lifecycle.refusal is not None)
         for value, key, headers in ((b"fast path", None, None), (b"keyed", b"k", None), (b"general", None, [("h", b"")])):
             with pytest.raises(KafkaError, match="CLUSTER_AUTHORIZATION_FAILED"):
                 await producer.send("orders", value=value, key=key, headers=headers)
+
+
+# ---------------------------------------------------------------- one lifecycle for every layer (#12)
+async def test_every_layer_reads_the_producers_one_lifecycle(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    lifecycle = producer._lifecycle
+    assert producer._lifecycle.state is State.NEW
+    await producer.start()
+    client, accumulator, sender = producer._client, producer._accumulator, producer._sender
+    assert client is not None and accumulator is not None and sender is not None
+    assert client.lifecycle is lifecycle and accumulator.lifecycle is lifecycle
+    assert accumulator.pool.lifecycle is lifecycle and sender.lifecycle is lifecycle
+    assert producer._lifecycle.state is State.RUNNING
+    await producer.close()
+    assert lifecycle.state is State.CLOSED
+
+
+async def test_close_before_start_ends_closed_and_start_then_refuses(mock_cluster: MockCluster) -> None:
+    producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    await producer.close()
+    assert producer._lifecycle.state is State.CLOSED
+    with pytest.raises(ProducerClosedError, match="cannot be restarted"):
+        await producer.start()

@@ -1,0 +1,112 @@
+"""The producer's lifecycle: one state that every layer reads, moved forward only.
+
+Before this object, "closed" was a flag in each layer (the producer, the accumulator, the
+buffer pool, three in the sender, the client), each set by whoever closed that layer, and
+the layers could disagree for a while (the sender still retrying what the producer had
+given up on). Now there is one :class:`Lifecycle` per producer, made in
+``Producer.__init__`` and handed to the client, the buffer pool, the accumulator and the
+sender, which read ``state`` and ``refusal`` and keep no copy.
+
+Who moves it, and why no two movers can disagree::
+
+    NEW ──start() done──► RUNNING ──close()──► CLOSING ──timeout / dropped──► FORCED ──► CLOSED
+     └──────────────── close() before start() finished ──────────────────────────────────┘
+
+* ``Producer.start`` moves NEW → RUNNING; ``Producer.close`` moves to CLOSING, to FORCED
+  when its timeout runs out (``__del__`` of a dropped producer does the same), and to CLOSED
+  once the client is closed. The components' own ``close()`` methods (``BufferPool.close``,
+  ``Sender.initiate_close``/``force_close``, ``KafkaClient.close``) call the same moves, so
+  each works standalone in tests; under a producer they repeat a move already made.
+* A move never goes back (``_advance`` ignores a state behind the current one), so calls in
+  any order leave the furthest state: nothing can reopen a closed producer.
+* ``refusal`` is why records are refused while RUNNING: the sender set it when an error no
+  retry can fix arrived (``Sender._fatal``) or its loop itself failed (``Sender._die``). The
+  first reason stays.
+
+What each state means to the layers:
+
+=========  =================  ============================================  ==============
+state      records accepted   the sender                                     connections
+=========  =================  ============================================  ==============
+NEW        no (not started)   not running                                    none
+RUNNING    yes, unless        loops: ready, drain, send, retry               opened on need
+           ``refusal``
+CLOSING    no                 sends everything queued (linger ignored),      opened on need
+                              then stops
+FORCED     no                 no retries; what is left fails now             being dropped
+CLOSED     no                 ended                                          closed; none opened
+=========  =================  ============================================  ==============
+"""
+
+from __future__ import annotations
+
+import enum
+
+from aioproducer.errors import ProducerClosedError
+
+__all__ = ["Lifecycle", "State"]
+
+
+class State(enum.IntEnum):
+    """The producer's states, in the only order they can follow."""
+
+    NEW = 0
+    RUNNING = 1
+    CLOSING = 2
+    FORCED = 3
+    CLOSED = 4
+
+
+class Lifecycle:
+    """One producer's lifecycle state; see the module docstring for who moves it."""
+
+    __slots__ = ("state", "refusal")
+
+    def __init__(self, state: State = State.NEW) -> None:
+        #: Read by every layer, written only through the methods below (forward only).
+        self.state = state
+        #: Why records are refused while RUNNING (an unrecoverable error); None while they are not.
+        self.refusal: BaseException | None = None
+
+    def __repr__(self) -> str:
+        refusal = "" if self.refusal is None else f", refusal={self.refusal!r}"
+        return f"Lifecycle({self.state.name}{refusal})"
+
+    @property
+    def accepting(self) -> bool:
+        """Whether a record may be queued now."""
+        return self.state is State.RUNNING and self.refusal is None
+
+    @property
+    def closing(self) -> bool:
+        """``close()`` has begun: no record is accepted, and the sender must not wait for ``linger.ms``."""
+        return self.state >= State.CLOSING
+
+    def refused(self) -> BaseException:
+        """The error a refused record gets: the unrecoverable error if there was one, else ``ProducerClosedError``."""
+        return self.refusal or ProducerClosedError("the producer is closed: no more records are accepted")
+
+    def start(self) -> None:
+        """NEW → RUNNING: the sender task runs (``Producer.start``)."""
+        self._advance(State.RUNNING)
+
+    def close(self) -> None:
+        """→ CLOSING: accept nothing more, deliver what is queued."""
+        self._advance(State.CLOSING)
+
+    def force(self) -> None:
+        """→ FORCED: deliver nothing more; no retries, what is left fails."""
+        self._advance(State.FORCED)
+
+    def finish(self) -> None:
+        """→ CLOSED: the connections are closed and none may open."""
+        self._advance(State.CLOSED)
+
+    def refuse(self, error: BaseException) -> None:
+        """Refuse every later record with ``error`` (kept if a reason is already set)."""
+        if self.refusal is None:
+            self.refusal = error
+
+    def _advance(self, state: State) -> None:
+        if state > self.state:
+            self.state = state
