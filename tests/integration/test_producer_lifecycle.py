@@ -348,15 +348,16 @@ async def test_a_producer_id_refused_for_good_makes_every_later_send_say_why(
 async def test_every_layer_reads_the_producers_one_lifecycle(mock_cluster: MockCluster) -> None:
     producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
     lifecycle = producer._lifecycle
-    assert producer._lifecycle.state is State.NEW
+    states = [lifecycle.state]
     await producer.start()
     client, accumulator, sender = producer._client, producer._accumulator, producer._sender
     assert client is not None and accumulator is not None and sender is not None
     assert client.lifecycle is lifecycle and accumulator.lifecycle is lifecycle
     assert accumulator.pool.lifecycle is lifecycle and sender.lifecycle is lifecycle
-    assert producer._lifecycle.state is State.RUNNING
+    states.append(lifecycle.state)
     await producer.close()
-    assert lifecycle.state is State.CLOSED
+    states.append(lifecycle.state)
+    assert states == [State.NEW, State.RUNNING, State.CLOSED]
 
 
 async def test_close_before_start_ends_closed_and_start_then_refuses(mock_cluster: MockCluster) -> None:
