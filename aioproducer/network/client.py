@@ -6,8 +6,8 @@ one per node id, opened on first use) and the current
 work on its own: there is no background task. Whoever drives the producer
 (the sender loop) calls :meth:`KafkaClient.maybe_refresh_metadata` on its
 wake-ups, asks :meth:`is_ready` / :meth:`connection_delay` to skip brokers in
-reconnect backoff without blocking, and calls :meth:`produce_batch` or
-:meth:`connection` to talk to leaders.
+reconnect backoff without blocking, and calls :meth:`connection` to talk
+to leaders.
 
 Times. Every duration here is in milliseconds, as in the Java client's
 ``NetworkClient``/``Metadata``, and every time *point* (``now``) is in
@@ -56,16 +56,12 @@ from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse
 
 __all__ = ["ClientClosedError", "ClientConfig", "KafkaClient"]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_LEADER_NOT_AVAILABLE = 5
 
 #: ±20 %: the jitter Java applies to reconnect backoff so that clients which
 #: lost a broker together do not all come back at the same instant.
@@ -344,14 +340,6 @@ class KafkaClient:
             return await self._send_any(messages.METADATA, body, install)
         finally:
             await asyncio.gather(*(c.close() for c in moved))
-
-    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Send a request that any broker can answer to the least loaded one; return the response.
-
-        For InitProducerId (idempotent producer) and the like; the broker
-        choice and fallbacks are :meth:`_send_any`'s.
-        """
-        return await self._send_any(api_key, body, lambda response: response)
 
     async def _send_any(
         self, api_key: int, body: dict[str, Any], handle: Callable[[dict[str, Any]], _T]
@@ -661,56 +649,6 @@ class KafkaClient:
         jittered = term * self._rng.uniform(1 - _RECONNECT_JITTER, 1 + _RECONNECT_JITTER)
         return min(jittered, max(cap, base))
 
-    # ---------------------------------------------------------------- produce
-
-    async def produce_batch(
-        self,
-        topic: str,
-        partition: int,
-        batch_bytes: bytes,
-        *,
-        acks: int = -1,
-        timeout_ms: int = 30000,
-    ) -> int:
-        """Send one closed RecordBatch to the partition's leader; return its base offset.
-
-        The low-level building block: one Produce request per call, no retry.
-        A partition without a known leader triggers one metadata refresh
-        before giving up with the topic's or partition's error. A broker
-        error code raises its :mod:`aioproducer.errors` class; errors that
-        mean stale metadata (and a broken connection) mark metadata for
-        update. ``acks=0`` returns -1 once written: the broker sends no
-        response.
-        """
-        leader = self._metadata.leader_for(topic, partition)
-        if leader is None:
-            await self.refresh_metadata([topic])
-            metadata = self._metadata
-            leader = metadata.leader_for(topic, partition)
-            if leader is None:
-                code = metadata.topic_error(topic) or (
-                    _UNKNOWN_TOPIC_OR_PARTITION
-                    if metadata.partition(topic, partition) is None
-                    else _LEADER_NOT_AVAILABLE
-                )
-                raise errors.error_for_code(code)(f"no leader for {topic}-{partition}")
-        try:
-            conn = await self.connection(leader)
-            response = await conn.produce([(topic, [(partition, batch_bytes)])], acks=acks, timeout_ms=timeout_ms)
-        except (KafkaConnectionError, KafkaTimeoutError):  # either way the connection is gone
-            self.request_update()
-            raise
-        if response is None:
-            return -1
-        result = _partition_response(response, topic, partition)
-        code = result.error_code
-        if code:
-            if errors.error_for_code(code).invalid_metadata:
-                self.request_update()
-            detail = result.error_message or f"producing to {topic}-{partition}"
-            raise errors.error_for_code(code)(detail)
-        return result.base_offset
-
     # ------------------------------------------------------------------ close
 
     async def close(self, deadline: float | None = None) -> None:
@@ -764,11 +702,3 @@ class KafkaClient:
         await asyncio.gather(*(c.abort() for c in conns))
         if pending:
             await asyncio.wait(pending)
-
-
-def _partition_response(response: ProduceResponse, topic: str, partition: int) -> PartitionResponse:
-    """The Produce response entry for ``topic``/``partition``; its absence is a protocol error."""
-    for part in response.partitions:
-        if part.topic == topic and part.partition == partition:
-            return part
-    raise ProtocolError(f"Produce response has no entry for {topic}-{partition}")

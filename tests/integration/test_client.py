@@ -18,6 +18,7 @@ from aioproducer.network.client import ClientConfig, KafkaClient
 from aioproducer.protocol import messages
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
+from aioproducer.testing.raw_produce import produce_batch
 from helpers import closed_port, eventually, other_tasks
 
 pytestmark = pytest.mark.integration
@@ -280,16 +281,16 @@ async def test_staleness_with_a_fake_clock(mock_cluster: MockCluster) -> None:
 
 
 async def test_produce_batch_returns_increasing_base_offsets(client: KafkaClient) -> None:
-    offsets = [await client.produce_batch("orders", 0, batch(b"a", b"b"), acks=-1) for _ in range(3)]
+    offsets = [await produce_batch(client, "orders", 0, batch(b"a", b"b"), acks=-1) for _ in range(3)]
     assert offsets == [0, 2, 4]  # two records per batch
-    assert await client.produce_batch("orders", 1, batch(b"x"), acks=1) == 0  # per partition
+    assert await produce_batch(client, "orders", 1, batch(b"x"), acks=1) == 0  # per partition
 
 
 async def test_produce_batch_finds_the_leader_itself(mock_cluster: MockCluster) -> None:
     client = KafkaClient(Config(servers(mock_cluster)))
     try:
         # No bootstrap, no add_topic: the first call fetches what it needs.
-        assert await client.produce_batch("orders", 3, batch(b"v")) == 0
+        assert await produce_batch(client, "orders", 3, batch(b"v")) == 0
     finally:
         await client.close()
 
@@ -297,9 +298,9 @@ async def test_produce_batch_finds_the_leader_itself(mock_cluster: MockCluster) 
 async def test_produce_batch_acks0_returns_minus_one(
     client: KafkaClient, mock_cluster: MockCluster
 ) -> None:
-    assert await client.produce_batch("orders", 0, batch(b"a"), acks=0) == -1
+    assert await produce_batch(client, "orders", 0, batch(b"a"), acks=0) == -1
     # The record was written all the same: the next batch comes after it.
-    assert await client.produce_batch("orders", 0, batch(b"b")) == 1
+    assert await produce_batch(client, "orders", 0, batch(b"b")) == 1
 
 
 async def test_produce_batch_raises_the_broker_error_and_requests_metadata(
@@ -309,14 +310,14 @@ async def test_produce_batch_raises_the_broker_error_and_requests_metadata(
     assert not client.update_requested
     mock_cluster.push_request_errors(messages.PRODUCE, NOT_LEADER_OR_FOLLOWER)
     with pytest.raises(errors.error_for_code(NOT_LEADER_OR_FOLLOWER)) as info:
-        await client.produce_batch("orders", 0, batch(b"a"))
+        await produce_batch(client, "orders", 0, batch(b"a"))
     assert info.value.retriable and info.value.invalid_metadata
     assert client.update_requested
 
 
 async def test_produce_batch_to_unknown_partition(client: KafkaClient) -> None:
     with pytest.raises(errors.error_for_code(3)):  # UNKNOWN_TOPIC_OR_PARTITION
-        await client.produce_batch("orders", 99, batch(b"a"))
+        await produce_batch(client, "orders", 99, batch(b"a"))
 
 
 # ------------------------------------------------------------ connections
@@ -348,7 +349,7 @@ async def _broker_down_then_reconnect(client: KafkaClient, mock_cluster: MockClu
     conn = await client.connection(leader)
     mock_cluster.set_rtt(leader, 5000)
     sends = [
-        asyncio.ensure_future(client.produce_batch("orders", 0, batch(b"x"))) for _ in range(3)
+        asyncio.ensure_future(produce_batch(client, "orders", 0, batch(b"x"))) for _ in range(3)
     ]
     await eventually(lambda: conn.in_flight_count == 3)
     started = time.monotonic()
@@ -367,7 +368,7 @@ async def _broker_down_then_reconnect(client: KafkaClient, mock_cluster: MockClu
 
     mock_cluster.set_rtt(leader, 0)
     mock_cluster.broker_up(leader)
-    offset = await client.produce_batch("orders", 0, batch(b"y"))  # waits out the backoff
+    offset = await produce_batch(client, "orders", 0, batch(b"y"))  # waits out the backoff
     assert offset >= 0
     new_conn = await client.connection(leader)
     assert new_conn is not conn and new_conn.is_connected
@@ -440,7 +441,7 @@ async def test_unknown_node_is_a_connection_error(client: KafkaClient) -> None:
 
 
 async def test_send_any_uses_a_live_broker(client: KafkaClient) -> None:
-    response = await client.send_any(messages.API_VERSIONS, {})
+    response = await client._send_any(messages.API_VERSIONS, {}, lambda answer: answer)
     assert response["error_code"] == 0
 
 
@@ -452,7 +453,7 @@ async def test_close_closes_everything_and_leaks_nothing(mock_cluster: MockClust
     client = KafkaClient(Config(servers(mock_cluster)))
     await client.bootstrap()
     conns = [await client.connection(n) for n in (1, 2, 3)]
-    await client.produce_batch("orders", 0, batch(b"a"))
+    await produce_batch(client, "orders", 0, batch(b"a"))
     await client.close()
     await client.close()
     assert all(not c.is_connected for c in conns)

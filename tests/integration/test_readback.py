@@ -1,7 +1,7 @@
 """aioproducer's RecordBatch bytes, read back by three independent consumers.
 
 Batches are built with :class:`RecordBatchBuilder`, sent with the low-level
-:meth:`KafkaClient.produce_batch` to librdkafka's mock cluster and to a real
+:func:`aioproducer.testing.raw_produce.produce_batch` to librdkafka's mock cluster and to a real
 Kafka broker (the ``cluster`` fixture), and read back with aiokafka,
 kafka-python and confluent-kafka (:mod:`readback`). The mock stores a batch
 without looking inside it (it does not even verify the CRC); real Kafka
@@ -28,6 +28,7 @@ from aioproducer.network.client import KafkaClient
 from aioproducer.protocol import compression
 from aioproducer.protocol.records import TIMESTAMP_CREATE_TIME, RecordBatchBuilder, decode_batches
 from aioproducer.testing import KafkaCluster, MockCluster
+from aioproducer.testing.raw_produce import produce_batch
 
 from conftest import BrokerUnderTest, new_topic
 
@@ -182,7 +183,7 @@ async def test_every_field_reads_back_byte_exact(
     cluster: BrokerUnderTest, client: KafkaClient, codec: int, consumer: str
 ) -> None:
     records = rich_records()
-    base = await client.produce_batch(cluster.topic, 0, build(codec, records), acks=-1)
+    base = await produce_batch(client, cluster.topic, 0, build(codec, records), acks=-1)
     assert base == 0
 
     got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 0, count=len(records))
@@ -201,7 +202,7 @@ async def test_own_decoder_reads_the_brokers_copy(
     """
     records = rich_records()
     sent = build(codec, records, producer_id=4242, producer_epoch=7, base_sequence=0)
-    base = await client.produce_batch(cluster.topic, 1, sent, acks=-1)
+    base = await produce_batch(client, cluster.topic, 1, sent, acks=-1)
 
     raw = await fetch_raw_records(cluster.bootstrap_servers, cluster.topic, 1)
 
@@ -228,7 +229,7 @@ async def test_many_records_in_one_batch(
         )
         for i in range(17_000)
     ]
-    base = await client.produce_batch(cluster.topic, 2, build(compression.ZSTD, records), acks=-1)
+    base = await produce_batch(client, cluster.topic, 2, build(compression.ZSTD, records), acks=-1)
 
     got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 2, count=len(records))
 
@@ -259,7 +260,7 @@ async def test_several_batches_to_one_partition(
     want: list[ReadRecord] = []
     next_offset = 0
     for codec, records in batches:
-        base = await client.produce_batch(cluster.topic, 3, build(codec, records), acks=-1)
+        base = await produce_batch(client, cluster.topic, 3, build(codec, records), acks=-1)
         assert base == next_offset
         want += expected(base, records)
         next_offset = base + len(records)
@@ -286,7 +287,7 @@ async def test_batches_to_several_partitions(cluster: BrokerUnderTest, client: K
             for i in range(p + 1)
         ]
         sent[p] = records
-        assert await client.produce_batch(cluster.topic, p, build(codec, records), acks=-1) == 0
+        assert await produce_batch(client, cluster.topic, p, build(codec, records), acks=-1) == 0
 
     for p, records in sent.items():
         for consumer in _consumers_for(p % 5):
@@ -314,8 +315,8 @@ async def test_idempotent_producer_state_reads_back(
     restamped = builder.build(producer_id=1_000_001, producer_epoch=1, base_sequence=0)
     assert stale[21:61] != restamped[21:61] and stale[61:] == restamped[61:]
 
-    base1 = await client.produce_batch(cluster.topic, 4, b1, acks=-1)
-    base2 = await client.produce_batch(cluster.topic, 4, restamped, acks=-1)
+    base1 = await produce_batch(client, cluster.topic, 4, b1, acks=-1)
+    base2 = await produce_batch(client, cluster.topic, 4, restamped, acks=-1)
     assert base2 == base1 + len(first)
 
     got = await read_with(consumer, cluster.bootstrap_servers, cluster.topic, 4, count=len(first) + len(second))
@@ -339,7 +340,7 @@ async def _produce_good_bad_good(client: KafkaClient, partition: int) -> list[li
         data = bytearray(build(compression.NONE, records))
         if i == 1:
             data[CRC_OFFSET] ^= 0x01
-        assert await client.produce_batch("orders", partition, bytes(data), acks=-1) == i
+        assert await produce_batch(client, "orders", partition, bytes(data), acks=-1) == i
     return batches
 
 
@@ -415,6 +416,6 @@ async def test_real_kafka_refuses_a_batch_with_a_wrong_crc(kafka_cluster: KafkaC
         data = bytearray(build(compression.NONE, [(T0, b"k", b"v", None)]))
         data[CRC_OFFSET] ^= 0x01
         with pytest.raises(CorruptMessageError):
-            await client.produce_batch(topic, 0, bytes(data), acks=-1)
-        assert await client.produce_batch(topic, 0, build(compression.NONE, [(T0, b"k", b"v", None)]), acks=-1) == 0
+            await produce_batch(client, topic, 0, bytes(data), acks=-1)
+        assert await produce_batch(client, topic, 0, build(compression.NONE, [(T0, b"k", b"v", None)]), acks=-1) == 0
 
