@@ -8,8 +8,8 @@ disturbed by other processes on the machine):
   ``send_produce`` then ``receive_data`` of its answer, five requests in flight;
 * ``adapter``: :meth:`BrokerConnection.send_produce` and the reader task feeding
   the answers to the state machine and calling back, on a real event loop; the
-  writer is a stub and the answers are fed to the reader's ``StreamReader``
-  directly (private attributes: this measures the connection, not the kernel).
+  streams come from a scripted peer (``open_streams=``) that answers ApiVersions
+  and takes the Produce answers the benchmark feeds it: the connection's work, not the kernel's.
 
 Both use Produce v9 with one 100-byte batch; most of the time is the codec
 (encode and decode), the rest is the connection's bookkeeping.
@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 from aioproducer.errors import KafkaError
 from aioproducer.network.connection import BrokerConnection
@@ -73,19 +74,41 @@ def bench_state_machine(requests: int) -> float:
     return (time.perf_counter() - started) / (rounds * IN_FLIGHT)
 
 
-class _StubWriter:
-    """Takes frames and drops them."""
+class _ScriptedPeer:
+    """The broker's side of the streams: answers the ApiVersions request, drops every other frame.
 
-    class transport:  # noqa: N801 - stands in for an attribute
-        @staticmethod
-        def abort() -> None:
-            pass
+    Stands in for the socket so that the measurement is the connection's own work, not the
+    kernel's; the Produce answers are fed to ``reader`` by the benchmark, a round at a time.
+    """
 
-    def writelines(self, chunks: Any) -> None:
+    def __init__(self) -> None:
+        self.reader = asyncio.StreamReader()
+        self._negotiated = False
+
+    async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return self.reader, cast(asyncio.StreamWriter, self)
+
+    def writelines(self, chunks: Iterable[bytes]) -> None:
+        if self._negotiated:
+            return
+        self._negotiated = True
+        frame = b"".join(chunks)
+        version = int.from_bytes(frame[6:8], "big")
+        correlation_id = int.from_bytes(frame[8:12], "big")
+        self.reader.feed_data(messages.encode_response(messages.API_VERSIONS, version, correlation_id, _API_VERSIONS))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default  # no socket: buffer sizes are left alone
+
+    @property
+    def transport(self) -> _ScriptedPeer:
+        return self
+
+    def abort(self) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        self.reader.feed_eof()
 
     async def drain(self) -> None:
         pass
@@ -96,12 +119,10 @@ class _StubWriter:
 
 async def _bench_adapter(requests: int) -> float:
     loop = asyncio.get_running_loop()
-    conn = BrokerConnection("bench", 1, 1, client_id="bench", max_in_flight=IN_FLIGHT)
-    conn._loop = loop
-    conn._writer = _StubWriter()  # type: ignore[assignment]
-    _negotiate(conn._protocol)
-    reader = asyncio.StreamReader()
-    conn._reader_task = loop.create_task(conn._read_loop(reader))
+    peer = _ScriptedPeer()
+    conn = BrokerConnection("bench", 1, 1, client_id="bench", max_in_flight=IN_FLIGHT, open_streams=peer.open)
+    await conn.connect()  # ApiVersions (correlation id 0) answered by the peer
+    reader = peer.reader
     answers = _answers(1, requests)
     rounds = requests // IN_FLIGHT
     answered = 0

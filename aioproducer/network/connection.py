@@ -50,7 +50,7 @@ import collections
 import functools
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 import aioproducer
@@ -71,7 +71,7 @@ from aioproducer.protocol.connection_state import (
 )
 from aioproducer.protocol.produce import ProduceResponse, TopicData
 
-__all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "BrokerConnection", "ProduceCallback"]
+__all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "BrokerConnection", "OpenStreams", "ProduceCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,10 @@ def _settle(future: asyncio.Future[Any], result: Any, error: KafkaError | None) 
         future.set_exception(error)
 
 
+#: Opens the streams to a broker, ``(host, port) -> (reader, writer)``: ``asyncio.open_connection`` by default.
+OpenStreams = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+
+
 class BrokerConnection:
     """A pipelined, version-negotiated connection to one broker.
 
@@ -125,6 +129,7 @@ class BrokerConnection:
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
         on_throttle: Callable[[int, int], None] | None = None,
+        open_streams: OpenStreams | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -137,6 +142,9 @@ class BrokerConnection:
             client_software_version=aioproducer.__version__,
         )
         self.connect_timeout_ms = connect_timeout_ms
+        #: How the byte streams to ``host:port`` are opened: plain TCP unless the owner gives another
+        #: way (a TLS context; a scripted peer in benchmarks). The one place a transport is made.
+        self._open_streams: OpenStreams = open_streams or asyncio.open_connection
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         #: Called with ``(node_id, throttle_time_ms)`` when a Produce response asks the client to hold
@@ -287,7 +295,7 @@ class BrokerConnection:
             # that arrives as the connection completes, and a close() while starting then
             # waited for a whole bootstrap (measured: 15 s against a slow broker).
             async with deadline:
-                reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                reader, self._writer = await self._open_streams(self.host, self.port)
         except TimeoutError:
             if not deadline.expired():
                 raise
