@@ -131,6 +131,7 @@ class RecordAccumulator:
         #: costs in proportion to topics with data, not to every topic ever sent to. A topic
         #: joins when a batch is queued and leaves when ``ready()`` finds all its deques empty.
         self._active: dict[str, TopicInfo] = {}
+        #: When each broker was last seen ready and last drainable; written by update_node_latency only.
         self.node_stats = NodeLatencyStats(config.availability_timeout_ms)
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[tuple[str, int]] = set()
@@ -398,6 +399,13 @@ class RecordAccumulator:
             return
         queues = [(p, metadata.leader_for(topic, p), len(dq)) for p, dq in info.batches.items()]
         info.partitioner.update_load_stats_from_queues(queues, self.node_stats)
+
+    def update_node_latency(self, node: int, now: float, can_drain: bool) -> None:
+        """The sender saw ``node`` ready, able to take a request or not (Java's ``updateNodeLatencyStats``).
+
+        Feeds ``partitioner.availability.timeout.ms``: the statistics stay the accumulator's own.
+        """
+        self.node_stats.update(node, int(now), can_drain)
 
     def retry_backoff(self, attempts: int) -> float:
         """Exponential backoff (KIP-580) before jitter: retry.backoff.ms doubling per attempt, capped.

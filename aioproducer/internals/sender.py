@@ -302,12 +302,11 @@ class Sender:
             delay = min(delay, float(self.config.retry_backoff_ms))
 
         nodes = set()
-        node_stats = accumulator.node_stats
         compressing = self._compressing
         self._inline_left = self._inline_budget
         for node in result.ready_nodes:
             can_drain = self.client.is_ready(node) and not (compressing and node in compressing)
-            node_stats.update(node, int(now), can_drain)
+            accumulator.update_node_latency(node, now, can_drain)
             if can_drain:
                 nodes.add(node)
             elif not self.client.is_connected(node):

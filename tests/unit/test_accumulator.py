@@ -431,6 +431,33 @@ async def test_ready_weights_keyless_records_by_queue_length_from_the_metadata_s
     assert weights[0] < weights[1] and weights[0] < weights[2]
 
 
+async def test_a_node_the_sender_could_not_drain_past_the_availability_timeout_leaves_the_keyless_draw() -> None:
+    """``partitioner.availability.timeout.ms``: the sender reports each ready node; one not drainable for
+    longer than the timeout has its partitions left out of the adaptive weights (Leaders: p % 2)."""
+    clock = FakeClock()
+    acc = RecordAccumulator(
+        AccumulatorConfig(batch_size=1024, linger_ms=10, availability_timeout_ms=100),
+        BufferPool(1 << 20, 1024),
+        None,
+        lambda: None,
+        clock=clock,
+    )
+    snapshot = TopicPartitions(4, (0, 1, 2, 3))
+    assert acc.try_append_sticky("t", snapshot, 1, None, VALUE, None, None) is not None
+    for partition in range(4):
+        assert acc.try_append("t", partition, 1, None, b"y" * 1000, None, None) is not None
+    partitioner = acc.topic_info("t").partitioner
+    leaders = SnapshotLeaders(snapshot)
+    acc.update_node_latency(0, clock.now, True)
+    acc.update_node_latency(1, clock.now, True)
+    acc.update_node_latency(1, clock.now + 100, False)  # node 1: ready, not drainable, for 100 ms: still in
+    acc.ready(leaders, clock.now + 100)
+    assert set(partitioner.load_stats() or {}) == {0, 1, 2, 3}
+    acc.update_node_latency(1, clock.now + 101, False)  # past the timeout
+    acc.ready(leaders, clock.now + 101)
+    assert set(partitioner.load_stats() or {}) == {0, 2}
+
+
 async def test_retry_backoff_is_capped_without_overflowing_at_any_attempt() -> None:
     clock = FakeClock()
     acc, _ = make(clock)
