@@ -43,20 +43,30 @@ caller: the machine never reads a clock.
 
 States (:class:`ConnectionState`)::
 
-    NEW --initiate()--> NEGOTIATING --ApiVersions answered--> READY
-     |                      |                                   |
-     +----------------------+----- close() / broken ------------+--> CLOSED
+    NEW --initiate()--> NEGOTIATING --ApiVersions answered--------------------------> READY
+                            |   (with a SASL mechanism:)                               ^  |
+                            +--> SASL_HANDSHAKE --agreed--> AUTHENTICATING --done------+  |
+                                                                                          |
+    READY --begin_reauthentication()--> REAUTHENTICATING --done--> READY  <---------------+
+     any state --- close() / broken / authentication failed ---> CLOSED
 
-Authentication (the security work) slots in between NEGOTIATING and READY:
-after ApiVersions, ``SASL_HANDSHAKE`` (SaslHandshake request, mechanism
-agreed) then ``AUTHENTICATING`` (SaslAuthenticate round trips, driven by a
-mechanism object fed the server's challenges; a mechanism that needs the
-owner, such as an OAUTHBEARER token, would be asked through an event). KIP-368
-re-authentication is a ``REAUTHENTICATING`` state entered from READY when the
-session lifetime runs out, where ordinary requests wait. Each of these is a
-branch in :meth:`ClientConnection._on_response` (by state, as negotiation is
-now) and, for the requests the machine sends itself, a :class:`DataToSend`
-event, as the ApiVersions retry already is.
+Authentication (SASL_PLAINTEXT, SASL_SSL). :meth:`~ClientConnection.initiate`
+takes the mechanism's client (a :class:`SaslMechanism`: the first message, then
+a reply per server challenge, checking the server where the mechanism can):
+after ApiVersions the machine sends SaslHandshake v1 (the mechanism), then
+SaslAuthenticate round trips until the mechanism is satisfied; only then is the
+connection READY and the negotiation token answered. A refused mechanism or
+failed authentication fails that token with :class:`UnsupportedSaslMechanismError`
+or :class:`SaslAuthenticationFailedError` naming the broker, and breaks the
+connection. Kafka's session lifetime (``connections.max.reauth.ms``, KIP-368)
+comes back with the last SaslAuthenticate answer: :attr:`~ClientConnection.reauthenticate_at`
+says when to authenticate again, which the owner starts with
+:meth:`~ClientConnection.begin_reauthentication` and a fresh mechanism client
+(an OAUTHBEARER token is fetched by the owner, asynchronously, first). While
+REAUTHENTICATING no new request is accepted (``has_free_slot`` is False); the
+requests in flight are answered as usual, and once none awaits an answer the
+handshake goes out as a :class:`DataToSend` event. Its end is answered on the
+token given to ``begin_reauthentication``.
 
 Who owns what. :class:`ClientConnection` owns, and alone changes:
 
@@ -73,10 +83,13 @@ Who owns what. :class:`ClientConnection` owns, and alone changes:
   two queues above plus slots reserved by :meth:`~ClientConnection.acquire_slot`);
 * ``_buffer``/``_needed``: bytes of an incomplete frame and how many make it whole;
 * ``_broker_versions``, ``_produce_version``: the negotiated API versions;
-* ``_negotiation_version``: the ApiVersions version last sent while NEGOTIATING.
+* ``_negotiation_version``: the ApiVersions version last sent while NEGOTIATING;
+* ``_auth``: the authentication under way (mechanism client, token, whether the
+  handshake is out), None outside SASL_HANDSHAKE, AUTHENTICATING, REAUTHENTICATING;
+  ``_reauthenticate_at``: when the session runs out, scaled by ``reauth_fraction``.
 
-``client_id``, ``max_in_flight``, ``request_timeout_ms`` and ``max_response_size``
-are configuration, fixed at construction. ``node_id`` and ``address`` are only
+``client_id``, ``max_in_flight``, ``request_timeout_ms``, ``max_response_size`` and
+``reauth_fraction`` are configuration, fixed at construction. ``node_id`` and ``address`` are only
 for messages; the owner may update ``node_id`` (a bootstrap connection learns
 its broker's id later).
 """
@@ -86,16 +99,19 @@ from __future__ import annotations
 import collections
 import enum
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from aioproducer.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProtocolError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
+    error_for_code,
 )
 from aioproducer.protocol import messages, produce
 from aioproducer.protocol.produce import TopicData
@@ -110,6 +126,7 @@ __all__ = [
     "Event",
     "RequestFailed",
     "ResponseReceived",
+    "SaslMechanism",
     "Throttled",
     "not_kafka_hint",
 ]
@@ -139,8 +156,31 @@ class ConnectionState(enum.Enum):
 
     NEW = "new"
     NEGOTIATING = "negotiating"
+    SASL_HANDSHAKE = "sasl-handshake"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
+    REAUTHENTICATING = "reauthenticating"
     CLOSED = "closed"
+
+
+class SaslMechanism(Protocol):
+    """The client side of one SASL authentication (``aioproducer.security.sasl`` has PLAIN, SCRAM, OAUTHBEARER).
+
+    Pure: bytes in, bytes out. ``respond`` gets each server message and returns the next
+    client message, or None once the mechanism is satisfied (for SCRAM: the server's
+    signature checked); it raises :class:`SaslAuthenticationFailedError` when the server
+    cannot be trusted.
+    """
+
+    mechanism: str
+
+    def initial_response(self) -> bytes: ...
+
+    def respond(self, challenge: bytes) -> bytes | None: ...
+
+
+#: SASL requests are the machine's own: an owner sending one would desynchronize authentication.
+_SASL_APIS: Final = frozenset((messages.SASL_HANDSHAKE, messages.SASL_AUTHENTICATE))
 
 
 # ------------------------------------------------------------------ events
@@ -218,6 +258,17 @@ class _Pending(Generic[Token]):
     fast_produce: bool
 
 
+@dataclass(slots=True)
+class _Authentication(Generic[Token]):
+    """One authentication under way: the mechanism's client and the token its outcome answers."""
+
+    token: Token
+    client: SaslMechanism
+    #: The ApiVersions answer, delivered on ``token`` once authenticated (None when re-authenticating).
+    negotiated: Any = None
+    handshake_sent: bool = False
+
+
 def _api_name(api_key: int) -> str:
     """A human name for error messages ("Produce (0)")."""
     name = messages.API_NAMES.get(api_key)
@@ -267,9 +318,12 @@ class ClientConnection(Generic[Token]):
         client_software_name: str = "aioproducer",
         client_software_version: str = "0",
         max_response_size: int = MAX_RESPONSE_SIZE,
+        reauth_fraction: float = 0.9,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        if not 0.0 < reauth_fraction <= 1.0:
+            raise ValueError(f"reauth_fraction must be in (0, 1], got {reauth_fraction}")
         self.client_id = client_id
         #: ``host:port`` and the broker's id, for messages only.
         self.address = address
@@ -293,6 +347,11 @@ class ClientConnection(Generic[Token]):
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self._produce_version: int | None = None
         self._negotiation_version = 0
+        #: Re-authenticate this far into the session lifetime the broker gives (Java draws 85-95 %).
+        self.reauth_fraction = reauth_fraction
+        self._auth: _Authentication[Token] | None = None
+        self._pending_sasl: SaslMechanism | None = None
+        self._reauthenticate_at: float | None = None
 
     def __repr__(self) -> str:
         return f"<ClientConnection node={self.node_id} {self.address} {self._state.value}>"
@@ -315,7 +374,18 @@ class ClientConnection(Generic[Token]):
 
     @property
     def has_free_slot(self) -> bool:
-        return self._slots_held < self.max_in_flight
+        """Whether a request may be sent now: READY (not re-authenticating) and a slot free."""
+        return self._slots_held < self.max_in_flight and self._state is ConnectionState.READY
+
+    @property
+    def is_established(self) -> bool:
+        """Negotiated and authenticated; True while re-authenticating, which keeps the connection."""
+        return self._state is ConnectionState.READY or self._state is ConnectionState.REAUTHENTICATING
+
+    @property
+    def reauthenticate_at(self) -> float | None:
+        """When to start re-authenticating (ms), None when the broker set no session lifetime (KIP-368)."""
+        return self._reauthenticate_at
 
     @property
     def next_deadline(self) -> float | None:
@@ -389,8 +459,8 @@ class ClientConnection(Generic[Token]):
 
     # ---------------------------------------------------------- negotiation
 
-    def initiate(self, token: Token, now: float) -> Chunks:
-        """Start ApiVersions negotiation (KIP-35/511): the request to write first.
+    def initiate(self, token: Token, now: float, sasl: SaslMechanism | None = None) -> Chunks:
+        """Start ApiVersions negotiation (KIP-35/511), then SASL with ``sasl``: the request to write first.
 
         Negotiation ends with :class:`ResponseReceived` for ``token`` (the
         accepted ApiVersions response; the state is then READY) or
@@ -399,6 +469,7 @@ class ClientConnection(Generic[Token]):
         if self._state is not ConnectionState.NEW:
             raise RuntimeError(f"{self!r}: initiate() in state {self._state.value}")
         self._state = ConnectionState.NEGOTIATING
+        self._pending_sasl = sasl
         version = messages.SUPPORTED_VERSIONS[messages.API_VERSIONS][1]
         return self._send_api_versions(token, version, now)
 
@@ -439,8 +510,116 @@ class ClientConnection(Generic[Token]):
         self._broker_versions = {
             int(k["api_key"]): (int(k["min_version"]), int(k["max_version"])) for k in body.get("api_keys") or ()
         }
+        sasl, self._pending_sasl = self._pending_sasl, None
+        if sasl is not None:
+            self._state = ConnectionState.SASL_HANDSHAKE
+            auth = self._auth = _Authentication(token, sasl, negotiated=body)
+            self._send_handshake(auth, now, events)
+            return
         self._state = ConnectionState.READY
         events.append(ResponseReceived(token, body))
+
+    # -------------------------------------------------------- authentication
+
+    def begin_reauthentication(self, token: Token, sasl: SaslMechanism, now: float) -> list[Event[Token]]:
+        """Authenticate the connection again (KIP-368); events, as :meth:`receive_data` returns them.
+
+        No new request is accepted until it ends. The handshake goes out once no request
+        awaits an answer: at once if none does (a :class:`DataToSend` event here), else
+        after the last answer. The outcome comes on ``token``: :class:`ResponseReceived`
+        (the last SaslAuthenticate answer), or :class:`RequestFailed` and :class:`ConnectionBroken`.
+        """
+        if self._state is not ConnectionState.READY:
+            raise RuntimeError(f"{self!r}: begin_reauthentication() in state {self._state.value}")
+        self._state = ConnectionState.REAUTHENTICATING
+        self._reauthenticate_at = None
+        auth = self._auth = _Authentication(token, sasl)
+        events: list[Event[Token]] = []
+        if not self._in_flight:
+            self._send_handshake(auth, now, events)
+        return events
+
+    def _send_handshake(self, auth: _Authentication[Token], now: float, events: list[Event[Token]]) -> None:
+        """SaslHandshake v1: v0 would carry the SASL messages unframed, which aioproducer does not speak."""
+        try:
+            version = self.api_version(messages.SASL_HANDSHAKE)
+            if version < 1:
+                raise UnsupportedVersionError(
+                    f"broker {self.address} (node {self.node_id}) speaks SaslHandshake v0 only "
+                    "(SASL without Kafka framing, Kafka < 1.0): not supported"
+                )
+        except UnsupportedVersionError as exc:
+            self._fail_authentication(exc, events)
+            return
+        auth.handshake_sent = True
+        self._take_slot()
+        body = {"mechanism": auth.client.mechanism}
+        events.append(DataToSend(self._register(auth.token, messages.SASL_HANDSHAKE, version, body, now)))
+
+    def _send_authenticate(self, auth: _Authentication[Token], data: bytes, now: float) -> Chunks:
+        self._take_slot()
+        version = self.api_version(messages.SASL_AUTHENTICATE)
+        return self._register(auth.token, messages.SASL_AUTHENTICATE, version, {"auth_bytes": data}, now)
+
+    def _on_sasl_response(self, head: _Pending[Token], body: Any, now: float, events: list[Event[Token]]) -> None:
+        auth = self._auth
+        assert auth is not None
+        mechanism = auth.client.mechanism
+        code = int(body.get("error_code", 0))
+        if head.api_key == messages.SASL_HANDSHAKE:
+            if code:
+                enabled = ", ".join(body.get("mechanisms") or ()) or "none"
+                cls = UnsupportedSaslMechanismError if code == UnsupportedSaslMechanismError.errno else error_for_code(code)
+                self._fail_authentication(
+                    cls(f"broker {self.address} (node {self.node_id}) refused SASL mechanism {mechanism}: it enables {enabled}"),
+                    events,
+                )
+                return
+            if self._state is ConnectionState.SASL_HANDSHAKE:
+                self._state = ConnectionState.AUTHENTICATING
+            self._next_auth_message(auth, lambda: auth.client.initial_response(), now, events)
+            return
+        if code:
+            reason = body.get("error_message") or "no reason given"
+            cls = SaslAuthenticationFailedError if code == SaslAuthenticationFailedError.errno else error_for_code(code)
+            self._fail_authentication(
+                cls(f"SASL {mechanism} authentication failed at broker {self.address} (node {self.node_id}): {reason}"),
+                events,
+            )
+            return
+        challenge: bytes = body.get("auth_bytes") or b""
+        if self._next_auth_message(auth, lambda: auth.client.respond(challenge), now, events):
+            return
+        lifetime = int(body.get("session_lifetime_ms") or 0)
+        self._reauthenticate_at = now + lifetime * self.reauth_fraction if lifetime > 0 else None
+        self._auth = None
+        result = auth.negotiated if self._state is ConnectionState.AUTHENTICATING else body
+        self._state = ConnectionState.READY
+        events.append(ResponseReceived(auth.token, result))
+
+    def _next_auth_message(
+        self, auth: _Authentication[Token], make: Callable[[], bytes | None], now: float, events: list[Event[Token]]
+    ) -> bool:
+        """Send the mechanism's next message; False when it has none (authenticated). Fails on its error."""
+        try:
+            data: bytes | None = make()
+        except KafkaError as exc:
+            error = SaslAuthenticationFailedError(
+                f"SASL {auth.client.mechanism} authentication with broker {self.address} (node {self.node_id}) failed: {exc}"
+            )
+            error.__cause__ = exc
+            self._fail_authentication(error, events)
+            return True
+        if data is None:
+            return False
+        events.append(DataToSend(self._send_authenticate(auth, data, now)))
+        return True
+
+    def _fail_authentication(self, error: KafkaError, events: list[Event[Token]]) -> None:
+        auth, self._auth = self._auth, None
+        if auth is not None:
+            events.append(RequestFailed(auth.token, error))
+        self._break(error, events)
 
     # ------------------------------------------------------------- sending
 
@@ -464,6 +643,8 @@ class ClientConnection(Generic[Token]):
         not encode; nothing is tracked then (a reserved slot stays reserved).
         """
         self._check_sendable(reserved)
+        if api_key in _SASL_APIS:
+            raise ValueError(f"{_api_name(api_key)} is sent by the connection itself (pass a mechanism to initiate())")
         frame = messages.encode_request_chunks(
             api_key, version, self._sequence & _CORRELATION_MASK, self.client_id, body
         )
@@ -672,10 +853,23 @@ class ClientConnection(Generic[Token]):
             ) from exc
 
     def _on_response(self, head: _Pending[Token], body: Any, now: float, events: list[Event[Token]]) -> None:
-        """Emit a decoded response's events; during negotiation, continue negotiating instead."""
-        if self._state is ConnectionState.NEGOTIATING:  # only the ApiVersions request is in flight
+        """Emit a decoded response's events; during negotiation or authentication, go on with it instead."""
+        state = self._state
+        if state is ConnectionState.NEGOTIATING:  # only the ApiVersions request is in flight
             self._on_api_versions(head.token, body, now, events)
             return
+        if head.api_key in _SASL_APIS:
+            self._on_sasl_response(head, body, now, events)
+            return
+        if state is ConnectionState.REAUTHENTICATING:
+            self._emit_response(head, body, events)
+            auth = self._auth
+            if auth is not None and not auth.handshake_sent and not self._in_flight:
+                self._send_handshake(auth, now, events)  # the last answer before re-authenticating
+            return
+        self._emit_response(head, body, events)
+
+    def _emit_response(self, head: _Pending[Token], body: Any, events: list[Event[Token]]) -> None:
         if head.api_key == messages.PRODUCE and head.version >= PRODUCE_CLIENT_THROTTLE_VERSION:
             throttle_ms = body.throttle_time_ms if head.fast_produce else body.get("throttle_time_ms", 0)
             if throttle_ms > 0:
@@ -738,6 +932,8 @@ class ClientConnection(Generic[Token]):
     def _close(self, error: KafkaError, events: list[Event[Token]]) -> None:
         self._state = ConnectionState.CLOSED
         self.close_reason = error
+        self._auth = None
+        self._reauthenticate_at = None
         self._buffer.clear()
         for queue in (self._in_flight, self._unwritten):
             while queue:
