@@ -34,8 +34,7 @@ accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.reco
                                           ``transaction.timeout.ms``
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
-not supported yet (ConfigError if set)    ``transactional.id``; ``security.protocol`` other than
-                                          ``PLAINTEXT``; every ``ssl.*`` / ``sasl.*`` key
+not supported yet (ConfigError if set)    ``transactional.id``
 ========================================  ======================================================
 """
 
@@ -247,11 +246,64 @@ def _bootstrap_servers(key: str, value: Any) -> list[tuple[str, int]]:
     return servers
 
 
-def _security_protocol(key: str, value: Any) -> str:
-    protocol: str = _choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])(key, value)
-    if protocol != "PLAINTEXT":
-        raise ConfigError(f"{key}={protocol} is not supported yet: aioproducer speaks PLAINTEXT only")
-    return protocol
+_security_protocol = _choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+
+
+class Password:
+    """A secret configuration value (Java's ``Password``): shown as ``[hidden]`` wherever it is printed.
+
+    ``repr()``, ``str()``, ``ProducerConfig`` printing, ``as_dict()`` and error messages
+    see ``[hidden]``; the code that needs the secret reads ``.value``.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Password) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _password(key: str, value: Any) -> Password | None:
+    if value is None or isinstance(value, Password):
+        return value
+    if isinstance(value, str):
+        return Password(value)
+    raise ConfigError(f"{key} must be a string (a secret), got a {type(value).__name__}")
+
+
+def _optional_string(key: str, value: Any) -> str | None:
+    return None if value is None else _string(key, value)
+
+
+def _store_type(key: str, value: Any) -> str | None:
+    """PEM, PKCS12 or JKS (refused when a store is loaded, with how to convert it); None: guessed from the file."""
+    return None if value is None else _choice(["PEM", "PKCS12", "JKS"])(key, value)
+
+
+def _ssl_context(key: str, value: Any) -> Any:
+    import ssl
+
+    if value is None or isinstance(value, ssl.SSLContext):
+        return value
+    raise ConfigError(f"{key} must be an ssl.SSLContext, got {_show(value)}")
+
+
+def _token_provider(key: str, value: Any) -> Any:
+    if value is None or callable(value):
+        return value
+    raise ConfigError(
+        f"{key} must be a callable (or async callable) returning (token, expiry_ms) or a token string, got {_show(value)}"
+    )
 
 
 def _transactional_id(key: str, value: Any) -> None:
@@ -335,7 +387,31 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("key.serializer", "class", None, "Key serializer: `f(key) -> bytes|None`, object with `serialize(topic, data)`, or dotted path. None: bytes/str only.", _serializer),
     ConfigDef("value.serializer", "class", None, "Value serializer, like `key.serializer`.", _serializer),
     ConfigDef("interceptor.classes", "list", [], "Interceptors: objects, classes or dotted paths, list or comma string.", _interceptors),
-    ConfigDef("security.protocol", "string", "PLAINTEXT", "Only PLAINTEXT is supported yet.", _security_protocol),
+    ConfigDef("security.protocol", "string", "PLAINTEXT", "How to reach the brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT, SASL_SSL (SASL over TLS).", _security_protocol),
+    ConfigDef("ssl.truststore.location", "string", None, "CA certificates that sign the brokers' certificates: a PEM file (one or more certificates) or a PKCS12 store. None: the system's CAs.", _optional_string),
+    ConfigDef("ssl.truststore.type", "string", None, "PEM or PKCS12 (JKS is refused with the command that converts it). None (Java: JKS): read from the file.", _store_type),
+    ConfigDef("ssl.truststore.password", "password", None, "Password of a PKCS12 truststore.", _password),
+    ConfigDef("ssl.truststore.certificates", "string", None, "CA certificates inline, in PEM (instead of `ssl.truststore.location`).", _optional_string),
+    ConfigDef("ssl.keystore.location", "string", None, "Mutual TLS: this client's certificate chain and private key, a PEM file or a PKCS12 store.", _optional_string),
+    ConfigDef("ssl.keystore.type", "string", None, "PEM or PKCS12 (JKS refused). None (Java: JKS): read from the file.", _store_type),
+    ConfigDef("ssl.keystore.password", "password", None, "Password of a PKCS12 keystore.", _password),
+    ConfigDef("ssl.key.password", "password", None, "Password of the (encrypted) private key.", _password),
+    ConfigDef("ssl.keystore.certificate.chain", "string", None, "Mutual TLS: the certificate chain inline, in PEM.", _optional_string),
+    ConfigDef("ssl.keystore.key", "password", None, "Mutual TLS: the private key inline, in PEM (encrypted: `ssl.key.password`).", _password),
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https", "`https`: check that the broker's certificate names the host connected to; empty: do not (the chain is still verified).", _string),
+    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions allowed: TLSv1.2, TLSv1.3.", _string_list),
+    ConfigDef("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites allowed (empty: Python's defaults); TLS 1.3 suites cannot be restricted from Python.", _string_list),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Accepted and ignored: `ssl.enabled.protocols` decides.", _string, _IGN),
+    ConfigDef("ssl.ca.location", "string", None, "librdkafka's name: a PEM file or directory of CA certificates (as `ssl.truststore.location`).", _optional_string),
+    ConfigDef("ssl.certificate.location", "string", None, "librdkafka's name: this client's certificate (PEM) for mutual TLS, with `ssl.key.location`.", _optional_string),
+    ConfigDef("ssl.key.location", "string", None, "librdkafka's name: this client's private key (PEM), with `ssl.certificate.location`.", _optional_string),
+    ConfigDef("ssl_context", "object", None, "Python only: a ready `ssl.SSLContext` used as is, instead of every `ssl.*` key.", _ssl_context),
+    ConfigDef("sasl.mechanism", "string", "GSSAPI", "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. GSSAPI (Kerberos, Java's default) is not supported: set one of the others.", _string),
+    ConfigDef("sasl.jaas.config", "password", None, "Credentials as Java's JAAS line, pasted as given (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule).", _password),
+    ConfigDef("sasl.mechanisms", "string", None, "librdkafka's name of `sasl.mechanism`.", _optional_string),
+    ConfigDef("sasl.username", "string", None, "librdkafka's name: the SASL user (PLAIN, SCRAM), instead of `sasl.jaas.config`.", _optional_string),
+    ConfigDef("sasl.password", "password", None, "librdkafka's name: the SASL password, with `sasl.username`.", _password),
+    ConfigDef("sasl_oauth_token_provider", "object", None, "Python only, OAUTHBEARER: `f()` or `async f()` returning a token string or `(token, expiry_ms)`; called for every connection and re-authentication.", _token_provider),
     ConfigDef("transactional.id", "string", None, "Transactions are not supported yet: setting it is an error.", _transactional_id),
     ConfigDef("transaction.timeout.ms", "int", 60000, "Accepted and ignored (no transactions yet).", _int(), _IGN),
     ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "Accepted and ignored: every resolved address is tried.", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]), _IGN),
@@ -358,8 +434,6 @@ _KEY_BY_ATTR.update(_KEYWORD_ALIASES)
 
 
 def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
-    if name.startswith(("ssl.", "sasl.", "ssl_", "sasl_")):
-        return ConfigError(f"unknown {what} {name!r}: SSL and SASL are not supported yet")
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"unknown {what} {name!r}{hint}")
@@ -427,6 +501,30 @@ class ProducerConfig:
     value_serializer: SerializeFn | None
     interceptor_classes: list[Any]
     security_protocol: str
+    ssl_truststore_location: str | None
+    ssl_truststore_type: str | None
+    ssl_truststore_password: Password | None
+    ssl_truststore_certificates: str | None
+    ssl_keystore_location: str | None
+    ssl_keystore_type: str | None
+    ssl_keystore_password: Password | None
+    ssl_key_password: Password | None
+    ssl_keystore_certificate_chain: str | None
+    ssl_keystore_key: Password | None
+    ssl_endpoint_identification_algorithm: str
+    ssl_enabled_protocols: list[str]
+    ssl_cipher_suites: list[str]
+    ssl_protocol: str
+    ssl_ca_location: str | None
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+    ssl_context: Any
+    sasl_mechanism: str
+    sasl_jaas_config: Password | None
+    sasl_mechanisms: str | None
+    sasl_username: str | None
+    sasl_password: Password | None
+    sasl_oauth_token_provider: Any
     transactional_id: str | None  # always None until transactions are supported
     transaction_timeout_ms: int
     client_dns_lookup: str

@@ -68,6 +68,19 @@ class ProtocolError(KafkaError):
     """Bytes from the wire do not decode: truncated or malformed frame."""
 
 
+class AuthenticationError(KafkaError):
+    """TLS or SASL failed: the broker refused our credentials, or we refused the broker.
+
+    Fatal, as Java's ``AuthenticationException``: retrying with the same certificates or
+    credentials cannot succeed, so ``start()`` raises it at once and a running producer
+    fails its records with it instead of retrying them for ``delivery.timeout.ms``.
+    """
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: an untrusted or expired certificate, a hostname mismatch, TLS on a plaintext port."""
+
+
 class KafkaConnectionError(KafkaError, ConnectionError):
     """A broker connection could not be made or broke; in-flight requests failed with it."""
 
@@ -292,12 +305,12 @@ class InvalidTimestampError(BrokerResponseError):
 
 
 @_broker_error(33, "UNSUPPORTED_SASL_MECHANISM")
-class UnsupportedSaslMechanismError(BrokerResponseError):
+class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
     """The broker does not support the requested SASL mechanism."""
 
 
 @_broker_error(34, "ILLEGAL_SASL_STATE")
-class IllegalSaslStateError(BrokerResponseError):
+class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
     """The request is not valid in the current SASL state."""
 
 
@@ -417,7 +430,7 @@ class LogDirNotFoundError(BrokerResponseError):
 
 
 @_broker_error(58, "SASL_AUTHENTICATION_FAILED")
-class SaslAuthenticationFailedError(BrokerResponseError):
+class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
     """SASL authentication failed."""
 
 
@@ -848,7 +861,9 @@ def raise_for_code(code: int, message: str | None = None) -> None:
 
 __all__ = [
     "KafkaError",
+    "AuthenticationError",
     "ConfigError",
+    "SslAuthenticationError",
     "KafkaTimeoutError",
     "SerializationError",
     "ProducerClosedError",

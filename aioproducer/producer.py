@@ -45,6 +45,7 @@ from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
 from aioproducer.serializers import SerializeFn
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, estimate_size_in_bytes_upper_bound
@@ -122,6 +123,8 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
+        # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
+        self._security = ConnectionSecurity.from_config(cfg)
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
         self._partitioner = cfg.partitioner_class
@@ -196,7 +199,8 @@ class Producer:
 
     async def _start(self) -> None:
         cfg = self._config
-        client = KafkaClient(cfg)
+        security = self._security
+        client = KafkaClient(cfg, open_streams=security.open_streams(), authenticator=security.authenticator())
         # Nothing the loop holds (tasks, callbacks) may hold the producer: a dropped one must be collectable (__del__).
         topic_partitions = self._topic_partitions
         client.metadata_listeners.append(lambda _metadata: topic_partitions.clear())

@@ -60,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from aioproducer.errors import (
+    AuthenticationError,
     BrokerResponseError,
     DuplicateSequenceNumberError,
     InvalidRecordBrokerError,
@@ -489,6 +490,8 @@ class Sender:
         async def connect() -> None:
             try:
                 await self.client.connection(node)
+            except AuthenticationError as exc:
+                self._fatal(exc)  # retrying cannot help: every record fails with why, at once
             except KafkaError as exc:
                 log.debug("connection to node %s failed: %s", node, exc)
             finally:
@@ -521,6 +524,8 @@ class Sender:
         async def refresh() -> None:
             try:
                 await self.client.refresh_metadata()
+            except AuthenticationError as exc:
+                self._fatal(exc)
             except KafkaError as exc:
                 log.debug("metadata refresh failed: %s", exc)
             finally:
@@ -571,6 +576,8 @@ class Sender:
                 self._fatal(error)
                 return
             self._init_failed(error)
+        except AuthenticationError as exc:
+            self._fatal(exc)
         except KafkaError as exc:
             self._init_failed(exc)
         finally:

@@ -47,13 +47,14 @@ from typing import Any, Protocol, TypeVar
 
 from aioproducer import errors
 from aioproducer.errors import (
+    AuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     ProtocolError,
 )
 from aioproducer.internals.lifecycle import Lifecycle, State
-from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
 
@@ -134,6 +135,8 @@ class KafkaClient:
         rng: random.Random | None = None,
         allow_auto_topic_creation: bool = True,
         lifecycle: Lifecycle | None = None,
+        open_streams: OpenStreams | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
@@ -141,6 +144,9 @@ class KafkaClient:
         self._allow_auto_topic_creation = allow_auto_topic_creation
         self._clock = clock
         self._rng = rng or random.Random()
+        #: How every connection is secured (``aioproducer.security``): TLS streams, the SASL mechanism.
+        self._open_streams = open_streams
+        self._authenticator = authenticator
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
         self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
@@ -380,6 +386,8 @@ class KafkaClient:
             try:
                 try:
                     await conn.connect()
+                except AuthenticationError:
+                    raise  # TLS or SASL refused: another server of the same cluster would refuse too
                 except KafkaError as exc:
                     failures.append(f"{host}:{port}: {exc}")
                     continue
@@ -515,6 +523,10 @@ class KafkaClient:
             send_buffer_bytes=self._config.send_buffer_bytes,
             receive_buffer_bytes=self._config.receive_buffer_bytes,
             on_throttle=self.throttle,
+            open_streams=self._open_streams,
+            authenticator=self._authenticator,
+            # KIP-368: re-authenticate at 85-95 % of the session, drawn per connection as Java does.
+            reauth_fraction=self._rng.uniform(0.85, 0.95),
         )
         conn.on_lost = self._connection_lost
         return conn

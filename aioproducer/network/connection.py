@@ -66,12 +66,13 @@ from aioproducer.protocol.connection_state import (
     Event,
     RequestFailed,
     ResponseReceived,
+    SaslMechanism,
     Throttled,
     not_kafka_hint,
 )
 from aioproducer.protocol.produce import ProduceResponse, TopicData
 
-__all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "BrokerConnection", "OpenStreams", "ProduceCallback"]
+__all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "Authenticator", "BrokerConnection", "OpenStreams", "ProduceCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ def _settle(future: asyncio.Future[Any], result: Any, error: KafkaError | None) 
 
 #: Opens the streams to a broker, ``(host, port) -> (reader, writer)``: ``asyncio.open_connection`` by default.
 OpenStreams = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+#: Makes the SASL mechanism's client for one authentication (a new OAUTHBEARER token each time).
+Authenticator = Callable[[], Awaitable[SaslMechanism]]
 
 
 class BrokerConnection:
@@ -130,6 +133,8 @@ class BrokerConnection:
         receive_buffer_bytes: int = -1,
         on_throttle: Callable[[int, int], None] | None = None,
         open_streams: OpenStreams | None = None,
+        authenticator: Authenticator | None = None,
+        reauth_fraction: float = 0.9,
     ) -> None:
         self.host = host
         self.port = port
@@ -140,11 +145,18 @@ class BrokerConnection:
             max_in_flight=max_in_flight,
             request_timeout_ms=request_timeout_ms,
             client_software_version=aioproducer.__version__,
+            reauth_fraction=reauth_fraction,
         )
         self.connect_timeout_ms = connect_timeout_ms
         #: How the byte streams to ``host:port`` are opened: plain TCP unless the owner gives another
         #: way (a TLS context; a scripted peer in benchmarks). The one place a transport is made.
         self._open_streams: OpenStreams = open_streams or asyncio.open_connection
+        #: Makes the SASL mechanism's client for each authentication (SASL listeners only): async,
+        #: because an OAUTHBEARER token comes from the user's provider. None: no SASL.
+        self._authenticator = authenticator
+        #: KIP-368: the timer that starts the next re-authentication, and the one under way.
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         #: Called with ``(node_id, throttle_time_ms)`` when a Produce response asks the client to hold
@@ -205,8 +217,11 @@ class BrokerConnection:
 
     @property
     def is_connected(self) -> bool:
-        """True once versions are negotiated and until the connection breaks or is closed."""
-        return self._protocol.state is _READY
+        """True once versions are negotiated (and SASL done) until the connection breaks or is closed.
+
+        Still true while re-authenticating: the connection stays, only new requests wait.
+        """
+        return self._protocol.is_established
 
     @property
     def in_flight_count(self) -> int:
@@ -221,7 +236,7 @@ class BrokerConnection:
     def can_send_more(self) -> bool:
         """Whether a ``send()`` now would be written at once rather than wait for a slot."""
         protocol = self._protocol
-        return protocol.state is _READY and protocol.has_free_slot
+        return protocol.has_free_slot  # READY (not re-authenticating) and a slot free
 
     @property
     def broker_api_versions(self) -> dict[int, tuple[int, int]]:
@@ -273,19 +288,69 @@ class BrokerConnection:
             if self._protocol.state is _CLOSED:
                 raise self._not_connected_error()  # close() ran while the socket was opening
             self._set_buffer_sizes()
+            mechanism = await self._new_mechanism()
             self._reader_task = asyncio.create_task(self._read_loop(reader), name=f"aioproducer-reader-{self.address}")
             negotiated: asyncio.Future[Any] = loop.create_future()
             token = functools.partial(_settle, negotiated)
-            self._write(self._protocol.initiate(token, self._now()), token)
+            self._write(self._protocol.initiate(token, self._now(), mechanism), token)
             self._arm_timer()
             await self._drain()
             await negotiated
             if not self.is_connected:
                 raise self._not_connected_error()  # the stream broke right after the ApiVersions answer
+            self._schedule_reauthentication()
         except BaseException as exc:
             reason = exc if isinstance(exc, KafkaError) else None
             await self._close(reason)
             raise
+
+    async def _new_mechanism(self) -> SaslMechanism | None:
+        """A fresh SASL mechanism client for one authentication, or None without SASL."""
+        if self._authenticator is None:
+            return None
+        return await self._authenticator()
+
+    # ------------------------------------------------------ re-authentication
+
+    def _schedule_reauthentication(self) -> None:
+        """Start re-authenticating when the state machine says the session is running out (KIP-368)."""
+        at = self._protocol.reauthenticate_at
+        loop = self._loop
+        if at is None or loop is None or self._torn_down:
+            return
+        self._reauth_timer = loop.call_at(at / 1000.0, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if not self._torn_down:
+            self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """One re-authentication: a new mechanism client (a new token), the exchange, the next schedule.
+
+        Requests in flight are answered meanwhile; new ones wait for a slot, which frees
+        when it ends. Its failure breaks the connection like any other.
+        """
+        try:
+            mechanism = await self._new_mechanism()
+        except KafkaError as exc:
+            self._abort(exc)
+            return
+        if mechanism is None or self._protocol.state is not _READY:
+            return
+        loop = self._loop
+        assert loop is not None
+        done: asyncio.Future[Any] = loop.create_future()
+        events = self._protocol.begin_reauthentication(functools.partial(_settle, done), mechanism, self._now())
+        if events:
+            self._handle(events)
+        try:
+            await done
+        except KafkaError as exc:
+            log.warning("%r: re-authentication failed: %s", self, exc)
+            return
+        log.debug("%r: re-authenticated", self)
+        self._schedule_reauthentication()
 
     async def _open(self) -> asyncio.StreamReader:
         """The TCP connection, within ``connect_timeout_ms``."""
@@ -584,11 +649,10 @@ class BrokerConnection:
             self._report_bug("exception in the on_throttle callback", exc)
 
     def _send_data(self, data: Chunks) -> None:
-        """Write a request the state machine sends by itself (an ApiVersions retry)."""
+        """Write a request the state machine sends by itself (an ApiVersions retry, a SASL step)."""
         writer = self._writer
         if self._torn_down or writer is None:
             return
-        log.debug("%r: broker rejected ApiVersions, retrying at a lower version", self)
         try:
             writer.writelines(data)
         except Exception as exc:  # noqa: BLE001 - the transport refused: the request fails, not the reader
@@ -644,6 +708,12 @@ class BrokerConnection:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        reauth = self._reauth_task
+        if reauth is not None and not reauth.done() and reauth is not asyncio.current_task():
+            reauth.cancel()
         waiters, self._slot_waiters = self._slot_waiters, collections.deque()
         for waiter in waiters:
             if not waiter.done():

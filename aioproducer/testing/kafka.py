@@ -90,7 +90,7 @@ _LOG4J_DEFAULT = "2.25.4"
 
 #: The client listeners a cluster can have, each named like its security protocol.
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 _STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 _START_TIMEOUT_S = 120.0
@@ -345,7 +345,8 @@ class KafkaCluster:
     (default ``min(3, brokers)``). ``listeners`` are the client listeners, among
     :data:`LISTENERS`; :attr:`bootstrap_servers` is the first one's.
     ``scram_users`` (``{"alice": "alice-secret"}``) are valid for PLAIN,
-    SCRAM-SHA-256 and SCRAM-SHA-512 on the SASL listeners. ``broker_config``
+    SCRAM-SHA-256 and SCRAM-SHA-512 on the SASL listeners; OAUTHBEARER takes
+    any unsecured JWT there (Kafka's test validator). ``broker_config``
     adds or overrides broker properties on every node. ``proxy=True`` puts a
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
@@ -548,6 +549,12 @@ class KafkaCluster:
                     props[f"{prefix}.{mechanism}.sasl.jaas.config"] = (
                         "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                     )
+                # OAUTHBEARER with Kafka's unsecured-token validator (the broker's default without a
+                # callback handler): any principal, no signature; for tests only.
+                props[f"{prefix}.oauthbearer.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                    'unsecuredLoginStringClaim_sub="admin";'
+                )
         if self._tls:
             props.update({
                 "ssl.keystore.type": "PEM",

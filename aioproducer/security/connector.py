@@ -1,0 +1,236 @@
+"""How a producer's connections are secured: TLS streams and SASL mechanisms, from its configuration.
+
+Theory of operation. :class:`ConnectionSecurity` is built once, in ``Producer(...)``, from
+``security.protocol`` and the ``ssl.*``/``sasl.*`` keys (and their librdkafka names), so that
+every bad key, unreadable store or missing credential is a :class:`ConfigError` at the call
+that caused it, not a connection failure later. It hands the network layer two things, and
+the network layer knows nothing else of security:
+
+* ``open_streams``: how a connection's byte streams are opened. For SSL and SASL_SSL, TLS
+  over TCP with the context built here (or the user's ``ssl_context``), the broker's host
+  as server name; a failed handshake is an :class:`SslAuthenticationError` that says why
+  (untrusted, expired, wrong host, a plaintext port).
+* ``authenticator``: for SASL_PLAINTEXT and SASL_SSL, an async factory of a fresh
+  mechanism client per authentication (the connection state machine drives it; see
+  ``protocol/connection_state.py``). OAUTHBEARER asks the user's token provider each time,
+  so re-authentication (KIP-368) presents a fresh token.
+
+Credentials come from, in order: ``sasl.jaas.config`` (pasted as Java users have it),
+``sasl.username``/``sasl.password`` (librdkafka's names); OAUTHBEARER from
+``sasl_oauth_token_provider``, else the JAAS line's ``unsecuredLoginStringClaim_sub`` (an
+unsecured token, which only a test broker accepts). Secrets stay in
+:class:`~aioproducer.config.Password` objects, printed as ``[hidden]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aioproducer.config import Password, ProducerConfig
+from aioproducer.errors import ConfigError, KafkaConnectionError, SslAuthenticationError
+from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
+from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
+from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error
+
+__all__ = ["ConnectionSecurity", "SaslSettings", "TokenProvider"]
+
+#: The user's OAUTHBEARER token source: ``f()`` or ``async f()`` -> token, or (token, expiry_ms).
+TokenProvider = Callable[[], Any]
+
+_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: Lifetime of the unsecured test token made from the JAAS line (Kafka's own default is one hour).
+_UNSECURED_LIFETIME_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class SaslSettings:
+    """The mechanism and what it authenticates with; secrets hidden in ``repr``."""
+
+    mechanism: str
+    username: str | None = None
+    password: Password | None = None
+    token_provider: TokenProvider | None = None
+    unsecured_principal: str | None = None
+
+    def __repr__(self) -> str:
+        who = self.username or self.unsecured_principal or ("token provider" if self.token_provider else None)
+        return f"SaslSettings({self.mechanism}, {who!r})"
+
+
+class ConnectionSecurity:
+    """What ``security.protocol`` asks of every connection: TLS, SASL, both or neither."""
+
+    def __init__(self, protocol: str, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None) -> None:
+        self.protocol = protocol
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+
+    def __repr__(self) -> str:
+        return f"ConnectionSecurity({self.protocol}, tls={self.ssl_context is not None}, sasl={self.sasl!r})"
+
+    @classmethod
+    def from_config(cls, cfg: ProducerConfig) -> ConnectionSecurity:
+        protocol = cfg.security_protocol
+        tls = _tls_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
+        sasl = _sasl_settings(cfg) if protocol.startswith("SASL") else None
+        return cls(protocol, tls, sasl)
+
+    # ------------------------------------------------------------------ streams
+
+    def open_streams(self) -> Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] | None:
+        """The TLS opener, or None for plain TCP."""
+        context = self.ssl_context
+        if context is None:
+            return None
+
+        async def open_tls(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            address = f"{host}:{port}"
+            try:
+                return await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
+            except ssl.SSLError as exc:
+                raise SslAuthenticationError(
+                    f"TLS handshake with {address} failed: {describe_ssl_error(exc, address)}"
+                ) from exc
+            except (ConnectionResetError, asyncio.IncompleteReadError, EOFError) as exc:
+                raise SslAuthenticationError(
+                    f"TLS handshake with {address} failed: the broker closed the connection during the handshake "
+                    f"(is {address} a plaintext listener? security.protocol={self.protocol} needs a TLS one)"
+                ) from exc
+
+        return open_tls
+
+    # --------------------------------------------------------------------- SASL
+
+    def authenticator(self) -> Callable[[], Awaitable[SaslClient]] | None:
+        """The factory of one mechanism client per authentication, or None without SASL."""
+        sasl = self.sasl
+        if sasl is None:
+            return None
+
+        async def make() -> SaslClient:
+            if sasl.mechanism == "OAUTHBEARER":
+                return OAuthBearerClient(await _token(sasl))
+            assert sasl.username is not None and sasl.password is not None
+            return create_sasl_client(sasl.mechanism, username=sasl.username, password=sasl.password.value)
+
+        return make
+
+
+async def _token(sasl: SaslSettings) -> str:
+    """A token from the user's provider (sync or async; a string or (token, expiry_ms)), or an unsecured one."""
+    provider = sasl.token_provider
+    if provider is None:
+        assert sasl.unsecured_principal is not None
+        now_ms = int(time.time() * 1000)
+        return unsecured_jwt(sasl.unsecured_principal, lifetime_ms=_UNSECURED_LIFETIME_MS, now_ms=now_ms)
+    try:
+        result = provider()
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:  # noqa: BLE001 - the user's code: report it as a failed connection attempt
+        raise KafkaConnectionError(f"the OAUTHBEARER token provider raised {type(exc).__name__}: {exc}") from exc
+    token = result[0] if isinstance(result, tuple) else result
+    if not isinstance(token, str) or not token:
+        raise KafkaConnectionError(
+            f"the OAUTHBEARER token provider returned {type(token).__name__}: it must return a token string "
+            "or (token, expiry_ms)"
+        )
+    return token
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+def _tls_context(cfg: ProducerConfig) -> ssl.SSLContext:
+    """The user's ``ssl_context`` as is, or one built from the ``ssl.*`` keys (their librdkafka names too)."""
+    given = [key for key in cfg.explicit_keys if key.startswith("ssl.") and key not in ("ssl.protocol",)]
+    if cfg.ssl_context is not None:
+        if given:
+            raise ConfigError(f"ssl_context replaces every ssl.* key: drop {', '.join(sorted(given))} or ssl_context")
+        context: ssl.SSLContext = cfg.ssl_context
+        return context
+    _no_both(cfg, "ssl.truststore.location", "ssl.ca.location")
+    _no_both(cfg, "ssl.keystore.location", "ssl.certificate.location")
+    if (cfg.ssl_certificate_location is None) != (cfg.ssl_key_location is None):
+        raise ConfigError("ssl.certificate.location and ssl.key.location go together (mutual TLS): give both or neither")
+    settings = TlsSettings(
+        truststore_location=cfg.ssl_truststore_location or cfg.ssl_ca_location,
+        truststore_type=cfg.ssl_truststore_type,
+        truststore_password=_secret(cfg.ssl_truststore_password),
+        truststore_certificates=cfg.ssl_truststore_certificates,
+        keystore_location=cfg.ssl_keystore_location,
+        keystore_type=cfg.ssl_keystore_type,
+        keystore_password=_secret(cfg.ssl_keystore_password),
+        key_password=_secret(cfg.ssl_key_password),
+        keystore_certificate_chain=cfg.ssl_keystore_certificate_chain,
+        keystore_key=_secret(cfg.ssl_keystore_key),
+        certificate_location=cfg.ssl_certificate_location,
+        key_location=cfg.ssl_key_location,
+        endpoint_identification_algorithm=cfg.ssl_endpoint_identification_algorithm,
+        enabled_protocols=tuple(cfg.ssl_enabled_protocols),
+        cipher_suites=tuple(cfg.ssl_cipher_suites),
+    )
+    return build_ssl_context(settings)
+
+
+def _no_both(cfg: ProducerConfig, java_key: str, librdkafka_key: str) -> None:
+    if java_key in cfg.explicit_keys and librdkafka_key in cfg.explicit_keys:
+        raise ConfigError(f"{java_key} and {librdkafka_key} name the same thing: give one")
+
+
+def _secret(value: Password | None) -> str | None:
+    return None if value is None else value.value
+
+
+# -------------------------------------------------------------------------- SASL
+
+
+def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
+    mechanism = _mechanism(cfg)
+    username, password = cfg.sasl_username, cfg.sasl_password
+    principal: str | None = None
+    if cfg.sasl_jaas_config is not None:
+        if username is not None or password is not None:
+            raise ConfigError("sasl.jaas.config and sasl.username/sasl.password both give credentials: give one")
+        try:
+            credentials = credentials_from_jaas(parse_jaas_config(cfg.sasl_jaas_config.value), mechanism)
+        except ValueError as exc:
+            raise ConfigError(f"sasl.jaas.config: {exc}") from None
+        username = credentials.get("username")
+        password = Password(credentials["password"]) if "password" in credentials else None
+        principal = credentials.get("principal")
+    if mechanism == "OAUTHBEARER":
+        if cfg.sasl_oauth_token_provider is None and principal is None:
+            raise ConfigError(
+                "sasl.mechanism=OAUTHBEARER needs sasl_oauth_token_provider= (a callable returning a token), or, "
+                "for a test broker, sasl.jaas.config with unsecuredLoginStringClaim_sub"
+            )
+        return SaslSettings(mechanism, token_provider=cfg.sasl_oauth_token_provider, unsecured_principal=principal)
+    if not username or password is None:
+        raise ConfigError(
+            f"sasl.mechanism={mechanism} needs a username and password: sasl.jaas.config "
+            "(org.apache.kafka.common.security.plain.PlainLoginModule or ...scram.ScramLoginModule required "
+            'username="..." password="...";) or sasl.username and sasl.password'
+        )
+    return SaslSettings(mechanism, username=username, password=password)
+
+
+def _mechanism(cfg: ProducerConfig) -> str:
+    if "sasl.mechanism" in cfg.explicit_keys and cfg.sasl_mechanisms is not None:
+        if cfg.sasl_mechanisms.strip().upper() != cfg.sasl_mechanism.strip().upper():
+            raise ConfigError("sasl.mechanism and sasl.mechanisms (librdkafka's name) disagree: give one")
+    mechanism = (cfg.sasl_mechanisms or cfg.sasl_mechanism).strip().upper()
+    if mechanism == "GSSAPI":
+        raise ConfigError(
+            f"security.protocol={cfg.security_protocol} with sasl.mechanism=GSSAPI (Kerberos, Java's default): "
+            f"not supported; set sasl.mechanism to one of {', '.join(_MECHANISMS)}"
+        )
+    if mechanism not in _MECHANISMS:
+        raise ConfigError(f"sasl.mechanism must be one of {', '.join(_MECHANISMS)}, got {mechanism!r}")
+    return mechanism
