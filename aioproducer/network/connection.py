@@ -50,11 +50,12 @@ import collections
 import functools
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 import aioproducer
-from aioproducer.errors import KafkaConnectionError, KafkaError
+from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
 from aioproducer.protocol.connection_state import (
     MAX_RESPONSE_SIZE,
     PRODUCE_CLIENT_THROTTLE_VERSION,
@@ -613,6 +614,14 @@ class BrokerConnection:
                     self._handle(events)
                 if not data or protocol.state is _CLOSED:
                     return
+        except ssl.SSLError as exc:
+            if protocol.is_established:
+                self._abort(KafkaConnectionError(f"TLS connection to {self.address} (node {self.node_id}) broke: {exc}"))
+            else:  # the broker refused us after the handshake (TLS 1.3 sends "certificate required" then)
+                self._abort(SslAuthenticationError(
+                    f"TLS with {self.address} (node {self.node_id}) failed before the first answer: "
+                    f"{exc.reason or exc} (does the broker require a client certificate: ssl.keystore.*?)"
+                ))
         except OSError as exc:
             self._abort(KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) broke: {exc}"))
 
