@@ -1,0 +1,1 @@
+"""Security for broker connections: TLS and SASL (issue #13)."""
