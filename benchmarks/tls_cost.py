@@ -19,7 +19,8 @@ import itertools
 import ssl
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aioproducer import Producer
 from aioproducer.testing import KafkaCluster
@@ -71,7 +72,7 @@ async def run_aiokafka(cluster: KafkaCluster, listener: str, topic: str, records
     return records / elapsed
 
 
-CLIENTS: dict[str, Callable[[KafkaCluster, str, str, int], Awaitable[float]]] = {
+CLIENTS: dict[str, Callable[[KafkaCluster, str, str, int], Coroutine[Any, Any, float]]] = {
     "aioproducer": run_aioproducer,
     "aiokafka": run_aiokafka,
 }

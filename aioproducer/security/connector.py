@@ -36,7 +36,7 @@ from aioproducer.config import Password, ProducerConfig
 from aioproducer.errors import ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
-from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error
+from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
 
 __all__ = ["ConnectionSecurity", "SaslSettings", "TokenProvider"]
 
@@ -57,6 +57,8 @@ class SaslSettings:
     password: Password | None = None
     token_provider: TokenProvider | None = None
     unsecured_principal: str | None = None
+    #: SCRAM extensions from the JAAS line (``tokenauth=true``: a delegation token).
+    extensions: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
         who = self.username or self.unsecured_principal or ("token provider" if self.token_provider else None)
@@ -93,15 +95,11 @@ class ConnectionSecurity:
             address = f"{host}:{port}"
             try:
                 return await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
-            except ssl.SSLError as exc:
-                raise SslAuthenticationError(
-                    f"TLS handshake with {address} failed: {describe_ssl_error(exc, address)}"
-                ) from exc
-            except (ConnectionResetError, asyncio.IncompleteReadError, EOFError) as exc:
-                raise SslAuthenticationError(
-                    f"TLS handshake with {address} failed: the broker closed the connection during the handshake "
-                    f"(is {address} a plaintext listener? security.protocol={self.protocol} needs a TLS one)"
-                ) from exc
+            except (ssl.SSLError, ConnectionError, EOFError) as exc:
+                # Unreachable hosts stay connection errors (retried); a refused handshake is fatal.
+                if isinstance(exc, (ConnectionRefusedError, TimeoutError)):
+                    raise
+                raise SslAuthenticationError(describe_ssl_error(exc, address)) from exc
 
         return open_tls
 
@@ -117,7 +115,9 @@ class ConnectionSecurity:
             if sasl.mechanism == "OAUTHBEARER":
                 return OAuthBearerClient(await _token(sasl))
             assert sasl.username is not None and sasl.password is not None
-            return create_sasl_client(sasl.mechanism, username=sasl.username, password=sasl.password.value)
+            return create_sasl_client(
+                sasl.mechanism, username=sasl.username, password=sasl.password.value, extensions=dict(sasl.extensions) or None
+            )
 
         return make
 
@@ -155,12 +155,8 @@ def _tls_context(cfg: ProducerConfig) -> ssl.SSLContext:
             raise ConfigError(f"ssl_context replaces every ssl.* key: drop {', '.join(sorted(given))} or ssl_context")
         context: ssl.SSLContext = cfg.ssl_context
         return context
-    _no_both(cfg, "ssl.truststore.location", "ssl.ca.location")
-    _no_both(cfg, "ssl.keystore.location", "ssl.certificate.location")
-    if (cfg.ssl_certificate_location is None) != (cfg.ssl_key_location is None):
-        raise ConfigError("ssl.certificate.location and ssl.key.location go together (mutual TLS): give both or neither")
     settings = TlsSettings(
-        truststore_location=cfg.ssl_truststore_location or cfg.ssl_ca_location,
+        truststore_location=cfg.ssl_truststore_location,
         truststore_type=cfg.ssl_truststore_type,
         truststore_password=_secret(cfg.ssl_truststore_password),
         truststore_certificates=cfg.ssl_truststore_certificates,
@@ -170,18 +166,22 @@ def _tls_context(cfg: ProducerConfig) -> ssl.SSLContext:
         key_password=_secret(cfg.ssl_key_password),
         keystore_certificate_chain=cfg.ssl_keystore_certificate_chain,
         keystore_key=_secret(cfg.ssl_keystore_key),
-        certificate_location=cfg.ssl_certificate_location,
-        key_location=cfg.ssl_key_location,
         endpoint_identification_algorithm=cfg.ssl_endpoint_identification_algorithm,
         enabled_protocols=tuple(cfg.ssl_enabled_protocols),
         cipher_suites=tuple(cfg.ssl_cipher_suites),
     )
+    aliases = {
+        key: value
+        for key, value in (
+            ("ssl.ca.location", cfg.ssl_ca_location),
+            ("ssl.certificate.location", cfg.ssl_certificate_location),
+            ("ssl.key.location", cfg.ssl_key_location),
+        )
+        if value is not None
+    }
+    if aliases:
+        settings = with_librdkafka_aliases(settings, aliases)
     return build_ssl_context(settings)
-
-
-def _no_both(cfg: ProducerConfig, java_key: str, librdkafka_key: str) -> None:
-    if java_key in cfg.explicit_keys and librdkafka_key in cfg.explicit_keys:
-        raise ConfigError(f"{java_key} and {librdkafka_key} name the same thing: give one")
 
 
 def _secret(value: Password | None) -> str | None:
@@ -195,6 +195,7 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     mechanism = _mechanism(cfg)
     username, password = cfg.sasl_username, cfg.sasl_password
     principal: str | None = None
+    extensions: tuple[tuple[str, str], ...] = ()
     if cfg.sasl_jaas_config is not None:
         if username is not None or password is not None:
             raise ConfigError("sasl.jaas.config and sasl.username/sasl.password both give credentials: give one")
@@ -205,6 +206,8 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
         username = credentials.get("username")
         password = Password(credentials["password"]) if "password" in credentials else None
         principal = credentials.get("principal")
+        if credentials.get("tokenauth", "").lower() == "true":
+            extensions = (("tokenauth", "true"),)
     if mechanism == "OAUTHBEARER":
         if cfg.sasl_oauth_token_provider is None and principal is None:
             raise ConfigError(
@@ -218,7 +221,7 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
             "(org.apache.kafka.common.security.plain.PlainLoginModule or ...scram.ScramLoginModule required "
             'username="..." password="...";) or sasl.username and sasl.password'
         )
-    return SaslSettings(mechanism, username=username, password=password)
+    return SaslSettings(mechanism, username=username, password=password, extensions=extensions)
 
 
 def _mechanism(cfg: ProducerConfig) -> str:
