@@ -657,3 +657,40 @@ async def test_a_pass_that_used_its_compression_share_stops_and_asks_to_run_agai
     assert len(client.sent) == 2 and not sender._requests  # neither more requests here nor in the thread
     assert sender.run_once(clock.now) == 0
     assert len(client.sent) == 4 and not sender._requests
+
+
+# ---------------------------------------------------------------- #13: authentication errors are fatal
+class RefusingClient(FakeClient):
+    """No connection to node 0 can be made: the broker refuses our credentials."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__()
+        self.error = error
+        self.attempts = 0
+
+    def is_ready(self, node_id: int) -> bool:
+        return False
+
+    def is_connected(self, node_id: int) -> bool:
+        return False
+
+    async def connection(self, node_id: int) -> FakeConnection:
+        self.attempts += 1
+        raise self.error
+
+
+async def test_an_authentication_error_fails_the_records_at_once_instead_of_retrying_them() -> None:
+    from aioproducer.errors import SaslAuthenticationFailedError
+
+    sender, acc, _, clock = make()
+    refused = SaslAuthenticationFailedError("SASL PLAIN authentication failed at broker b:9092 (node 0): bad password")
+    client = RefusingClient(refused)
+    client.clock = clock
+    sender.client = client
+    future = append(acc, "t", 0)
+    sender.run_once(clock.now)  # leader 0 is not connected: a connect attempt starts
+    await asyncio.gather(*sender._connecting.values())
+    assert future.done() and future.exception() is refused  # not retried until delivery.timeout.ms
+    assert sender.lifecycle.refusal is refused  # later records are refused with the same reason
+    sender.run_once(clock.now)
+    assert client.attempts == 1
