@@ -32,6 +32,7 @@ accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.reco
                                           ``metrics.recording.level``,
                                           ``metrics.sample.window.ms``, ``enable.metrics.push``,
                                           ``transaction.timeout.ms``
+accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
 not supported yet (ConfigError if set)    ``transactional.id``
@@ -57,6 +58,8 @@ __all__ = [
     "COMPRESSION_CODECS",
     "CONFIG_DEFS",
     "ConfigDef",
+    "PYTHON_ONLY_KEYS",
+    "Password",
     "ProducerConfig",
     "render_markdown_table",
 ]
@@ -422,6 +425,9 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("metrics.sample.window.ms", "long", 30000, "Accepted and ignored.", _int(0, long=True), _IGN),
     ConfigDef("enable.metrics.push", "boolean", True, "Accepted and ignored (no KIP-714 telemetry).", _bool, _IGN),
 )
+
+#: Options with no Java key (objects a properties file cannot hold): their key is their keyword.
+PYTHON_ONLY_KEYS: frozenset[str] = frozenset({"ssl_context", "sasl_oauth_token_provider"})
 
 _DEFS_BY_KEY: dict[str, ConfigDef] = {d.key: d for d in CONFIG_DEFS}
 _KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}

@@ -222,6 +222,10 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
         "sasl.mechanism": "OAUTHBEARER",
     }
     async with Producer(config, sasl_oauth_token_provider=token, linger_ms=5) as producer:
+        await producer.partitions_for(topic)
+        client = producer._client
+        assert client is not None
+        first = dict(client._conns)  # the broker's connection(s): the same objects must carry on
         futures = []
         deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
         while time.monotonic() < deadline:
@@ -230,6 +234,7 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
             if sent % 50 == 0:
                 await asyncio.gather(*futures[-50:])  # keep requests flowing across the re-authentications
         await asyncio.gather(*futures)
+        assert client._conns == first and all(conn.is_connected for conn in first.values())  # re-authenticated, not reconnected
     # One connection to the broker for metadata and produce: its first authentication and at
     # least two re-authentications within the 3.5 session lifetimes.
     assert len(calls) >= 3, calls

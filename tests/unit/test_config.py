@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aioproducer.config import CONFIG_DEFS, ProducerConfig, render_markdown_table
+from aioproducer.config import CONFIG_DEFS, PYTHON_ONLY_KEYS, Password, ProducerConfig, render_markdown_table
 from aioproducer.errors import ConfigError
 from aioproducer.serializers import str_serializer
 
@@ -49,6 +49,31 @@ JAVA_39_DEFAULTS: dict[str, Any] = {
     "value_serializer": None,
     "interceptor_classes": [],
     "security_protocol": "PLAINTEXT",
+    # Java's store types default to JKS; here None reads the format from the file (JKS is refused anyway).
+    "ssl_truststore_location": None,
+    "ssl_truststore_type": None,
+    "ssl_truststore_password": None,
+    "ssl_truststore_certificates": None,
+    "ssl_keystore_location": None,
+    "ssl_keystore_type": None,
+    "ssl_keystore_password": None,
+    "ssl_key_password": None,
+    "ssl_keystore_certificate_chain": None,
+    "ssl_keystore_key": None,
+    "ssl_endpoint_identification_algorithm": "https",
+    "ssl_enabled_protocols": ["TLSv1.2", "TLSv1.3"],
+    "ssl_cipher_suites": [],
+    "ssl_protocol": "TLSv1.3",
+    "ssl_ca_location": None,  # librdkafka's names: no Java default
+    "ssl_certificate_location": None,
+    "ssl_key_location": None,
+    "ssl_context": None,  # Python only
+    "sasl_mechanism": "GSSAPI",
+    "sasl_jaas_config": None,
+    "sasl_mechanisms": None,
+    "sasl_username": None,
+    "sasl_password": None,
+    "sasl_oauth_token_provider": None,  # Python only
     "transactional_id": None,
     "transaction_timeout_ms": 60000,
     "client_dns_lookup": "use_all_dns_ips",
@@ -76,7 +101,7 @@ def test_every_def_is_tested_and_annotated() -> None:
     annotations = ProducerConfig.__annotations__
     for d in CONFIG_DEFS:
         assert d.attr in annotations, d.attr
-        assert "." not in d.attr and "_" not in d.key
+        assert "." not in d.attr and ("_" not in d.key or d.key in PYTHON_ONLY_KEYS)
 
 
 # (key, string form as in a .properties file, Python form, parsed value) for every key.
@@ -113,6 +138,30 @@ FORMS: list[tuple[str, Any, Any, Any]] = [
     ("partitioner.adaptive.partitioning.enable", "FALSE", False, False),
     ("partitioner.availability.timeout.ms", "250", 250, 250),
     ("security.protocol", "plaintext", "PLAINTEXT", "PLAINTEXT"),
+    ("ssl.truststore.location", "/ca.pem", "/ca.pem", "/ca.pem"),
+    ("ssl.truststore.type", "pkcs12", "PKCS12", "PKCS12"),
+    ("ssl.truststore.password", "pw", Password("pw"), Password("pw")),
+    ("ssl.truststore.certificates", "-----BEGIN", "-----BEGIN", "-----BEGIN"),
+    ("ssl.keystore.location", "/k.p12", "/k.p12", "/k.p12"),
+    ("ssl.keystore.type", "pem", "PEM", "PEM"),
+    ("ssl.keystore.password", "pw", "pw", Password("pw")),
+    ("ssl.key.password", "pw", "pw", Password("pw")),
+    ("ssl.keystore.certificate.chain", "-----BEGIN", "-----BEGIN", "-----BEGIN"),
+    ("ssl.keystore.key", "-----BEGIN", "-----BEGIN", Password("-----BEGIN")),
+    ("ssl.endpoint.identification.algorithm", "", "", ""),
+    ("ssl.enabled.protocols", "TLSv1.3", ["TLSv1.3"], ["TLSv1.3"]),
+    ("ssl.cipher.suites", "A, B", ["A", "B"], ["A", "B"]),
+    ("ssl.protocol", "TLSv1.2", "TLSv1.2", "TLSv1.2"),
+    ("ssl.ca.location", "/ca.pem", "/ca.pem", "/ca.pem"),
+    ("ssl.certificate.location", "/c.pem", "/c.pem", "/c.pem"),
+    ("ssl.key.location", "/k.pem", "/k.pem", "/k.pem"),
+    ("ssl_context", None, None, None),
+    ("sasl.mechanism", "PLAIN", "PLAIN", "PLAIN"),
+    ("sasl.jaas.config", "x required;", "x required;", Password("x required;")),
+    ("sasl.mechanisms", "PLAIN", "PLAIN", "PLAIN"),
+    ("sasl.username", "alice", "alice", "alice"),
+    ("sasl.password", "pw", "pw", Password("pw")),
+    ("sasl_oauth_token_provider", None, None, None),
     ("transaction.timeout.ms", "90000", 90000, 90000),
     ("client.dns.lookup", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only"),
     ("metadata.recovery.strategy", "rebootstrap", "rebootstrap", "rebootstrap"),
@@ -240,17 +289,9 @@ def test_unknown_key_without_close_match() -> None:
     assert "did you mean" not in str(exc.value)
 
 
-def test_ssl_and_sasl_keys_say_not_supported() -> None:
-    with pytest.raises(ConfigError, match="not supported yet"):
-        ProducerConfig({"sasl.mechanism": "PLAIN"})
-    with pytest.raises(ConfigError, match="not supported yet"):
-        ProducerConfig(ssl_keystore_location="/x")
-
-
 @pytest.mark.parametrize("protocol", ["SSL", "sasl_ssl", "SASL_PLAINTEXT"])
-def test_security_protocols_not_supported_yet(protocol: str) -> None:
-    with pytest.raises(ConfigError, match="not supported yet"):
-        ProducerConfig(security_protocol=protocol)
+def test_every_security_protocol_is_accepted(protocol: str) -> None:
+    assert ProducerConfig(security_protocol=protocol).security_protocol == protocol.upper()
 
 
 def test_bad_security_protocol_lists_options() -> None:
