@@ -214,6 +214,7 @@ class Producer:
         # The sender's wake-up, made first: the accumulator sets it (a batch opened, filled, or
         # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
         wake = asyncio.Event()
+        client.on_sendable = wake.set  # a connection that re-authenticated takes requests again
         accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=cfg.batch_size,

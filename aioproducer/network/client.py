@@ -150,6 +150,8 @@ class KafkaClient:
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
         self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
+        #: Called when a connection takes requests again after re-authenticating (the sender's wake-up).
+        self.on_sendable: Callable[[], None] | None = None
         #: Tracked topics and when each was last used (``add_topic``); idle ones are dropped.
         self._topics: dict[str, float] = {}
         self._last_refresh_ms = float("-inf")  # last successful refresh
@@ -226,6 +228,10 @@ class KafkaClient:
         self._metadata = metadata
         for listener in self.metadata_listeners:
             listener(metadata)
+
+    def _connection_sendable(self) -> None:
+        if self.on_sendable is not None:
+            self.on_sendable()
 
     def _connection_lost(self, conn: BrokerConnection, error: KafkaError) -> None:
         """A connection broke (EOF, reset, timeout): its broker may have left or lost leadership.
@@ -529,6 +535,7 @@ class KafkaClient:
             reauth_fraction=self._rng.uniform(0.85, 0.95),
         )
         conn.on_lost = self._connection_lost
+        conn.on_sendable = self._connection_sendable
         return conn
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:

@@ -167,6 +167,9 @@ class BrokerConnection:
         #: Called once if the connection breaks by itself (not by ``close()``): the client
         #: marks metadata stale, since the broker may have left or lost its leaderships.
         self.on_lost: Callable[[BrokerConnection, KafkaError], None] | None = None
+        #: Called when the connection takes requests again after re-authenticating (KIP-368): a
+        #: sender that found it busy is asleep, and nothing else would wake it.
+        self.on_sendable: Callable[[], None] | None = None
 
         self._connect_called = False
         self._torn_down = False
@@ -352,6 +355,8 @@ class BrokerConnection:
             return
         log.debug("%r: re-authenticated", self)
         self._schedule_reauthentication()
+        if self.on_sendable is not None:
+            self.on_sendable()
 
     async def _open(self) -> asyncio.StreamReader:
         """The TCP connection, within ``connect_timeout_ms``."""
