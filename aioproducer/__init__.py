@@ -8,6 +8,7 @@ from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: us
 from aioproducer.errors import __all__ as _error_names
 from aioproducer.config import ProducerConfig
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
+from aioproducer.internals.transactions import GroupMetadata
 from aioproducer.producer import Producer, ProducerRecord
 from aioproducer.serializers import (
     bytes_serializer,
@@ -26,6 +27,7 @@ __all__ = [
     "DeliveryCallback",
     "RecordMetadata",
     "FutureRecordMetadata",
+    "GroupMetadata",
     "bytes_serializer",
     "str_serializer",
     "int_serializer",

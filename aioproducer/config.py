@@ -30,12 +30,10 @@ supported                                 every key in :data:`CONFIG_DEFS` not l
 accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.recovery.strategy``,
                                           ``metric.reporters``, ``metrics.num.samples``,
                                           ``metrics.recording.level``,
-                                          ``metrics.sample.window.ms``, ``enable.metrics.push``,
-                                          ``transaction.timeout.ms``
+                                          ``metrics.sample.window.ms``, ``enable.metrics.push``
 accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
-not supported yet (ConfigError if set)    ``transactional.id``
 ========================================  ======================================================
 """
 
@@ -309,10 +307,14 @@ def _token_provider(key: str, value: Any) -> Any:
     )
 
 
-def _transactional_id(key: str, value: Any) -> None:
+def _transactional_id(key: str, value: Any) -> str | None:
+    """None (no transactions) or a non-empty string: the id that fences earlier incarnations."""
     if value is None:
         return None
-    raise ConfigError(f"{key}: transactions are not supported yet (got {_show(value)})")
+    text = _client_id(key, value)
+    if not text:
+        raise ConfigError(f"{key} must not be empty (None: no transactions)")
+    return text
 
 
 def _serializer(key: str, value: Any) -> SerializeFn | None:
@@ -415,8 +417,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.username", "string", None, "librdkafka's name: the SASL user (PLAIN, SCRAM), instead of `sasl.jaas.config`.", _optional_string),
     ConfigDef("sasl.password", "password", None, "librdkafka's name: the SASL password, with `sasl.username`.", _password),
     ConfigDef("sasl_oauth_token_provider", "object", None, "Python only, OAUTHBEARER: `f()` or `async f()` returning a token string or `(token, expiry_ms)`; called for every connection and re-authentication.", _token_provider),
-    ConfigDef("transactional.id", "string", None, "Transactions are not supported yet: setting it is an error.", _transactional_id),
-    ConfigDef("transaction.timeout.ms", "int", 60000, "Accepted and ignored (no transactions yet).", _int(), _IGN),
+    ConfigDef("transactional.id", "string", None, "Turns on transactions (`begin_transaction()` ... `commit_transaction()`); a producer with the same id fences this one. Forces idempotence on.", _transactional_id),
+    ConfigDef("transaction.timeout.ms", "int", 60000, "How long the coordinator lets a transaction stay open before aborting it.", _int(1)),
     ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "Accepted and ignored: every resolved address is tried.", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]), _IGN),
     ConfigDef("metadata.recovery.strategy", "string", "none", "Accepted and ignored (3.9 default `none`).", _choice(["none", "rebootstrap"]), _IGN),
     ConfigDef("metric.reporters", "list", [], "Accepted and ignored (no JMX).", _string_list, _IGN),
@@ -531,7 +533,7 @@ class ProducerConfig:
     sasl_username: str | None
     sasl_password: Password | None
     sasl_oauth_token_provider: Any
-    transactional_id: str | None  # always None until transactions are supported
+    transactional_id: str | None
     transaction_timeout_ms: int
     client_dns_lookup: str
     metadata_recovery_strategy: str
@@ -582,6 +584,12 @@ class ProducerConfig:
                 "retry.backoff.ms=%d is greater than retry.backoff.max.ms=%d: a static backoff of %d ms applies",
                 self.retry_backoff_ms, self.retry_backoff_max_ms, self.retry_backoff_max_ms,
             )
+
+        if self.transactional_id is not None:
+            if "enable.idempotence" in explicit and not self.enable_idempotence:
+                raise ConfigError("transactional.id needs enable.idempotence=true: a transaction is built on the idempotent producer")
+            self.enable_idempotence = True
+            self.idempotence_explicit = True  # a conflict below is an error, not a silent downgrade
 
         if self.enable_idempotence:
             conflicts: list[str] = []

@@ -52,6 +52,14 @@ class WrongEventLoopError(KafkaError, RuntimeError):
     """
 
 
+class IllegalStateError(KafkaError, RuntimeError):
+    """A call the producer's current state does not allow (a transaction method out of order); names the state."""
+
+
+class TransactionAbortedError(KafkaError):
+    """The record was in a transaction that was aborted before it was sent."""
+
+
 class RecordTooLargeError(KafkaError):
     """A record is larger than ``max.request.size`` or ``buffer.memory``."""
 
@@ -863,6 +871,8 @@ __all__ = [
     "KafkaError",
     "AuthenticationError",
     "ConfigError",
+    "IllegalStateError",
+    "TransactionAbortedError",
     "SslAuthenticationError",
     "KafkaTimeoutError",
     "SerializationError",

@@ -14,17 +14,19 @@ and the record goes into the partition's open batch synchronously.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
+    IllegalStateError,
     InvalidRecordError,
     KafkaError,
     KafkaTimeoutError,
@@ -43,7 +45,9 @@ from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, 
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
-from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.coordinator import Coordinators
+from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
+from aioproducer.internals.transactions import Transactions
 from aioproducer.network.client import ClientClosedError, KafkaClient
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
@@ -150,6 +154,8 @@ class Producer:
         self._sender_task: asyncio.Task[None] | None = None
         self._start_task: asyncio.Task[None] | None = None  # the one start() in progress or done
         self._transaction_manager: TransactionManager | None = None
+        #: The transaction calls, with ``transactional.id`` only (their state: the transaction manager).
+        self._transactions: Transactions | None = None
         # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
         # update, each with its snapshot, which the metadata owns (not a copy). Emptied by the
         # client's listener on every update; refilled by _wait_on_metadata.
@@ -204,13 +210,17 @@ class Producer:
         # Nothing the loop holds (tasks, callbacks) may hold the producer: a dropped one must be collectable (__del__).
         topic_partitions = self._topic_partitions
         client.metadata_listeners.append(lambda _metadata: topic_partitions.clear())
+        tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
+        coordinators = Coordinators(client, cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        transactions = Transactions(tm, coordinators, cfg.max_block_ms) if tm is not None and tm.transactional else None
         try:
             await self._bootstrap(client)
+            if transactions is not None:
+                await transactions.init()  # init_transactions(): fences an earlier producer with this id
         except BaseException:
             await client.close()  # nothing may outlive a start that did not finish (closes its own lifecycle)
             raise
         lifecycle = client.lifecycle = self._lifecycle  # the producer's client now: one lifecycle for all
-        tm = TransactionManager() if cfg.enable_idempotence else None
         # The sender's wake-up, made first: the accumulator sets it (a batch opened, filled, or
         # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
         wake = asyncio.Event()
@@ -235,6 +245,12 @@ class Producer:
             lifecycle=lifecycle,
         )
         sender = Sender(client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake)
+        sender.coordinators = coordinators
+        if transactions is not None:
+            transactions.flush = self.flush
+            transactions.abort_undrained = sender.abort_undrained
+            transactions.on_fatal = lifecycle.refuse
+            self._transactions = transactions
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
         lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
@@ -247,6 +263,7 @@ class Producer:
             or self._partitioner is not None
             or self._ignore_keys
             or self._check_every_record
+            or transactions is not None  # every record checks that a transaction is open
         )
         self._plain_accumulator = accumulator if plain else None
 
@@ -416,6 +433,8 @@ class Producer:
         self._check_context()
         if lifecycle.refusal is not None:  # the producer can send nothing any more
             raise lifecycle.refusal
+        if self._transactions is not None:
+            self._transactions.tm.require("send()", TransactionState.IN_TRANSACTION)
         if self._sender_task is not None and self._sender_task.done():
             raise ProducerClosedError(
                 "the producer's sender task was cancelled without close() (did its event loop shut down?): "
@@ -545,6 +564,57 @@ class Producer:
                 partitions = self._topic_partitions.get(topic)
             append(future)
         return futures
+
+    # ------------------------------------------------------------------ transactions
+    def begin_transaction(self) -> None:
+        """Start a transaction (``transactional.id`` producers): records sent until commit or abort belong to it."""
+        self._require_transactions("begin_transaction()").begin()
+
+    async def commit_transaction(self) -> None:
+        """Send and wait for every record of the transaction, then commit it; raises if any record failed.
+
+        After such a failure the transaction can only be aborted (``abort_transaction()``).
+        Bounded by ``max.block.ms`` for the coordinator's answer.
+        """
+        await self._require_transactions("commit_transaction()").commit()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it."""
+        await self._require_transactions("abort_transaction()").abort()
+
+    async def send_offsets_to_transaction(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
+        """Commit a consumer's offsets (partition -> next offset to read) as part of the transaction.
+
+        ``group_metadata``: the group id, or an object with ``group_id`` (and ``generation_id``,
+        ``member_id``, ``group_instance_id`` to fence zombie consumers, KIP-447).
+        """
+        await self._require_transactions("send_offsets_to_transaction()").send_offsets(offsets, group_metadata)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Producer]:
+        """``async with producer.transaction():`` begin; commit on normal exit; abort on an exception, re-raised."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            transactions = self._transactions
+            if transactions is not None and transactions.tm.state in (
+                TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR
+            ):
+                await self.abort_transaction()
+            raise
+        await self.commit_transaction()
+
+    def _require_transactions(self, call: str) -> Transactions:
+        self._check_context()
+        if self._config.transactional_id is None:
+            raise IllegalStateError(f"{call} needs a transactional producer: set transactional.id")
+        if self._lifecycle.closing:
+            raise ProducerClosedError(f"{call} called on a closed producer")
+        transactions = self._transactions
+        if transactions is None:
+            raise IllegalStateError(f"{call}: the producer is not started ('async with Producer(...)' or 'await start()')")
+        return transactions
 
     async def send_and_wait(
         self,

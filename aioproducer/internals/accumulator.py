@@ -337,6 +337,9 @@ class RecordAccumulator:
         dq.append(batch)
         self._active[topic] = info
         self._incomplete.add(batch)
+        tm = self.transaction_manager
+        if tm is not None and tm.transactional_id is not None:
+            tm.maybe_add_partition(topic, partition)  # the coordinator must know it before the batch goes
         self._wakeup()
         return future
 

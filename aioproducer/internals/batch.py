@@ -280,6 +280,7 @@ class ProducerBatch:
         "producer_id",
         "producer_epoch",
         "base_sequence",
+        "is_transactional",
         "in_retry",
         "sequence_reset",
         "retry_error",
@@ -322,6 +323,7 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
+        self.is_transactional = False
         self.in_retry = False
         # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``).
         self.sequence_reset = False
@@ -413,15 +415,21 @@ class ProducerBatch:
     def has_sequence(self) -> bool:
         return self.base_sequence != NO_SEQUENCE
 
-    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool = False
+    ) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
 
     def records(self) -> bytes:
         """The wire bytes with this batch's producer state (the builder compresses once and caches them)."""
         return self.builder.build(
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=self.base_sequence
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
         )
 
     # -- completion -------------------------------------------------------------------

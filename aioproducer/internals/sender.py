@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
@@ -63,6 +64,9 @@ from aioproducer.errors import (
     AuthenticationError,
     BrokerResponseError,
     DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
     InvalidRecordBrokerError,
     KafkaConnectionError,
     KafkaError,
@@ -71,6 +75,7 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
+from aioproducer.internals.coordinator import TRANSACTION, Coordinators, first_error_code
 from aioproducer.internals.lifecycle import State
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
@@ -204,6 +209,11 @@ class Sender:
         self._sent: dict[ProducerBatch, None] = {}
         self._sent_deadline = float("inf")
         self._init_task: asyncio.Task[None] | None = None
+        #: Transactions: coordinator requests (given by the producer), the AddPartitionsToTxn under way,
+        #: and the transactional id each Produce request carries.
+        self.coordinators: Coordinators | None = None
+        self._add_partitions_task: asyncio.Task[None] | None = None
+        self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
         self._init_attempts = 0
         self._init_not_before = float("-inf")
         self._init_error: KafkaError | None = None
@@ -292,7 +302,9 @@ class Sender:
         tm = self.transaction_manager
         if tm is not None:
             tm.maybe_resolve_sequences()
-            if tm.epoch_bump_required and tm.ready_to_bump():
+            if tm.transactional:
+                self._maybe_add_partitions_to_txn(tm)  # a transactional epoch bump waits for the abort
+            elif tm.epoch_bump_required and tm.ready_to_bump():
                 tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
         result = accumulator.ready(metadata, now)
         delay = min(result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
@@ -533,6 +545,53 @@ class Sender:
 
         self._metadata_task = self._spawn(refresh())
 
+    # ------------------------------------------------------------------ transactions
+    def _maybe_add_partitions_to_txn(self, tm: TransactionManager) -> None:
+        """Send AddPartitionsToTxn for the partitions that got their first batch (one request at a time)."""
+        if self._add_partitions_task is not None or self.coordinators is None:
+            return
+        partitions = tm.take_pending_partitions()
+        if partitions:
+            self._add_partitions_task = self._spawn(self._add_partitions_to_txn(tm, partitions))
+
+    async def _add_partitions_to_txn(self, tm: TransactionManager, partitions: set[tuple[str, int]]) -> None:
+        assert self.coordinators is not None and tm.transactional_id is not None
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "v3_and_below_transactional_id": tm.transactional_id,
+            "v3_and_below_producer_id": tm.producer_id,
+            "v3_and_below_producer_epoch": tm.producer_epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        added: set[tuple[str, int]] = set()
+        retry: set[tuple[str, int]] = set()
+        try:
+            answer = await self.coordinators.request(
+                TRANSACTION, tm.transactional_id, messages.ADD_PARTITIONS_TO_TXN, body,
+                time.monotonic() + self.config.delivery_timeout_ms / 1000, "AddPartitionsToTxn",
+            )
+            code = first_error_code(answer)
+            if code == 0:
+                added = partitions
+            else:
+                error = error_for_code(code)(f"AddPartitionsToTxn: {error_for_code(code).message}")
+                self._add_partitions_failed(tm, error)
+        except KafkaError as exc:
+            self._add_partitions_failed(tm, exc)
+        finally:
+            tm.partitions_added(added, retry)
+            self._add_partitions_task = None
+            self.wakeup()
+
+    def _add_partitions_failed(self, tm: TransactionManager, error: KafkaError) -> None:
+        """The partitions could not be added: their batches fail, and the transaction must be aborted."""
+        log.warning("AddPartitionsToTxn failed: %s", error)
+        self._transaction_failed(tm, error)
+        for batch in self.accumulator.abort_undrained():
+            self._fail_batch(batch, error, outcome_unknown=False)
+
     def _maybe_init_producer_id(self, now: float) -> float:
         """Start an InitProducerId attempt when one is needed and due; ms until the next may start.
 
@@ -543,8 +602,8 @@ class Sender:
         still count under the old producer id).
         """
         tm = self.transaction_manager
-        if tm is None or tm.has_producer_id or self._has_requests():
-            return float("inf")
+        if tm is None or tm.transactional or tm.has_producer_id or self._has_requests():
+            return float("inf")  # a transactional producer's id comes from init_transactions()
         if self._init_task is not None and not self._init_task.done():
             return float("inf")  # its end wakes the sender
         if now < self._init_not_before:
@@ -615,7 +674,7 @@ class Sender:
 
     async def _shutdown_background(self) -> None:
         tasks = [*self._connecting.values(), *self._requests]
-        for task in (self._metadata_task, self._init_task):
+        for task in (self._metadata_task, self._init_task, self._add_partitions_task):
             if task is not None:
                 tasks.append(task)
         for task in tasks:
@@ -644,6 +703,7 @@ class Sender:
                 acks=acks,
                 timeout_ms=self.config.request_timeout_ms,
                 on_response=functools.partial(self._on_produce_response, batches),
+                transactional_id=self._transactional_id,
             )
         except (KafkaError, OSError, ValueError) as exc:
             self._untrack_sent(batches)
@@ -679,7 +739,9 @@ class Sender:
         acks = self.config.acks
         try:
             connection = await self.client.connection(node)
-            response = await connection.produce(topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms)
+            response = await connection.produce(
+                topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id
+            )
         except (KafkaError, OSError, ValueError) as exc:
             self._untrack_sent(batches)
             self._request_failed(batches, exc)
@@ -840,9 +902,22 @@ class Sender:
         self._finish(batch, base_offset, log_append_time, None)
 
     def _fail_batch(self, batch: ProducerBatch, error: BaseException, *, outcome_unknown: bool) -> None:
-        if self.transaction_manager is not None:
-            self.transaction_manager.on_failed(batch, _code_of(error), outcome_unknown=outcome_unknown)
+        tm = self.transaction_manager
+        if tm is not None:
+            tm.on_failed(batch, _code_of(error), outcome_unknown=outcome_unknown)
+            if tm.transactional:
+                self._transaction_failed(tm, error)
         self._finish(batch, -1, -1, error)
+
+    def _transaction_failed(self, tm: TransactionManager, error: BaseException) -> None:
+        """A batch of the transaction failed: fenced is fatal; anything else makes the transaction abortable."""
+        if isinstance(error, (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError)):
+            tm.fatal_error(error)
+            self.lifecycle.refuse(error)
+            return
+        tm.abortable_error(error)
+        if tm.epoch_bump_required:
+            tm.bump_on_abort = True  # KIP-360: InitProducerId with the current epoch when aborting
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         if batch.in_flight:
@@ -858,6 +933,11 @@ class Sender:
             if self._on_complete is not None:
                 self._on_complete(batch)
             batch.release()
+
+    def abort_undrained(self, error: BaseException) -> None:
+        """Fail every batch not yet sent with ``error`` (an aborted transaction's); those in flight go on."""
+        for batch in self.accumulator.abort_undrained():
+            self._fail_batch(batch, error, outcome_unknown=False)
 
     def abort_incomplete(self, error: BaseException) -> None:
         """Forced close: fail everything still queued or in flight with ``error``."""

@@ -35,17 +35,37 @@ The rules, and why
   flight to it: a broker without state for the producer takes any first
   sequence, so a second batch could be written before a refused first one.
 
-Owned by the sender: only the event loop touches it.
+Transactions (KIP-98)
+---------------------
+With ``transactional.id`` the same object also owns the transaction's state machine, as
+Java's ``TransactionManager``::
+
+    UNINITIALIZED -> INITIALIZING -> READY -> IN_TRANSACTION -> COMMITTING_TRANSACTION -> READY
+                                       ^             |  +-------> ABORTING_TRANSACTION ---> READY
+                                       |             v                ^      +--(epoch bump)--> INITIALIZING
+                                       |       ABORTABLE_ERROR ------/
+     any state -> FATAL_ERROR (fenced, unauthorized: the producer can only be closed)
+
+and which partitions the coordinator knows are in the transaction: a partition gets its
+first batch *pending* (``maybe_add_partition``); the sender sends AddPartitionsToTxn for the
+pending ones together and drains a partition's batches only once it is added. A batch that
+fails inside a transaction makes the transaction abortable (the records around it may be
+half written); fencing errors make the producer fatal. Numbering stays as above, except that
+an epoch bump is never local: it is InitProducerId with the current id and epoch, at abort
+(KIP-360).
+
+Owned by the sender and the producer's transaction calls, on the event loop only.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
-from aioproducer.errors import OutOfOrderSequenceNumberError, UnknownProducerIdError
+from aioproducer.errors import IllegalStateError, OutOfOrderSequenceNumberError, UnknownProducerIdError
 from aioproducer.internals.batch import ProducerBatch
 
-__all__ = ["TransactionManager", "PartitionSequences"]
+__all__ = ["TransactionManager", "TransactionState", "PartitionSequences"]
 
 MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
@@ -53,6 +73,31 @@ NO_LAST_ACKED = -1
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.errno
 UNKNOWN_PRODUCER_ID = UnknownProducerIdError.errno
+
+
+class TransactionState(enum.Enum):
+    """Java's ``TransactionManager.State``."""
+
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+
+_S = TransactionState
+#: target -> the states it may be reached from (FATAL_ERROR: from any).
+_SOURCES: dict[TransactionState, frozenset[TransactionState]] = {
+    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING_TRANSACTION}),
+    _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
+    _S.IN_TRANSACTION: frozenset({_S.READY}),
+    _S.COMMITTING_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
+    _S.ABORTING_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
+    _S.ABORTABLE_ERROR: frozenset({_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR}),
+}
 
 
 def increment_sequence(sequence: int, by: int) -> int:
@@ -85,7 +130,7 @@ class PartitionSequences:
         self.producer_epoch = producer_epoch
         sequence = 0
         for batch in self.unacked:
-            batch.set_producer_state(producer_id, producer_epoch, sequence)
+            batch.set_producer_state(producer_id, producer_epoch, sequence, batch.is_transactional)
             batch.sequence_reset = True
             sequence = increment_sequence(sequence, batch.record_count)
         self.next_sequence = sequence
@@ -98,15 +143,103 @@ class PartitionSequences:
 
 
 class TransactionManager:
-    """Producer id/epoch and sequence bookkeeping for ``enable.idempotence=true``."""
+    """Producer id/epoch and sequence bookkeeping, and with a ``transactional_id`` the transaction's state."""
 
-    def __init__(self) -> None:
+    def __init__(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60000) -> None:
         self.producer_id = -1
         self.producer_epoch = -1
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.state = TransactionState.UNINITIALIZED
+        #: Why the state is ABORTABLE_ERROR or FATAL_ERROR.
+        self.last_error: BaseException | None = None
+        #: Partitions the coordinator knows are in this transaction; partitions with records queued
+        #: that it does not know yet; those in the AddPartitionsToTxn request under way.
+        self.partitions_in_transaction: set[tuple[str, int]] = set()
+        self.pending_partitions: set[tuple[str, int]] = set()
+        self.partitions_being_added: set[tuple[str, int]] = set()
+        #: AddOffsetsToTxn succeeded in this transaction: it must be ended even without records.
+        self.offsets_added = False
+        #: A batch failed in a way that needs a new epoch: InitProducerId with the old one at abort.
+        self.bump_on_abort = False
         #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}
 
+    # -- the transaction's state machine -------------------------------------------------------
+    @property
+    def transactional(self) -> bool:
+        return self.transactional_id is not None
+
+    def transition(self, target: TransactionState, error: BaseException | None = None) -> None:
+        """Move to ``target``; an invalid move is a bug here, raised as IllegalStateError naming both states."""
+        if target is not TransactionState.FATAL_ERROR and self.state not in _SOURCES[target]:
+            raise IllegalStateError(f"invalid transaction state transition from {self.state.value} to {target.value}")
+        if self.state is TransactionState.FATAL_ERROR:
+            return  # fatal stays fatal
+        self.state = target
+        if error is not None:
+            self.last_error = error
+
+    def require(self, action: str, *states: TransactionState) -> None:
+        """Raise the error that explains why ``action`` cannot be done in the current state."""
+        if self.state in states:
+            return
+        if self.state is TransactionState.FATAL_ERROR:
+            raise IllegalStateError(
+                f"{action}: the producer hit a fatal error and can only be closed: {self.last_error}"
+            ) from self.last_error
+        if self.state is TransactionState.ABORTABLE_ERROR:
+            raise IllegalStateError(
+                f"{action}: the transaction failed and must be aborted (abort_transaction()): {self.last_error}"
+            ) from self.last_error
+        wanted = " or ".join(s.value for s in states)
+        raise IllegalStateError(f"{action} needs the transaction state {wanted}, not {self.state.value}")
+
+    def abortable_error(self, error: BaseException) -> None:
+        """Something in the transaction failed: it can only be aborted now."""
+        if self.state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION,
+                          TransactionState.ABORTABLE_ERROR):
+            self.transition(TransactionState.ABORTABLE_ERROR, error)
+
+    def fatal_error(self, error: BaseException) -> None:
+        self.transition(TransactionState.FATAL_ERROR, error)
+
+    @property
+    def transaction_started(self) -> bool:
+        """Whether the coordinator knows of this transaction (a partition or offsets added): it must be ended."""
+        return bool(self.partitions_in_transaction) or self.offsets_added
+
+    def maybe_add_partition(self, topic: str, partition: int) -> None:
+        """A batch opened for ``topic``/``partition`` inside the transaction: add it before it is sent."""
+        key = (topic, partition)
+        if key not in self.partitions_in_transaction and key not in self.partitions_being_added:
+            self.pending_partitions.add(key)
+
+    def take_pending_partitions(self) -> set[tuple[str, int]]:
+        """The partitions for the next AddPartitionsToTxn request (empty while one is under way)."""
+        if self.partitions_being_added or not self.pending_partitions:
+            return set()
+        taken, self.pending_partitions = self.pending_partitions, set()
+        self.partitions_being_added = taken
+        return taken
+
+    def partitions_added(self, added: set[tuple[str, int]], retry: set[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn ended: ``added`` are in the transaction, ``retry`` go back to pending."""
+        self.partitions_in_transaction |= added
+        self.pending_partitions |= retry
+        self.partitions_being_added = set()
+
+    def end_transaction(self) -> None:
+        """EndTxn answered (or nothing had started): the next transaction begins from scratch."""
+        self.partitions_in_transaction.clear()
+        self.pending_partitions.clear()
+        self.partitions_being_added.clear()
+        self.offsets_added = False
+        self.last_error = None
+        self.transition(TransactionState.READY)
+
+    # -- producer id and sequences ---------------------------------------------------------------
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
@@ -186,6 +319,8 @@ class TransactionManager:
         if not self.has_producer_id:
             return True
         key = (batch.topic, batch.partition)
+        if self.transactional_id is not None and key not in self.partitions_in_transaction:
+            return True  # the coordinator must know the partition first (AddPartitionsToTxn)
         entry = self._partitions.get(key)
         if entry is None:
             return False
@@ -209,7 +344,7 @@ class TransactionManager:
         entry = self._entry(batch.topic, batch.partition)
         if self._is_stale(entry):  # its older batches are all done (should_stop_drain)
             entry.start_at_beginning(self.producer_id, self.producer_epoch)
-        batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence)
+        batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence, self.transactional)
         entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         entry.unacked.append(batch)
 
@@ -290,7 +425,7 @@ class TransactionManager:
             return
         sequence = batch.base_sequence
         for piece in pieces:
-            piece.set_producer_state(batch.producer_id, batch.producer_epoch, sequence)
+            piece.set_producer_state(batch.producer_id, batch.producer_epoch, sequence, batch.is_transactional)
             piece.in_retry = True  # new batches of the partition wait until the pieces went out
             sequence = increment_sequence(sequence, piece.record_count)
         try:

@@ -353,6 +353,10 @@ class KafkaClient:
         finally:
             await asyncio.gather(*(c.close() for c in moved))
 
+    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Send a request any broker can answer (FindCoordinator) to the least loaded one; its answer."""
+        return await self._send_any(api_key, body, lambda response: response)
+
     async def _send_any(
         self, api_key: int, body: dict[str, Any], handle: Callable[[dict[str, Any]], _T]
     ) -> _T:

@@ -1,0 +1,150 @@
+"""Requests to a coordinator: the transaction coordinator of a ``transactional.id``, a group's coordinator.
+
+Theory of operation. Transactions talk to brokers chosen by key, not by partition:
+FindCoordinator (key type 1 for a transactional id, 0 for a consumer group) names the
+broker, which is remembered until it answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE
+(the key moved: ask again). COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the
+previous transaction is still being completed) mean "the same broker, a little later". So
+:meth:`Coordinators.request` retries those, with the producer's backoff, until the caller's
+deadline, and returns every other answer for the caller to judge: only it knows which
+errors are fatal or abortable for its request. A connection failure is retried the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from aioproducer.errors import (
+    ConcurrentTransactionsError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NotCoordinatorError,
+    error_for_code,
+)
+from aioproducer.protocol import messages
+
+__all__ = ["GROUP", "TRANSACTION", "Coordinators", "first_error_code", "raise_for"]
+
+#: FindCoordinator key types.
+GROUP = 0
+TRANSACTION = 1
+
+_MOVED = frozenset({NotCoordinatorError.errno, CoordinatorNotAvailableError.errno})
+_LATER = frozenset({CoordinatorLoadInProgressError.errno, ConcurrentTransactionsError.errno})
+
+
+class CoordinatorClient(Protocol):
+    """What this needs of ``KafkaClient``."""
+
+    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def connection(self, node_id: int) -> Any: ...
+
+
+def first_error_code(body: Any) -> int:
+    """The first non-zero ``error_code`` (or ``partition_error_code``) anywhere in a response body, else 0."""
+    if isinstance(body, dict):
+        for key in ("error_code", "partition_error_code"):
+            code = body.get(key)
+            if isinstance(code, int) and code:
+                return code
+        for value in body.values():
+            code = first_error_code(value)
+            if code:
+                return code
+    elif isinstance(body, list):
+        for item in body:
+            code = first_error_code(item)
+            if code:
+                return code
+    return 0
+
+
+class Coordinators:
+    """Finds coordinators and sends them requests, retrying what only needs time (see the module docstring)."""
+
+    def __init__(self, client: CoordinatorClient, retry_backoff_ms: int, retry_backoff_max_ms: int) -> None:
+        self._client = client
+        self._backoff_ms = max(1, retry_backoff_ms)
+        self._backoff_max_ms = max(self._backoff_ms, retry_backoff_max_ms)
+        #: (key type, key) -> the coordinator's node id, until it says it is not.
+        self._known: dict[tuple[int, str], int] = {}
+
+    def forget(self, key_type: int, key: str) -> None:
+        self._known.pop((key_type, key), None)
+
+    async def request(
+        self,
+        key_type: int,
+        key: str,
+        api_key: int,
+        body: dict[str, Any] | Callable[[], dict[str, Any]],
+        deadline: float,
+        what: str,
+    ) -> dict[str, Any]:
+        """Send ``body`` to the coordinator of ``key`` until an answer that is not "moved" or "later".
+
+        ``deadline`` is ``time.monotonic()`` seconds; past it, :class:`KafkaTimeoutError` naming
+        ``what`` and the last error. ``body`` may be a function, called per attempt (a body
+        that carries the current producer epoch).
+        """
+        attempt = 0
+        last: BaseException | None = None
+        while True:
+            try:
+                node = await self._find(key_type, key, deadline, what)
+                connection = await self._client.connection(node)
+                answer: dict[str, Any] = await connection.send(api_key, body() if callable(body) else body)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self.forget(key_type, key)
+                last = exc
+            else:
+                code = first_error_code(answer)
+                if code in _MOVED:
+                    self.forget(key_type, key)
+                if code not in _MOVED and code not in _LATER:
+                    return answer
+                last = error_for_code(code)(f"{what}: {error_for_code(code).message}")
+            attempt += 1
+            await self._wait(attempt, deadline, what, last)
+
+    async def _find(self, key_type: int, key: str, deadline: float, what: str) -> int:
+        known = self._known.get((key_type, key))
+        if known is not None:
+            return known
+        attempt = 0
+        while True:
+            answer = await self._client.send_any(
+                messages.FIND_COORDINATOR, {"key": key, "key_type": key_type, "coordinator_keys": [key]}
+            )
+            entry = (answer.get("coordinators") or [answer])[0]
+            code = int(entry.get("error_code") or 0)
+            if code == 0:
+                node = int(entry["node_id"])
+                self._known[(key_type, key)] = node
+                return node
+            error = error_for_code(code)
+            if not error.retriable and code not in _MOVED and code not in _LATER:
+                raise error(f"{what}: FindCoordinator for {key!r}: {entry.get('error_message') or error.message}")
+            attempt += 1
+            await self._wait(attempt, deadline, what, error(f"FindCoordinator for {key!r}"))
+
+    async def _wait(self, attempt: int, deadline: float, what: str, last: BaseException | None) -> None:
+        delay = min(self._backoff_ms * 2.0 ** min(attempt - 1, 30), self._backoff_max_ms) / 1000
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise KafkaTimeoutError(f"{what} did not complete in time: the last attempt failed with {last}") from last
+        await asyncio.sleep(min(delay, left))
+
+
+def raise_for(code: int, what: str, message: str | None = None) -> None:
+    """Raise the error class of ``code`` (non-zero) with ``what`` and the broker's message."""
+    if code:
+        error = error_for_code(code)
+        raise error(f"{what}: {message or error.message}")
+

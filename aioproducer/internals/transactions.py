@@ -1,0 +1,231 @@
+"""The producer's transaction calls: init, commit, abort, offsets (KIP-98, KIP-447), as Java's producer makes them.
+
+Theory of operation. The state lives in :class:`TransactionManager` (one owner); this module
+makes the coordinator round trips that move it, each bounded by ``max.block.ms`` as Java's
+``initTransactions``/``commitTransaction``/``abortTransaction`` are:
+
+* ``init`` (in ``start()``): InitProducerId with the ``transactional.id``; the coordinator
+  bumps the epoch, which fences an earlier producer with the same id and aborts the
+  transaction it left open.
+* ``commit``: every record of the transaction is sent and acknowledged first (a flush); if
+  one failed, the transaction is abortable and ``commit`` raises. Then EndTxn(commit), unless
+  the coordinator never heard of the transaction (nothing was sent).
+* ``abort``: queued batches the broker never saw fail with :class:`TransactionAbortedError`,
+  batches in flight are awaited, then EndTxn(abort); a transaction whose sequences broke
+  gets a new epoch (InitProducerId with the current id and epoch, KIP-360).
+* ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
+  the group's coordinator, with the consumer's generation and member id when given (KIP-447:
+  a zombie consumer's offsets are refused).
+
+Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
+closed; every later call says why), everything else that fails a transaction makes it
+abortable (``abort_transaction()`` and the producer works again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aioproducer.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    TransactionAbortedError,
+    TransactionalIdAuthorizationFailedError,
+    error_for_code,
+)
+from aioproducer.internals.coordinator import GROUP, TRANSACTION, Coordinators, first_error_code
+from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
+from aioproducer.protocol import messages
+
+__all__ = ["GroupMetadata", "Transactions"]
+
+_FATAL = (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
+_S = TransactionState
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """A consumer's group membership, for ``send_offsets_to_transaction`` (Java's ``ConsumerGroupMetadata``)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> GroupMetadata:
+        """From a group id string, this class, or any object with ``group_id`` (and the other attributes)."""
+        if isinstance(value, GroupMetadata):
+            return value
+        if isinstance(value, str):
+            if not value:
+                raise ValueError("send_offsets_to_transaction(group_metadata=...): the group id is empty")
+            return cls(value)
+        group_id = getattr(value, "group_id", None)
+        if not isinstance(group_id, str) or not group_id:
+            raise TypeError(
+                "send_offsets_to_transaction(group_metadata=...) takes a group id string or an object with "
+                f"group_id, generation_id, member_id, group_instance_id; got {type(value).__name__}"
+            )
+        return cls(
+            group_id,
+            int(getattr(value, "generation_id", -1)),
+            str(getattr(value, "member_id", "") or ""),
+            getattr(value, "group_instance_id", None),
+        )
+
+
+class Transactions:
+    """The coordinator round trips of the transactional producer (see the module docstring)."""
+
+    def __init__(self, tm: TransactionManager, coordinators: Coordinators, max_block_ms: int) -> None:
+        assert tm.transactional_id is not None
+        self.tm = tm
+        self.transactional_id: str = tm.transactional_id
+        self._coordinators = coordinators
+        self._max_block_ms = max_block_ms
+        #: Set by the producer once its accumulator and sender exist (``init`` needs neither):
+        #: wait for every queued record; fail the queued ones; refuse every later record.
+        self.flush: Callable[[], Awaitable[None]] = _nothing
+        self.abort_undrained: Callable[[BaseException], None] = lambda _error: None
+        self.on_fatal: Callable[[BaseException], None] = lambda _error: None
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._max_block_ms / 1000
+
+    async def _request(self, api_key: int, body: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
+        answer = await self._coordinators.request(TRANSACTION, self.transactional_id, api_key, body, self._deadline(), what)
+        self._check(first_error_code(answer), what)
+        return answer
+
+    def _check(self, code: int, what: str) -> None:
+        if not code:
+            return
+        cls = error_for_code(code)
+        error = cls(f"{what} for transactional.id {self.transactional_id!r}: {cls.message}")
+        if issubclass(cls, _FATAL):
+            self.tm.fatal_error(error)
+            self.on_fatal(error)
+        else:
+            self.tm.abortable_error(error)
+        raise error
+
+    # -------------------------------------------------------------------------------- init
+    async def init(self) -> None:
+        """InitProducerId for the ``transactional.id`` (fences an earlier incarnation)."""
+        tm = self.tm
+        tm.require("init_transactions()", _S.UNINITIALIZED)
+        tm.transition(_S.INITIALIZING)
+        await self._init_producer_id("init_transactions()")
+        tm.transition(_S.READY)
+
+    async def _init_producer_id(self, what: str) -> None:
+        tm = self.tm
+
+        def body() -> dict[str, Any]:
+            return {
+                "transactional_id": self.transactional_id,
+                "transaction_timeout_ms": tm.transaction_timeout_ms,
+                "producer_id": tm.producer_id,
+                "producer_epoch": tm.producer_epoch,
+            }
+
+        answer = await self._request(messages.INIT_PRODUCER_ID, body, what)
+        tm.set_producer_id_and_epoch(int(answer["producer_id"]), int(answer["producer_epoch"]))
+
+    # ------------------------------------------------------------------------ begin, commit
+    def begin(self) -> None:
+        self.tm.require("begin_transaction()", _S.READY)
+        self.tm.transition(_S.IN_TRANSACTION)
+
+    async def commit(self) -> None:
+        tm = self.tm
+        tm.require("commit_transaction()", _S.IN_TRANSACTION)
+        tm.transition(_S.COMMITTING_TRANSACTION)
+        await self.flush()
+        if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed while flushing
+            tm.require("commit_transaction()", _S.COMMITTING_TRANSACTION)
+        if tm.transaction_started:
+            await self._end_txn(committed=True)
+        tm.end_transaction()
+
+    async def _end_txn(self, committed: bool) -> None:
+        tm = self.tm
+        what = "commit_transaction()" if committed else "abort_transaction()"
+        await self._request(
+            messages.END_TXN,
+            lambda: {
+                "transactional_id": self.transactional_id,
+                "producer_id": tm.producer_id,
+                "producer_epoch": tm.producer_epoch,
+                "committed": committed,
+            },
+            what,
+        )
+
+    # -------------------------------------------------------------------------------- abort
+    async def abort(self) -> None:
+        tm = self.tm
+        tm.require("abort_transaction()", _S.IN_TRANSACTION, _S.ABORTABLE_ERROR)
+        tm.transition(_S.ABORTING_TRANSACTION)
+        self.abort_undrained(TransactionAbortedError("the transaction was aborted before this record was sent"))
+        await self.flush()  # what is in flight completes, one way or the other
+        if tm.transaction_started:
+            await self._end_txn(committed=False)
+        if tm.bump_on_abort:  # KIP-360: a new epoch instead of broken sequences
+            tm.transition(_S.INITIALIZING)
+            await self._init_producer_id("abort_transaction()")
+            tm.bump_on_abort = False
+        tm.end_transaction()
+
+    # ------------------------------------------------------------------------------ offsets
+    async def send_offsets(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
+        """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator (``offsets``: partition -> next offset)."""
+        tm = self.tm
+        tm.require("send_offsets_to_transaction()", _S.IN_TRANSACTION)
+        group = GroupMetadata.of(group_metadata)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in offsets.items():
+            topic, partition = _topic_partition(tp)
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": int(offset), "committed_leader_epoch": -1,
+                 "committed_metadata": ""}
+            )
+        what = "send_offsets_to_transaction()"
+        await self._request(
+            messages.ADD_OFFSETS_TO_TXN,
+            lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
+                     "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
+            what,
+        )
+        tm.offsets_added = True
+        answer = await self._coordinators.request(
+            GROUP, group.group_id, messages.TXN_OFFSET_COMMIT,
+            lambda: {
+                "transactional_id": self.transactional_id, "group_id": group.group_id,
+                "producer_id": tm.producer_id, "producer_epoch": tm.producer_epoch,
+                "generation_id": group.generation_id, "member_id": group.member_id,
+                "group_instance_id": group.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+            self._deadline(), what,
+        )
+        self._check(first_error_code(answer), what)
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _topic_partition(tp: Any) -> tuple[str, int]:
+    """A ``TopicPartition`` of any client (``.topic``, ``.partition``) or a ``(topic, partition)`` pair."""
+    if isinstance(tp, tuple) and len(tp) == 2:
+        return str(tp[0]), int(tp[1])
+    topic, partition = getattr(tp, "topic", None), getattr(tp, "partition", None)
+    if isinstance(topic, str) and isinstance(partition, int):
+        return topic, partition
+    raise TypeError(f"send_offsets_to_transaction(offsets=...): keys must be TopicPartition or (topic, partition), got {tp!r}")
