@@ -173,10 +173,10 @@ class TransactionManager:
 
     def transition(self, target: TransactionState, error: BaseException | None = None) -> None:
         """Move to ``target``; an invalid move is a bug here, raised as IllegalStateError naming both states."""
+        if self.state is TransactionState.FATAL_ERROR:
+            return  # fatal stays fatal: every caller's require() says so
         if target is not TransactionState.FATAL_ERROR and self.state not in _SOURCES[target]:
             raise IllegalStateError(f"invalid transaction state transition from {self.state.value} to {target.value}")
-        if self.state is TransactionState.FATAL_ERROR:
-            return  # fatal stays fatal
         self.state = target
         if error is not None:
             self.last_error = error

@@ -299,10 +299,15 @@ def test_bad_security_protocol_lists_options() -> None:
         ProducerConfig(security_protocol="TLS")
 
 
-@pytest.mark.parametrize("tid", ["my-tx", ""])
-def test_transactional_id_not_supported_yet(tid: str) -> None:
-    with pytest.raises(ConfigError, match="transactions are not supported yet"):
-        ProducerConfig(transactional_id=tid)
+def test_a_transactional_id_forces_idempotence_and_an_empty_one_is_refused() -> None:
+    cfg = ProducerConfig(transactional_id="my-tx", acks="all")
+    assert cfg.transactional_id == "my-tx" and cfg.enable_idempotence
+    with pytest.raises(ConfigError, match="transactional.id needs enable.idempotence=true"):
+        ProducerConfig(transactional_id="my-tx", enable_idempotence=False)
+    with pytest.raises(ConfigError, match="enable.idempotence=true conflicts"):
+        ProducerConfig(transactional_id="my-tx", acks="1")  # no silent downgrade: the conflict is an error
+    with pytest.raises(ConfigError, match="must not be empty"):
+        ProducerConfig(transactional_id="")
 
 
 def test_mixing_forms() -> None:
