@@ -683,10 +683,12 @@ class Producer:
         assert client is not None
         client.add_topic(topic)  # in use now: metadata.max.idle.ms counts from here
         deadline = monotonic_ms() + max_wait_ms
+        wait_ms = max_wait_ms  # the first wait gets it all: its timeout message names the caller's max.block.ms
         snapshot = client.metadata.partitions_snapshot(topic)
         while snapshot is None:  # not known yet, or gone again from metadata installed since the wait ended
-            await self._client_wait(client, topic, max(0.0, deadline - monotonic_ms()))
+            await self._client_wait(client, topic, wait_ms)
             snapshot = client.metadata.partitions_snapshot(topic)
+            wait_ms = max(0.0, deadline - monotonic_ms())
         self._topic_partitions[topic] = snapshot
         return snapshot
 

@@ -78,6 +78,7 @@ __all__ = [
     "java_reader_command",
     "kafka_libs_dir",
     "read_all_values",
+    "read_isolated",
     "read_aiokafka",
     "read_confluent",
     "read_java",
@@ -717,3 +718,37 @@ async def read_all_values(
     finally:
         await consumer.stop()
 
+
+async def read_isolated(
+    bootstrap_servers: str, topic: str, partitions: Iterable[int], *, committed: bool, timeout: float = 10.0
+) -> list[bytes]:
+    """Every value of ``partitions`` up to their end, as a read_committed (or read_uncommitted) aiokafka consumer sees it.
+
+    read_committed stops at the last stable offset: records of open or aborted transactions
+    are not returned; read_uncommitted returns everything written.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        enable_auto_commit=False,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        values: list[bytes] = []
+        async with asyncio.timeout(timeout):
+            while True:
+                positions = [await consumer.position(tp) for tp in tps]
+                if all(position >= ends[tp] for position, tp in zip(positions, tps)):
+                    break
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    values.extend(r.value for r in records if r.value is not None)
+        return values
+    finally:
+        await consumer.stop()

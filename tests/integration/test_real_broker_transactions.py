@@ -14,9 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from aioproducer import IllegalStateError, Producer, ProducerFencedError, TransactionAbortedError
+from aioproducer import IllegalStateError, KafkaError, Producer, ProducerFencedError, TransactionAbortedError
 from aioproducer.testing import KafkaCluster
 from conftest import kafka_or_skip
+from readback import read_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -36,32 +37,8 @@ def fresh(cluster: KafkaCluster, partitions: int = 2) -> str:
 
 
 async def read(cluster: KafkaCluster, topic: str, *, committed: bool, timeout: float = 10.0) -> list[bytes]:
-    """Every value of the topic up to its end, as a read_committed (or read_uncommitted) consumer sees it."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
-        enable_auto_commit=False,
-        isolation_level="read_committed" if committed else "read_uncommitted",
-    )
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(cluster.high_watermarks(topic))]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        ends = await consumer.end_offsets(partitions)  # read_committed: the last stable offset
-        values: list[bytes] = []
-        async with asyncio.timeout(timeout):
-            while True:
-                positions = [await consumer.position(tp) for tp in partitions]
-                if all(position >= ends[tp] for position, tp in zip(positions, partitions)):
-                    break
-                batch = await consumer.getmany(timeout_ms=500)
-                for records in batch.values():
-                    values.extend(r.value for r in records if r.value is not None)
-        return values
-    finally:
-        await consumer.stop()
+    return await read_isolated(cluster.bootstrap_servers, topic, sorted(cluster.high_watermarks(topic)),
+                               committed=committed, timeout=timeout)
 
 
 def config(cluster: KafkaCluster, transactional_id: str) -> dict[str, object]:
@@ -156,3 +133,69 @@ async def test_records_queued_when_a_transaction_is_aborted_fail_with_transactio
         with pytest.raises(TransactionAbortedError):
             await future
     assert await read(cluster, topic, committed=False) == []
+
+
+# ---------------------------------------------------------------- the coordinator dies; the transaction times out
+@pytest.fixture(scope="module")
+def three() -> Iterator[KafkaCluster]:
+    with kafka_or_skip(brokers=3, topics={}) as c:
+        yield c
+
+
+async def test_the_transaction_coordinator_killed_mid_transaction_the_commit_still_lands_once(three: KafkaCluster) -> None:
+    topic = fresh(three, partitions=3)
+    async with Producer({**config(three, "t-coordinator"), "request.timeout.ms": 5000}) as producer:
+        transactions = producer._transactions
+        assert transactions is not None
+        producer.begin_transaction()
+        first = [await producer.send(topic, b"a%d" % i, key=b"k%d" % i) for i in range(30)]
+        await asyncio.gather(*first)
+        coordinator = transactions._coordinators._known[(1, "t-coordinator")]  # TRANSACTION key type
+        await asyncio.to_thread(three.kill_broker, coordinator)
+        second = [await producer.send(topic, b"b%d" % i, key=b"k%d" % i) for i in range(30)]
+        await producer.commit_transaction()  # finds the new coordinator; the partitions' leaders moved too
+        await asyncio.gather(*second)
+    expected = sorted([b"a%d" % i for i in range(30)] + [b"b%d" % i for i in range(30)])
+    assert sorted(await read_isolated(three.bootstrap_servers, topic, [0, 1, 2], committed=True, timeout=30)) == expected
+
+
+@pytest.fixture(scope="module")
+def quick_timeouts() -> Iterator[KafkaCluster]:
+    with kafka_or_skip(
+        brokers=1, topics={}, broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+    ) as c:
+        yield c
+
+
+async def test_a_transaction_past_its_timeout_is_aborted_by_the_broker_and_commit_says_so(quick_timeouts: KafkaCluster) -> None:
+    topic = fresh(quick_timeouts, partitions=1)
+    async with Producer({**config(quick_timeouts, "t-timeout"), "transaction.timeout.ms": 1000}) as producer:
+        producer.begin_transaction()
+        await (await producer.send(topic, b"too-late", key=b"k"))
+        # The broker aborts it on its own: a read_committed reader can then read past the record.
+        async with asyncio.timeout(30):
+            while not await _stable(quick_timeouts, topic):
+                await asyncio.sleep(0.2)  # between polls of the broker's state, which has its own deadline
+        with pytest.raises(KafkaError) as info:
+            await producer.commit_transaction()
+        assert "t-timeout" in str(info.value)
+    assert await read(quick_timeouts, topic, committed=True) == []
+    assert await read(quick_timeouts, topic, committed=False) == [b"too-late"]
+
+
+async def _stable(cluster: KafkaCluster, topic: str) -> bool:
+    """Whether partition 0's last stable offset reached its end: no transaction is open on it any more."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    tp = TopicPartition(topic, 0)
+    committed = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, isolation_level="read_committed")
+    uncommitted = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers)
+    await committed.start()
+    await uncommitted.start()
+    try:
+        stable = (await committed.end_offsets([tp]))[tp]
+        end = (await uncommitted.end_offsets([tp]))[tp]
+        return stable >= end
+    finally:
+        await committed.stop()
+        await uncommitted.stop()

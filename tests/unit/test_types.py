@@ -1,4 +1,4 @@
-"""The package, the tests and the benchmarks type-check under ``mypy --strict`` (in CI, as every test).
+"""The package, the tests, the benchmarks and the examples type-check under ``mypy --strict`` (in CI, as every test).
 
 A type error at the boundaries (the sender-client Protocols, the delivery-callback
 type users annotate with) is a bug as real as a failing assertion.
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_mypy_strict_on_the_package_tests_and_benchmarks() -> None:
     with tempfile.TemporaryDirectory(prefix="aioproducer-mypy-") as cache:
         result = subprocess.run(
-            [sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache, "aioproducer", "tests", "benchmarks"],
+            [sys.executable, "-m", "mypy", "--strict", "--cache-dir", cache, "aioproducer", "tests", "benchmarks", "examples"],
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )
     assert result.returncode == 0, result.stdout + result.stderr
