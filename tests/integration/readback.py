@@ -725,7 +725,10 @@ async def read_isolated(
     """Every value of ``partitions`` up to their end, as a read_committed (or read_uncommitted) aiokafka consumer sees it.
 
     read_committed stops at the last stable offset: records of open or aborted transactions
-    are not returned; read_uncommitted returns everything written.
+    are not returned; read_uncommitted returns everything written. With ``committed``, it first
+    waits (within ``timeout``) until no transaction is open on the partitions: a committed
+    transaction's markers are written after ``commit_transaction()`` returns, and until then
+    its records are below no stable offset.
     """
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -739,9 +742,11 @@ async def read_isolated(
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
         values: list[bytes] = []
         async with asyncio.timeout(timeout):
+            ends = await consumer.end_offsets(tps)
+            if committed:
+                ends = await _stable_ends(bootstrap_servers, tps, consumer)
             while True:
                 positions = [await consumer.position(tp) for tp in tps]
                 if all(position >= ends[tp] for position, tp in zip(positions, tps)):
@@ -752,3 +757,20 @@ async def read_isolated(
         return values
     finally:
         await consumer.stop()
+
+
+async def _stable_ends(bootstrap_servers: str, tps: list[Any], committed: Any) -> dict[Any, int]:
+    """The read_committed end offsets once they reach the log ends (no transaction open), polled."""
+    from aiokafka import AIOKafkaConsumer
+
+    uncommitted = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers)
+    await uncommitted.start()
+    try:
+        while True:
+            stable = await committed.end_offsets(tps)
+            log_end = await uncommitted.end_offsets(tps)
+            if all(stable[tp] >= log_end[tp] for tp in tps):
+                return dict(stable)
+            await asyncio.sleep(0.1)  # between polls; the caller's timeout bounds the wait
+    finally:
+        await uncommitted.stop()
