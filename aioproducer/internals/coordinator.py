@@ -36,6 +36,7 @@ TRANSACTION = 1
 
 _MOVED = frozenset({NotCoordinatorError.errno, CoordinatorNotAvailableError.errno})
 _LATER = frozenset({CoordinatorLoadInProgressError.errno, ConcurrentTransactionsError.errno})
+_CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
 
 
 class CoordinatorClient(Protocol):
@@ -110,6 +111,11 @@ class Coordinators:
                 if code not in _MOVED and code not in _LATER:
                     return answer
                 last = error_for_code(code)(f"{what}: {error_for_code(code).message}")
+                if code == ConcurrentTransactionsError.errno:
+                    # The previous transaction's markers are still being written: a matter of
+                    # milliseconds, so a short fixed wait, as Java's 20 ms for AddPartitionsToTxn.
+                    await self._wait_ms(_CONCURRENT_TRANSACTIONS_BACKOFF_MS, deadline, what, last)
+                    continue
             attempt += 1
             await self._wait(attempt, deadline, what, last)
 
@@ -135,11 +141,14 @@ class Coordinators:
             await self._wait(attempt, deadline, what, error(f"FindCoordinator for {key!r}"))
 
     async def _wait(self, attempt: int, deadline: float, what: str, last: BaseException | None) -> None:
-        delay = min(self._backoff_ms * 2.0 ** min(attempt - 1, 30), self._backoff_max_ms) / 1000
+        await self._wait_ms(min(self._backoff_ms * 2.0 ** min(attempt - 1, 30), self._backoff_max_ms), deadline, what, last)
+
+    @staticmethod
+    async def _wait_ms(delay_ms: float, deadline: float, what: str, last: BaseException | None) -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise KafkaTimeoutError(f"{what} did not complete in time: the last attempt failed with {last}") from last
-        await asyncio.sleep(min(delay, left))
+        await asyncio.sleep(min(delay_ms / 1000, left))
 
 
 def raise_for(code: int, what: str, message: str | None = None) -> None:
