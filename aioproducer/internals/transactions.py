@@ -61,6 +61,8 @@ class GroupMetadata:
         """From a group id string, this class, or any object with ``group_id`` (and the other attributes)."""
         if isinstance(value, GroupMetadata):
             return value
+        if isinstance(value, (bytes, bytearray)):
+            return cls._from_librdkafka(bytes(value))
         if isinstance(value, str):
             if not value:
                 raise ValueError("send_offsets_to_transaction(group_metadata=...): the group id is empty")
@@ -77,6 +79,32 @@ class GroupMetadata:
             str(getattr(value, "member_id", "") or ""),
             getattr(value, "group_instance_id", None),
         )
+
+
+    @classmethod
+    def _from_librdkafka(cls, data: bytes) -> GroupMetadata:
+        """What confluent-kafka's ``Consumer.consumer_group_metadata()`` returns: librdkafka's serialized form.
+
+        Read as librdkafka 2.x writes it: ``CGMDv2:``, the generation id (int32, big-endian), then
+        NUL-terminated group id and member id, a byte that is 1 when there is no group instance
+        id, and else the instance id, NUL-terminated. A real broker checks the generation and
+        member id (``test_offsets_from_a_confluent_kafka_consumers_group_metadata``).
+        """
+        magic = b"CGMDv2:"
+        if not data.startswith(magic) or len(data) < len(magic) + 4:
+            raise ValueError(
+                "send_offsets_to_transaction(group_metadata=...): bytes that are not librdkafka's group metadata "
+                "(confluent_kafka.Consumer.consumer_group_metadata())"
+            )
+        generation = int.from_bytes(data[len(magic) : len(magic) + 4], "big", signed=True)
+        rest = data[len(magic) + 4 :]
+        try:
+            group_id, rest = rest.split(b"\0", 1)
+            member_id, rest = rest.split(b"\0", 1)
+            instance = None if rest[:1] == b"\x01" else rest[1:].split(b"\0", 1)[0].decode()
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError("send_offsets_to_transaction(group_metadata=...): librdkafka group metadata cut short") from None
+        return cls(group_id.decode(), generation, member_id.decode(), instance)
 
 
 class Transactions:

@@ -17,7 +17,7 @@ import pytest
 from aioproducer import IllegalStateError, KafkaError, Producer, ProducerFencedError, TransactionAbortedError
 from aioproducer.testing import KafkaCluster
 from conftest import kafka_or_skip
-from readback import read_isolated
+from readback import read_isolated, read_java
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +49,7 @@ async def test_committed_records_are_seen_once_and_aborted_ones_never(cluster: K
     topic = fresh(cluster)
     async with Producer(config(cluster, "t-commit")) as producer:
         async with producer.transaction():
-            for i in range(20):
-                await producer.send(topic, b"c%d" % i, key=b"k%d" % i)
+            kept = [await producer.send(topic, b"c%d" % i, key=b"k%d" % i) for i in range(20)]
         producer.begin_transaction()
         futures = [await producer.send(topic, b"a%d" % i, key=b"k%d" % i) for i in range(20)]
         await asyncio.gather(*futures, return_exceptions=True)  # written, then aborted
@@ -60,11 +59,21 @@ async def test_committed_records_are_seen_once_and_aborted_ones_never(cluster: K
                 await producer.send(topic, b"x", key=b"k")
                 raise RuntimeError("boom")
         async with producer.transaction():
-            await producer.send(topic, b"last", key=b"k")
+            kept.append(await producer.send(topic, b"last", key=b"k"))
     committed = await read(cluster, topic, committed=True)
     assert sorted(committed) == sorted([b"c%d" % i for i in range(20)] + [b"last"])
     everything = await read(cluster, topic, committed=False)
     assert {b"a%d" % i for i in range(20)} <= set(everything)  # in the log, hidden by the abort marker
+    # The Java KafkaConsumer, read_committed, partition by partition: the committed values in order.
+    by_partition: dict[int, list[bytes]] = {}
+    for future, value in zip(kept, [b"c%d" % i for i in range(20)] + [b"last"]):
+        by_partition.setdefault(future.result().partition, []).append(value)
+    for partition, values in by_partition.items():
+        java = await asyncio.to_thread(
+            read_java, cluster.bootstrap_servers, topic, partition, count=len(values), isolation_level="read_committed",
+            timeout=60,
+        )
+        assert [r.value for r in java] == values
 
 
 async def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_its_transaction(cluster: KafkaCluster) -> None:
@@ -179,3 +188,57 @@ async def test_a_transaction_past_its_timeout_is_aborted_by_the_broker_and_commi
         assert "t-timeout" in str(info.value)
     assert await read(quick_timeouts, topic, committed=True) == []
     assert await read(quick_timeouts, topic, committed=False) == [b"too-late"]
+
+
+# ---------------------------------------------------------------- group metadata from the other clients' consumers
+async def test_offsets_from_a_confluent_kafka_consumers_group_metadata(cluster: KafkaCluster) -> None:
+    """A joined member's generation and member id go with the offsets: a wrong one would be refused."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    source, out = fresh(cluster, partitions=1), fresh(cluster)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g-confluent",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.subscribe([source])
+    try:
+        async with asyncio.timeout(30):
+            while not consumer.assignment():
+                await asyncio.to_thread(consumer.poll, 0.2)  # joins the group: a real generation and member id
+        metadata = consumer.consumer_group_metadata()
+        async with Producer(config(cluster, "t-confluent-group")) as producer:
+            async with producer.transaction():
+                await producer.send(out, b"v", key=b"k")
+                await producer.send_offsets_to_transaction({TopicPartition(source, 0): 7}, metadata)
+        committed = await asyncio.to_thread(consumer.committed, [TopicPartition(source, 0)], 10)
+        assert committed[0].offset == 7
+    finally:
+        consumer.close()
+
+
+async def test_offsets_from_an_aiokafka_consumers_membership(cluster: KafkaCluster) -> None:
+    """As examples/exactly_once_pipeline.py takes it; a stale generation is refused, which proves it is checked."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from aioproducer import GroupMetadata
+
+    source, out = fresh(cluster, partitions=1), fresh(cluster)
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=cluster.bootstrap_servers, group_id="g-aiokafka",
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        async with asyncio.timeout(30):
+            while not consumer.assignment():
+                await consumer.getmany(timeout_ms=200)
+        coordinator = consumer._coordinator
+        member = GroupMetadata("g-aiokafka", coordinator.generation, coordinator.member_id)
+        async with Producer(config(cluster, "t-aiokafka-group")) as producer:
+            async with producer.transaction():
+                await producer.send(out, b"v", key=b"k")
+                await producer.send_offsets_to_transaction({TopicPartition(source, 0): 5}, member)
+            stale = GroupMetadata("g-aiokafka", coordinator.generation + 5, coordinator.member_id)
+            producer.begin_transaction()
+            with pytest.raises(KafkaError, match="ILLEGAL_GENERATION"):
+                await producer.send_offsets_to_transaction({TopicPartition(source, 0): 9}, stale)
+            await producer.abort_transaction()
+        assert await consumer.committed(TopicPartition(source, 0)) == 5
+    finally:
+        await consumer.stop()
