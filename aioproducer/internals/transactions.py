@@ -24,6 +24,7 @@ abortable (``abort_transaction()`` and the producer works again).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -85,7 +86,8 @@ class GroupMetadata:
     def _from_librdkafka(cls, data: bytes) -> GroupMetadata:
         """What confluent-kafka's ``Consumer.consumer_group_metadata()`` returns: librdkafka's serialized form.
 
-        Read as librdkafka 2.x writes it: ``CGMDv2:``, the generation id (int32, big-endian), then
+        Read as librdkafka 2.x writes it: ``CGMDv2:``, the generation id (int32 in the host's byte
+        order: librdkafka copies it from memory, and it ran on this host), then
         NUL-terminated group id and member id, a byte that is 1 when there is no group instance
         id, and else the instance id, NUL-terminated. A real broker checks the generation and
         member id (``test_offsets_from_a_confluent_kafka_consumers_group_metadata``).
@@ -96,7 +98,7 @@ class GroupMetadata:
                 "send_offsets_to_transaction(group_metadata=...): bytes that are not librdkafka's group metadata "
                 "(confluent_kafka.Consumer.consumer_group_metadata())"
             )
-        generation = int.from_bytes(data[len(magic) : len(magic) + 4], "big", signed=True)
+        generation = int.from_bytes(data[len(magic) : len(magic) + 4], sys.byteorder, signed=True)
         rest = data[len(magic) + 4 :]
         try:
             group_id, rest = rest.split(b"\0", 1)

@@ -107,3 +107,18 @@ def test_a_partition_not_yet_added_is_not_drained() -> None:
         assert batch.is_transactional and batch.producer_id == 7
 
     asyncio.run(check())
+
+
+def test_librdkafka_group_metadata_bytes_are_read_field_by_field() -> None:
+    """As confluent-kafka's consumer_group_metadata() returned them: joined (generation 1), and with an instance id."""
+    import sys
+
+    from aioproducer import GroupMetadata
+
+    one = (1).to_bytes(4, sys.byteorder, signed=True)
+    joined = b"CGMDv2:" + one + b"g\x00rdkafka-91475f5a\x00\x01"
+    assert GroupMetadata.of(joined) == GroupMetadata("g", 1, "rdkafka-91475f5a", None)
+    static = b"CGMDv2:\xff\xff\xff\xffmy-group\x00\x00\x00inst-1\x00"
+    assert GroupMetadata.of(static) == GroupMetadata("my-group", -1, "", "inst-1")
+    with pytest.raises(ValueError, match="not librdkafka's group metadata"):
+        GroupMetadata.of(b"something else")
