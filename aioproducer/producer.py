@@ -170,6 +170,16 @@ class Producer:
     def config(self) -> ProducerConfig:
         return self._config
 
+    @property
+    def ready(self) -> bool:
+        """Whether ``send()`` can queue a record now: started, not closing, no fatal error, sender task alive.
+
+        What a readiness probe asks: a producer that is not ready refuses records (or, before
+        ``start()`` finished, cannot take them yet), so the service should get no traffic.
+        """
+        task = self._sender_task
+        return self._lifecycle.accepting and task is not None and not task.done()
+
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Producer:
         await self.start()

@@ -1,0 +1,163 @@
+"""FastAPI (and Starlette) integration: a producer per application, from startup to shutdown.
+
+::
+
+    from aioproducer.integrations.fastapi import ProducerDep, install_exception_handlers, producer_lifespan
+
+    app = FastAPI(lifespan=producer_lifespan({"bootstrap.servers": "kafka:9092"}))
+    install_exception_handlers(app)
+
+    @app.post("/events")
+    async def publish(producer: ProducerDep) -> dict[str, int]:
+        md = await producer.send_and_wait("events", b"...")
+        return {"partition": md.partition, "offset": md.offset}
+
+The producer is made and started when the application starts (one event loop, one
+producer: it must not be made at import time, before the server's loop exists) and
+closed when it stops. Nested in the application's own lifespan::
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with producer_lifespan(config)(app) as state:
+            ...                                   # the application's own startup
+            yield state
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError, SerializationError
+from aioproducer.integrations._common import shutdown_producer, start_in_background
+from aioproducer.producer import Producer
+
+__all__ = [
+    "STATE_KEY",
+    "ProducerDep",
+    "get_producer",
+    "install_exception_handlers",
+    "producer_lifespan",
+    "producer_ready",
+]
+
+#: The lifespan-state key (and ``app.state`` attribute) holding ``{name: producer}``.
+STATE_KEY = "aioproducer_producers"
+
+Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[dict[str, Any]]]
+
+
+def producer_lifespan(
+    config: Mapping[str, Any],
+    *,
+    name: str = "default",
+    close_timeout: float = 10.0,
+    wait_ready: bool = True,
+) -> Lifespan:
+    """A lifespan (pass it as ``FastAPI(lifespan=...)``) that starts ``Producer(config)`` and closes it.
+
+    ``wait_ready=True``: startup waits for the cluster's first metadata (at most
+    ``max.block.ms``); an unreachable cluster fails startup with ``KafkaTimeoutError``
+    naming the bootstrap servers, so the server exits instead of serving errors.
+    ``wait_ready=False``: the server serves at once and the producer starts in a
+    background task; :func:`get_producer` waits for that start (a failed one is tried
+    again, each time bounded by ``max.block.ms``), and :func:`producer_ready` says
+    false until it finished: point the readiness probe at it.
+
+    Shutdown: ``flush()`` bounded by ``close_timeout`` seconds, then ``close()`` with what is
+    left, then a log line counting the records not delivered (logger ``aioproducer.integrations``).
+    Several producers (different ``name``\\ s) share one ``{name: producer}`` dict.
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        producers: dict[str, Producer] = getattr(app.state, STATE_KEY, None) or {}
+        if name in producers:
+            raise RuntimeError(f"an aioproducer producer named {name!r} is already registered on this app")
+        producer = Producer(config)
+        background: asyncio.Task[None] | None = None
+        if wait_ready:
+            await _start_or_close(producer)
+        else:
+            background = start_in_background(producer, name)
+        producers[name] = producer
+        setattr(app.state, STATE_KEY, producers)
+        try:
+            yield {STATE_KEY: producers}
+        finally:
+            producers.pop(name, None)
+            await shutdown_producer(producer, name, close_timeout)
+            if background is not None:
+                await background  # ended by close(): it never raises (see start_in_background)
+
+    return lifespan
+
+
+async def _start_or_close(producer: Producer) -> None:
+    """``start()``; a failed start is closed too, so that nothing it opened outlives the failed startup."""
+    try:
+        await producer.start()
+    except BaseException:
+        await producer.close(timeout=0)
+        raise
+
+
+def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, Any, Producer]]:
+    """A dependency giving the producer ``name`` of :func:`producer_lifespan`.
+
+    Waits for a start still in progress (``wait_ready=False``) rather than failing the
+    request; ``start()`` returns at once on a started producer. Override it in tests with
+    ``app.dependency_overrides[dependency] = ...`` (the dependency is the function
+    this returns: keep it, e.g. in ``ProducerDep``'s metadata).
+    """
+
+    async def dependency(request: Request) -> Producer:
+        producers: dict[str, Producer] | None = getattr(request.state, STATE_KEY, None)
+        if producers is None:
+            producers = getattr(request.app.state, STATE_KEY, None)
+        producer = producers.get(name) if producers else None
+        if producer is None:
+            raise RuntimeError(f"no aioproducer producer named {name!r}: is producer_lifespan(...) the app's lifespan?")
+        await producer.start()
+        return producer
+
+    return dependency
+
+
+#: The ``default`` producer's dependency, made once so ``app.dependency_overrides`` can name it.
+default_producer = get_producer()
+
+#: ``async def handler(producer: ProducerDep)``; override with ``app.dependency_overrides[default_producer]``.
+ProducerDep = Annotated[Producer, Depends(default_producer)]
+
+
+def producer_ready(producer: Producer) -> bool:
+    """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``."""
+    return producer.ready
+
+
+def install_exception_handlers(app: FastAPI) -> None:
+    """Turn the producer's client-side errors into HTTP answers instead of 500s.
+
+    * ``KafkaTimeoutError`` -> 503 with ``Retry-After: 1``: the buffer is full or the
+      cluster did not answer within ``max.block.ms``; the client should come back.
+    * ``RecordTooLargeError`` -> 413: the request's record can never fit.
+    * ``SerializationError`` -> 422: the request's data cannot be made into a record.
+
+    Bodies are JSON: ``{"error": "<class name>", "detail": "<message>"}``.
+    """
+    app.add_exception_handler(KafkaTimeoutError, _handler(503, {"Retry-After": "1"}))
+    app.add_exception_handler(RecordTooLargeError, _handler(413))
+    app.add_exception_handler(SerializationError, _handler(422))
+
+
+def _handler(status: int, headers: dict[str, str] | None = None) -> Callable[[Request, Exception], Coroutine[Any, Any, JSONResponse]]:
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=status, headers=headers)
+
+    return handle
