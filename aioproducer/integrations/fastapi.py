@@ -76,7 +76,9 @@ def producer_lifespan(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        producers: dict[str, Producer] = getattr(app.state, STATE_KEY, None) or {}
+        producers: dict[str, Producer] | None = getattr(app.state, STATE_KEY, None)
+        if producers is None:  # the first producer_lifespan of this app; the others share its dict
+            producers = {}
         if name in producers:
             raise RuntimeError(f"an aioproducer producer named {name!r} is already registered on this app")
         producer = Producer(config)
