@@ -1,0 +1,297 @@
+"""The web integrations, run as real servers: uvicorn and aiohttp on 127.0.0.1, real HTTP requests.
+
+Each example service (``examples/fastapi_service.py``, ``examples/aiohttp_service.py``) serves
+against the mock cluster; what it published is read back by an independent consumer
+(aiokafka), which checks the value, key and ``request-id`` header the service chose.
+Shutdown with the brokers down must end within its bounds and count what it lost;
+a full buffer must be a 503 the client can retry; an unreachable cluster must stop startup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from aiohttp import web
+from fastapi import FastAPI
+
+from aioproducer import KafkaConnectionError, Producer
+from aioproducer.integrations.fastapi import (
+    ProducerDep,
+    default_producer,
+    install_exception_handlers,
+    producer_lifespan,
+)
+from aioproducer.testing import MockCluster
+from helpers import closed_port, eventually
+from readback import read_aiokafka
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Producer configuration (Java keys: the examples merge it into their own) sized for the in-process mock.
+FAST: dict[str, Any] = {
+    "request.timeout.ms": 2000,
+    "retry.backoff.ms": 20,
+    "reconnect.backoff.ms": 10,
+    "reconnect.backoff.max.ms": 100,
+    "linger.ms": 0,
+}
+#: Long enough that a record never expires during a test: only close() may give up on it.
+NO_EXPIRY: dict[str, Any] = {"delivery.timeout.ms": 120_000, "request.timeout.ms": 60_000}
+
+
+def load_example(name: str) -> ModuleType:
+    """An example program as a module (examples/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.asynccontextmanager
+async def uvicorn_server(app: FastAPI, **config: Any) -> AsyncIterator[tuple[str, uvicorn.Server]]:
+    """``app`` served by uvicorn on a free port of 127.0.0.1, in this event loop; stopped on exit."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", log_config=None, **config)
+    )
+
+    async def serve() -> object:
+        """``server.serve()``; a failed startup is ``sys.exit(3)`` there, caught here, in its own task.
+
+        A SystemExit leaving a task would stop the test's event loop itself.
+        """
+        try:
+            await server.serve()
+        except SystemExit as exc:
+            return exc.code
+        return None
+
+    task = asyncio.create_task(serve())
+    await eventually(lambda: server.started or task.done(), timeout=15, what="uvicorn started")
+    if not server.started:
+        raise RuntimeError(f"uvicorn stopped during startup (exit status {await task})")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        server.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def aiohttp_server(app: web.Application) -> AsyncIterator[str]:
+    """``app`` served by aiohttp on a free port of 127.0.0.1; cleaned up (cleanup_ctx included) on exit."""
+    runner = web.AppRunner(app, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def check_published(bootstrap: str, answer: dict[str, Any], body: bytes, key: bytes | None, request_id: str) -> None:
+    """The record the service said it wrote is there, as an independent consumer reads it."""
+    assert answer["topic"] == TOPIC and answer["request_id"] == request_id
+    [record] = await read_aiokafka(bootstrap, TOPIC, answer["partition"], count=1, start_offset=answer["offset"])
+    assert record.value == body
+    assert record.key == key
+    assert record.headers == [("request-id", request_id.encode())]
+
+
+async def post_events(client: httpx.AsyncClient, bootstrap: str) -> None:
+    """Five events, one without a request-id (the service makes one): each read back as the service wrote it."""
+    bodies = [json.dumps({"user_id": f"u{i % 3}", "n": i}).encode() for i in range(5)]
+    request_ids = [f"req-{i}" if i else "" for i in range(5)]
+    responses = await asyncio.gather(
+        *(
+            client.post("/events", content=body, headers={"request-id": rid} if rid else {})
+            for body, rid in zip(bodies, request_ids)
+        )
+    )
+    for i, (response, body) in enumerate(zip(responses, bodies)):
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        expected_id = request_ids[i] or answer["request_id"]
+        if not request_ids[i]:
+            assert len(expected_id) == 36, "a generated request-id is a uuid"
+        await check_published(bootstrap, answer, body, f"u{i % 3}".encode(), expected_id)
+    bad = await client.post("/events", content=b"[1, 2]")
+    assert bad.status_code == 422
+
+
+# ------------------------------------------------------------------ FastAPI
+
+
+async def test_fastapi_example_publishes_requests(mock_cluster: MockCluster) -> None:
+    app = load_example("fastapi_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=FAST)
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+        assert (await client.get("/ready")).json() == {"ready": True}
+        await post_events(client, mock_cluster.bootstrap_servers)
+
+
+async def test_fastapi_shutdown_with_brokers_down_is_bounded_and_counts_the_lost(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Requests in flight when the brokers went down: stopping takes the graceful timeout plus close_timeout, no more."""
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    close_timeout, graceful = 1.0, 0.5
+    config = {**FAST, **NO_EXPIRY}
+    app = load_example("fastapi_service").create_app(
+        mock_cluster.bootstrap_servers, TOPIC, producer_config=config, close_timeout=close_timeout
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        url, server = await stack.enter_async_context(uvicorn_server(app, timeout_graceful_shutdown=graceful))
+        client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
+        warm = await client.post("/events", content=b'{"user_id": "w"}')  # metadata known: later sends queue at once
+        assert warm.status_code == 200
+        producer: Producer = app.state.aioproducer_producers["default"]
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_down(broker)
+        requests = [asyncio.create_task(client.post("/events", content=b'{"user_id": "u%d"}' % i)) for i in range(3)]
+        await eventually(lambda: producer._pending_records() == 3, what="3 records queued")
+        started = time.monotonic()
+        server.should_exit = True
+        await eventually(lambda: not server.started or producer.ready is False, timeout=10, what="shutdown began")
+        answers = await asyncio.gather(*requests, return_exceptions=True)
+        await stack.aclose()
+        elapsed = time.monotonic() - started
+    assert not any(isinstance(a, httpx.Response) and a.status_code == 200 for a in answers)
+    assert elapsed < graceful + close_timeout + 2.0, f"shutdown took {elapsed:.2f} s"
+    assert "closed: 3 records not delivered within close_timeout=1.0 s" in caplog.text
+
+
+async def test_fastapi_full_buffer_is_503_with_retry_after(mock_cluster: MockCluster) -> None:
+    """Brokers down, so the buffer never frees: a request that needs memory waits max.block.ms, then 503."""
+    config = {**FAST, **NO_EXPIRY, "batch.size": 1024, "buffer.memory": 2048, "max.block.ms": 300}
+    app = load_example("fastapi_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=config)
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url, timeout=30) as client:
+        assert (await client.post("/events", content=b'{"user_id": "w"}')).status_code == 200
+        producer: Producer = app.state.aioproducer_producers["default"]
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_down(broker)
+        big = json.dumps({"user_id": "a", "pad": "x" * 1400}).encode()
+        first = asyncio.create_task(client.post("/events", content=big))  # takes most of the buffer, never sent
+        await eventually(lambda: producer.metrics()["buffer_available_bytes"] < 1024, what="buffer taken")
+        refused = await client.post("/events", content=big)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json()["error"] == "KafkaTimeoutError"
+        too_large = await client.post("/events", content=json.dumps({"user_id": "b", "pad": "x" * 3000}).encode())
+        assert too_large.status_code == 413, too_large.text
+        assert too_large.json()["error"] == "RecordTooLargeError"
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_up(broker)
+        delivered = await first  # the queued record goes out once the brokers are back
+        assert delivered.status_code == 200, delivered.text
+        await check_published(mock_cluster.bootstrap_servers, delivered.json(), big, b"a", delivered.json()["request_id"])
+
+
+async def test_fastapi_startup_against_unreachable_cluster_fails_clearly(caplog: pytest.LogCaptureFixture) -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    app = load_example("fastapi_service").create_app(bootstrap, TOPIC, producer_config={"max.block.ms": 500})
+    with pytest.raises(RuntimeError, match="uvicorn stopped during startup"):
+        async with uvicorn_server(app):
+            pass
+    # A refused connection fails at once (a silent server would take max.block.ms): either way the error names it.
+    assert f"KafkaConnectionError: no broker answered Metadata: {bootstrap}" in caplog.text
+    assert not getattr(app.state, "aioproducer_producers", None), "a failed startup registered no producer"
+
+
+async def test_fastapi_wait_ready_false_serves_before_the_producer_started(mock_cluster: MockCluster) -> None:
+    """The first request waits for the background start (through the dependency) instead of failing."""
+    app = FastAPI(lifespan=producer_lifespan({"bootstrap.servers": mock_cluster.bootstrap_servers}, wait_ready=False))
+
+    @app.post("/send")
+    async def send(producer: ProducerDep) -> dict[str, int]:
+        metadata = await producer.send_and_wait(TOPIC, b"v", key=b"k")
+        return {"offset": metadata.offset, "partition": metadata.partition}
+
+    mock_cluster.set_rtt(1, 200)  # slow the cluster's first answer: the server is up before the producer
+    mock_cluster.set_rtt(2, 200)
+    mock_cluster.set_rtt(3, 200)
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url, timeout=30) as client:
+        producer: Producer = app.state.aioproducer_producers["default"]
+        assert not producer.ready, "startup waited for the producer"
+        response = await client.post("/send")
+        assert response.status_code == 200, response.text
+        assert producer.ready
+
+
+async def test_fastapi_dependency_override_and_serialization_error_is_422(mock_cluster: MockCluster) -> None:
+    """A test's own producer through app.dependency_overrides; a value no serializer takes is a 422."""
+    app = FastAPI()  # no lifespan: the override supplies the producer
+    install_exception_handlers(app)
+
+    @app.post("/number")
+    async def number(producer: ProducerDep) -> dict[str, int]:
+        await producer.send(TOPIC, value=12345)  # an int, and no value_serializer
+        return {}
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as producer:
+
+        async def override() -> Producer:
+            return producer
+
+        app.dependency_overrides[default_producer] = override
+        async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+            response = await client.post("/number")
+    assert response.status_code == 422, response.text
+    assert response.json()["error"] == "SerializationError"
+
+
+# ------------------------------------------------------------------ aiohttp
+
+
+async def test_aiohttp_example_publishes_requests(mock_cluster: MockCluster) -> None:
+    app = load_example("aiohttp_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=FAST)
+    async with aiohttp_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await post_events(client, mock_cluster.bootstrap_servers)
+
+
+async def test_aiohttp_cleanup_with_brokers_down_is_bounded_and_counts_the_lost(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    module = load_example("aiohttp_service")
+    app = module.create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config={**FAST, **NO_EXPIRY}, close_timeout=1.0)
+    async with contextlib.AsyncExitStack() as stack:
+        url = await stack.enter_async_context(aiohttp_server(app))
+        client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
+        assert (await client.post("/events", content=b'{"user_id": "w"}')).status_code == 200
+        producer: Producer = app[module.PRODUCER_KEY]
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_down(broker)
+        requests = [asyncio.create_task(client.post("/events", content=b'{"user_id": "u%d"}' % i)) for i in range(2)]
+        await eventually(lambda: producer._pending_records() == 2, what="2 records queued")
+        started = time.monotonic()
+        await stack.aclose()  # runner.cleanup(): shutdown_timeout 1 s for requests, then close_timeout 1 s
+        elapsed = time.monotonic() - started
+        answers = await asyncio.gather(*requests, return_exceptions=True)
+    assert not any(isinstance(a, httpx.Response) and a.status_code == 200 for a in answers)
+    assert elapsed < 1.0 + 1.0 + 2.0, f"cleanup took {elapsed:.2f} s"
+    assert "closed: 2 records not delivered within close_timeout=1.0 s" in caplog.text
+
+
+async def test_aiohttp_startup_against_unreachable_cluster_fails_clearly() -> None:
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    app = load_example("aiohttp_service").create_app(bootstrap, TOPIC, producer_config={"max.block.ms": 500})
+    with pytest.raises(KafkaConnectionError, match=f"no broker answered Metadata: {bootstrap}"):
+        async with aiohttp_server(app):
+            pass
