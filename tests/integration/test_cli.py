@@ -23,7 +23,7 @@ from aioproducer.cli.lines import LineError, LineFormat
 from aioproducer.cli.progress import progress
 from aioproducer.cli.properties import parse_properties
 from aioproducer.testing import MockCluster
-from tests.integration.readback import ReadRecord, fetch_raw_records, read_confluent
+from readback import ReadRecord, fetch_raw_records, read_confluent
 
 pytestmark = pytest.mark.integration
 
