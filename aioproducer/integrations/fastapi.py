@@ -33,7 +33,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError, SerializationError
+from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError, SerializationError, WrongEventLoopError
 from aioproducer.integrations._common import shutdown_producer, start_in_background
 from aioproducer.producer import Producer
 
@@ -150,12 +150,16 @@ def install_exception_handlers(app: FastAPI) -> None:
       cluster did not answer within ``max.block.ms``; the client should come back.
     * ``RecordTooLargeError`` -> 413: the request's record can never fit.
     * ``SerializationError`` -> 422: the request's data cannot be made into a record.
+    * ``WrongEventLoopError`` -> 500 naming the cause: the producer was started on another
+      event loop (at import time, under another ``asyncio.run``) or before the server forked
+      its workers; a bare 500 would hide the one message that says how to fix it.
 
     Bodies are JSON: ``{"error": "<class name>", "detail": "<message>"}``.
     """
     app.add_exception_handler(KafkaTimeoutError, _handler(503, {"Retry-After": "1"}))
     app.add_exception_handler(RecordTooLargeError, _handler(413))
     app.add_exception_handler(SerializationError, _handler(422))
+    app.add_exception_handler(WrongEventLoopError, _handler(500))
 
 
 def _handler(status: int, headers: dict[str, str] | None = None) -> Callable[[Request, Exception], Coroutine[Any, Any, JSONResponse]]:

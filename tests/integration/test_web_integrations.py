@@ -295,3 +295,40 @@ async def test_aiohttp_startup_against_unreachable_cluster_fails_clearly() -> No
     with pytest.raises(KafkaConnectionError, match=f"no broker answered Metadata: {bootstrap}"):
         async with aiohttp_server(app):
             pass
+
+
+async def test_a_producer_started_on_another_event_loop_is_a_500_that_says_so(mock_cluster: MockCluster) -> None:
+    """The mistake users report most: a producer started at import time (its own asyncio.run) used by the server."""
+    import threading
+
+    started: dict[str, Producer] = {}
+
+    def elsewhere() -> None:
+        async def start() -> None:
+            producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
+            await producer.start()
+            started["producer"] = producer  # left running on that loop, which then ends
+
+        asyncio.run(start())
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    producer = started["producer"]
+    app = FastAPI()
+    install_exception_handlers(app)
+
+    @app.post("/events")
+    async def events(p: ProducerDep) -> dict[str, int]:
+        await p.send(TOPIC, b"v", key=b"k")
+        return {}
+
+    async def override() -> Producer:
+        return producer
+
+    app.dependency_overrides[default_producer] = override
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/events")
+    assert response.status_code == 500, response.text
+    assert response.json()["error"] == "WrongEventLoopError"
+    assert "started on event loop" in response.json()["detail"]
