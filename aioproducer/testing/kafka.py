@@ -7,7 +7,8 @@ coordinator of Kafka's own. Guarantees are proven against the real thing: this
 module runs Apache Kafka's own broker, one JVM per node, on 127.0.0.1.
 
 1. **Jars.** :func:`kafka_libs` runs Maven once per Kafka version to copy
-   ``org.apache.kafka:kafka_2.13`` and its runtime dependencies, plus the Log4j 2
+   ``org.apache.kafka:kafka_2.13`` and its runtime dependencies (and ``kafka-tools``, for
+   ``ProducerPerformance`` beside ``aioproducer perf-test``), plus the Log4j 2
    binding the published POM leaves out, into
    ``~/.cache/aioproducer/kafka/<version>/libs`` (``AIOPRODUCER_KAFKA_LIBS``
    points at a ready folder instead). A file lock makes concurrent first fetches
@@ -120,6 +121,8 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
   <dependencies>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
       <version>{kafka}</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId>
+      <version>{kafka}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId>
       <version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
@@ -149,6 +152,10 @@ def cache_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
     return base / "aioproducer" / "kafka" / version
 
 
+#: Which jars the fetch brings: raised when the POM above gains a dependency.
+_JAR_SET = 2
+
+
 def kafka_libs(version: str = DEFAULT_KAFKA_VERSION) -> Path:
     """The folder of jars that runs Kafka ``version``, fetched with Maven on first use.
 
@@ -165,7 +172,9 @@ def kafka_libs(version: str = DEFAULT_KAFKA_VERSION) -> Path:
             )
         return libs
     home = cache_dir(version)
-    libs, marker = home / "libs", home / "libs.complete"
+    # The marker names the jar set: a cache filled for an older set (before kafka-tools, which has
+    # ProducerPerformance for the perf-test comparison) is fetched again.
+    libs, marker = home / "libs", home / f"libs.complete-{_JAR_SET}"
     if marker.exists():
         return libs
     require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
@@ -195,7 +204,7 @@ def _fetch(mvn: str, version: str, home: Path) -> None:
     # Never mix two fetches in one folder (a stale jar of another version would shadow classes).
     shutil.rmtree(home / "libs", ignore_errors=True)
     staging.rename(home / "libs")
-    (home / "libs.complete").write_text(version + "\n")
+    (home / f"libs.complete-{_JAR_SET}").write_text(version + "\n")
 
 
 def classpath(libs: Path) -> str:
