@@ -332,3 +332,47 @@ async def test_a_producer_started_on_another_event_loop_is_a_500_that_says_so(mo
     assert response.status_code == 500, response.text
     assert response.json()["error"] == "WrongEventLoopError"
     assert "started on event loop" in response.json()["detail"]
+
+
+async def test_a_producer_started_before_the_server_forked_is_a_500_that_says_so(mock_cluster: MockCluster) -> None:
+    """A server that forks its workers after the app made its producer (gunicorn's preload): the worker is told why."""
+    import os
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as producer:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: its own event loop and server, the parent's producer
+            code = 1
+            try:
+                os.close(read_end)
+                answer = asyncio.run(_serve_one_request(producer))
+                os.write(write_end, json.dumps(answer).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        status = await asyncio.to_thread(os.waitpid, pid, 0)
+        with os.fdopen(read_end, "rb") as pipe:
+            answer = json.loads(pipe.read() or b"{}")
+    assert os.waitstatus_to_exitcode(status[1]) == 0
+    assert answer["status"] == 500, answer
+    assert answer["body"]["error"] == "WrongEventLoopError"
+    assert "a fork" in answer["body"]["detail"]
+
+
+async def _serve_one_request(producer: Producer) -> dict[str, Any]:
+    app = FastAPI()
+    install_exception_handlers(app)
+
+    @app.post("/events")
+    async def events(p: ProducerDep) -> dict[str, int]:
+        await p.send(TOPIC, b"v", key=b"k")
+        return {}
+
+    async def override() -> Producer:
+        return producer
+
+    app.dependency_overrides[default_producer] = override
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/events")
+    return {"status": response.status_code, "body": response.json()}
