@@ -18,18 +18,19 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
 import uvicorn
 from aiohttp import web
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from aioproducer import KafkaConnectionError, Producer
 from aioproducer.integrations.fastapi import (
     ProducerDep,
     default_producer,
+    get_producer,
     install_exception_handlers,
     producer_lifespan,
 )
@@ -376,3 +377,35 @@ async def _serve_one_request(producer: Producer) -> dict[str, Any]:
     async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
         response = await client.post("/events")
     return {"status": response.status_code, "body": response.json()}
+
+
+async def test_two_named_producers_nested_in_the_apps_own_lifespan(mock_cluster: MockCluster) -> None:
+    """``producer_lifespan`` inside the app's lifespan, twice (two names): each handler gets its own producer."""
+    events_config = {"bootstrap.servers": mock_cluster.bootstrap_servers}
+    audit_config = {"bootstrap.servers": mock_cluster.bootstrap_servers, "client.id": "audit"}
+    own_setup: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        own_setup.append("up")  # the app's own resources, around the producers
+        async with producer_lifespan(events_config)(app) as state, producer_lifespan(audit_config, name="audit")(app):
+            yield state
+        own_setup.append("down")
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.post("/both")
+    async def both(
+        events: Annotated[Producer, Depends(get_producer())],
+        audit: Annotated[Producer, Depends(get_producer("audit"))],
+    ) -> dict[str, str]:
+        await (await events.send(TOPIC, b"event", key=b"k"))
+        await (await audit.send(TOPIC, b"audit", key=b"k"))
+        return {"events": events.config.client_id, "audit": audit.config.client_id}
+
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/both")
+    assert response.status_code == 200, response.text
+    ids = response.json()
+    assert ids["audit"] == "audit" and ids["events"] != "audit"
+    assert own_setup == ["up", "down"]
