@@ -132,6 +132,18 @@ class _Mechanism:
         return SaslAuthenticationFailedError(f"{self.mechanism} authentication failed: {reason}")
 
 
+class _OneMessage(_Mechanism):
+    """A mechanism whose client speaks once (PLAIN, OAUTHBEARER): the message, then only the verdict."""
+
+    _message: bytes
+
+    def initial_response(self) -> bytes:
+        self._expect("initial_response()", _State.START)
+        self._state = _State.SENT_FIRST
+        message, self._message = self._message, b""  # the secret is not kept once sent
+        return message
+
+
 # ------------------------------------------------------------------------ PLAIN
 
 
@@ -142,7 +154,7 @@ def _check_plain_field(name: str, value: str, *, required: bool) -> None:
         raise ValueError(f"PLAIN: {name} contains a NUL character, which RFC 4616 forbids")
 
 
-class PlainClient(_Mechanism):
+class PlainClient(_OneMessage):
     """RFC 4616 PLAIN: one message ``authzid NUL username NUL password``, then the broker's empty answer.
 
     PLAIN sends the password itself: use it over TLS only.
@@ -158,12 +170,6 @@ class PlainClient(_Mechanism):
 
     def __repr__(self) -> str:
         return f"PlainClient(mechanism={self.mechanism!r}, username={self.username!r})"
-
-    def initial_response(self) -> bytes:
-        self._expect("initial_response()", _State.START)
-        self._state = _State.SENT_FIRST
-        message, self._message = self._message, b""
-        return message
 
     def respond(self, challenge: bytes) -> bytes | None:
         self._expect("respond()", _State.SENT_FIRST)
@@ -423,7 +429,7 @@ def _error_field(document: Mapping[str, object], key: str) -> str | None:
     return None if value is None else str(value)
 
 
-class OAuthBearerClient(_Mechanism):
+class OAuthBearerClient(_OneMessage):
     """RFC 7628 OAUTHBEARER: send the bearer token (and extensions) once; an empty answer accepts it.
 
     A non-empty answer is the broker's error document and raises
@@ -443,12 +449,6 @@ class OAuthBearerClient(_Mechanism):
 
     def __repr__(self) -> str:
         return f"OAuthBearerClient(mechanism={self.mechanism!r})"
-
-    def initial_response(self) -> bytes:
-        self._expect("initial_response()", _State.START)
-        self._state = _State.SENT_FIRST
-        message, self._message = self._message, b""
-        return message
 
     def respond(self, challenge: bytes) -> bytes | None:
         self._expect("respond()", _State.SENT_FIRST)

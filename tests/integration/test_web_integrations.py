@@ -315,24 +315,10 @@ async def test_a_producer_started_on_another_event_loop_is_a_500_that_says_so(mo
     thread = threading.Thread(target=elsewhere)
     thread.start()
     thread.join()
-    producer = started["producer"]
-    app = FastAPI()
-    install_exception_handlers(app)
-
-    @app.post("/events")
-    async def events(p: ProducerDep) -> dict[str, int]:
-        await p.send(TOPIC, b"v", key=b"k")
-        return {}
-
-    async def override() -> Producer:
-        return producer
-
-    app.dependency_overrides[default_producer] = override
-    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
-        response = await client.post("/events")
-    assert response.status_code == 500, response.text
-    assert response.json()["error"] == "WrongEventLoopError"
-    assert "started on event loop" in response.json()["detail"]
+    answer = await _serve_one_request(started["producer"])
+    assert answer["status"] == 500, answer
+    assert answer["body"]["error"] == "WrongEventLoopError"
+    assert "started on event loop" in answer["body"]["detail"]
 
 
 async def test_a_producer_started_before_the_server_forked_is_a_500_that_says_so(mock_cluster: MockCluster) -> None:
