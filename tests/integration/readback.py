@@ -62,7 +62,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 __all__ = [
     "CONSUMERS",
@@ -77,6 +77,7 @@ __all__ = [
     "fetch_raw_records",
     "java_reader_command",
     "kafka_libs_dir",
+    "read_all_records",
     "read_all_values",
     "read_isolated",
     "read_aiokafka",
@@ -695,6 +696,14 @@ async def read_all_values(
 
     For tests that check "nothing lost, nothing twice, in order" over whole partitions.
     """
+    records = await read_all_records(bootstrap_servers, topic, partitions, timeout=timeout)
+    return {p: [cast(bytes, r.value) for r in got] for p, got in records.items()}  # tombstones: read_all_records
+
+
+async def read_all_records(
+    bootstrap_servers: str, topic: str, partitions: Iterable[int], *, timeout: float = 10.0
+) -> dict[int, list[ReadRecord]]:
+    """Every record of ``partitions``, offset 0 to the high watermark, through aiokafka (assign + seek)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
@@ -705,16 +714,18 @@ async def read_all_values(
         ends = await consumer.end_offsets(tps)
         for tp in tps:
             consumer.seek(tp, 0)
-        out: dict[int, list[tuple[int, bytes]]] = {tp.partition: [] for tp in tps}
+        out: dict[int, list[ReadRecord]] = {tp.partition: [] for tp in tps}
 
         def behind() -> bool:
-            return any(ends[tp] > 0 and (not out[tp.partition] or out[tp.partition][-1][0] < ends[tp] - 1) for tp in tps)
+            return any(ends[tp] > 0 and (not out[tp.partition] or out[tp.partition][-1].offset < ends[tp] - 1) for tp in tps)
 
         async with asyncio.timeout(timeout):
             while behind():
                 for tp, messages in (await consumer.getmany(timeout_ms=500)).items():
-                    out[tp.partition] += [(m.offset, m.value) for m in messages]
-        return {p: [v for _, v in records] for p, records in out.items()}
+                    out[tp.partition] += [
+                        ReadRecord(m.offset, m.timestamp, m.key, m.value, _headers(m.headers)) for m in messages
+                    ]
+        return out
     finally:
         await consumer.stop()
 

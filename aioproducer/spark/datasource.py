@@ -1,0 +1,111 @@
+"""``df.write.format("aioproducer")``: the sink as a Python data source (Spark 4 and later).
+
+.. code-block:: python
+
+    from aioproducer.spark import register_data_source
+    register_data_source(spark)
+    (df.write.format("aioproducer")
+       .option("kafka.bootstrap.servers", "host:9092").option("topic", "out").mode("append").save())
+
+Options: ``topic``; ``transactional`` (``"true"``), ``batch.id`` and ``progress.topic`` for an
+exactly-once write; ``on.error`` (``fail`` or ``count``); every other option is a producer
+setting, with or without the ``kafka.`` prefix that Spark's own Kafka sink takes. The columns
+and guarantees are :func:`~aioproducer.spark.write_kafka`'s, and so is the code that runs in the
+tasks. The write is checked when Spark plans it, before any task runs. Spark's save() returns
+nothing, so the statistics that ``write_kafka`` returns are not available here; Kafka topics are
+append-only, so only the ``append`` mode is taken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from aioproducer.spark.sink import make_plan
+from aioproducer.spark.stats import TaskStats
+from aioproducer.spark.task import TaskPlan, write_task
+from aioproducer.spark.worker import run
+
+__all__ = ["KafkaDataSource", "register_data_source", "FORMAT"]
+
+#: The name given to ``df.write.format(...)``.
+FORMAT = "aioproducer"
+_WHAT = f'df.write.format("{FORMAT}")'
+_SINK_OPTIONS = ("topic", "transactional", "batch.id", "progress.topic", "on.error")
+
+
+def register_data_source(spark: SparkSession) -> None:
+    """Make ``df.write.format("aioproducer")`` available in ``spark``'s session."""
+    spark.dataSource.register(KafkaDataSource)
+
+
+class KafkaDataSource(DataSource):
+    """Writes a DataFrame to Kafka; see the module docstring for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def writer(self, schema: StructType, overwrite: bool) -> _Writer:
+        if overwrite:
+            raise ValueError(f"{_WHAT}: Kafka topics are append-only; use mode(\"append\"), not overwrite")
+        options = {str(k).lower(): v for k, v in self.options.items()}
+        sink = {name: options.pop(name) for name in _SINK_OPTIONS if name in options}
+        config = {k.removeprefix("kafka."): v for k, v in options.items() if k != "path"}
+        plan = make_plan(
+            schema,
+            config,
+            sink.get("topic"),
+            transactional=_flag(sink.get("transactional", "false")),
+            batch_id=_batch_id(sink.get("batch.id")),
+            progress_topic=sink.get("progress.topic"),
+            on_error=sink.get("on.error", "fail"),
+            what=_WHAT,
+        )
+        return _Writer(plan)
+
+
+@dataclass
+class _Committed(WriterCommitMessage):  # type: ignore[misc]
+    """What one task wrote: its statistics, for the driver's ``commit``."""
+
+    stats: TaskStats
+
+
+class _Writer(DataSourceArrowWriter):  # type: ignore[misc]
+    def __init__(self, plan: TaskPlan) -> None:
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Committed:
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        return _Committed(run(write_task(self.plan, iterator, partition, attempt)))
+
+    def commit(self, messages: list[Any]) -> None:
+        """Nothing to do: each task flushed (or committed its transaction) before it reported."""
+
+    def abort(self, messages: list[Any]) -> None:
+        """Nothing to undo: records are in Kafka once acknowledged (at least once), or aborted with their transaction."""
+
+
+def _flag(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"{_WHAT}: option transactional must be true or false, not {text!r}")
+    return lowered == "true"
+
+
+def _batch_id(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{_WHAT}: option batch.id must be an integer, not {text!r}") from None

@@ -1,0 +1,209 @@
+"""One Spark task's write: its Arrow batches → Kafka, at least once or exactly once (runs on the executors).
+
+**At least once** (the default): the task queues its records on the worker process's shared
+producer, flushes, and fails if any record failed, so Spark runs it again; a record written by a
+failed attempt may then be written twice, none is lost.
+
+**Exactly once** (``ExactlyOnce``): the task writes its rows in one transaction, with its own
+``transactional.id``, ``<prefix>-<partition>``, the same for every attempt of the task and every
+run of the batch. Starting the producer (``InitProducerId``) fences an earlier attempt that is
+still running anywhere and aborts its open transaction. The transaction also commits, as the
+consumer group ``<prefix>-<partition>``, the offset ``batch_id + 1`` on partition 0 of the
+progress topic (``send_offsets_to_transaction``): the marker that this batch is written. A task
+first reads that group's committed offset (``committed_offsets``, waiting out a pending
+transaction); if it is past ``batch_id``, the batch was committed by an earlier run and the task
+writes nothing. Commit or abort are atomic for records and marker alike, so a
+``read_committed`` consumer sees each row of the batch once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from aioproducer.errors import KafkaError
+from aioproducer.internals.batch import RecordMetadata
+from aioproducer.producer import Producer
+from aioproducer.spark.arrow import RecordColumns
+from aioproducer.spark.columns import SinkColumns
+from aioproducer.spark.stats import TaskStats
+from aioproducer.spark.worker import shared_producer
+
+__all__ = ["ExactlyOnce", "TaskPlan", "SparkTaskError", "write_task"]
+
+
+class SparkTaskError(KafkaError):
+    """Records of a Spark task were not written: the task fails, so Spark retries it."""
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """The transactional write of one batch (see the module docstring)."""
+
+    prefix: str
+    batch_id: int
+    progress_topic: str
+
+    def transactional_id(self, partition: int) -> str:
+        return f"{self.prefix}-{partition}"
+
+    def group_id(self, partition: int) -> str:
+        return f"{self.prefix}-{partition}"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a task needs, made and checked on the driver and shipped to the executors."""
+
+    config: dict[str, Any]
+    #: A digest of ``config`` made on the driver: which shared producer of a worker serves it.
+    config_key: str
+    columns: SinkColumns
+    topic: str | None
+    on_error: str  # "fail" or "count"
+    exactly_once: ExactlyOnce | None = None
+
+
+class _Tally:
+    """Delivery failures of one task, counted by the records' callbacks."""
+
+    __slots__ = ("failed", "first_error")
+
+    def __init__(self) -> None:
+        self.failed = 0
+        self.first_error: BaseException | None = None
+
+    def on_delivery(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        if error is not None:
+            self.add(error)
+
+    def add(self, error: BaseException) -> None:
+        self.failed += 1
+        if self.first_error is None:
+            self.first_error = error
+
+
+async def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch], partition: int, attempt: int) -> TaskStats:
+    """Write one task's rows; return its statistics, or raise so that Spark retries the task."""
+    started = time.monotonic()
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:  # an empty partition: no producer, nothing to mark
+        return TaskStats(partition, attempt, 0, 0, 0, time.monotonic() - started)
+    rows = itertools.chain([first], batches)
+    if plan.exactly_once is not None:
+        return await _write_exactly_once(plan, plan.exactly_once, rows, partition, attempt, started)
+    return await _write_at_least_once(plan, rows, partition, attempt, started)
+
+
+async def _write_at_least_once(
+    plan: TaskPlan, rows: Iterator[pa.RecordBatch], partition: int, attempt: int, started: float
+) -> TaskStats:
+    producer = await shared_producer(plan.config_key, plan.config)
+    tally = _Tally()
+    try:
+        records, size = await _send_batches(producer, rows, plan, tally)
+    except BaseException:
+        # What this task queued is delivered now, not by a later task's flush; the task fails anyway.
+        await producer.flush()
+        raise
+    await producer.flush()
+    if tally.failed and plan.on_error == "fail":
+        raise SparkTaskError(
+            f"Spark task for partition {partition} (attempt {attempt}): {tally.failed} of {records} records "
+            f"were not written; the first error: {tally.first_error!r}. The task fails so that Spark retries it"
+        ) from tally.first_error
+    first_error = None if tally.first_error is None else repr(tally.first_error)
+    return TaskStats(
+        partition, attempt, records - tally.failed, size, tally.failed, time.monotonic() - started, False, first_error
+    )
+
+
+async def _write_exactly_once(
+    plan: TaskPlan, eo: ExactlyOnce, rows: Iterator[pa.RecordBatch], partition: int, attempt: int, started: float
+) -> TaskStats:
+    group = eo.group_id(partition)
+    marker = (eo.progress_topic, 0)
+    async with Producer({**plan.config, "transactional.id": eo.transactional_id(partition)}) as producer:
+        # start() ran InitProducerId: an earlier attempt of this task is fenced, its transaction aborted.
+        committed = (await producer.committed_offsets(group, [marker]))[marker]
+        if committed is not None and committed > eo.batch_id:
+            return TaskStats(partition, attempt, 0, 0, 0, time.monotonic() - started, True)
+        producer.begin_transaction()
+        try:
+            records, size = await _send_batches(producer, rows, plan, None)
+            await producer.send_offsets_to_transaction({marker: eo.batch_id + 1}, group)
+            await producer.commit_transaction()
+        except BaseException:
+            await _abort_quietly(producer)
+            raise
+    return TaskStats(partition, attempt, records, size, 0, time.monotonic() - started)
+
+
+async def _abort_quietly(producer: Producer) -> None:
+    """Abort after a failure, which is being raised; a failed abort changes nothing (the next attempt fences)."""
+    try:
+        await producer.abort_transaction()
+    except KafkaError:
+        pass
+
+
+async def _send_batches(
+    producer: Producer, rows: Iterator[pa.RecordBatch], plan: TaskPlan, tally: _Tally | None
+) -> tuple[int, int]:
+    """Queue every row; return (rows, payload bytes). ``tally`` None: a refused record raises."""
+    records = size = 0
+    on_delivery = tally.on_delivery if tally is not None else None
+    count_refusals = tally is not None and plan.on_error == "count"
+    for batch in rows:
+        columns = RecordColumns.from_batch(batch, plan.columns)
+        records += len(columns.values)
+        size += columns.payload_bytes
+        if columns.plain and not count_refusals:
+            assert plan.topic is not None  # plain: no topic column, so the call's topic
+            await producer.send_many(plan.topic, columns.values, columns.keys, on_delivery=on_delivery)
+        else:
+            await _send_each(producer, columns, plan.topic, on_delivery, tally if count_refusals else None)
+        # The loop runs the sender between Arrow batches: what is ready goes out while the next is read.
+        await asyncio.sleep(0)
+    return records, size
+
+
+async def _send_each(
+    producer: Producer,
+    columns: RecordColumns,
+    topic: str | None,
+    on_delivery: Any,
+    refusals: _Tally | None,
+) -> None:
+    """Queue the rows one ``send()`` each: per-row topics, partitions, headers or timestamps."""
+    count = len(columns.values)
+    none = itertools.repeat(None, count)
+    for value, key, row_topic, row_partition, row_headers, row_timestamp in zip(
+        columns.values,
+        columns.keys or none,
+        columns.topics or itertools.repeat(topic, count),
+        columns.partitions or itertools.repeat(None, count),
+        columns.headers or itertools.repeat(None, count),
+        columns.timestamps or itertools.repeat(None, count),
+    ):
+        try:
+            if row_topic is None:
+                raise ValueError("a row has a null 'topic'; give topic=... to the call or fill the column")
+            await producer.send(
+                row_topic,
+                value,
+                key,
+                headers=row_headers,
+                partition=row_partition,
+                timestamp_ms=row_timestamp,
+                on_delivery=on_delivery,
+            )
+        except (KafkaError, ValueError, TypeError) as exc:
+            if refusals is None:
+                raise
+            refusals.add(exc)
