@@ -616,8 +616,9 @@ class Producer:
         ``partitions``: ``(topic, partition)`` pairs or any client's ``TopicPartition`` (the keys
         of the dict given to ``send_offsets_to_transaction()`` will do). ``require_stable``: while
         a transaction with offsets for the group is pending, wait for its outcome (retried up to
-        ``max.block.ms``, then ``KafkaTimeoutError``) instead of reading the offsets before it;
-        it needs Kafka 2.5+ (OffsetFetch v7), else ``UnsupportedVersionError``. Broker errors raise
+        ``max.block.ms``, then ``KafkaTimeoutError``) instead of reading the offsets before it.
+        Pending includes just after ``commit_transaction()`` returns: the broker writes the commit
+        markers after it answers. It needs Kafka 2.5+ (OffsetFetch v7), else ``UnsupportedVersionError``. Broker errors raise
         their class naming the group and partition; bad arguments ``TypeError``/``ValueError``.
         """
         requested = offset_fetch_arguments(group_id, partitions)
