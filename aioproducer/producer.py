@@ -47,7 +47,7 @@ from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
-from aioproducer.internals.transactions import Transactions
+from aioproducer.internals.transactions import Transactions, committed_offsets, offset_fetch_arguments
 from aioproducer.network.client import ClientClosedError, KafkaClient
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
@@ -156,6 +156,8 @@ class Producer:
         self._transaction_manager: TransactionManager | None = None
         #: The transaction calls, with ``transactional.id`` only (their state: the transaction manager).
         self._transactions: Transactions | None = None
+        #: Coordinator lookups and requests (their state: the known coordinators), made by start().
+        self._coordinators: Coordinators | None = None
         # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
         # update, each with its snapshot, which the metadata owns (not a copy). Emptied by the
         # client's listener on every update; refilled by _wait_on_metadata.
@@ -262,6 +264,7 @@ class Producer:
             transactions.on_fatal = lifecycle.refuse
             self._transactions = transactions
         self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
+        self._coordinators = coordinators
         lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self._sender_task.add_done_callback(_weak_callback(self._sender_done))
@@ -599,6 +602,38 @@ class Producer:
         ``member_id``, ``group_instance_id`` to fence zombie consumers, KIP-447).
         """
         await self._require_transactions("send_offsets_to_transaction()").send_offsets(offsets, group_metadata)
+
+    async def committed_offsets(
+        self, group_id: str, partitions: Iterable[Any], *, require_stable: bool = True
+    ) -> dict[tuple[str, int], int | None]:
+        """The consumer group's committed offset (the next offset to read) of each partition; None where none.
+
+        Why: ``send_offsets_to_transaction()`` commits a group's offsets only if the transaction
+        commits. A writer that restarts (``init_transactions()`` in ``start()`` fenced its previous
+        incarnation and ended the transaction it left open) reads here what its last committed
+        transaction stored, to resume from exactly there. Works on any started producer, transactional or not.
+
+        ``partitions``: ``(topic, partition)`` pairs or any client's ``TopicPartition`` (the keys
+        of the dict given to ``send_offsets_to_transaction()`` will do). ``require_stable``: while
+        a transaction with offsets for the group is pending, wait for its outcome (retried up to
+        ``max.block.ms``, then ``KafkaTimeoutError``) instead of reading the offsets before it.
+        Pending includes just after ``commit_transaction()`` returns: the broker writes the commit
+        markers after it answers. It needs Kafka 2.5+ (OffsetFetch v7), else ``UnsupportedVersionError``. Broker errors raise
+        their class naming the group and partition; bad arguments ``TypeError``/``ValueError``.
+        """
+        requested = offset_fetch_arguments(group_id, partitions)
+        if not isinstance(require_stable, bool):
+            raise TypeError(f"committed_offsets(require_stable=...) must be a bool, got {type(require_stable).__name__}")
+        if self._lifecycle.closing:
+            raise ProducerClosedError("committed_offsets() called on a closed producer")
+        self._require_started()
+        coordinators = self._coordinators
+        assert coordinators is not None  # set with the accumulator
+        if not requested:
+            return {}
+        return await committed_offsets(
+            coordinators, group_id, requested, require_stable=require_stable, max_block_ms=self._max_block_ms
+        )
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Producer]:

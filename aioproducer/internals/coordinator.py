@@ -3,11 +3,14 @@
 Theory of operation. Transactions talk to brokers chosen by key, not by partition:
 FindCoordinator (key type 1 for a transactional id, 0 for a consumer group) names the
 broker, which is remembered until it answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE
-(the key moved: ask again). COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the
-previous transaction is still being completed) mean "the same broker, a little later". So
+(the key moved: ask again). COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (the
+previous transaction is still being completed) and UNSTABLE_OFFSET_COMMIT (a group's offsets
+wait for a pending transaction, KIP-447) mean "the same broker, a little later". So
 :meth:`Coordinators.request` retries those, with the producer's backoff, until the caller's
 deadline, and returns every other answer for the caller to judge: only it knows which
 errors are fatal or abortable for its request. A connection failure is retried the same way.
+A caller that needs a version of the API (a field older versions lack) says so, and a
+coordinator too old for it is an :class:`UnsupportedVersionError`, not a silent downgrade.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from aioproducer.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NotCoordinatorError,
+    UnstableOffsetCommitError,
+    UnsupportedVersionError,
     error_for_code,
 )
 from aioproducer.protocol import messages
@@ -35,7 +40,9 @@ GROUP = 0
 TRANSACTION = 1
 
 _MOVED = frozenset({NotCoordinatorError.errno, CoordinatorNotAvailableError.errno})
-_LATER = frozenset({CoordinatorLoadInProgressError.errno, ConcurrentTransactionsError.errno})
+_LATER = frozenset(
+    {CoordinatorLoadInProgressError.errno, ConcurrentTransactionsError.errno, UnstableOffsetCommitError.errno}
+)
 _CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
 
 
@@ -87,12 +94,14 @@ class Coordinators:
         body: dict[str, Any] | Callable[[], dict[str, Any]],
         deadline: float,
         what: str,
+        min_version: int = 0,
     ) -> dict[str, Any]:
         """Send ``body`` to the coordinator of ``key`` until an answer that is not "moved" or "later".
 
         ``deadline`` is ``time.monotonic()`` seconds; past it, :class:`KafkaTimeoutError` naming
         ``what`` and the last error. ``body`` may be a function, called per attempt (a body
-        that carries the current producer epoch).
+        that carries the current producer epoch). A coordinator that speaks the API only below
+        ``min_version`` raises :class:`UnsupportedVersionError` naming ``what``.
         """
         attempt = 0
         last: BaseException | None = None
@@ -100,6 +109,7 @@ class Coordinators:
             try:
                 node = await self._find(key_type, key, deadline, what)
                 connection = await self._client.connection(node)
+                _require_version(connection, key, api_key, min_version, what)
                 answer: dict[str, Any] = await connection.send(api_key, body() if callable(body) else body)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.forget(key_type, key)
@@ -149,6 +159,18 @@ class Coordinators:
         if left <= 0:
             raise KafkaTimeoutError(f"{what} did not complete in time: the last attempt failed with {last}") from last
         await asyncio.sleep(min(delay_ms / 1000, left))
+
+
+def _require_version(connection: Any, key: str, api_key: int, min_version: int, what: str) -> None:
+    """Raise unless ``connection`` speaks ``api_key`` at ``min_version`` or later (what it would send)."""
+    if not min_version:
+        return
+    version = int(connection.api_version(api_key))
+    if version < min_version:
+        raise UnsupportedVersionError(
+            f"{what}: the coordinator of {key!r}, broker {connection.address} (node {connection.node_id}), speaks "
+            f"{messages.API_NAMES[api_key]} up to v{version}; this call needs v{min_version} or later"
+        )
 
 
 def raise_for(code: int, what: str, message: str | None = None) -> None:

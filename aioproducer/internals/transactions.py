@@ -16,6 +16,12 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
 * ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
   the group's coordinator, with the consumer's generation and member id when given (KIP-447:
   a zombie consumer's offsets are refused).
+* :func:`committed_offsets` (any started producer, transactional or not): OffsetFetch to the
+  group's coordinator, what a restarted writer reads after ``init_transactions()`` to learn
+  what its last transaction committed. With ``require_stable`` (v7, KIP-447) the coordinator
+  answers UNSTABLE_OFFSET_COMMIT while a transaction with offsets for the group is pending,
+  and :class:`Coordinators` retries that until ``max.block.ms``: the answer is the committed
+  or aborted outcome, never a guess.
 
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
 closed; every later call says why), everything else that fails a transaction makes it
@@ -26,26 +32,33 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aioproducer.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaTimeoutError,
     ProducerFencedError,
+    ProtocolError,
     TransactionAbortedError,
     TransactionalIdAuthorizationFailedError,
+    UnstableOffsetCommitError,
     error_for_code,
 )
-from aioproducer.internals.coordinator import GROUP, TRANSACTION, Coordinators, first_error_code
+from aioproducer.internals.coordinator import GROUP, TRANSACTION, Coordinators, first_error_code, raise_for
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
 from aioproducer.protocol import messages
 
-__all__ = ["GroupMetadata", "Transactions"]
+__all__ = ["GroupMetadata", "Transactions", "committed_offsets", "offset_fetch_arguments"]
 
 _FATAL = (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
 _S = TransactionState
+#: OffsetFetch v7 adds RequireStable (Kafka 2.5, KIP-447).
+_REQUIRE_STABLE_VERSION = 7
+#: OffsetFetch's "no committed offset".
+_NO_OFFSET = -1
 
 
 @dataclass(frozen=True)
@@ -251,11 +264,109 @@ async def _nothing() -> None:
     return None
 
 
-def _topic_partition(tp: Any) -> tuple[str, int]:
-    """A ``TopicPartition`` of any client (``.topic``, ``.partition``) or a ``(topic, partition)`` pair."""
+def _pair(tp: Any) -> tuple[Any, Any] | None:
+    """``(topic, partition)`` of a ``TopicPartition`` of any client or a pair, unchecked; None if it is neither."""
     if isinstance(tp, tuple) and len(tp) == 2:
-        return str(tp[0]), int(tp[1])
+        return tp[0], tp[1]
     topic, partition = getattr(tp, "topic", None), getattr(tp, "partition", None)
     if isinstance(topic, str) and isinstance(partition, int):
         return topic, partition
-    raise TypeError(f"send_offsets_to_transaction(offsets=...): keys must be TopicPartition or (topic, partition), got {tp!r}")
+    return None
+
+
+def _topic_partition(tp: Any) -> tuple[str, int]:
+    """A ``TopicPartition`` of any client (``.topic``, ``.partition``) or a ``(topic, partition)`` pair."""
+    pair = _pair(tp)
+    if pair is None:
+        raise TypeError(
+            f"send_offsets_to_transaction(offsets=...): keys must be TopicPartition or (topic, partition), got {tp!r}"
+        )
+    return str(pair[0]), int(pair[1])
+
+
+# --------------------------------------------------------------------- committed offsets
+def offset_fetch_arguments(group_id: Any, partitions: Any) -> list[tuple[str, int]]:
+    """``committed_offsets()``'s arguments checked before any I/O: the distinct partitions, in order.
+
+    TypeError or ValueError naming the argument, so that a mistake is not sent to a broker
+    (which would answer for a partition that cannot exist, or a group nobody uses).
+    """
+    if not isinstance(group_id, str):
+        raise TypeError(f"committed_offsets(group_id=...) must be a str, got {type(group_id).__name__}")
+    if not group_id:
+        raise ValueError("committed_offsets(group_id=...): the group id is empty")
+    if isinstance(partitions, (str, bytes, bytearray, memoryview)) or not isinstance(partitions, Iterable):
+        raise TypeError(
+            "committed_offsets(partitions=...) takes an iterable of (topic, partition) pairs or TopicPartition, "
+            f"got {type(partitions).__name__}"
+        )
+    return list(dict.fromkeys(_requested_partition(tp) for tp in partitions))
+
+
+def _requested_partition(tp: Any) -> tuple[str, int]:
+    pair = _pair(tp)
+    if pair is None:
+        raise TypeError(f"committed_offsets(partitions=...): {tp!r} is neither a (topic, partition) pair nor a TopicPartition")
+    topic, partition = pair
+    if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
+        raise TypeError(f"committed_offsets(partitions=...): {tp!r} must be a (str, int) pair")
+    if not topic:
+        raise ValueError(f"committed_offsets(partitions=...): {tp!r} has an empty topic")
+    if partition < 0:
+        raise ValueError(f"committed_offsets(partitions=...): {tp!r} has a negative partition")
+    return topic, partition
+
+
+async def committed_offsets(
+    coordinators: Coordinators,
+    group_id: str,
+    partitions: list[tuple[str, int]],
+    *,
+    require_stable: bool,
+    max_block_ms: int,
+) -> dict[tuple[str, int], int | None]:
+    """The group's committed offset (next offset to read) of each of ``partitions`` (checked), None where none.
+
+    OffsetFetch to the group's coordinator, retried by :class:`Coordinators` while it moves,
+    loads, or (``require_stable``) holds offsets of a pending transaction; bounded by
+    ``max_block_ms``.
+    """
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    body = {
+        "group_id": group_id,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        "require_stable": require_stable,
+    }
+    what = f"committed_offsets(group_id={group_id!r}, require_stable={require_stable})"
+    deadline = time.monotonic() + max_block_ms / 1000
+    try:
+        answer = await coordinators.request(
+            GROUP, group_id, messages.OFFSET_FETCH, body, deadline, what,
+            min_version=_REQUIRE_STABLE_VERSION if require_stable else 0,
+        )
+    except KafkaTimeoutError as exc:
+        if isinstance(exc.__cause__, UnstableOffsetCommitError):
+            raise KafkaTimeoutError(
+                f"{what}: a transaction with offsets for group {group_id!r} was still pending after "
+                f"max.block.ms={max_block_ms} ms (UNSTABLE_OFFSET_COMMIT)"
+            ) from exc
+        raise
+    return _offsets_of(answer, group_id, partitions)
+
+
+def _offsets_of(answer: dict[str, Any], group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+    """Read an OffsetFetch answer: an error anywhere raises its class naming the group (and partition)."""
+    raise_for(int(answer.get("error_code") or 0), f"committed_offsets(): group {group_id!r}")
+    found: dict[tuple[str, int], int | None] = {}
+    for topic in answer.get("topics") or ():
+        for entry in topic.get("partitions") or ():
+            tp = (str(topic["name"]), int(entry["partition_index"]))
+            raise_for(int(entry.get("error_code") or 0), f"committed_offsets(): group {group_id!r}, partition {tp[0]}[{tp[1]}]")
+            offset = int(entry["committed_offset"])
+            found[tp] = None if offset == _NO_OFFSET else offset
+    missing = [tp for tp in partitions if tp not in found]
+    if missing:
+        raise ProtocolError(f"committed_offsets(): the coordinator of group {group_id!r} did not answer for {missing}")
+    return {tp: found[tp] for tp in partitions}

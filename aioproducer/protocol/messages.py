@@ -64,6 +64,7 @@ __all__ = [
     "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
     "METADATA",
+    "OFFSET_FETCH",
     "PRODUCE",
     "REQUEST_SCHEMAS",
     "RESPONSE_SCHEMAS",
@@ -87,6 +88,7 @@ __all__ = [
 # API keys (Kafka's ApiKeys.java).
 PRODUCE: Final = 0
 METADATA: Final = 3
+OFFSET_FETCH: Final = 9
 FIND_COORDINATOR: Final = 10
 SASL_HANDSHAKE: Final = 17
 API_VERSIONS: Final = 18
@@ -258,6 +260,40 @@ _INIT_PRODUCER_ID_RESPONSE = _msg(
     field("producer_epoch", INT16),
 )
 
+# --------------------------------------------------------------- OffsetFetch
+# OffsetFetchRequest.json / OffsetFetchResponse.json: a group's committed offsets, read
+# from its coordinator. v0 (offsets kept in ZooKeeper) is gone from Kafka 4; v2 allows
+# null topics (all of them) and adds the top-level error code; v3 throttle time; v5 the
+# committed leader epoch; v6 flexible; v7 RequireStable (KIP-447: answer
+# UNSTABLE_OFFSET_COMMIT while a transaction with offsets for the group is pending).
+# v8+ batch several groups, which aioproducer does not need.
+
+_OFFSET_FETCH_REQUEST = _msg(
+    "OffsetFetchRequest", OFFSET_FETCH, "1-7", "6+",
+    field("group_id", STRING),
+    field("topics", array(
+        field("name", STRING),
+        field("partition_indexes", ArrayOf(INT32)),
+    ), nullable="2+", default=[]),
+    field("require_stable", BOOL, "7+", default=False),
+)
+
+_OFFSET_FETCH_RESPONSE = _msg(
+    "OffsetFetchResponse", OFFSET_FETCH, "1-7", "6+",
+    field(_THROTTLE, INT32, "3+"),
+    field("topics", array(
+        field("name", STRING),
+        field("partitions", array(
+            field("partition_index", INT32),
+            field("committed_offset", INT64),
+            field("committed_leader_epoch", INT32, "5+", default=-1),
+            field("metadata", STRING, nullable="0+"),
+            field("error_code", INT16),
+        )),
+    )),
+    field("error_code", INT16, "2+", default=0),
+)
+
 # ----------------------------------------------------- transactions and SASL
 # Declared now so the transactional producer and SASL only add logic, not codecs.
 
@@ -399,7 +435,7 @@ _SASL_AUTHENTICATE_RESPONSE = _msg(
 REQUEST_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
     s.api_key: s
     for s in (
-        _PRODUCE_REQUEST, _METADATA_REQUEST, _API_VERSIONS_REQUEST, _INIT_PRODUCER_ID_REQUEST,
+        _PRODUCE_REQUEST, _METADATA_REQUEST, _OFFSET_FETCH_REQUEST, _API_VERSIONS_REQUEST, _INIT_PRODUCER_ID_REQUEST,
         _FIND_COORDINATOR_REQUEST, _ADD_PARTITIONS_TO_TXN_REQUEST, _ADD_OFFSETS_TO_TXN_REQUEST,
         _END_TXN_REQUEST, _TXN_OFFSET_COMMIT_REQUEST, _SASL_HANDSHAKE_REQUEST, _SASL_AUTHENTICATE_REQUEST,
     )
@@ -409,8 +445,8 @@ REQUEST_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
 RESPONSE_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
     s.api_key: s
     for s in (
-        _PRODUCE_RESPONSE, _METADATA_RESPONSE, _API_VERSIONS_RESPONSE, _INIT_PRODUCER_ID_RESPONSE,
-        _FIND_COORDINATOR_RESPONSE, _ADD_PARTITIONS_TO_TXN_RESPONSE, _ADD_OFFSETS_TO_TXN_RESPONSE,
+        _PRODUCE_RESPONSE, _METADATA_RESPONSE, _OFFSET_FETCH_RESPONSE, _API_VERSIONS_RESPONSE,
+        _INIT_PRODUCER_ID_RESPONSE, _FIND_COORDINATOR_RESPONSE, _ADD_PARTITIONS_TO_TXN_RESPONSE, _ADD_OFFSETS_TO_TXN_RESPONSE,
         _END_TXN_RESPONSE, _TXN_OFFSET_COMMIT_RESPONSE, _SASL_HANDSHAKE_RESPONSE, _SASL_AUTHENTICATE_RESPONSE,
     )
 }

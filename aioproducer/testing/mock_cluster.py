@@ -36,6 +36,10 @@ What the mock does and does not check (librdkafka 2.16, measured):
   non-transactional producer's sequences are appended unchecked.
 - ApiVersions is served up to v2 only; a v3+ request is answered with
   ``UNSUPPORTED_VERSION`` and a v0 body, as KIP-511 prescribes.
+- Consumer-group offsets: OffsetFetch is served up to v6 (no ``RequireStable``,
+  which needs v7); TxnOffsetCommit is checked and answered but stores nothing,
+  so offsets committed in a transaction never read back (OffsetFetch answers
+  -1); offsets committed with OffsetCommit (a consumer's ``commit()``) do.
 - :meth:`broker_down` closes the broker's open connections at once and its
   listener refuses new ones; Metadata from the other brokers then omits the
   down broker while still naming it as the leader of its partitions.

@@ -11,10 +11,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from aioproducer import IllegalStateError, KafkaError, Producer, ProducerFencedError, TransactionAbortedError
+from aioproducer.errors import UnstableOffsetCommitError
+from aioproducer.internals.coordinator import first_error_code
+from aioproducer.network.connection import BrokerConnection
+from aioproducer.protocol import messages
 from aioproducer.testing import KafkaCluster
 from conftest import kafka_or_skip
 from readback import read_isolated, read_java
@@ -131,6 +136,44 @@ async def test_offsets_committed_in_the_transaction_are_the_groups_offsets(clust
     finally:
         await consumer.stop()
     assert await read(cluster, topic, committed=True) == [b"out"]
+
+
+async def test_committed_offsets_show_commits_not_aborts_and_wait_out_a_pending_transaction(
+    cluster: KafkaCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a restarted writer reads, from itself and from a plain producer; the broker's answers are watched."""
+    tp, group = (fresh(cluster, partitions=1), 0), "g-committed-offsets"
+    unstable = asyncio.Event()  # set when the broker answers an OffsetFetch with UNSTABLE_OFFSET_COMMIT
+    send = BrokerConnection.send
+
+    async def watched(self: BrokerConnection, api_key: int, body: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
+        answer = await send(self, api_key, body, **kwargs)
+        if api_key == messages.OFFSET_FETCH and first_error_code(answer) == UnstableOffsetCommitError.errno:
+            unstable.set()
+        return answer
+
+    monkeypatch.setattr(BrokerConnection, "send", watched)
+    async with Producer(config(cluster, "t-committed-offsets")) as writer, \
+            Producer(bootstrap_servers=cluster.bootstrap_servers) as reader:
+        assert await writer.committed_offsets(group, [tp]) == {tp: None}  # nothing committed yet
+        async with writer.transaction():
+            await writer.send_offsets_to_transaction({tp: 5}, group)
+        assert await writer.committed_offsets(group, [tp]) == {tp: 5}
+        writer.begin_transaction()
+        await writer.send_offsets_to_transaction({tp: 10}, group)
+        await writer.abort_transaction()
+        assert await writer.committed_offsets(group, [tp]) == {tp: 5}
+
+        writer.begin_transaction()
+        await writer.send_offsets_to_transaction({tp: 20}, group)
+        assert await reader.committed_offsets(group, [tp], require_stable=False) == {tp: 5}  # the read before it
+        unstable.clear()  # the reads above may have waited too: EndTxn answers before the markers are written
+        stable = asyncio.create_task(reader.committed_offsets(group, [tp]))
+        async with asyncio.timeout(30):
+            await unstable.wait()  # the broker held the answer back: the transaction is pending
+        assert not stable.done()
+        await writer.commit_transaction()
+        assert await stable == {tp: 20}
 
 
 async def test_records_queued_when_a_transaction_is_aborted_fail_with_transaction_aborted(cluster: KafkaCluster) -> None:

@@ -3,17 +3,27 @@
 The mock implements the transaction APIs; here it answers with the coordinator errors a
 producer must ride out (the coordinator moved, is loading, the previous transaction is
 still completing) and with the ones it must not (fenced), pushed on command.
+
+``committed_offsets()`` here: the mock serves OffsetFetch up to v6, so without RequireStable
+(v7), and its TxnOffsetCommit checks and answers but stores nothing, so offsets committed in a
+transaction never read back from it. The offsets read here are committed by a confluent-kafka
+consumer (OffsetCommit, which the mock keeps); what a transaction's commit or abort makes
+visible, and the wait for a pending one, are checked on real Kafka
+(``test_real_broker_transactions.py``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from aioproducer import IllegalStateError, Producer, ProducerFencedError
+from aioproducer import IllegalStateError, KafkaTimeoutError, Producer, ProducerFencedError, UnsupportedVersionError
 from aioproducer.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
+    GroupAuthorizationFailedError,
     NotCoordinatorError,
+    UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from aioproducer.protocol import messages
 from aioproducer.testing import MockCluster
@@ -51,3 +61,67 @@ async def test_a_fenced_end_txn_is_fatal_and_every_later_call_says_so(mock_clust
             producer.begin_transaction()
         with pytest.raises(ProducerFencedError):
             await producer.send("orders", b"w", key=b"k")
+
+
+# ---------------------------------------------------------------- committed_offsets()
+def commit_with_a_consumer(cluster: MockCluster, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+    """OffsetCommit from confluent-kafka's consumer: offsets the mock keeps (its TxnOffsetCommit keeps none)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group_id,
+                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def offset_fetches(cluster: MockCluster) -> int:
+    return [r.api_key for r in cluster.requests()].count(messages.OFFSET_FETCH)
+
+
+async def test_committed_offsets_after_init_transactions_and_none_where_none(mock_cluster: MockCluster) -> None:
+    commit_with_a_consumer(mock_cluster, "g-read", {("orders", 0): 42, ("orders", 5): 7})
+    async with Producer(config(mock_cluster, "tx-read")) as producer:  # started: init_transactions() done
+        got = await producer.committed_offsets("g-read", [("orders", 5), ("orders", 0), ("orders", 1)],
+                                               require_stable=False)
+        assert list(got.items()) == [(("orders", 5), 7), (("orders", 0), 42), (("orders", 1), None)]
+        assert await producer.committed_offsets("g-nobody", [("orders", 0)], require_stable=False) == {("orders", 0): None}
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as plain:  # not transactional: the same
+        assert await plain.committed_offsets("g-read", [("orders", 0)], require_stable=False) == {("orders", 0): 42}
+
+
+async def test_require_stable_on_a_coordinator_below_v7_is_refused_before_sending(mock_cluster: MockCluster) -> None:
+    async with Producer(config(mock_cluster, "tx-stable")) as producer:
+        mock_cluster.start_request_tracking()
+        with pytest.raises(UnsupportedVersionError, match=r"group_id='g', require_stable=True\).*OffsetFetch up to v6.*v7"):
+            await producer.committed_offsets("g", [("orders", 0)])
+        assert offset_fetches(mock_cluster) == 0  # no unstable read was made and returned
+
+
+@pytest.mark.parametrize(
+    "code", [UnstableOffsetCommitError.errno, NotCoordinatorError.errno, CoordinatorLoadInProgressError.errno]
+)
+async def test_a_pending_transaction_or_a_moving_coordinator_is_waited_out(mock_cluster: MockCluster, code: int) -> None:
+    commit_with_a_consumer(mock_cluster, "g-wait", {("orders", 2): 9})
+    async with Producer(config(mock_cluster, "tx-wait")) as producer:
+        mock_cluster.push_request_errors(messages.OFFSET_FETCH, code, code)
+        mock_cluster.start_request_tracking()
+        assert await producer.committed_offsets("g-wait", [("orders", 2)], require_stable=False) == {("orders", 2): 9}
+        assert offset_fetches(mock_cluster) == 3  # two refused, the third answered
+
+
+async def test_a_transaction_pending_past_max_block_ms_is_a_timeout_naming_the_group(mock_cluster: MockCluster) -> None:
+    async with Producer({**config(mock_cluster, "tx-late"), "max.block.ms": 300}) as producer:
+        mock_cluster.push_request_errors(messages.OFFSET_FETCH, *[UnstableOffsetCommitError.errno] * 1000)
+        with pytest.raises(KafkaTimeoutError, match="transaction with offsets for group 'g-late' was still pending"):
+            await producer.committed_offsets("g-late", [("orders", 0)], require_stable=False)
+
+
+async def test_other_errors_raise_their_class_naming_group_and_partition(mock_cluster: MockCluster) -> None:
+    async with Producer(config(mock_cluster, "tx-errors")) as producer:
+        with pytest.raises(UnknownTopicOrPartitionError, match=r"group 'g', partition nope\[0\]"):
+            await producer.committed_offsets("g", [("orders", 0), ("nope", 0)], require_stable=False)
+        mock_cluster.push_request_errors(messages.OFFSET_FETCH, GroupAuthorizationFailedError.errno)
+        with pytest.raises(GroupAuthorizationFailedError, match="group 'g'"):
+            await producer.committed_offsets("g", [("orders", 0)], require_stable=False)

@@ -230,6 +230,67 @@ def test_init_producer_id_v0_response_golden() -> None:
     )
 
 
+def test_offset_fetch_v1_request_golden() -> None:
+    frame = m.encode_request(m.OFFSET_FETCH, 1, 7, None, {"group_id": "g", "topics": [
+        {"name": "t", "partition_indexes": [0, 3]}]})
+    assert frame[4:] == bytes.fromhex(
+        "0009" "0001" "00000007" "ffff"  # header v1, null client id
+        "0001" "67"  # group_id "g"
+        "00000001" "0001" "74"  # topics: [t]
+        "00000002" "00000000" "00000003"  # partition_indexes [0, 3]
+    )
+
+
+def test_offset_fetch_v7_request_golden_flexible_with_require_stable() -> None:
+    frame = m.encode_request(m.OFFSET_FETCH, 7, 7, None, {"group_id": "g", "require_stable": True, "topics": [
+        {"name": "t", "partition_indexes": [0, 3]}]})
+    assert frame[4:] == bytes.fromhex(
+        "0009" "0007" "00000007" "ffff" "00"  # header v2
+        "02" "67"  # compact group_id "g"
+        "02" "02" "74"  # compact topics: [t]
+        "03" "00000000" "00000003" "00"  # compact partition_indexes [0, 3], topic tagged fields
+        "01"  # require_stable
+        "00"  # body tagged fields
+    )
+
+
+def test_offset_fetch_v2_request_null_topics_means_all() -> None:
+    frame = m.encode_request(m.OFFSET_FETCH, 2, 7, None, {"group_id": "g", "topics": None})
+    assert frame[4:].endswith(bytes.fromhex("0001" "67" "ffffffff"))
+    assert m.decode_request(frame[4:])[1] == {"group_id": "g", "topics": None}
+    with pytest.raises(ValueError, match="OffsetFetchRequest v1"):
+        m.encode_request(m.OFFSET_FETCH, 1, 7, None, {"group_id": "g", "topics": None})
+
+
+def test_offset_fetch_v1_response_golden() -> None:
+    payload = bytes.fromhex(
+        "00000007"  # header v0
+        "00000001" "0001" "74"  # topics: [t]
+        "00000001" "00000000" "ffffffffffffffff"  # partition 0, no committed offset
+        "ffff" "0000"  # null metadata, no error
+    )
+    assert m.decode_response(m.OFFSET_FETCH, 1, payload) == (7, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": -1, "metadata": None, "error_code": 0}]}]})
+
+
+def test_offset_fetch_v7_response_golden() -> None:
+    payload = bytes.fromhex(
+        "00000007" "00"  # header v1
+        "00000000"  # throttle_time_ms
+        "02" "02" "74"  # topics: [t]
+        "02" "00000003" "000000000000002a" "ffffffff"  # partition 3, offset 42, leader epoch -1
+        "00" "0058" "00"  # null metadata, UNSTABLE_OFFSET_COMMIT, partition tagged fields
+        "00"  # topic tagged fields
+        "0000" "00"  # top-level error_code, body tagged fields
+    )
+    correlation_id, body = m.decode_response(m.OFFSET_FETCH, 7, payload)
+    assert correlation_id == 7
+    assert body == {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 3, "committed_offset": 42, "committed_leader_epoch": -1, "metadata": None,
+         "error_code": 88}]}]}
+    assert m.encode_response(m.OFFSET_FETCH, 7, 7, body)[4:] == payload
+
+
 # ------------------------------------------------------------ header rules
 
 
@@ -241,6 +302,7 @@ def test_init_producer_id_v0_response_golden() -> None:
         (m.INIT_PRODUCER_ID, 1, 1, 0), (m.INIT_PRODUCER_ID, 2, 2, 1),
         (m.API_VERSIONS, 2, 1, 0), (m.API_VERSIONS, 3, 2, 0),  # the exception
         (m.SASL_HANDSHAKE, 1, 1, 0),
+        (m.OFFSET_FETCH, 5, 1, 0), (m.OFFSET_FETCH, 6, 2, 1),
     ],
 )
 def test_header_versions(key: int, version: int, request_header: int, response_header: int) -> None:
@@ -293,7 +355,8 @@ def test_tagged_field_equal_to_default_is_omitted() -> None:
 
 
 @pytest.mark.parametrize(("key", "version"), [(m.PRODUCE, 2), (m.PRODUCE, 12), (m.METADATA, 0), (m.METADATA, 13),
-                                               (m.API_VERSIONS, 4), (m.INIT_PRODUCER_ID, 5), (99, 0)])
+                                               (m.API_VERSIONS, 4), (m.INIT_PRODUCER_ID, 5),
+                                               (m.OFFSET_FETCH, 0), (m.OFFSET_FETCH, 8), (99, 0)])
 def test_unsupported_versions_raise(key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersionError):
         m.encode_request(key, version, 1, None, {})
@@ -304,11 +367,12 @@ def test_unsupported_versions_raise(key: int, version: int) -> None:
 
 
 def test_supported_versions_contract() -> None:
-    assert (m.PRODUCE, m.METADATA, m.API_VERSIONS, m.INIT_PRODUCER_ID) == (0, 3, 18, 22)
+    assert (m.PRODUCE, m.METADATA, m.OFFSET_FETCH, m.API_VERSIONS, m.INIT_PRODUCER_ID) == (0, 3, 9, 18, 22)
     assert m.SUPPORTED_VERSIONS[m.PRODUCE] == (3, 11)
     assert m.SUPPORTED_VERSIONS[m.METADATA] == (1, 12)
     assert m.SUPPORTED_VERSIONS[m.API_VERSIONS] == (0, 3)
     assert m.SUPPORTED_VERSIONS[m.INIT_PRODUCER_ID] == (0, 4)
+    assert m.SUPPORTED_VERSIONS[m.OFFSET_FETCH] == (1, 7)  # v0 read ZooKeeper; v8+ batch groups
     for key in (m.FIND_COORDINATOR, m.ADD_PARTITIONS_TO_TXN, m.ADD_OFFSETS_TO_TXN, m.END_TXN,
                 m.TXN_OFFSET_COMMIT, m.SASL_HANDSHAKE, m.SASL_AUTHENTICATE):
         assert key in m.SUPPORTED_VERSIONS
@@ -393,6 +457,11 @@ SAMPLE_RESPONSES: list[tuple[int, int, dict[str, Any]]] = [
     (m.API_VERSIONS, 3, {"api_keys": [{"api_key": 0, "min_version": 3, "max_version": 11}],
                          "supported_features": [{"name": "f", "min_version": 1, "max_version": 2}], "zk_migration_ready": True}),
     (m.INIT_PRODUCER_ID, 4, {"producer_id": 5, "producer_epoch": 1}),
+    (m.OFFSET_FETCH, 1, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 9, "metadata": "m", "error_code": 0}]}]}),
+    (m.OFFSET_FETCH, 7, {"topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "committed_offset": 9, "committed_leader_epoch": 2, "metadata": None, "error_code": 88}]}],
+        "error_code": 16}),
 ]
 
 
