@@ -22,7 +22,7 @@ import asyncio
 import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, AsyncIterator, Iterator
 
 import pyarrow as pa
 
@@ -32,7 +32,7 @@ from aioproducer.producer import Producer
 from aioproducer.spark.arrow import RecordColumns
 from aioproducer.spark.columns import SinkColumns
 from aioproducer.spark.stats import TaskStats
-from aioproducer.spark.worker import shared_producer
+from aioproducer.spark.worker import input_reader, shared_producer
 
 __all__ = ["ExactlyOnce", "TaskPlan", "SparkTaskError", "write_task"]
 
@@ -159,7 +159,7 @@ async def _send_batches(
     records = size = 0
     on_delivery = tally.on_delivery if tally is not None else None
     count_refusals = tally is not None and plan.on_error == "count"
-    for batch in rows:
+    async for batch in _pulled(rows):
         columns = RecordColumns.from_batch(batch, plan.columns)
         records += len(columns.values)
         size += columns.payload_bytes
@@ -168,9 +168,15 @@ async def _send_batches(
             await producer.send_many(plan.topic, columns.values, columns.keys, on_delivery=on_delivery)
         else:
             await _send_each(producer, columns, plan.topic, on_delivery, tally if count_refusals else None)
-        # The loop runs the sender between Arrow batches: what is ready goes out while the next is read.
-        await asyncio.sleep(0)
     return records, size
+
+
+async def _pulled(rows: Iterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:
+    """``rows``, each pulled on the input thread: the loop keeps sending while Spark computes the next."""
+    loop = asyncio.get_running_loop()
+    reader = input_reader()
+    while (batch := await loop.run_in_executor(reader, next, rows, None)) is not None:
+        yield batch
 
 
 async def _send_each(

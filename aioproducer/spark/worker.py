@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Mapping, TypeVar
 
 from aioproducer.producer import Producer
 
-__all__ = ["run", "shared_producer", "MAX_SHARED_PRODUCERS"]
+__all__ = ["run", "shared_producer", "input_reader", "MAX_SHARED_PRODUCERS"]
 
 T = TypeVar("T")
 
@@ -31,6 +32,7 @@ MAX_SHARED_PRODUCERS = 4
 
 _pid = 0
 _loop: asyncio.AbstractEventLoop | None = None
+_reader: ThreadPoolExecutor | None = None
 #: Configuration key (a digest made on the driver) → started producer on ``_loop``.
 _producers: OrderedDict[str, Producer] = OrderedDict()
 
@@ -41,12 +43,28 @@ def run(coro: Awaitable[T]) -> T:
 
 
 def _own_loop() -> asyncio.AbstractEventLoop:
-    global _pid, _loop
+    global _pid, _loop, _reader
     if _loop is None or _pid != os.getpid():
         _producers.clear()  # a fork's copies: their sockets and tasks belong to the parent
         _loop = asyncio.new_event_loop()
+        _reader = None
         _pid = os.getpid()
     return _loop
+
+
+def input_reader() -> ThreadPoolExecutor:
+    """The one thread that pulls a task's input batches from Spark.
+
+    Spark's input iterator blocks, reading the rows the JVM computes from a socket. Pulled on
+    the event loop, it would stop the producer while Spark computes the next batch; pulled on
+    this thread, the loop sends the last batch meanwhile. One thread, because a task's batches
+    are read one after another.
+    """
+    global _reader
+    _own_loop()
+    if _reader is None:
+        _reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aioproducer-spark-input")
+    return _reader
 
 
 async def shared_producer(config_key: str, config: Mapping[str, Any]) -> Producer:

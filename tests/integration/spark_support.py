@@ -3,7 +3,8 @@
 ``local[2,3]``: two task threads, and a failed task is tried up to three times (plain
 ``local[2]`` never retries a task, unlike a cluster), which the retry tests need. Spark's
 Python workers run ``PYSPARK_PYTHON``, set here to this interpreter so that they import the
-aioproducer under test. Starting the JVM takes about six seconds on two cores.
+aioproducer under test, and ``PYTHONPATH`` includes this directory and ``tests``, so that functions of the
+test modules given to Spark import there too. Starting the JVM takes about six seconds on two cores.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from pyspark.sql import SparkSession
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Functions of the test modules reach the workers pickled by reference: they import them from here.
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = (here, os.path.dirname(here), os.environ.get("PYTHONPATH"))  # tests/integration, tests (conftest)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     session = (
         SparkSession.builder.master("local[2,3]")
         .appName("aioproducer-tests")

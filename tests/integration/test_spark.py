@@ -8,6 +8,7 @@ lost); ``on_error="count"``; one producer per Python worker, reused by the next 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections import Counter
 from typing import Any
 
@@ -268,7 +269,9 @@ def test_foreach_batch_writes_each_micro_batch_and_tells_its_id(
     source = tmp_path / "in"
     source.mkdir()
     for n in range(3):  # one file per micro-batch (maxFilesPerTrigger=1)
-        (source / f"part-{n}.json").write_text("".join(f'{{"value": "b{n}-{i}"}}\n' for i in range(10 + n)))
+        path = source / f"part-{n}.json"
+        path.write_text("".join(f'{{"value": "b{n}-{i}"}}\n' for i in range(10 + n)))
+        os.utime(path, (1_700_000_000 + n * 60, 1_700_000_000 + n * 60))  # the file source goes by age
     seen: list[tuple[int, int]] = []
 
     def on_batch(batch_id: int, stats: WriteStats) -> None:
