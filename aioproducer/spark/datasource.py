@@ -72,13 +72,13 @@ class KafkaDataSource(DataSource):
 
 
 @dataclass
-class _Committed(WriterCommitMessage):  # type: ignore[misc]
+class _Committed(WriterCommitMessage):
     """What one task wrote: its statistics, for the driver's ``commit``."""
 
     stats: TaskStats
 
 
-class _Writer(DataSourceArrowWriter):  # type: ignore[misc]
+class _Writer(DataSourceArrowWriter):
     def __init__(self, plan: TaskPlan) -> None:
         self.plan = plan
 
