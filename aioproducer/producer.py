@@ -167,6 +167,7 @@ class Producer:
         self._pid = 0
         self._records_sent = 0
         self._records_failed = 0
+        self._last_error: BaseException | None = None  # of the last batch that failed (metrics())
 
     @property
     def config(self) -> ProducerConfig:
@@ -683,12 +684,18 @@ class Producer:
         return list(range(partitions.num_partitions))
 
     def metrics(self) -> dict[str, Any]:
-        """A snapshot of counters: records sent/failed, buffer use, queued batches."""
+        """A snapshot of counters: records sent/failed, buffer use, queued batches.
+
+        ``last_error`` is the error of the last batch that failed (None if none has): with the
+        ``records_failed`` count, it tells a caller that kept no futures or callbacks what went
+        wrong, as the Spark sink's tasks do (a callback per record costs a microsecond).
+        """
         accumulator = self._accumulator
         pool = accumulator.pool if accumulator is not None else None
         return {
             "records_sent": self._records_sent,
             "records_failed": self._records_failed,
+            "last_error": self._last_error,
             "buffer_total_bytes": self._config.buffer_memory,
             "buffer_available_bytes": pool.available_memory if pool is not None else self._config.buffer_memory,
             "waiting_for_buffer": pool.queued if pool is not None else 0,
@@ -844,6 +851,7 @@ class Producer:
             self._records_sent += batch.record_count
         else:
             self._records_failed += batch.record_count
+            self._last_error = batch.error
         if self._interceptors:
             for future in batch.futures:
                 error = batch.error

@@ -206,6 +206,7 @@ async def test_broker_down_past_delivery_timeout_fails_its_records_only(mock_clu
         assert again.offset == 1
         metrics = producer.metrics()
         assert metrics["records_failed"] == 10
+        assert isinstance(metrics["last_error"], KafkaTimeoutError)  # the failed batch's error, kept
     got = await read_values(mock_cluster.bootstrap_servers)
     assert got[0] == [b"before", b"again"]
     assert got[1] == [b"kept-%d" % i for i in range(10)] + [b"after"]

@@ -109,6 +109,7 @@ async def test_bad_record_is_refused_promptly_and_nothing_else_is_lost(
         after = await producer.send(TOPIC, value=b"after", partition=0)
         assert [(await before).offset, (await after).offset] == [0, 1]
         assert producer.metrics()["records_failed"] == 0
+        assert producer.metrics()["last_error"] is None
     assert await read_values(mock_cluster.bootstrap_servers, 0) == [b"before", b"after"]
 
 

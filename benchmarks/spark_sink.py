@@ -1,0 +1,171 @@
+"""Spark's built-in Kafka sink against ``aioproducer.spark.write_kafka``: the same DataFrames, one run.
+
+One real Kafka node (``aioproducer.testing.KafkaCluster``) and one Spark session in local mode
+(``--master``, default ``local[2]``). Two DataFrames, each cached in memory first so that
+neither sink pays for computing it: 1,000,000 rows of a 100-byte value, and 100,000 rows of a
+10 KB value. Each round writes each DataFrame with both sinks, in alternating order, to a fresh
+6-partition topic, after one untimed small write with each (Python workers started, classes
+loaded); the report is the median time per sink and the ratio of throughputs. Every
+write is checked by the topic's high watermarks: exactly the DataFrame's rows, or the run fails.
+
+Both sinks get the same producer settings (``acks=all``, ``linger.ms=5``, idempotence on: both
+producers' defaults). The built-in sink is ``org.apache.spark:spark-sql-kafka-0-10_2.13`` of the
+installed PySpark's version and its runtime dependencies, fetched with Maven (as the broker's
+jars are) into ``~/.cache/aioproducer/spark/<version>`` and given to Spark as ``spark.jars``;
+jars that PySpark already ships are left out.
+
+    python -m benchmarks.spark_sink [--rounds R] [--scale 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyspark
+from pyspark.sql import DataFrame, SparkSession
+
+from aioproducer.spark import write_kafka
+from aioproducer.testing import KafkaCluster
+from aioproducer.testing.kafka import require_tool
+
+SINKS = ("spark built-in", "aioproducer")
+PRODUCER = {"acks": "all", "linger.ms": "5"}
+
+_POM = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>aioproducer.benchmarks</groupId><artifactId>spark-kafka-sink</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId>
+      <version>{spark}</version></dependency>
+  </dependencies>
+  <build><pluginManagement><plugins><plugin>
+    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
+    <version>3.8.1</version>
+  </plugin></plugins></pluginManagement></build>
+</project>
+"""
+
+
+def sink_jars(version: str) -> list[Path]:
+    """The built-in Kafka sink's jars for Spark ``version``, minus those PySpark already has."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aioproducer" / "spark" / version
+    libs = home / "libs"
+    if not (home / "libs.complete").exists():
+        mvn = require_tool("mvn", "to fetch Spark's Kafka sink from Maven Central")
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "pom.xml").write_text(_POM.format(spark=version))
+        shutil.rmtree(libs, ignore_errors=True)
+        done = subprocess.run(
+            [mvn, "-B", "-q", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
+             "-DincludeScope=runtime", f"-DoutputDirectory={libs}"],
+            capture_output=True, text=True, timeout=900,
+        )
+        if done.returncode != 0:
+            raise SystemExit(
+                f"Maven could not fetch spark-sql-kafka-0-10_2.13:{version} (PySpark's version); a PySpark release "
+                "can reach PyPI before its jars reach Maven Central: install a PySpark whose version is there "
+                "(pip install 'pyspark[sql]==4.2.0').\n" + "\n".join((done.stdout + done.stderr).splitlines()[-5:])
+            )
+        (home / "libs.complete").write_text(version + "\n")
+    shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(p for p in libs.glob("*.jar") if _artifact(p.name) not in shipped)
+
+
+def _artifact(jar: str) -> str:
+    """``kafka-clients-3.9.1.jar`` → ``kafka-clients``: the name without its version."""
+    parts = jar.removesuffix(".jar").split("-")
+    while parts and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts)
+
+
+def frames(spark: SparkSession, scale: float) -> dict[str, tuple[DataFrame, int]]:
+    small, large = int(1_000_000 * scale), int(100_000 * scale)
+    out = {
+        f"{small:,} x 100 B": (spark.range(small).selectExpr("CAST(repeat('x', 100) AS BINARY) AS value"), small),
+        f"{large:,} x 10 KB": (spark.range(large).selectExpr("CAST(repeat('y', 10240) AS BINARY) AS value"), large),
+    }
+    for df, rows in out.values():
+        df.persist()
+        assert df.count() == rows  # computed and cached before any sink reads it
+    return out
+
+
+def write(sink: str, df: DataFrame, bootstrap: str, topic: str) -> float:
+    started = time.perf_counter()
+    if sink == "aioproducer":
+        write_kafka(df, {"bootstrap.servers": bootstrap, **PRODUCER}, topic=topic)
+    else:
+        writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+        for key, value in PRODUCER.items():
+            writer = writer.option(f"kafka.{key}", value)
+        writer.mode("append").save()
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the row counts (smoke test: 0.05)")
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    jars = sink_jars(pyspark.__version__)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(args.master).appName("aioproducer-spark-sink-benchmark")
+        .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g").getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    times: dict[tuple[str, str], list[float]] = {}
+    try:
+        with KafkaCluster(brokers=1, topics={}) as cluster:
+            data = frames(spark, args.scale)
+            warm = spark.range(1000).selectExpr("CAST(repeat('w', 100) AS BINARY) AS value")
+            for sink in SINKS:  # untimed: starts the Python workers and loads the sink's classes
+                cluster.create_topic(f"warm-{sink.replace(' ', '-')}", partitions=6)
+                write(sink, warm, cluster.bootstrap_servers, f"warm-{sink.replace(' ', '-')}")
+            n = 0
+            for round_ in range(args.rounds):
+                for name, (df, rows) in data.items():
+                    order = SINKS if round_ % 2 == 0 else SINKS[::-1]
+                    for sink in order:
+                        n += 1
+                        topic = f"bench-{n}"
+                        cluster.create_topic(topic, partitions=6)
+                        seconds = write(sink, df, cluster.bootstrap_servers, topic)
+                        written = sum(cluster.high_watermarks(topic).values())
+                        if written != rows:
+                            print(f"FAILED: {sink} wrote {written} of {rows} rows to {topic}", file=sys.stderr)
+                            return 1
+                        times.setdefault((name, sink), []).append(seconds)
+                        print(f"round {round_ + 1} {name:>18} {sink:>15}: {seconds:6.2f} s", file=sys.stderr)
+    finally:
+        spark.stop()
+    report(times, args, pyspark.__version__)
+    return 0
+
+
+def report(times: dict[tuple[str, str], list[float]], args: Any, version: str) -> None:
+    print(f"Spark {version}, master {args.master}, {args.rounds} rounds, median seconds; one Kafka node; {os.cpu_count()} cores")
+    print()
+    print("| DataFrame | Spark's built-in sink | aioproducer `write_kafka` | aioproducer / built-in (throughput) |")
+    print("|---|---|---|---|")
+    for name in dict.fromkeys(name for name, _ in times):
+        builtin = statistics.median(times[(name, SINKS[0])])
+        ours = statistics.median(times[(name, SINKS[1])])
+        print(f"| {name} | {builtin:.2f} s | {ours:.2f} s | {builtin / ours:.2f}x |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
