@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from aioproducer.spark.sink import make_plan
 from aioproducer.spark.stats import TaskStats
-from aioproducer.spark.task import TaskPlan, write_task
-from aioproducer.spark.worker import run
+from aioproducer.spark.task import TaskPlan, run_this_task
 
 __all__ = ["KafkaDataSource", "register_data_source", "FORMAT"]
 
@@ -83,10 +81,7 @@ class _Writer(DataSourceArrowWriter):
         self.plan = plan
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Committed:
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
-        return _Committed(run(write_task(self.plan, iterator, partition, attempt)))
+        return _Committed(run_this_task(self.plan, iterator))
 
     def commit(self, messages: list[Any]) -> None:
         """Nothing to do: each task flushed (or committed its transaction) before it reported."""

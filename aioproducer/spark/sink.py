@@ -13,15 +13,13 @@ import time
 from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
 from aioproducer.config import ProducerConfig
 from aioproducer.spark.columns import plan_columns
 from aioproducer.spark.stats import TASK_STATS_DDL, TaskStats, WriteStats
-from aioproducer.spark.task import ExactlyOnce, TaskPlan, write_task
-from aioproducer.spark.worker import run
+from aioproducer.spark.task import ExactlyOnce, TaskPlan, run_this_task
 
 __all__ = ["write_kafka", "kafka_batch_writer", "make_plan", "task_function"]
 
@@ -90,13 +88,7 @@ def kafka_batch_writer(
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
         stats = write_kafka(
-            df,
-            config,
-            topic,
-            transactional=transactional,
-            batch_id=batch_id,
-            progress_topic=progress_topic,
-            on_error=on_error,
+            df, config, topic, transactional=transactional, batch_id=batch_id, progress_topic=progress_topic, on_error=on_error
         )
         if on_batch is not None:
             on_batch(batch_id, stats)
@@ -171,9 +163,6 @@ def task_function(plan: TaskPlan) -> Callable[[Iterator[pa.RecordBatch]], Iterat
     """The ``mapInArrow`` function of a write: one task's batches in, one statistics row out."""
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
-        yield run(write_task(plan, batches, partition, attempt)).to_arrow()
+        yield run_this_task(plan, batches).to_arrow()
 
     return write_partition

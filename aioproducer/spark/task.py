@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterator
 
 import pyarrow as pa
+from pyspark import TaskContext
 
 from aioproducer.errors import KafkaError
 from aioproducer.internals.batch import RecordMetadata
@@ -32,9 +33,9 @@ from aioproducer.producer import Producer
 from aioproducer.spark.arrow import RecordColumns
 from aioproducer.spark.columns import SinkColumns
 from aioproducer.spark.stats import TaskStats
-from aioproducer.spark.worker import input_reader, shared_producer
+from aioproducer.spark.worker import input_reader, run, shared_producer
 
-__all__ = ["ExactlyOnce", "TaskPlan", "SparkTaskError", "write_task"]
+__all__ = ["ExactlyOnce", "TaskPlan", "SparkTaskError", "write_task", "run_this_task"]
 
 
 class SparkTaskError(KafkaError):
@@ -86,6 +87,14 @@ class _Tally:
         self.failed += 1
         if self.first_error is None:
             self.first_error = error
+
+
+def run_this_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> TaskStats:
+    """Write the running Spark task's rows (synchronous: what ``mapInArrow`` and the data source call)."""
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    attempt = context.attemptNumber() if context is not None else 0
+    return run(write_task(plan, batches, partition, attempt))
 
 
 async def write_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch], partition: int, attempt: int) -> TaskStats:

@@ -249,6 +249,7 @@ async def test_the_data_source_writes_what_write_kafka_writes(spark: SparkSessio
         ("key binary", {"topic": "t"}, "append", "no 'value' column"),
         ("value binary", {"topic": "t", "linger.ms": "soon"}, "append", "linger.ms"),
         ("value binary", {"topic": "t", "transactional": "yes"}, "append", "transactional must be true or false"),
+        ("value binary", {"topic": "t", "batch.id": "first"}, "append", "batch.id must be an integer"),
     ],
 )
 def test_the_data_source_refuses_a_wrong_write_before_any_task_runs(
@@ -289,3 +290,10 @@ def test_foreach_batch_writes_each_micro_batch_and_tells_its_id(
     assert sorted(seen) == [(0, 10), (1, 11), (2, 12)]
     values = Counter(v for vs in _values(mock_cluster, "orders").values() for v in vs)
     assert values == Counter(f"b{n}-{i}".encode() for n in range(3) for i in range(10 + n))
+
+
+def test_the_batch_writer_refuses_bad_arguments_when_it_is_made() -> None:
+    with pytest.raises(TypeError, match="on_batch must be callable"):
+        kafka_batch_writer({"bootstrap.servers": "localhost:1"}, "t", on_batch=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="linger.ms"):
+        kafka_batch_writer({"bootstrap.servers": "localhost:1", "linger.ms": "soon"}, "t")
