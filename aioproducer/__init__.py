@@ -8,7 +8,7 @@ from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: us
 from aioproducer.errors import __all__ as _error_names
 from aioproducer.config import ProducerConfig
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
-from aioproducer.internals.transactions import GroupMetadata
+from aioproducer.internals.transactions import GroupMetadata, PreparedTransaction
 from aioproducer.producer import Producer, ProducerRecord
 from aioproducer.serializers import (
     bytes_serializer,
@@ -28,6 +28,7 @@ __all__ = [
     "RecordMetadata",
     "FutureRecordMetadata",
     "GroupMetadata",
+    "PreparedTransaction",
     "bytes_serializer",
     "str_serializer",
     "int_serializer",

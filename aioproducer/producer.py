@@ -47,7 +47,13 @@ from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
-from aioproducer.internals.transactions import Transactions, committed_offsets, offset_fetch_arguments
+from aioproducer.internals.transactions import (
+    PreparedTransaction,
+    Transactions,
+    committed_offsets,
+    complete_prepared,
+    offset_fetch_arguments,
+)
 from aioproducer.network.client import ClientClosedError, KafkaClient
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
@@ -595,6 +601,41 @@ class Producer:
     async def abort_transaction(self) -> None:
         """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it."""
         await self._require_transactions("abort_transaction()").abort()
+
+    async def prepare_transaction(self) -> PreparedTransaction:
+        """Two-phase commit, first phase: send and wait for every record, then leave the transaction open.
+
+        Why: when the party that knows whether the whole job succeeded is not this producer
+        (Spark's driver, for the transactions of its tasks), that party ends the transaction
+        with ``complete_transaction(prepared)`` on any producer. Raises as
+        ``commit_transaction()`` does if a record failed. Afterwards this producer can only end
+        that transaction or be closed (closing does not abort it); the transaction is aborted if
+        a producer starts with the same ``transactional.id`` or after ``transaction.timeout.ms``.
+        """
+        return await self._require_transactions("prepare_transaction()").prepare()
+
+    async def complete_transaction(self, prepared: PreparedTransaction, *, commit: bool = True) -> None:
+        """Commit (or with ``commit=False`` abort) a transaction prepared by this or any other producer.
+
+        Works on any started producer, transactional or not; only the transaction coordinator
+        is asked. Idempotent for the same outcome. A transaction fenced or timed out before
+        this raises ``ProducerFencedError`` or ``InvalidProducerEpochError``: it was aborted.
+        """
+        if not isinstance(prepared, PreparedTransaction):
+            raise TypeError(
+                f"complete_transaction(prepared=...) takes what prepare_transaction() returned, not {type(prepared).__name__}"
+            )
+        if not isinstance(commit, bool):
+            raise TypeError(f"complete_transaction(commit=...) must be a bool, got {type(commit).__name__}")
+        self._check_context()
+        if self._lifecycle.closing:
+            raise ProducerClosedError("complete_transaction() called on a closed producer")
+        self._require_started()
+        coordinators = self._coordinators
+        assert coordinators is not None  # set with the accumulator
+        await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._max_block_ms)
+        if self._transactions is not None:
+            self._transactions.completed(prepared)
 
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
         """Commit a consumer's offsets (partition -> next offset to read) as part of the transaction.

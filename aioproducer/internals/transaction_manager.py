@@ -84,6 +84,9 @@ class TransactionState(enum.Enum):
     IN_TRANSACTION = "IN_TRANSACTION"
     COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    #: Not Java's: ``prepare_transaction()`` acknowledged every record and left the transaction
+    #: open for another party to end (``complete_transaction``); the producer can only be closed.
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
 
@@ -92,10 +95,11 @@ _S = TransactionState
 #: target -> the states it may be reached from (FATAL_ERROR: from any).
 _SOURCES: dict[TransactionState, frozenset[TransactionState]] = {
     _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING_TRANSACTION}),
-    _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
+    _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION, _S.PREPARED_TRANSACTION}),
     _S.IN_TRANSACTION: frozenset({_S.READY}),
     _S.COMMITTING_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
     _S.ABORTING_TRANSACTION: frozenset({_S.IN_TRANSACTION, _S.ABORTABLE_ERROR}),
+    _S.PREPARED_TRANSACTION: frozenset({_S.COMMITTING_TRANSACTION}),
     _S.ABORTABLE_ERROR: frozenset({_S.IN_TRANSACTION, _S.COMMITTING_TRANSACTION, _S.ABORTABLE_ERROR}),
 }
 

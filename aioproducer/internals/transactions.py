@@ -16,6 +16,15 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
 * ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
   the group's coordinator, with the consumer's generation and member id when given (KIP-447:
   a zombie consumer's offsets are refused).
+* ``prepare`` (two-phase commit): ``commit``'s first half. Every record is acknowledged and
+  the transaction left open, its (id, producer id, epoch) returned as a
+  :class:`PreparedTransaction`; :func:`complete_prepared` later sends the EndTxn, from any
+  producer, any process. The coordinator checks only the id and epoch, so the party that
+  knows the whole job succeeded (Spark's driver) decides. Until then the transaction can be
+  fenced: a producer that starts with the same id aborts it, and so does the coordinator
+  after ``transaction.timeout.ms``; ending it then raises ``ProducerFencedError`` or
+  ``InvalidProducerEpochError``. (Kafka's own KIP-939 two-phase commit needs a broker flag
+  and keeps the prepared transaction across a restart; this needs neither.)
 * :func:`committed_offsets` (any started producer, transactional or not): OffsetFetch to the
   group's coordinator, what a restarted writer reads after ``init_transactions()`` to learn
   what its last transaction committed. With ``require_stable`` (v7, KIP-447) the coordinator
@@ -51,7 +60,14 @@ from aioproducer.internals.coordinator import GROUP, TRANSACTION, Coordinators, 
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
 from aioproducer.protocol import messages
 
-__all__ = ["GroupMetadata", "Transactions", "committed_offsets", "offset_fetch_arguments"]
+__all__ = [
+    "GroupMetadata",
+    "PreparedTransaction",
+    "Transactions",
+    "committed_offsets",
+    "complete_prepared",
+    "offset_fetch_arguments",
+]
 
 _FATAL = (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
 _S = TransactionState
@@ -59,6 +75,22 @@ _S = TransactionState
 _REQUIRE_STABLE_VERSION = 7
 #: OffsetFetch's "no committed offset".
 _NO_OFFSET = -1
+
+
+@dataclass(frozen=True)
+class PreparedTransaction:
+    """An open transaction whose records are all acknowledged, for another party to end.
+
+    Made by ``Producer.prepare_transaction()``, ended by ``Producer.complete_transaction()``
+    on any started producer. Picklable, so it can travel, as Spark's task results do.
+    ``started``: False if nothing was sent nor any offset added (the coordinator knows no
+    transaction, and completing it does nothing).
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    started: bool = True
 
 
 @dataclass(frozen=True)
@@ -196,6 +228,27 @@ class Transactions:
             await self._end_txn(committed=True)
         tm.end_transaction()
 
+    async def prepare(self) -> PreparedTransaction:
+        """Flush and check as ``commit`` does, then leave the transaction open (PREPARED_TRANSACTION)."""
+        tm = self.tm
+        tm.require("prepare_transaction()", _S.IN_TRANSACTION)
+        tm.transition(_S.COMMITTING_TRANSACTION)
+        await self.flush()
+        if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed while flushing
+            tm.require("prepare_transaction()", _S.COMMITTING_TRANSACTION)
+        tm.transition(_S.PREPARED_TRANSACTION)
+        return PreparedTransaction(self.transactional_id, tm.producer_id, tm.producer_epoch, tm.transaction_started)
+
+    def completed(self, prepared: PreparedTransaction) -> None:
+        """This producer's own prepared transaction was ended by ``complete_prepared``: ready for the next."""
+        tm = self.tm
+        if (
+            tm.state is _S.PREPARED_TRANSACTION
+            and prepared.transactional_id == self.transactional_id
+            and (prepared.producer_id, prepared.producer_epoch) == (tm.producer_id, tm.producer_epoch)
+        ):
+            tm.end_transaction()
+
     async def _end_txn(self, committed: bool) -> None:
         tm = self.tm
         what = "commit_transaction()" if committed else "abort_transaction()"
@@ -262,6 +315,35 @@ class Transactions:
 
 async def _nothing() -> None:
     return None
+
+
+async def complete_prepared(
+    coordinators: Coordinators, prepared: PreparedTransaction, *, commit: bool, max_block_ms: int
+) -> None:
+    """EndTxn for a prepared transaction, from any producer: commit or abort it (checked).
+
+    Retried as every coordinator request is, until ``max_block_ms``. An EndTxn repeated after
+    one that succeeded with the same outcome succeeds again; one whose transaction was fenced or
+    timed out raises ``ProducerFencedError`` / ``InvalidProducerEpochError``.
+    """
+    if not prepared.started:
+        return
+    what = f"complete_transaction(commit={commit})"
+    body = {
+        "transactional_id": prepared.transactional_id,
+        "producer_id": prepared.producer_id,
+        "producer_epoch": prepared.producer_epoch,
+        "committed": commit,
+    }
+    deadline = time.monotonic() + max_block_ms / 1000
+    answer = await coordinators.request(TRANSACTION, prepared.transactional_id, messages.END_TXN, body, deadline, what)
+    code = first_error_code(answer)
+    if code:
+        cls = error_for_code(code)
+        raise cls(
+            f"{what} for transactional.id {prepared.transactional_id!r} (producer id {prepared.producer_id}, "
+            f"epoch {prepared.producer_epoch}): {cls.message}"
+        )
 
 
 def _pair(tp: Any) -> tuple[Any, Any] | None:

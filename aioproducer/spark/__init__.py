@@ -11,11 +11,20 @@ At least once by default; exactly once with ``transactional=True`` (see
 
 from typing import Any
 
+from aioproducer.spark.commit import SparkCommitError
 from aioproducer.spark.sink import kafka_batch_writer, write_kafka
 from aioproducer.spark.stats import TaskStats, WriteStats
 from aioproducer.spark.task import SparkTaskError
 
-__all__ = ["write_kafka", "kafka_batch_writer", "register_data_source", "WriteStats", "TaskStats", "SparkTaskError"]
+__all__ = [
+    "write_kafka",
+    "kafka_batch_writer",
+    "register_data_source",
+    "WriteStats",
+    "TaskStats",
+    "SparkTaskError",
+    "SparkCommitError",
+]
 
 
 def register_data_source(spark: Any) -> None:

@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from aioproducer.spark.commit import abort_prepared, commit_prepared
 from aioproducer.spark.sink import make_plan
 from aioproducer.spark.stats import TaskStats
 from aioproducer.spark.task import TaskPlan, run_this_task
@@ -84,10 +85,19 @@ class _Writer(DataSourceArrowWriter):
         return _Committed(run_this_task(self.plan, iterator))
 
     def commit(self, messages: list[Any]) -> None:
-        """Nothing to do: each task flushed (or committed its transaction) before it reported."""
+        """Commit the transactions the tasks prepared (exactly once); at least once, each task flushed already."""
+        if self.plan.exactly_once is not None:
+            commit_prepared(self.plan.config, _stats(messages), self.plan.exactly_once.batch_id)
 
     def abort(self, messages: list[Any]) -> None:
-        """Nothing to undo: records are in Kafka once acknowledged (at least once), or aborted with their transaction."""
+        """Abort the prepared transactions of the tasks that succeeded; acknowledged records of at-least-once stay."""
+        if self.plan.exactly_once is not None:
+            abort_prepared(self.plan.config, _stats(messages))
+
+
+def _stats(messages: list[Any]) -> list[TaskStats]:
+    """The tasks' statistics; Spark gives None for a task that did not report."""
+    return [m.stats for m in messages if isinstance(m, _Committed)]
 
 
 def _flag(text: str) -> bool:

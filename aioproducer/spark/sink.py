@@ -18,12 +18,18 @@ from pyspark.sql import DataFrame
 
 from aioproducer.config import ProducerConfig
 from aioproducer.spark.columns import plan_columns
+from aioproducer.spark.commit import commit_prepared
 from aioproducer.spark.stats import TASK_STATS_DDL, TaskStats, WriteStats
 from aioproducer.spark.task import ExactlyOnce, TaskPlan, run_this_task
 
 __all__ = ["write_kafka", "kafka_batch_writer", "make_plan", "task_function"]
 
 _ON_ERROR = ("fail", "count")
+#: ``transaction.timeout.ms`` of an exactly-once write unless the configuration sets it: a
+#: task's transaction stays open until the driver commits it at the end of the whole job, so
+#: the producer's default (one minute) would abort the transactions of a longer write. 15 min
+#: is the broker's default ``transaction.max.timeout.ms``.
+SPARK_TRANSACTION_TIMEOUT_MS = 900_000
 _dumps: Callable[[Any], bytes] = cloudpickle.dumps  # what Spark ships a task's closure with
 
 
@@ -63,7 +69,10 @@ def write_kafka(
     )
     started = time.monotonic()
     rows = df.select(*plan.columns.names).mapInArrow(task_function(plan), TASK_STATS_DDL).collect()
-    return WriteStats.of((TaskStats.from_row(row) for row in rows), time.monotonic() - started, batch_id)
+    tasks = [TaskStats.from_row(row) for row in rows]
+    if plan.exactly_once is not None:  # every task succeeded: commit what they prepared
+        commit_prepared(plan.config, tasks, batch_id)
+    return WriteStats.of(tasks, time.monotonic() - started, batch_id)
 
 
 def kafka_batch_writer(
@@ -120,6 +129,8 @@ def make_plan(
     if transactional:
         exactly_once = _exactly_once(cfg, topic, batch_id, progress_topic, on_error, what)
         settings = {k: v for k, v in settings.items() if k not in ("transactional.id", "transactional_id")}
+        if "transaction.timeout.ms" not in settings and "transaction_timeout_ms" not in settings:
+            settings["transaction.timeout.ms"] = SPARK_TRANSACTION_TIMEOUT_MS
     elif cfg.transactional_id is not None:
         raise ValueError(
             f"{what}: config has transactional.id={cfg.transactional_id!r} but transactional=False; "

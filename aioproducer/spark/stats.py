@@ -7,6 +7,8 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from aioproducer.internals.transactions import PreparedTransaction
+
 __all__ = ["TaskStats", "WriteStats", "TASK_STATS_DDL"]
 
 
@@ -17,7 +19,9 @@ class TaskStats:
     ``records`` were acknowledged by Kafka (or, in a transaction, committed); ``failed`` is
     non-zero only with ``on_error="count"`` (by default a task with a failed record fails, and
     Spark retries it). ``skipped``: a transactional task that found its batch already committed
-    by an earlier run and wrote nothing.
+    by an earlier run and wrote nothing. ``transactional_id``, ``producer_id`` and
+    ``producer_epoch``: a transactional task's prepared transaction, which the driver commits
+    once the whole write succeeded (see :mod:`aioproducer.spark.task`).
     """
 
     partition: int
@@ -28,6 +32,16 @@ class TaskStats:
     seconds: float
     skipped: bool = False
     first_error: str | None = None
+    transactional_id: str | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+    @property
+    def prepared(self) -> PreparedTransaction | None:
+        """The transaction this task left for the driver to commit, if any."""
+        if self.transactional_id is None:
+            return None
+        return PreparedTransaction(self.transactional_id, self.producer_id, self.producer_epoch)
 
     def to_arrow(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_pylist([asdict(self)], schema=_ARROW_SCHEMA)
@@ -40,7 +54,7 @@ class TaskStats:
 #: The tasks' output schema, in Spark's DDL: the same fields as :class:`TaskStats`.
 TASK_STATS_DDL = (
     "partition int, attempt int, records long, bytes long, failed long, seconds double, "
-    "skipped boolean, first_error string"
+    "skipped boolean, first_error string, transactional_id string, producer_id long, producer_epoch int"
 )
 
 _ARROW_SCHEMA = pa.schema(
@@ -53,6 +67,9 @@ _ARROW_SCHEMA = pa.schema(
         ("seconds", pa.float64()),
         ("skipped", pa.bool_()),
         ("first_error", pa.string()),
+        ("transactional_id", pa.string()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
     ]
 )
 

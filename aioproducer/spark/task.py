@@ -12,8 +12,18 @@ consumer group ``<prefix>-<partition>``, the offset ``batch_id + 1`` on partitio
 progress topic (``send_offsets_to_transaction``): the marker that this batch is written. A task
 first reads that group's committed offset (``committed_offsets``, waiting out a pending
 transaction); if it is past ``batch_id``, the batch was committed by an earlier run and the task
-writes nothing. Commit or abort are atomic for records and marker alike, so a
-``read_committed`` consumer sees each row of the batch once.
+writes nothing.
+
+The task does not commit: it **prepares** (``prepare_transaction``: every record acknowledged,
+the transaction left open) and returns the transaction's id and epoch in its statistics; the
+driver commits the transactions of the tasks Spark reports as successful, once the whole job
+succeeded. Why: a task's Python code cannot tell that its attempt failed. When a computation
+upstream of the sink fails in the same task, Spark closes the worker's input as if it ended,
+the sink sees a complete-looking input, and the JVM fails the task only after. A task that
+committed then would commit a partial batch, and its retry would find the marker and skip the
+rest. A prepared transaction of a failed attempt is aborted by the retry's ``InitProducerId``
+(or by the coordinator after ``transaction.timeout.ms``). Commit or abort are atomic for records
+and marker alike, so a ``read_committed`` consumer sees each row of the batch once.
 """
 
 from __future__ import annotations
@@ -155,11 +165,15 @@ async def _write_exactly_once(
         try:
             records, size = await _send_batches(producer, rows, plan, None)
             await producer.send_offsets_to_transaction({marker: eo.batch_id + 1}, group)
-            await producer.commit_transaction()
+            prepared = await producer.prepare_transaction()  # the driver commits it: see the module docstring
         except BaseException:
             await _abort_quietly(producer)
             raise
-    return TaskStats(partition, attempt, records, size, 0, time.monotonic() - started)
+    seconds = time.monotonic() - started
+    return TaskStats(
+        partition, attempt, records, size, 0, seconds, False, None,
+        prepared.transactional_id, prepared.producer_id, prepared.producer_epoch,
+    )
 
 
 async def _abort_quietly(producer: Producer) -> None:

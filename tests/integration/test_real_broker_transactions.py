@@ -233,6 +233,63 @@ async def test_a_transaction_past_its_timeout_is_aborted_by_the_broker_and_commi
     assert await read(quick_timeouts, topic, committed=False) == [b"too-late"]
 
 
+# ---------------------------------------------------------------- two-phase commit: prepare here, complete elsewhere
+async def test_a_prepared_transaction_is_committed_by_another_producer_after_this_one_closed(cluster: KafkaCluster) -> None:
+    topic = fresh(cluster)
+    async with Producer(config(cluster, "t-prepare")) as producer:
+        producer.begin_transaction()
+        for i in range(10):
+            await producer.send(topic, b"p%d" % i, key=b"k%d" % i)
+        prepared = await producer.prepare_transaction()
+        assert (prepared.transactional_id, prepared.started) == ("t-prepare", True)
+        with pytest.raises(IllegalStateError, match="send\\(\\) needs the transaction state IN_TRANSACTION, not PREPARED"):
+            await producer.send(topic, b"late")
+        with pytest.raises(IllegalStateError, match="begin_transaction\\(\\) needs .* not PREPARED_TRANSACTION"):
+            producer.begin_transaction()
+    # Closed: the transaction is still open (not aborted by the close), so read_committed sees nothing yet.
+    assert sorted(await read(cluster, topic, committed=False)) == sorted(b"p%d" % i for i in range(10))
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers) as driver:  # not transactional
+        await driver.complete_transaction(prepared)
+        await driver.complete_transaction(prepared)  # again, the same outcome: succeeds
+    assert sorted(await read(cluster, topic, committed=True)) == sorted(b"p%d" % i for i in range(10))
+
+
+async def test_a_prepared_transaction_fenced_by_a_new_producer_is_aborted_and_completing_it_says_so(
+    cluster: KafkaCluster,
+) -> None:
+    topic = fresh(cluster)
+    async with Producer(config(cluster, "t-prepare-fenced")) as producer:
+        producer.begin_transaction()
+        await producer.send(topic, b"zombie", key=b"k")
+        prepared = await producer.prepare_transaction()
+    async with Producer(config(cluster, "t-prepare-fenced")) as successor:  # InitProducerId aborts it
+        async with successor.transaction():
+            await successor.send(topic, b"winner", key=b"k")
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers) as driver:
+        with pytest.raises(KafkaError, match="complete_transaction\\(commit=True\\) for transactional.id 't-prepare-fenced'"):
+            await driver.complete_transaction(prepared)
+    assert await read(cluster, topic, committed=True) == [b"winner"]
+
+
+async def test_a_producer_completes_its_own_prepared_transaction_and_goes_on(cluster: KafkaCluster) -> None:
+    topic = fresh(cluster)
+    async with Producer(config(cluster, "t-prepare-own")) as producer:
+        producer.begin_transaction()
+        await producer.send(topic, b"aborted", key=b"k")
+        await producer.complete_transaction(await producer.prepare_transaction(), commit=False)
+        producer.begin_transaction()  # READY again
+        await producer.send(topic, b"kept", key=b"k")
+        await producer.complete_transaction(await producer.prepare_transaction())
+        producer.begin_transaction()
+        empty = await producer.prepare_transaction()  # nothing sent: nothing for the coordinator to end
+        assert not empty.started
+        await producer.complete_transaction(empty)
+        with pytest.raises(TypeError, match="complete_transaction\\(prepared=...\\) takes what prepare_transaction\\(\\) returned"):
+            await producer.complete_transaction("t-prepare-own")  # type: ignore[arg-type]
+    assert await read(cluster, topic, committed=True) == [b"kept"]
+    assert sorted(await read(cluster, topic, committed=False)) == [b"aborted", b"kept"]
+
+
 # ---------------------------------------------------------------- group metadata from the other clients' consumers
 async def test_offsets_from_a_confluent_kafka_consumers_group_metadata(cluster: KafkaCluster) -> None:
     """A joined member's generation and member id go with the offsets: a wrong one would be refused."""
