@@ -200,6 +200,15 @@ async def send_loop(
     return futures
 
 
+async def collect(flush: Callable[[], Awaitable[Any]], futures: list[Any], wait: str) -> list[Any]:
+    """Every record's outcome, waited for as the scenario's ``wait`` says: ``gather()`` alone, or ``flush()`` first."""
+    if wait == "flush":
+        await flush()
+    elif wait != "gather":
+        raise ValueError(f"a futures driver cannot wait by {wait!r}")
+    return await asyncio.gather(*futures, return_exceptions=True)
+
+
 async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
     from aioproducer import RecordMetadata
 
@@ -209,8 +218,7 @@ async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None,
         await _aioproducer_warmup(producer, spec)
         t0 = perf_counter()
         futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
-        await producer.flush()
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        results = await collect(producer.flush, futures, spec["wait"])
         elapsed = perf_counter() - t0
     acked, errors, first = _count_futures(results, RecordMetadata)
     return Outcome(n, acked, errors, first, elapsed)
@@ -251,8 +259,7 @@ async def aioproducer_bulk_throughput(spec: dict[str, Any], keys: list[bytes] | 
         else:
             for vs in value_chunks:
                 extend(await bulk(topic, vs))
-        await producer.flush()
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        results = await collect(producer.flush, futures, spec["wait"])
         elapsed = perf_counter() - t0
     acked, errors, first = _count_futures(results, RecordMetadata)
     return Outcome(n, acked, errors, first, elapsed)
@@ -308,8 +315,7 @@ async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, va
         await _aiokafka_warmup(producer, spec)
         t0 = perf_counter()
         futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
-        await producer.flush()
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        results = await collect(producer.flush, futures, spec["wait"])
         elapsed = perf_counter() - t0
     finally:
         await producer.stop()
@@ -379,8 +385,7 @@ async def confluent_aio_throughput(spec: dict[str, Any], keys: list[bytes] | Non
         await _confluent_aio_warmup(producer, spec)
         t0 = perf_counter()
         futures = await send_loop(producer.produce, topic, n, keys, km, values, vm)
-        await producer.flush()
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        results = await collect(producer.flush, futures, spec["wait"])
         elapsed = perf_counter() - t0
     finally:
         await producer.close()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_partitioner
+from benchmarks.clients import CLIENTS
 from benchmarks.cluster import ClusterProcess, create_topics, delete_topics
 from benchmarks.java_peer import run_java
 from benchmarks.process import run_json_process
@@ -185,7 +186,7 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
             _log(f"[{time.time() - started:6.0f}s] {layout.name}: {layout.title} up at {shared.bootstrap_servers}")
         for r in range(repeat):
             for scenario in plan:
-                here = [c for c in clients if scenario.mode == "throughput" or c != "aioproducer-bulk"]
+                here = [c for c in clients if _runs(c, scenario)]
                 shift = r % len(here)
                 order = here[shift:] + here[:shift]  # rotate, so no client always runs first
                 topic_of = {c: f"bench-{layout.name}-{scenario.name}-{c}-r{r}" for c in here}
@@ -209,6 +210,17 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
                             failures.append(f"{layout.name} / {scenario.name} / {client} / repeat {r}: "
                                             + "; ".join(problems))
     return runs, failures
+
+
+def _runs(client: str, scenario: Scenario) -> bool:
+    """Whether ``client`` takes part in ``scenario``: the bulk row is throughput with futures only;
+    the ``+flush`` and ``+cb`` variants are for the asyncio clients (the others have one way to wait)."""
+    if client == "aioproducer-bulk":
+        return scenario.mode == "throughput" and scenario.wait != "callbacks"
+    if scenario.mode == "throughput" and scenario.wait != "gather":
+        known = CLIENTS.get(client)  # the Java peer is not among them: synchronous
+        return known is not None and known.is_async
+    return True
 
 
 def _progress(started: float, layout: Layout, r: int, scenario: Scenario, client: str, result: dict[str, Any],

@@ -3,9 +3,16 @@
 A scenario is a workload every client runs with the same settings. ``mode``
 says how the worker drives it:
 
-- ``throughput``: send everything as fast as the client accepts it, keeping the
-  per-record futures as users write it, then flush and check every one;
-  records/s and MB/s (of values) over send-first to last-ack.
+- ``throughput``: send everything as fast as the client accepts it and check
+  every record; records/s and MB/s (of values) over send-first to last-ack.
+  ``wait`` says how the driver waits, as users write it: ``gather`` (the
+  headline: ``fut = await send(...)`` per record, futures kept, then
+  ``asyncio.gather(*futures)`` straight away), ``flush`` (the same with
+  ``await producer.flush()`` before the ``gather()``), ``callbacks`` (a
+  delivery callback per record, no futures kept, then ``flush()``). The
+  ``flush`` and ``callbacks`` variants are scenarios of their own, named
+  ``<name>+flush`` and ``<name>+cb``, run by the asyncio clients only (the
+  synchronous ones have one way to wait: their headline run).
 - ``latency``: offer records at a fixed rate; per-record time from the record's
   *scheduled* send time to its acknowledgement (a client that falls behind the
   rate pays for it: no coordinated omission). Acks counted through callbacks.
@@ -20,7 +27,7 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-__all__ = ["Scenario", "scenarios", "make_keys", "make_values"]
+__all__ = ["Scenario", "scenarios", "make_keys", "make_values", "base_name", "WAIT_SUFFIX"]
 
 MB = 1 << 20
 
@@ -39,6 +46,7 @@ class Scenario:
     linger_ms: int = 5
     rate: int = 0  # records/s offered, latency mode only
     buffer_memory: int = 32 * MB
+    wait: str = "gather"  # throughput mode: gather | flush | callbacks (see the module docstring)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,11 +63,34 @@ def scenarios(quick: bool) -> list[Scenario]:
         Scenario("latency", "latency at 20k rec/s, 100 B keyed", "latency", 200_000, 100, rate=20_000),
         Scenario("memory", "1M x 100 B offered, 32 MB buffer", "memory", 1_000_000, 100),
     ]
-    if not quick:
-        return full
-    shrink = {"small": 20_000, "lz4-idem": 20_000, "large": 2_000, "keyless": 20_000,
-              "latency": 40_000, "memory": 100_000}
-    return [replace(s, records=shrink[s.name]) for s in full]
+    if quick:
+        shrink = {"small": 20_000, "lz4-idem": 20_000, "large": 2_000, "keyless": 20_000,
+                  "latency": 40_000, "memory": 100_000}
+        full = [replace(s, records=shrink[s.name]) for s in full]
+    return [variant for s in full for variant in _waits(s)]
+
+
+#: Scenario-name suffix of each ``wait`` variant; the headline (``gather``) keeps the plain name.
+WAIT_SUFFIX = {"gather": "", "flush": "+flush", "callbacks": "+cb"}
+
+
+def _waits(scenario: Scenario) -> list[Scenario]:
+    """A throughput scenario in each way of waiting, the headline first; other modes as they are."""
+    if scenario.mode != "throughput":
+        return [scenario]
+    return [
+        replace(scenario, name=scenario.name + suffix, wait=wait,
+                title=scenario.title + {"gather": "", "flush": ", flush() then gather()", "callbacks": ", callbacks"}[wait])
+        for wait, suffix in WAIT_SUFFIX.items()
+    ]
+
+
+def base_name(name: str) -> str:
+    """The scenario a variant belongs to: ``small+flush`` -> ``small``."""
+    for suffix in WAIT_SUFFIX.values():
+        if suffix and name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 _WORDS = (

@@ -63,18 +63,20 @@ _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata]
 
 
 class _Extras:
-    """A record future's rarely used state: done-callbacks added before completion, cancellation.
+    """A record future's rarely used state: its cancellation.
 
     Kept out of line so that the common future (awaited, gathered, or with ``on_delivery``)
-    has seven slots, not nine: every queued record holds one, and a full GC pass over
+    has seven slots, not eight: every queued record holds one, and a full GC pass over
     futures costs less the smaller they are. ``on_delivery`` stays a slot of its own: a
     record sent with one would otherwise hold a second GC-tracked object while queued.
+    Done-callbacks are not here but in the batch (``ProducerBatch.done_callbacks``): a
+    ``gather()`` adds one to every record, and an object and a list per record would double
+    what the garbage collector scans while they wait.
     """
 
-    __slots__ = ("callbacks", "cancelled", "cancel_message")
+    __slots__ = ("cancelled", "cancel_message")
 
     def __init__(self) -> None:
-        self.callbacks: list[tuple[Callable[[Any], Any], Any]] | None = None
         self.cancelled = False
         self.cancel_message: Any = None
 
@@ -136,8 +138,9 @@ class FutureRecordMetadata(_FutureBase):
         extra = self._extras()
         extra.cancelled = True
         extra.cancel_message = msg
-        self._batch.detach_callbacks(self)
-        self._schedule_callbacks()
+        mine = self._batch.take_done_callbacks(self, None)
+        if mine:
+            self._batch.loop.call_soon(_invoke_all, mine)
         return True
 
     # asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for these.
@@ -212,30 +215,14 @@ class FutureRecordMetadata(_FutureBase):
                 batch.loop.call_soon(batch._run_deferred)
             pending += self, fn, context
             return
-        extra = self._extras()
-        if extra.callbacks is None:
-            extra.callbacks = []
-            batch.attach_callbacks(self)
-        extra.callbacks.append((fn, context))
+        waiting = batch.done_callbacks
+        if waiting is None:
+            waiting = batch.done_callbacks = []
+        waiting += self, fn, context
 
     def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
-        extra = self._extra
-        if extra is None or not extra.callbacks:
-            return 0
-        kept = [(f, c) for (f, c) in extra.callbacks if f != fn]
-        removed = len(extra.callbacks) - len(kept)
-        extra.callbacks = kept
-        return removed
-
-    def _schedule_callbacks(self) -> None:
-        extra = self._extra
-        if extra is None or not extra.callbacks:
-            return
-        callbacks = extra.callbacks
-        extra.callbacks = []
-        call_soon = self._batch.loop.call_soon
-        for fn, context in callbacks:
-            call_soon(fn, self, context=context)
+        """Remove ``fn`` wherever it waits on this record; 0 once it ran or was scheduled, as asyncio's."""
+        return len(self._batch.take_done_callbacks(self, fn)) // 3
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         # Each suspension waits on a fresh loop future so that cancelling the awaiting
@@ -271,6 +258,7 @@ class ProducerBatch:
         "reserved_bytes",
         "futures",
         "callback_futures",
+        "done_callbacks",
         "waiters",
         "is_done",
         "base_offset",
@@ -311,8 +299,11 @@ class ProducerBatch:
         self.retry_backoff_ms = 0.0
         self.reserved_bytes = reserved_bytes
         self.futures: list[FutureRecordMetadata] = []
-        # Futures with user callbacks or on_delivery, in send order.
+        # Futures with on_delivery, in send order.
         self.callback_futures: list[FutureRecordMetadata] = []
+        # Done-callbacks of records not yet complete, flat (future, fn, context) triples in the
+        # order they were added: one list per batch, no object per record (see ``_Extras``).
+        self.done_callbacks: list[Any] | None = None
         self.waiters: list[asyncio.Future[None]] = []
         self.is_done = False
         self.base_offset = -1
@@ -405,9 +396,16 @@ class ProducerBatch:
                 future._relative_offset = relative_offset
                 future._batch = piece
                 piece.futures.append(future)
-                if future._on_delivery is not None or (future._extra is not None and future._extra.callbacks):
+                if future._on_delivery is not None:
                     piece.callback_futures.append(future)
             pieces.append(piece)
+        waiting = self.done_callbacks or []
+        self.done_callbacks = None
+        for i in range(0, len(waiting), 3):
+            piece = waiting[i]._batch  # the piece that now holds the record
+            if piece.done_callbacks is None:
+                piece.done_callbacks = []
+            piece.done_callbacks += waiting[i : i + 3]
         return pieces
 
     # -- idempotence ------------------------------------------------------------------
@@ -444,16 +442,24 @@ class ProducerBatch:
         if pending:
             _invoke_all(pending)
 
-    def attach_callbacks(self, future: FutureRecordMetadata) -> None:
-        if future._on_delivery is None:  # already listed when it has on_delivery
-            self.callback_futures.append(future)
+    def take_done_callbacks(self, future: FutureRecordMetadata, fn: Callable[[Any], Any] | None) -> list[Any]:
+        """Remove and return (flat triples) ``future``'s waiting done-callbacks: all, or those equal to ``fn``.
 
-    def detach_callbacks(self, future: FutureRecordMetadata) -> None:
-        if future._on_delivery is None:
-            try:
-                self.callback_futures.remove(future)
-            except ValueError:
-                pass
+        A scan of the batch's list: only ``cancel()`` and ``remove_done_callback()`` call it.
+        """
+        waiting = self.done_callbacks
+        if not waiting:
+            return []
+        taken: list[Any] = []
+        kept: list[Any] = []
+        for i in range(0, len(waiting), 3):
+            triple = waiting[i : i + 3]
+            if triple[0] is future and (fn is None or triple[1] == fn):
+                taken += triple
+            else:
+                kept += triple
+        self.done_callbacks = kept
+        return taken
 
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
         """Finish the batch once; False if it was already finished (a late response)."""
@@ -463,25 +469,21 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
-        scheduled: list[FutureRecordMetadata] = []
         leaving: BaseException | None = None  # SystemExit/KeyboardInterrupt from a callback
         for future in self.callback_futures:
             # on_delivery reports the record, which was sent even if its future was cancelled
-            # (a wait_for() that timed out must not lose the report); done-callbacks of a
-            # cancelled future already ran when it was cancelled.
-            on_delivery = future._on_delivery
-            if on_delivery is not None:
-                try:
-                    _call_delivery_callback(on_delivery, future, error)
-                except (SystemExit, KeyboardInterrupt) as exc:
-                    leaving = leaving or exc  # raised below, once every waiter is released
-            extra = future._extra
-            if extra is not None and extra.callbacks and not extra.cancelled:
-                scheduled.append(future)
-        if scheduled:
-            # One loop callback for the whole batch, not one per record: the record
-            # callbacks still run after this call returns, in send order.
-            self.loop.call_soon(_run_record_callbacks, scheduled)
+            # (a wait_for() that timed out must not lose the report).
+            try:
+                _call_delivery_callback(future._on_delivery, future, error)  # type: ignore[arg-type]
+            except (SystemExit, KeyboardInterrupt) as exc:
+                leaving = leaving or exc  # raised below, once every waiter is released
+        waiting = self.done_callbacks
+        if waiting:
+            # One loop callback for the whole batch, not one per record: the done-callbacks
+            # still run after this call returns, in the order they were added. A cancelled
+            # record's ran at its cancel() and are no longer listed.
+            self.done_callbacks = None
+            self.loop.call_soon(_invoke_all, waiting)
         self.wake_waiters()
         if leaving is not None:
             raise leaving
@@ -574,19 +576,6 @@ _POINTER_BYTES = 8  # a list slot
 #: What one queued record costs in Python objects besides its encoded bytes: its future and
 #: its slot in the batch's list of futures.
 RECORD_OBJECT_BYTES: int = sys.getsizeof(object.__new__(FutureRecordMetadata)) + _POINTER_BYTES
-
-
-def _run_record_callbacks(futures: list[FutureRecordMetadata]) -> None:
-    for future in futures:
-        extra = future._extras()
-        callbacks = extra.callbacks
-        if not callbacks:
-            continue  # removed, or the future was cancelled meanwhile
-        extra.callbacks = []
-        calls: list[Any] = []
-        for fn, context in callbacks:
-            calls += future, fn, context
-        _invoke_all(calls)
 
 
 def _invoke_all(calls: list[Any]) -> None:

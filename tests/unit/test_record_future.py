@@ -135,3 +135,52 @@ async def test_an_on_delivery_raising_system_exit_propagates_after_the_waiters_a
         batch.complete(10, -1, None)
     assert waiter.done() and seen == [11] and batch.is_done
     assert first.result().offset == 10
+
+
+async def test_removing_one_records_done_callback_leaves_the_batchs_others() -> None:
+    """Done-callbacks wait in one list per batch: removing one record's touches no other record's."""
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    futures = [batch.try_append(1, None, b"v", None, None) for _ in range(3)]
+    calls: list[Any] = []
+
+    def other(fut: Any) -> None:
+        calls.append(("other", fut))
+
+    for future in futures:
+        assert future is not None
+        future.add_done_callback(calls.append)
+        future.add_done_callback(other)
+    first, middle, last = futures
+    assert first is not None and middle is not None and last is not None
+    assert middle.remove_done_callback(calls.append) == 1
+    assert middle.remove_done_callback(calls.append) == 0  # already gone
+    batch.complete(7, -1, None)
+    assert middle.remove_done_callback(other) == 0  # scheduled: too late, as asyncio's
+    await _callbacks_ran(loop, calls, 5)
+    # In the order added, the removed one missing.
+    assert calls == [first, ("other", first), ("other", middle), last, ("other", last)]
+
+
+async def test_a_split_batchs_waiting_done_callbacks_follow_their_records() -> None:
+    """MESSAGE_TOO_LARGE splits a batch: each record's callbacks move to the piece that now holds it."""
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    futures = [batch.try_append(1, None, bytes(400), None, None) for _ in range(6)]
+    calls: list[Any] = []
+    for future in reversed(futures):  # added out of send order: they run in the order added
+        assert future is not None
+        future.add_done_callback(calls.append)
+    pieces = batch.split(1000)
+    assert len(pieces) > 1 and batch.done_callbacks is None
+    for offset, piece in zip((200, 300, 400, 500, 600), pieces[1:]):  # all but the first piece
+        piece.complete(offset, -1, None)
+    def added_order(piece: ProducerBatch) -> list[Any]:
+        return [f for f in futures[::-1] if f is not None and f._batch is piece]
+
+    later = [f for piece in pieces[1:] for f in added_order(piece)]
+    await _callbacks_ran(loop, calls, len(later))
+    assert calls == later  # exactly the completed pieces' records, each piece's in the order added
+    pieces[0].complete(100, -1, None)
+    await _callbacks_ran(loop, calls, 6)
+    assert calls == later + added_order(pieces[0])
