@@ -189,8 +189,9 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
                 here = [c for c in clients if _runs(c, scenario)]
                 shift = r % len(here)
                 order = here[shift:] + here[:shift]  # rotate, so no client always runs first
-                topic_of = {c: f"bench-{layout.name}-{scenario.name}-{c}-r{r}" for c in here}
-                warmup_of = {c: f"warmup-{layout.name}-{scenario.name}-{c}-r{r}" for c in here}
+                slug = scenario.name.replace("+", ".")  # '+' is not allowed in topic names
+                topic_of = {c: f"bench-{layout.name}-{slug}-{c}-r{r}" for c in here}
+                warmup_of = {c: f"warmup-{layout.name}-{slug}-{c}-r{r}" for c in here}
                 with _scenario_cluster(layout, shared, [*topic_of.values(), *warmup_of.values()]) as bootstrap:
                     for client in order:
                         spec = scenario.as_dict() | {

@@ -310,7 +310,9 @@ class RecordBatchBuilder:
         self._count = 0
         self._base_ts = NO_TIMESTAMP
         self._max_ts = NO_TIMESTAMP
-        self._payload: bytes | None = None  # records section as sent, set by the first build()
+        # Records section as sent, set by the first build(); after a build, a view into the built
+        # batch (not a copy of it: a batch in flight holds its bytes once, see build()).
+        self._payload: bytes | memoryview | None = None
         self._uncompressed_size = 0
         self._last_state: tuple[int, int, int, bool, int] | None = None
         self._last_built = b""
@@ -525,13 +527,13 @@ class RecordBatchBuilder:
         state = (producer_id, producer_epoch, base_sequence, is_transactional, base_offset)
         if state == self._last_state:
             return self._last_built
-        payload = self._payload
-        if payload is None:
-            raw = bytes(self._buf)
+        payload: bytes | bytearray | memoryview
+        if self._payload is None:
+            raw = self._buf  # uncompressed: joined below as it is, no copy of its own
             self._uncompressed_size = len(raw)
-            payload = raw if self._codec == NONE else compress(self._codec, raw, self._level)
-            self._payload = payload
-            self._buf = bytearray()
+            payload = raw if self._codec == NONE else compress(self._codec, bytes(raw), self._level)
+        else:
+            payload = self._payload
         attributes = self._codec | (_TRANSACTIONAL_BIT if is_transactional else 0)
         tail = _TAIL.pack(
             attributes,
@@ -547,6 +549,11 @@ class RecordBatchBuilder:
         batch_length = RECORD_BATCH_OVERHEAD - _LENGTH_END + len(payload)
         head = _HEAD.pack(base_offset, batch_length, _NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
         built = b"".join((head, tail, payload))
+        # Keep the records section as a view of the batch just built: a batch waiting for its
+        # acknowledgement holds its bytes once, not twice (section and batch). A rebuild (new
+        # producer state) reads the section from there.
+        self._payload = memoryview(built)[RECORD_BATCH_OVERHEAD:]
+        self._buf = bytearray()
         self._last_state = state
         self._last_built = built
         return built
@@ -608,7 +615,7 @@ class RecordBatchBuilder:
         if self._payload is None:
             section: bytes | bytearray = self._buf
         else:
-            section = decompress(self._codec, self._payload)
+            section = decompress(self._codec, bytes(self._payload))
         return list(self._decoded_records(section))
 
     def _decoded_records(self, section: bytes | bytearray) -> list[Record]:
