@@ -568,12 +568,13 @@ class Producer:
         self._check_context()
         futures: list[FutureRecordMetadata] = []
         append = futures.append
-        pairs = zip(keys, values) if keys is not None else ((None, v) for v in values)
         if self._plain_accumulator is not None and topic not in self._topic_partitions:
             await self._wait_on_metadata(topic, self._max_block_ms)  # once, not per record
+        if keys is None:
+            return await self._send_many_keyless(topic, values, on_delivery, futures)
         accumulator = self._plain_accumulator
         partitions = self._topic_partitions.get(topic)
-        for key, value in pairs:
+        for key, value in zip(keys, values):
             future = None
             if accumulator is not None and partitions is not None and type(value) is bytes:
                 future = _append_plain(accumulator, partitions, topic, key, value, on_delivery)
@@ -583,6 +584,38 @@ class Producer:
                 accumulator = self._plain_accumulator
                 partitions = self._topic_partitions.get(topic)
             append(future)
+        return futures
+
+    async def _send_many_keyless(
+        self, topic: str, values: Iterable[Any], on_delivery: DeliveryCallback | None, futures: list[FutureRecordMetadata]
+    ) -> list[FutureRecordMetadata]:
+        """``send_many()`` without keys: a record opens or joins the sticky batch, the ones after it fill that batch.
+
+        The records that follow a record into its batch take only the batch's append (see
+        ``RecordAccumulator.try_append_sticky_run``), with the create time of the record
+        that led them. Anything else (a value not ``bytes``, no memory now) goes through
+        ``send()``, in order.
+        """
+        values = values if isinstance(values, (list, tuple)) else list(values)
+        accumulator = self._plain_accumulator
+        partitions = self._topic_partitions.get(topic)
+        i, count = 0, len(values)
+        while i < count:
+            value = values[i]
+            if accumulator is not None and partitions is not None and type(value) is bytes:
+                timestamp = _now_ns() // 1_000_000
+                future = accumulator.try_append_sticky(topic, partitions, timestamp, None, value, None, on_delivery)
+                if future is not None:
+                    futures.append(future)
+                    i = accumulator.try_append_sticky_run(
+                        topic, partitions, future._batch, timestamp, values, i + 1, on_delivery, futures
+                    )
+                    continue
+            futures.append(await self.send(topic, value, on_delivery=on_delivery))
+            # send() may have waited: the producer may be closed, the metadata newer.
+            accumulator = self._plain_accumulator
+            partitions = self._topic_partitions.get(topic)
+            i += 1
         return futures
 
     # ------------------------------------------------------------------ transactions

@@ -7,7 +7,7 @@ no turn while the loop runs, so the time measured is the caller's side only
 ``batch.size``), not the network. Afterwards the records are flushed and every
 delivery future is checked, so a fast path that lost records would fail here.
 
-Cases: keyed (murmur2), keyless (sticky partition), ``send_many`` keyed. Each
+Cases: keyed (murmur2), keyless (sticky partition), ``send_many`` keyed and keyless. Each
 figure is the best of ``--repeat`` runs (the least disturbed by other processes).
 
     python -m benchmarks.micro_send [--records N] [--repeat R] [--profile]
@@ -43,10 +43,15 @@ async def _many(producer: Producer, keys: list[bytes]) -> list[FutureRecordMetad
     return list(await producer.send_many(TOPIC, [VALUE] * len(keys), keys=keys))
 
 
+async def _many_keyless(producer: Producer, keys: list[bytes]) -> list[FutureRecordMetadata]:
+    return list(await producer.send_many(TOPIC, [VALUE] * len(keys)))
+
+
 CASES: dict[str, Callable[[Producer, list[bytes]], Awaitable[list[FutureRecordMetadata]]]] = {
     "send keyed": _keyed,
     "send keyless": _keyless,
     "send_many keyed": _many,
+    "send_many keyless": _many_keyless,
 }
 
 
@@ -83,7 +88,7 @@ def main() -> None:
             return
         for case in CASES:
             best = min(asyncio.run(_run_once(cluster.bootstrap_servers, case, args.records, None)) for _ in range(args.repeat))
-            print(f"{case:<16} {best:6.3f} µs/record")
+            print(f"{case:<18} {best:6.3f} µs/record")
 
 
 if __name__ == "__main__":

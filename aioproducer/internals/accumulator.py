@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import MethodType
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from aioproducer.errors import RecordTooLargeError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
@@ -206,6 +206,33 @@ class RecordAccumulator:
                 all_full = future._batch.builder.estimated_size_in_bytes >= self.config.batch_size
                 partitioner.update_partition_info(sticky, appended, partitions, all_full)
         return future
+
+    def try_append_sticky_run(
+        self,
+        topic: str,
+        partitions: TopicPartitions,
+        batch: ProducerBatch,
+        timestamp: int,
+        values: Sequence[Any],
+        start: int,
+        on_delivery: DeliveryCallback | None,
+        out: list[FutureRecordMetadata],
+    ) -> int:
+        """After ``try_append_sticky`` put a keyless record in ``batch``: append ``values[start:]`` there too.
+
+        ``send_many()``'s bulk path. Only while ``batch``'s partition is still the sticky one
+        (the record before may have switched it); the records are counted as
+        ``try_append_sticky`` would count them, below ``batch.size`` where no switch happens.
+        The first record that does not fit goes back through ``try_append_sticky``, which
+        switches. Returns the index of the first value not appended.
+        """
+        sticky = self._topics[topic].partitioner.peek_current_partition(partitions)
+        if sticky.partition != batch.partition:
+            return start
+        stop = batch.try_append_many(timestamp, values, start, on_delivery, out)
+        if stop > start:
+            sticky.produced_bytes += sum(map(len, values[start:stop])) + (stop - start) * RECORD_OVERHEAD_ESTIMATE
+        return stop
 
     def try_append(
         self,

@@ -357,6 +357,35 @@ class ProducerBatch:
             self.callback_bytes += _getsizeof(on_delivery) + _POINTER_BYTES
         return future
 
+    def try_append_many(
+        self,
+        timestamp: int,
+        values: Sequence[Any],
+        start: int,
+        on_delivery: DeliveryCallback | None,
+        out: list[FutureRecordMetadata],
+    ) -> int:
+        """Append keyless ``values[start:]`` while the batch has room and each value is ``bytes``.
+
+        ``send_many()``'s bulk path: the records go where the first one went, so the
+        accumulator's per-record steps (partition, deque, sticky count) are skipped; each
+        record still takes :meth:`try_append`. Futures are appended to ``out``; returns the
+        index of the first value not appended (the batch is full, or it is not ``bytes``).
+        """
+        append = self.try_append
+        add = out.append
+        i, stop = start, len(values)
+        while i < stop:
+            value = values[i]
+            if type(value) is not bytes:
+                break
+            future = append(timestamp, None, value, None, on_delivery)
+            if future is None:
+                break
+            add(future)
+            i += 1
+        return i
+
     @property
     def record_count(self) -> int:
         return self.builder.record_count
