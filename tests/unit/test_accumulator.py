@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Any
 
 import pytest
 
@@ -321,17 +322,38 @@ async def test_drained_open_batch_is_settled_and_everything_is_returned() -> Non
 
 
 async def test_delivery_callbacks_are_charged_too() -> None:
+    """A callback costs its size; a plain function also its defaults, closure tuple and cells (not their values)."""
     import sys
 
     clock = FakeClock()
     acc, _ = make(clock, batch_size=1 << 16, memory=1 << 20)
-    callbacks = [lambda md, err, i=i: None for i in range(3)]
+    acks: list[int] = []
+    with_defaults = [lambda md, err, i=i: None for i in range(3)]
+
+    def closing_over(i: int) -> Any:
+        return lambda md, err: acks.append(i)  # two cells: acks and i
+
+    with_closure = [closing_over(i) for i in range(3)]
+    class Tracker:
+        def ack(self, md: Any, err: Any) -> None:
+            acks.append(0)
+
+    tracker = Tracker()
+    bound = [tracker.ack, tracker.ack]  # not plain functions: their own size only
+    callbacks: list[Any] = [*with_defaults, *with_closure, *bound]
     plain, with_callbacks = acc.topic_info("a").batches, acc.topic_info("b").batches
     for cb in callbacks:
         acc.try_append("a", 0, 1, None, VALUE, None, None)
         acc.try_append("b", 0, 1, None, VALUE, None, cb)
     extra = with_callbacks[0][0].object_bytes() - plain[0][0].object_bytes()
-    assert extra == sum(sys.getsizeof(cb) + 8 for cb in callbacks)
+    expected = sum(sys.getsizeof(cb) + 8 + sys.getsizeof(cb.__defaults__) for cb in with_defaults)
+    expected += sum(
+        sys.getsizeof(cb) + 8 + sys.getsizeof(cb.__closure__) + sum(map(sys.getsizeof, cb.__closure__))
+        for cb in with_closure
+    )
+    expected += sum(sys.getsizeof(cb) + 8 for cb in bound)
+    assert extra == expected
+    assert all(len(cb.__closure__) == 2 for cb in with_closure)
 
 
 async def test_memory_counts_bound_how_many_small_records_are_accepted() -> None:
