@@ -131,6 +131,8 @@ _ZZ: Final[tuple[bytes, ...]] = tuple(_zigzag_varint(i) for i in range(_TABLE_SI
 _ZZ_SIZE: Final[tuple[int, ...]] = tuple(len(b) for b in _ZZ)
 _NULL: Final = b"\x01"  # zigzag varint of -1: a null key, value or header value
 _ZERO: Final = b"\x00"
+#: Values longer than this are checked against the batch's room before they are encoded.
+_LARGE_VALUE: Final = 1024
 
 
 def _varint_size(n: int) -> int:
@@ -454,6 +456,13 @@ class RecordBatchBuilder:
         if self._payload is not None:
             return -1
         od = self._count
+        if od and value is not None and len(value) > _LARGE_VALUE:
+            # A large value that may not fit: refused before it is encoded (and copied) for
+            # nothing. A lower bound of what the check below adds, so it refuses nothing that fits.
+            factor = self._factor
+            used = len(self._buf) if factor is None else int(len(self._buf) * factor)
+            if used + len(value) > self._records_limit:
+                return -1
         delta = timestamp_ms - self._base_ts if od else 0
         t = _ZZ
         try:

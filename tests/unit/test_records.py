@@ -599,3 +599,24 @@ def test_zstd_compressors_are_per_thread() -> None:
     thread.start()
     thread.join()
     assert theirs[0] and theirs[0].keys() <= mine.keys() and all(mine[k] is not theirs[0][k] for k in theirs[0])
+
+
+@pytest.mark.parametrize("codec", [NONE, LZ4], ids=["none", "lz4"])
+@pytest.mark.parametrize("first", [1, 3000, 12_000])
+def test_a_large_value_is_accepted_exactly_when_has_room_for_says_it_fits(codec: int, first: int) -> None:
+    """try_append refuses a large value before encoding it; it must never refuse one that fits.
+
+    Around the largest value that still fits after a first record of ``first`` bytes (found
+    with has_room_for), try_append accepts exactly the values has_room_for accepts.
+    """
+
+    def fresh() -> RecordBatchBuilder:
+        builder = RecordBatchBuilder(codec, batch_size=16384)
+        builder.append(TS, None, b"f" * first, None)
+        return builder
+
+    builder = fresh()
+    largest = max(n for n in range(1025, 16384) if builder.has_room_for(TS, None, b"x" * n, None))
+    assert largest > 1024  # the pre-check applies to it
+    for n in range(largest - 3, largest + 4):
+        assert (fresh().try_append(TS, None, b"x" * n, None) >= 0) == (n <= largest), n
