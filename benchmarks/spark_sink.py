@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,27 +32,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from aioproducer.spark import write_kafka
 from aioproducer.testing import KafkaCluster
-from aioproducer.testing.kafka import require_tool
+from aioproducer.testing.kafka import KafkaUnavailableError, maven_classpath, require_tool
 
 SINKS = ("spark built-in", "aioproducer")
 PRODUCER = {"acks": "all", "linger.ms": "5"}
-
-_POM = """<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>aioproducer.benchmarks</groupId><artifactId>spark-kafka-sink</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.spark</groupId><artifactId>spark-sql-kafka-0-10_2.13</artifactId>
-      <version>{spark}</version></dependency>
-  </dependencies>
-  <build><pluginManagement><plugins><plugin>
-    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
-    <version>3.8.1</version>
-  </plugin></plugins></pluginManagement></build>
-</project>
-"""
-
 
 def sink_jars(version: str) -> list[Path]:
     """The built-in Kafka sink's jars for Spark ``version``, minus those PySpark already has."""
@@ -63,19 +44,13 @@ def sink_jars(version: str) -> list[Path]:
     if not (home / "libs.complete").exists():
         mvn = require_tool("mvn", "to fetch Spark's Kafka sink from Maven Central")
         home.mkdir(parents=True, exist_ok=True)
-        (home / "pom.xml").write_text(_POM.format(spark=version))
-        shutil.rmtree(libs, ignore_errors=True)
-        done = subprocess.run(
-            [mvn, "-B", "-q", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-             "-DincludeScope=runtime", f"-DoutputDirectory={libs}"],
-            capture_output=True, text=True, timeout=900,
-        )
-        if done.returncode != 0:
+        try:
+            maven_classpath(mvn, "spark-kafka-sink", [("org.apache.spark", "spark-sql-kafka-0-10_2.13", version)], home)
+        except KafkaUnavailableError as exc:
             raise SystemExit(
-                f"Maven could not fetch spark-sql-kafka-0-10_2.13:{version} (PySpark's version); a PySpark release "
-                "can reach PyPI before its jars reach Maven Central: install a PySpark whose version is there "
-                "(pip install 'pyspark[sql]==4.2.0').\n" + "\n".join((done.stdout + done.stderr).splitlines()[-5:])
-            )
+                f"{exc}\nA PySpark release can reach PyPI before its jars reach Maven Central: install a PySpark "
+                "whose version is there (pip install 'pyspark[sql]==4.2.0')."
+            ) from exc
         (home / "libs.complete").write_text(version + "\n")
     shipped = {_artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     return sorted(p for p in libs.glob("*.jar") if _artifact(p.name) not in shipped)

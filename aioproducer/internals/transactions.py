@@ -217,13 +217,18 @@ class Transactions:
         self.tm.require("begin_transaction()", _S.READY)
         self.tm.transition(_S.IN_TRANSACTION)
 
-    async def commit(self) -> None:
+    async def _deliver_all(self, what: str) -> None:
+        """The first half of a commit: refuse new records, wait for every one sent, raise if one failed."""
         tm = self.tm
-        tm.require("commit_transaction()", _S.IN_TRANSACTION)
+        tm.require(what, _S.IN_TRANSACTION)
         tm.transition(_S.COMMITTING_TRANSACTION)
         await self.flush()
         if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed while flushing
-            tm.require("commit_transaction()", _S.COMMITTING_TRANSACTION)
+            tm.require(what, _S.COMMITTING_TRANSACTION)
+
+    async def commit(self) -> None:
+        tm = self.tm
+        await self._deliver_all("commit_transaction()")
         if tm.transaction_started:
             await self._end_txn(committed=True)
         tm.end_transaction()
@@ -231,11 +236,7 @@ class Transactions:
     async def prepare(self) -> PreparedTransaction:
         """Flush and check as ``commit`` does, then leave the transaction open (PREPARED_TRANSACTION)."""
         tm = self.tm
-        tm.require("prepare_transaction()", _S.IN_TRANSACTION)
-        tm.transition(_S.COMMITTING_TRANSACTION)
-        await self.flush()
-        if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed while flushing
-            tm.require("prepare_transaction()", _S.COMMITTING_TRANSACTION)
+        await self._deliver_all("prepare_transaction()")
         tm.transition(_S.PREPARED_TRANSACTION)
         return PreparedTransaction(self.transactional_id, tm.producer_id, tm.producer_epoch, tm.transaction_started)
 

@@ -115,20 +115,11 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>aioproducer.testing</groupId>
-  <artifactId>kafka-broker-classpath</artifactId>
+  <artifactId>{name}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId>
-      <version>{kafka}</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId>
-      <version>{kafka}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId>
-      <version>{log4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId>
-      <version>{log4j}</version></dependency>
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId>
-      <version>{log4j}</version></dependency>
+{dependencies}
   </dependencies>
   <build><pluginManagement><plugins><plugin>
     <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
@@ -136,6 +127,8 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
   </plugin></plugins></pluginManagement></build>
 </project>
 """
+_DEPENDENCY = """    <dependency><groupId>{}</groupId><artifactId>{}</artifactId>
+      <version>{}</version></dependency>"""
 
 
 def require_tool(name: str, why: str) -> str:
@@ -188,9 +181,31 @@ def kafka_libs(version: str = DEFAULT_KAFKA_VERSION) -> Path:
 
 
 def _fetch(mvn: str, version: str, home: Path) -> None:
-    """Copy the runtime classpath into ``home/libs``; the caller holds the lock."""
+    """Copy the broker's runtime classpath into ``home/libs``; the caller holds the lock."""
+    log4j = _LOG4J_VERSIONS.get(version, _LOG4J_DEFAULT)
+    artifacts = [
+        ("org.apache.kafka", "kafka_2.13", version),
+        ("org.apache.kafka", "kafka-tools", version),
+        ("org.apache.logging.log4j", "log4j-api", log4j),
+        ("org.apache.logging.log4j", "log4j-core", log4j),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", log4j),
+    ]
+    maven_classpath(mvn, "kafka-broker-classpath", artifacts, home)
+    (home / f"libs.complete-{_JAR_SET}").write_text(version + "\n")
+
+
+def maven_classpath(mvn: str, name: str, artifacts: Sequence[tuple[str, str, str]], home: Path) -> Path:
+    """Fetch ``artifacts`` (group, artifact, version) and their runtime dependencies into ``home/libs``.
+
+    Through a POM written to ``home`` and Maven's ``dependency:copy-dependencies``, so the
+    machine's Maven settings (mirrors, proxies) apply. Fetched into a staging folder that
+    replaces ``libs`` only when complete: never two fetches mixed in one folder (a stale jar of
+    another version would shadow classes). :class:`KafkaUnavailableError` with Maven's last
+    lines if it fails.
+    """
     pom = home / "pom.xml"
-    pom.write_text(_POM.format(kafka=version, log4j=_LOG4J_VERSIONS.get(version, _LOG4J_DEFAULT)))
+    dependencies = "\n".join(_DEPENDENCY.format(*artifact) for artifact in artifacts)
+    pom.write_text(_POM.format(name=name, dependencies=dependencies))
     staging = home / "libs.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     command = [mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
@@ -198,13 +213,12 @@ def _fetch(mvn: str, version: str, home: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-        raise KafkaUnavailableError(
-            f"Maven could not fetch org.apache.kafka:kafka_2.13:{version} (exit {done.returncode}):\n{tail}"
-        )
-    # Never mix two fetches in one folder (a stale jar of another version would shadow classes).
-    shutil.rmtree(home / "libs", ignore_errors=True)
-    staging.rename(home / "libs")
-    (home / f"libs.complete-{_JAR_SET}").write_text(version + "\n")
+        wanted = ", ".join(":".join(artifact) for artifact in artifacts[:1])
+        raise KafkaUnavailableError(f"Maven could not fetch {wanted} (exit {done.returncode}):\n{tail}")
+    libs = home / "libs"
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+    return libs
 
 
 def classpath(libs: Path) -> str:
