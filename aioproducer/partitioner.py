@@ -124,12 +124,12 @@ try:  # optional C speedup (``aioproducer[speedups]``): the same MurmurHash2, ab
 except ImportError:  # pragma: no cover - depends on the environment
     _c_murmurhash2 = None
 
-_MURMUR2_SEED = 0x9747B28C
+MURMUR2_SEED = 0x9747B28C  # Kafka's murmur2 seed
 
 
 def _murmur2_c(data: bytes | bytearray | memoryview) -> int:
     assert _c_murmurhash2 is not None
-    h: int = _c_murmurhash2(bytes(data) if type(data) is not bytes else data, _MURMUR2_SEED)
+    h: int = _c_murmurhash2(bytes(data) if type(data) is not bytes else data, MURMUR2_SEED)
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -149,8 +149,9 @@ def to_positive(number: int) -> int:
 
 
 #: Murmur2 of ``bytes`` with Kafka's seed, as an int whose low 32 bits are Java's (signed or not):
-#: what :func:`partition_for_key` masks. The C function when installed, else :func:`murmur2_py`.
-_murmur2_bits: Callable[[bytes, int], int] = (
+#: what :func:`partition_for_key` masks, and ``send()``'s keyed fast path (``producer._append_plain``), which
+#: inlines it. The C function when installed, else :func:`murmur2_py`.
+murmur2_bits: Callable[[bytes, int], int] = (
     _c_murmurhash2 if _c_murmurhash2 is not None else (lambda data, _seed: murmur2_py(data))
 )
 
@@ -164,7 +165,7 @@ def partition_for_key(key_bytes: bytes | bytearray | memoryview, num_partitions:
         raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
     if type(key_bytes) is not bytes:
         key_bytes = bytes(key_bytes)
-    return (_murmur2_bits(key_bytes, _MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
+    return (murmur2_bits(key_bytes, MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
 
 
 # --------------------------------------------------------------------- custom partitioners

@@ -205,7 +205,8 @@ class FutureRecordMetadata(_FutureBase):
 
     def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
         batch = self._batch
-        if batch.is_done or self.cancelled():
+        extra = self._extra
+        if batch.is_done or (extra is not None and extra.cancelled):  # done(), inlined: once per gathered record
             # Soon, not now, as asyncio does; batched so that gathering many finished
             # records schedules one loop callback per batch instead of one per record.
             # Flat (future, fn, context) triples: a tuple per record would be one more
