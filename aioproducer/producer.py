@@ -38,7 +38,6 @@ from aioproducer.internals.accumulator import (
     RECORD_OVERHEAD_ESTIMATE,
     AccumulatorConfig,
     RecordAccumulator,
-    ensure_valid_record_size,
     monotonic_ms,
 )
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
@@ -58,7 +57,6 @@ from aioproducer.network.client import ClientClosedError, KafkaClient
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import MURMUR2_SEED, TopicPartitions, check_partition, murmur2_bits, partition_for_key
 from aioproducer.serializers import SerializeFn
-from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, estimate_size_in_bytes_upper_bound
 from aioproducer.topic import validate_topic
 
 __all__ = ["Producer", "ProducerRecord"]
@@ -141,11 +139,6 @@ class Producer:
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._interceptors: list[Any] = list(cfg.interceptor_classes)
         self._max_block_ms = cfg.max_block_ms
-        self._max_record_size = min(cfg.max_request_size, cfg.buffer_memory)
-        # A record that fits an open batch is at most batch.size (+ worst-case framing); one that
-        # does not is checked by the accumulator before it takes memory. So send() checks each
-        # record itself only when batch.size is close to or above the limit.
-        self._check_every_record = cfg.batch_size + MAX_RECORD_OVERHEAD >= self._max_record_size
         #: The one lifecycle state (see ``internals/lifecycle.py``), shared with the client, the
         #: buffer pool, the accumulator and the sender; this producer moves it.
         self._lifecycle = Lifecycle()
@@ -282,7 +275,6 @@ class Producer:
             or self._value_serializer is not None
             or self._partitioner is not None
             or self._ignore_keys
-            or self._check_every_record
             or transactions is not None  # every record checks that a transaction is open
         )
         self._plain_accumulator = accumulator if plain else None
@@ -499,11 +491,6 @@ class Producer:
                 raise InvalidRecordError(
                     f"invalid timestamp_ms {timestamp_ms!r}: it must be an integer in 0..2**63-1 (ms since the epoch)"
                 )
-
-            # Size check (Java's ensureValidRecordSize): see _check_every_record.
-            if self._check_every_record:
-                upper = estimate_size_in_bytes_upper_bound(key_bytes, value_bytes, header_pairs)
-                ensure_valid_record_size(upper, self._config.max_request_size, self._config.buffer_memory)
 
             # Partitioner.
             if partition is not None:

@@ -28,7 +28,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MethodType
 from typing import Any, Optional, Protocol
 
@@ -39,9 +39,9 @@ from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
-from aioproducer.protocol.records import RecordBatchBuilder, estimate_size_in_bytes_upper_bound
+from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder, estimate_size_in_bytes_upper_bound
 
-__all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "monotonic_ms"]
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "effective_batch_size", "monotonic_ms"]
 
 Headers = Sequence[tuple[str, Optional[bytes]]]
 
@@ -107,6 +107,20 @@ def ensure_valid_record_size(size: int, max_request_size: int, buffer_memory: in
         raise RecordTooLargeError(f"the record is {size} bytes when serialized, larger than buffer.memory={buffer_memory}")
 
 
+def effective_batch_size(batch_size: int, max_record_size: int) -> int:
+    """``batch.size``, lowered so that a batch never outgrows the largest record allowed.
+
+    ``max_record_size`` is ``min(max.request.size, buffer.memory)``. A record appended to an
+    open batch fits that batch, so its exact size is at most this less the batch header; its
+    Java upper bound (``estimateSizeInBytesUpperBound``: the batch header, worst-case framing
+    and its key, value and headers) is then at most ``max_record_size`` as well. Every other
+    record opens a batch and is checked by ``RecordAccumulator._reservation_size``. So no
+    record needs a size check of its own in ``send()``, whatever ``batch.size`` is; a batch
+    of Java's could grow past ``max.request.size`` and be split after the broker refused it.
+    """
+    return min(batch_size, max_record_size - MAX_RECORD_OVERHEAD)
+
+
 class RecordAccumulator:
     """Queues batches per partition; see the module docstring."""
 
@@ -120,7 +134,8 @@ class RecordAccumulator:
         rng: random.Random | None = None,
         lifecycle: Lifecycle | None = None,
     ) -> None:
-        self.config = config
+        # batch.size as batches here use it: never past the largest record allowed (see effective_batch_size).
+        self.config = replace(config, batch_size=effective_batch_size(config.batch_size, min(config.max_request_size, pool.total)))
         self.pool = pool
         self.transaction_manager = transaction_manager
         self._wakeup = wakeup
@@ -326,8 +341,8 @@ class RecordAccumulator:
 
         Also where a record that can never be sent is refused (Java's ``ensureValidRecordSize``):
         every record that does not fit the open batch comes here before it takes memory, and one
-        that fits an open batch is no larger than ``batch.size`` (``send()`` checks every record
-        itself only when ``batch.size`` is not well below ``max.request.size`` and ``buffer.memory``).
+        that fits an open batch is within the limits already (see ``effective_batch_size``), so
+        ``send()`` checks no record itself.
         """
         batch_size = self.config.batch_size
         upper = estimate_size_in_bytes_upper_bound(key, value, headers)

@@ -26,6 +26,7 @@ from aioproducer import (
     long_serializer,
     str_serializer,
 )
+from aioproducer.protocol.records import estimate_size_in_bytes_upper_bound
 from aioproducer.testing import MockCluster
 from readback import ReadRecord, read_aiokafka
 
@@ -244,6 +245,31 @@ async def test_headers_count_towards_the_size_limit(mock_cluster: MockCluster) -
         with pytest.raises(RecordTooLargeError):  # header *names* count too
             await producer.send("orders", value, headers=[("n" * 300, None)], partition=0)
         assert (await (await producer.send("orders", value, headers=[("h", b"x" * 50)], partition=0))).offset == 1
+
+
+@pytest.mark.parametrize("batch_size", [1024, 16384, 1 << 20])
+@pytest.mark.parametrize("path", ["partition", "key"])
+async def test_the_size_limit_is_java_s_whatever_batch_size(mock_cluster: MockCluster, batch_size: int, path: str) -> None:
+    """``max.request.size`` against Java's upper bound, exactly, also for a record that would fit the open batch.
+
+    With ``batch.size`` at or above the limit a record could fit a batch already open and so
+    never reach the accumulator's check for records that open a batch; batches are kept below
+    the limit instead (``effective_batch_size``). ``path``: ``partition=`` takes the general
+    path of ``send()``, a ``bytes`` key the fast path.
+    """
+    limit = 4096
+    largest = max(n for n in range(limit) if estimate_size_in_bytes_upper_bound(b"k", b"v" * n, None) <= limit)
+    where: dict[str, Any] = {"partition": 0} if path == "partition" else {}
+    async with Producer(
+        bootstrap_servers=mock_cluster.bootstrap_servers, max_request_size=limit, batch_size=batch_size, linger_ms=60_000
+    ) as producer:
+        opened = await producer.send("orders", b"small", b"k", **where)  # a batch is open on the record's partition
+        with pytest.raises(RecordTooLargeError, match="max.request.size=4096"):
+            await producer.send("orders", b"v" * (largest + 1), b"k", **where)
+        fits = await producer.send("orders", b"v" * largest, b"k", **where)
+        await producer.flush()
+        assert (await opened).partition == (await fits).partition
+        assert (await fits).offset == (await opened).offset + 1  # nothing else was queued
 
 
 async def test_headers_are_copied_at_send_time(mock_cluster: MockCluster) -> None:
