@@ -20,6 +20,7 @@ __all__ = ["versions", "markdown", "chart"]
 LABELS = {
     "aioproducer": "aioproducer",
     "aioproducer-bulk": "aioproducer (bulk)",
+    "aioproducer-1mb": "aioproducer (batch.size 1 MB)",
     "aiokafka": "aiokafka",
     "confluent-aio": "confluent AIOProducer",
     "confluent": "confluent Producer (sync)",
@@ -29,6 +30,7 @@ LABELS = {
 COLORS = {
     "aioproducer": "#1f77b4",
     "aioproducer-bulk": "#aec7e8",
+    "aioproducer-1mb": "#17becf",
     "aiokafka": "#ff7f0e",
     "confluent-aio": "#2ca02c",
     "confluent": "#98df8a",

@@ -48,7 +48,7 @@ from benchmarks.scenarios import Scenario, scenarios
 
 __all__ = ["main"]
 
-CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
+CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
 PARTITIONS = 6
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -214,10 +214,13 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
 
 
 def _runs(client: str, scenario: Scenario) -> bool:
-    """Whether ``client`` takes part in ``scenario``: the bulk row is throughput with futures only;
-    the ``+flush`` and ``+cb`` variants are for the asyncio clients (the others have one way to wait)."""
+    """Whether ``client`` takes part in ``scenario``: the bulk row is throughput with futures only, the
+    1 MB batch row throughput of records of 1 KB or more; the ``+flush`` and ``+cb`` variants are for
+    the asyncio clients (the others have one way to wait)."""
     if client == "aioproducer-bulk":
         return scenario.mode == "throughput" and scenario.wait != "callbacks"
+    if client == "aioproducer-1mb":
+        return scenario.mode == "throughput" and scenario.value_size >= 1024
     if scenario.mode == "throughput" and scenario.wait != "gather":
         known = CLIENTS.get(client)  # the Java peer is not among them: synchronous
         return known is not None and known.is_async
