@@ -914,11 +914,7 @@ class Producer:
             self._records_failed += batch.record_count
             self._last_error = batch.error
         if self._interceptors:
-            for future in batch.futures:
-                error = batch.error
-                if error is not None:
-                    error = future.record_error(error)  # its own (KIP-467), as Java's interceptor callbacks
-                metadata = future.metadata() if error is None else None
+            for metadata, error in batch.outcomes():  # each record's own error (KIP-467), as Java's
                 for interceptor in self._interceptors:
                     _safe_call(interceptor, "on_acknowledgement", metadata, error)
 

@@ -616,7 +616,7 @@ class RecordAccumulator:
             self._insert_retry(piece)
             self._incomplete.add(piece)
         self._incomplete.discard(batch)
-        batch.is_done = True
+        # Not done: it completes with its last piece, for the futures it did not move (see split()).
         batch.wake_waiters()  # awaiters of moved records follow them to the pieces
         batch.release()
         return len(pieces)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from bisect import bisect_right
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -67,10 +68,9 @@ class _Extras:
     """A record future's rarely used state: its cancellation.
 
     Kept out of line so that the common future (awaited, gathered, or with ``on_delivery``)
-    has seven slots, not eight: every queued record holds one, and a full GC pass over
-    futures costs less the smaller they are. ``on_delivery`` stays a slot of its own: a
-    record sent with one would otherwise hold a second GC-tracked object while queued.
-    Done-callbacks are not here but in the batch (``ProducerBatch.done_callbacks``): a
+    has six slots, not seven: a full GC pass over futures costs less the smaller they are.
+    ``on_delivery`` is not the future's at all: the batch keeps it with what the callback
+    reports (see ``ProducerBatch.callbacks``). Done-callbacks are not here but in the batch (``ProducerBatch.done_callbacks``): a
     ``gather()`` adds one to every record, and an object and a list per record would double
     what the garbage collector scans while they wait.
     """
@@ -93,14 +93,13 @@ else:
 class FutureRecordMetadata(_FutureBase):
     """A record's delivery future, backed by its batch's single completion."""
 
-    __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_on_delivery", "_extra")
+    __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_extra")
 
     _batch: ProducerBatch
     _relative_offset: int
     _timestamp: int
     _key_size: int
     _value_size: int
-    _on_delivery: DeliveryCallback | None
     _extra: _Extras | None
 
     # Duck-typing marker read by asyncio.isfuture(): lets gather/wait_for/shield use us directly.
@@ -161,7 +160,8 @@ class FutureRecordMetadata(_FutureBase):
         batch = self._batch
         if not batch.is_done:
             raise asyncio.InvalidStateError("delivery of this record is not complete yet")
-        return batch.error
+        error = batch.error
+        return None if error is None else self.record_error(error)
 
     def result(self) -> RecordMetadata:
         extra = self._extra
@@ -170,9 +170,41 @@ class FutureRecordMetadata(_FutureBase):
         batch = self._batch
         if not batch.is_done:
             raise asyncio.InvalidStateError("delivery of this record is not complete yet")
-        if batch.error is not None:
-            raise batch.error
+        error = batch.error
+        if error is not None:
+            error = self.record_error(error)
+            if error is not None:  # None: its piece of a split batch was written
+                raise error
+        base = batch.base_offset
+        if base < 0:
+            return self.metadata()  # no offset known, or a split batch
         # metadata(), inlined: result() runs once per record in every gather().
+        ts = batch.log_append_time
+        return _new_metadata(
+            RecordMetadata,
+            (
+                batch.topic,
+                batch.partition,
+                base + self._relative_offset,
+                ts if ts >= 0 else self._timestamp,
+                self._key_size,
+                self._value_size,
+            ),
+        )
+
+    def record_error(self, batch_error: BaseException) -> BaseException | None:
+        """What this record failed with when its batch failed with ``batch_error``.
+
+        That same error, unless the broker refused the batch record by record (KIP-467) or the
+        batch was split and its pieces ended each their own way (``ProducerBatch.error_of``).
+        """
+        return self._batch.error_of(self._relative_offset)
+
+    def metadata(self) -> RecordMetadata:
+        """The record's metadata from its completed batch (no error check)."""
+        batch, offset = self._batch, self._relative_offset
+        while batch.pieces is not None:  # split after MESSAGE_TOO_LARGE: the piece that holds the record
+            batch, offset = batch.piece_of(offset)
         base = batch.base_offset
         ts = batch.log_append_time
         return _new_metadata(
@@ -180,28 +212,12 @@ class FutureRecordMetadata(_FutureBase):
             (
                 batch.topic,
                 batch.partition,
-                base + self._relative_offset if base >= 0 else -1,
+                base + offset if base >= 0 else -1,
                 ts if ts >= 0 else self._timestamp,
                 self._key_size,
                 self._value_size,
             ),
         )
-
-    def record_error(self, batch_error: BaseException) -> BaseException:
-        """What this record failed with when its batch failed with ``batch_error``: that same error.
-
-        Records of a batch the broker refused record by record (KIP-467) are of
-        :class:`_FutureWithOwnError`, which says otherwise.
-        """
-        return batch_error
-
-    def metadata(self) -> RecordMetadata:
-        """The record's metadata from its completed batch (no error check)."""
-        batch = self._batch
-        base = batch.base_offset
-        offset = base + self._relative_offset if base >= 0 else -1
-        ts = batch.log_append_time if batch.log_append_time >= 0 else self._timestamp
-        return _new_metadata(RecordMetadata, (batch.topic, batch.partition, offset, ts, self._key_size, self._value_size))
 
     def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
         batch = self._batch
@@ -259,7 +275,7 @@ class ProducerBatch:
         "retry_backoff_ms",
         "reserved_bytes",
         "futures",
-        "callback_futures",
+        "callbacks",
         "done_callbacks",
         "waiters",
         "is_done",
@@ -278,6 +294,10 @@ class ProducerBatch:
         "_deferred",
         "callback_bytes",
         "settled",
+        "parent",
+        "pieces",
+        "_piece_starts",
+        "_pieces_pending",
     )
 
     def __init__(
@@ -300,9 +320,15 @@ class ProducerBatch:
         # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
         self.retry_backoff_ms = 0.0
         self.reserved_bytes = reserved_bytes
+        # The futures of records without on_delivery, in send order: split() moves them to the
+        # piece that holds their record. Their callers usually hold them too (to await them).
         self.futures: list[FutureRecordMetadata] = []
-        # Futures with on_delivery, in send order.
-        self.callback_futures: list[FutureRecordMetadata] = []
+        # Records with on_delivery, flat: (on_delivery, relative offset, create time, key size,
+        # value size) each, in send order. Not their futures: a caller that reports through a
+        # callback drops the future, and a future held here until delivery would reach the
+        # collector's oldest generation with every queued record (a full buffer spent half its
+        # time in the collector). A future its caller kept finds its record through ``pieces``.
+        self.callbacks: list[Any] = []
         # Done-callbacks of records not yet complete, flat (future, fn, context) triples in the
         # order they were added: one list per batch, no object per record (see ``_Extras``).
         self.done_callbacks: list[Any] | None = None
@@ -327,6 +353,13 @@ class ProducerBatch:
         # Memory accounting beyond the encoded bytes (see ``object_bytes``).
         self.callback_bytes = 0
         self.settled = False
+        # A piece of a split batch: the batch it came from, told when this piece completes.
+        self.parent: ProducerBatch | None = None
+        # A split batch: its pieces in record order, each from relative offset _piece_starts[i];
+        # it completes when the last piece does (futures that were not moved read from the pieces).
+        self.pieces: list[ProducerBatch] | None = None
+        self._piece_starts: list[int] = []
+        self._pieces_pending = 0
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -351,11 +384,11 @@ class ProducerBatch:
         future._timestamp = timestamp
         future._key_size = len(key) if key is not None else -1
         future._value_size = len(value) if value is not None else -1
-        future._on_delivery = on_delivery
         future._extra = None
-        self.futures.append(future)
-        if on_delivery is not None:
-            self.callback_futures.append(future)
+        if on_delivery is None:
+            self.futures.append(future)
+        else:
+            self.callbacks += (on_delivery, relative_offset, timestamp, future._key_size, future._value_size)
             self.callback_bytes += _callback_bytes(on_delivery)
         return future
 
@@ -413,31 +446,100 @@ class ProducerBatch:
         """This batch's records, in order, in new batches of at most ``max_batch_size`` (MESSAGE_TOO_LARGE).
 
         Built on the record builder's split, which keeps the codec and the compression
-        ratio seen so far. Every record's future moves to the piece that now holds its
-        record, so awaiting it, its callbacks and its offset follow the record. The
-        pieces keep this batch's creation time (``delivery.timeout.ms`` counts from the
+        ratio seen so far. Each record's future held here, and its ``on_delivery``, move to
+        the piece that now holds its record, so awaiting it, its callbacks and its offset
+        follow the record. A future this batch does not hold (of a record sent with
+        ``on_delivery``, kept by its caller) stays here: this batch stays pending until its
+        last piece completes and then answers for each record from its piece (``pieces``).
+        The pieces keep this batch's creation time (``delivery.timeout.ms`` counts from the
         first ``send()``); memory and sequence numbers are the accumulator's business.
         """
         pieces: list[ProducerBatch] = []
-        futures = iter(self.futures)
+        futures, moved = self.futures, 0
+        callbacks, taken = self.callbacks, 0
+        start = 0
         for builder in self.builder.split(max_batch_size):
             piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop)
-            for relative_offset in range(builder.record_count):
-                future = next(futures)
-                future._relative_offset = relative_offset
+            end = start + builder.record_count
+            while moved < len(futures) and futures[moved]._relative_offset < end:
+                future = futures[moved]
+                future._relative_offset -= start
                 future._batch = piece
                 piece.futures.append(future)
-                if future._on_delivery is not None:
-                    piece.callback_futures.append(future)
+                moved += 1
+            while taken < len(callbacks) and callbacks[taken + 1] < end:
+                on_delivery, relative_offset, timestamp, key_size, value_size = callbacks[taken : taken + 5]
+                piece.callbacks += (on_delivery, relative_offset - start, timestamp, key_size, value_size)
+                piece.callback_bytes += _callback_bytes(on_delivery)
+                taken += 5
+            piece.parent = self
+            self._piece_starts.append(start)
             pieces.append(piece)
+            start = end
+        self.pieces = pieces
+        self._pieces_pending = len(pieces)
+        self.futures = []
+        self.callbacks = []
         waiting = self.done_callbacks or []
         self.done_callbacks = None
         for i in range(0, len(waiting), 3):
-            piece = waiting[i]._batch  # the piece that now holds the record
-            if piece.done_callbacks is None:
-                piece.done_callbacks = []
-            piece.done_callbacks += waiting[i : i + 3]
+            holder = waiting[i]._batch  # the piece that now holds the record, or this batch
+            if holder.done_callbacks is None:
+                holder.done_callbacks = []
+            holder.done_callbacks += waiting[i : i + 3]
         return pieces
+
+    def outcomes(self) -> list[tuple[RecordMetadata | None, BaseException | None]]:
+        """Each record's (metadata, error) once the batch completed, in offset order (for interceptors).
+
+        From the futures it holds and its ``on_delivery`` records: call before ``release()``.
+        """
+        rows: dict[int, tuple[int, int, int]] = {f._relative_offset: (f._timestamp, f._key_size, f._value_size) for f in self.futures}
+        it = iter(self.callbacks)
+        for _, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
+            rows[relative_offset] = (timestamp, key_size, value_size)
+        base, appended = self.base_offset, self.log_append_time
+        out: list[tuple[RecordMetadata | None, BaseException | None]] = []
+        for relative_offset in sorted(rows):
+            timestamp, key_size, value_size = rows[relative_offset]
+            error = self.error_of(relative_offset)
+            metadata = None if error is not None else RecordMetadata(
+                self.topic,
+                self.partition,
+                base + relative_offset if base >= 0 else -1,
+                appended if appended >= 0 else timestamp,
+                key_size,
+                value_size,
+            )
+            out.append((metadata, error))
+        return out
+
+    def piece_of(self, relative_offset: int) -> tuple[ProducerBatch, int]:
+        """The piece of this split batch that holds the record at ``relative_offset``, and its offset there."""
+        assert self.pieces is not None
+        i = bisect_right(self._piece_starts, relative_offset) - 1
+        return self.pieces[i], relative_offset - self._piece_starts[i]
+
+    def error_of(self, relative_offset: int) -> BaseException | None:
+        """The error of the record at ``relative_offset`` of this completed batch; None if it was written.
+
+        The batch's error, or the record's own when the broker named the bad records (KIP-467),
+        or, for a split batch, what the record's piece says.
+        """
+        if self.error is None:
+            return None
+        if self.pieces is not None:
+            piece, offset = self.piece_of(relative_offset)
+            return piece.error_of(offset)
+        errors = self.record_errors
+        return self.error if errors is None else errors.get(relative_offset)
+
+    def _piece_complete(self) -> None:
+        """One of this split batch's pieces completed; the last one completes this batch."""
+        self._pieces_pending -= 1
+        if self._pieces_pending == 0 and self.pieces is not None:
+            failed = next((piece.error for piece in self.pieces if piece.error is not None), None)
+            self.complete(-1, -1, failed)  # records read offsets and errors from their pieces
 
     # -- idempotence ------------------------------------------------------------------
     @property
@@ -501,13 +603,13 @@ class ProducerBatch:
         self.log_append_time = log_append_time
         self.error = error
         leaving: BaseException | None = None  # SystemExit/KeyboardInterrupt from a callback
-        for future in self.callback_futures:
+        if self.callbacks:
             # on_delivery reports the record, which was sent even if its future was cancelled
             # (a wait_for() that timed out must not lose the report).
             try:
-                _call_delivery_callback(future._on_delivery, future, error)  # type: ignore[arg-type]
+                self._report_delivery(base_offset, log_append_time, error)
             except (SystemExit, KeyboardInterrupt) as exc:
-                leaving = leaving or exc  # raised below, once every waiter is released
+                leaving = exc  # raised below, once every waiter is released
         waiting = self.done_callbacks
         if waiting:
             # One loop callback for the whole batch, not one per record: the done-callbacks
@@ -516,20 +618,54 @@ class ProducerBatch:
             self.done_callbacks = None
             self.loop.call_soon(_invoke_all, waiting)
         self.wake_waiters()
+        parent = self.parent
+        if parent is not None:
+            self.parent = None  # no cycle: the split batch keeps its pieces, not the other way round
+            parent._piece_complete()
         if leaving is not None:
             raise leaving
         return True
 
+    def _report_delivery(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        """Call each record's ``on_delivery`` with its metadata or its error, in send order.
+
+        A callback that raises is logged and the others still run; ``SystemExit`` and
+        ``KeyboardInterrupt`` are raised once every callback has run.
+        """
+        topic, partition = self.topic, self.partition
+        leaving: BaseException | None = None
+        it = iter(self.callbacks)
+        for on_delivery, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
+            try:
+                if error is None:
+                    metadata = _new_metadata(
+                        RecordMetadata,
+                        (
+                            topic,
+                            partition,
+                            base_offset + relative_offset if base_offset >= 0 else -1,
+                            log_append_time if log_append_time >= 0 else timestamp,
+                            key_size,
+                            value_size,
+                        ),
+                    )
+                    on_delivery(metadata, None)
+                else:
+                    on_delivery(None, self.error_of(relative_offset))
+            except (SystemExit, KeyboardInterrupt) as exc:
+                leaving = leaving or exc
+            except (Exception, asyncio.CancelledError):  # a user's callback must never break delivery of the others
+                log.exception("on_delivery callback %r raised", on_delivery)
+        if leaving is not None:
+            raise leaving
+
     def fail_per_record(self, errors: RecordErrors) -> None:
         """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
 
-        The record futures change class to :class:`_FutureWithOwnError`, which looks
-        its error up; ``complete()``, ``result()`` and ``exception()`` stay as they were,
-        so a batch that succeeds (every batch, nearly) pays nothing for this.
+        Read only where a record's error is asked for (``error_of``), never on success: a batch
+        that succeeds (every batch, nearly) pays nothing for this.
         """
         self.record_errors = errors
-        for future in self.futures:
-            future.__class__ = _FutureWithOwnError
 
     def wake_waiters(self) -> None:
         waiters = self.waiters
@@ -547,7 +683,7 @@ class ProducerBatch:
         and dropping the bytes keeps memory bounded by what is queued and in flight.
         """
         self.futures = []
-        self.callback_futures = []
+        self.callbacks = []
         self.builder.release()
 
     def __repr__(self) -> str:
@@ -574,30 +710,6 @@ class RecordErrors:
     def get(self, batch_index: int) -> BaseException:
         """The error of the record at ``batch_index`` (its offset delta in the batch)."""
         return self.by_index.get(batch_index, self.others)
-
-
-class _FutureWithOwnError(FutureRecordMetadata):
-    """The future of a record whose batch failed record by record: its own error, not the batch's.
-
-    Only ``ProducerBatch.fail_per_record`` makes these, by changing the class of
-    futures that exist already (same slots, so the layout allows it).
-    """
-
-    __slots__ = ()
-
-    def record_error(self, batch_error: BaseException) -> BaseException:
-        errors = self._batch.record_errors
-        return batch_error if errors is None else errors.get(self._relative_offset)
-
-    def exception(self) -> BaseException | None:
-        error = super().exception()  # raises as the base class does while pending or if cancelled
-        return None if error is None else self.record_error(error)
-
-    def result(self) -> RecordMetadata:
-        error = self.exception()
-        if error is not None:
-            raise error
-        return super().result()
 
 
 _getsizeof = sys.getsizeof
@@ -660,11 +772,3 @@ def _invoke_all(calls: list[Any]) -> None:
             )
 
 
-def _call_delivery_callback(callback: DeliveryCallback, future: FutureRecordMetadata, error: BaseException | None) -> None:
-    try:
-        if error is None:
-            callback(future.metadata(), None)
-        else:
-            callback(None, future.record_error(error))
-    except (Exception, asyncio.CancelledError):  # a user's callback must never break delivery of the others
-        log.exception("on_delivery callback %r raised", callback)

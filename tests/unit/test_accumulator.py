@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import itertools
 import random
+import types
 from typing import Any
 
 import pytest
 
+from aioproducer.errors import KafkaError
+from aioproducer.internals.batch import RecordMetadata
 from aioproducer.partitioner import TopicPartitions
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.buffer_pool import BufferPool
@@ -286,6 +291,72 @@ async def test_split_moves_futures_to_the_new_batches() -> None:
     offsets = [f.result().offset for f in futures]  # type: ignore[union-attr]
     assert offsets == list(range(100, 120))
     assert [f.result().timestamp for f in futures] == list(range(1, 21))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("fail_piece", [None, 1])
+async def test_a_split_batch_answers_for_futures_it_does_not_hold(fail_piece: int | None) -> None:
+    """Records sent with on_delivery: the batch keeps the callback, not the future, so split() cannot move a
+    future its caller kept. Each such future still gets its own record's offset, time and error, from the
+    piece that holds the record (split again, too), once the last piece is done; on_delivery reports the same."""
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=4096, linger_ms=0)
+    reports: list[tuple[int, Any, BaseException | None]] = []
+
+    def reporter(i: int) -> Any:
+        return lambda md, err: reports.append((i, md, err))
+
+    appended = [
+        acc.try_append("t", 0, 1 + i, None, bytes([i]) * 100, None, reporter(i) if i % 2 else None) for i in range(20)
+    ]
+    futures = [f for f in appended if f is not None]
+    assert len(futures) == 20
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    acc.config.batch_size = 600
+    assert acc.split_and_reenqueue(batch, clock.now) > 2
+    first, second, *rest = list(acc.topic_info("t").batches[0])
+    acc.topic_info("t").batches[0].clear()
+    acc.config.batch_size = 200
+    assert second.record_count > 1 and acc.split_and_reenqueue(second, clock.now) > 1  # a piece split again
+    pieces = [first, *acc.topic_info("t").batches[0], *rest]
+    gathered = asyncio.gather(*futures, return_exceptions=True)
+    failure = KafkaError("this piece failed")
+    expected: list[int] = []  # each record's offset: piece k is written at 1000 * (k + 1), apart from the others
+    failed: set[int] = set()
+    for index, piece in enumerate(pieces):
+        assert not futures[19].done()  # a future the batch did not move waits for the last piece
+        base = 1000 * (index + 1)
+        if index == fail_piece:
+            failed.update(range(len(expected), len(expected) + piece.record_count))
+        expected += [base + k for k in range(piece.record_count)]
+        piece.complete(-1 if index == fail_piece else base, -1, failure if index == fail_piece else None)
+    assert len(expected) == 20 and len(failed) == (0 if fail_piece is None else pieces[1].record_count)
+    outcomes = await gathered
+    for i, outcome in enumerate(outcomes):
+        if i in failed:
+            assert outcome is failure and futures[i].exception() is failure, i
+        else:
+            assert isinstance(outcome, RecordMetadata)
+            assert (outcome.offset, outcome.timestamp, outcome.serialized_value_size) == (expected[i], 1 + i, 100), i
+    assert [i for i, _, _ in reports] == [i for i in range(20) if i % 2]
+    for i, metadata, error in reports:
+        assert (error is failure) if i in failed else (metadata.offset == expected[i] and error is None), i
+
+
+async def test_the_batch_does_not_keep_the_future_of_a_record_sent_with_on_delivery() -> None:
+    """A caller that reports through on_delivery drops the future: while the record waits in the buffer, nothing
+    of the producer's holds it (held, it would reach the collector's oldest generation with every queued record)."""
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=4096, linger_ms=10_000)
+    reported: list[Any] = []
+    kept = acc.try_append("t", 0, 1, None, b"kept", None, None)
+    reporting = acc.try_append("t", 0, 2, None, b"cb", None, lambda md, err: reported.append(md))
+    assert kept is not None and reporting is not None
+    # Who refers to each future besides this test's frame: the batch holds the one without a callback only.
+    [batch] = acc.topic_info("t").batches[0]
+    assert [r for r in gc.get_referrers(kept) if not isinstance(r, types.FrameType)] == [batch.futures]
+    assert [r for r in gc.get_referrers(reporting) if not isinstance(r, types.FrameType)] == []
+    batch.complete(40, -1, None)
+    assert [md.offset for md in reported] == [41] and kept.result().offset == 40
 
 
 # ---------------------------------------------------------------- buffer.memory counts Python objects

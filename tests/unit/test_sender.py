@@ -582,6 +582,34 @@ async def test_interceptors_see_each_record_s_own_error() -> None:
     assert type(acks[0][1]) is KafkaError and isinstance(acks[1][1], InvalidRecordBrokerError)
 
 
+async def test_interceptors_see_records_with_and_without_on_delivery_in_order() -> None:
+    """The batch keeps on_delivery records apart from the futures it holds; interceptors still get every record once, in order."""
+    from aioproducer import Producer
+
+    acks: list[tuple[Any, BaseException | None]] = []
+
+    class Recorder:
+        def on_send(self, record: Any) -> Any:
+            return record
+
+        def on_acknowledgement(self, metadata: Any, error: BaseException | None) -> None:
+            acks.append((metadata, error))
+
+    producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
+    sender, acc, client, clock = make()
+    sender._on_complete = producer._on_batch_complete
+    reported: list[Any] = []
+    futures = [acc.try_append("t", 0, 50 + i, None, b"v" * (i + 1), None,
+                               (lambda md, err: reported.append(md)) if i % 2 else None)
+               for i in range(5)]
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, 10)), None)
+    assert [(md.offset, md.timestamp, md.serialized_value_size, error) for md, error in acks] == [
+        (10 + i, 50 + i, i + 1, None) for i in range(5)
+    ]
+    assert [f.result() for f in futures if f is not None] == [md for md, _ in acks]
+
+
 GZIP_SHARE = INLINE_COMPRESSION_BYTES[GZIP]
 
 
