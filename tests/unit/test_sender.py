@@ -559,8 +559,8 @@ async def test_without_record_errors_every_record_shares_the_batch_error() -> No
     assert len(errors) == 1 and isinstance(futures[0].exception(), InvalidRecordBrokerError)
 
 
-async def test_interceptors_see_each_record_s_own_error() -> None:
-    """``on_acknowledgement`` gets the record's error, as Java's interceptor callbacks do, not the batch's."""
+def with_interceptor() -> tuple[Sender, RecordAccumulator, FakeClock, list[tuple[Any, BaseException | None]]]:
+    """A sender whose completions reach a producer's interceptor, as the producer wires them; its acks, in order."""
     from aioproducer import Producer
 
     acks: list[tuple[Any, BaseException | None]] = []
@@ -573,8 +573,14 @@ async def test_interceptors_see_each_record_s_own_error() -> None:
             acks.append((metadata, error))
 
     producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
-    sender, acc, client, clock = make()
-    sender._on_complete = producer._on_batch_complete  # as the producer wires its sender
+    sender, acc, _, clock = make()
+    sender._on_complete = producer._on_batch_complete
+    return sender, acc, clock, acks
+
+
+async def test_interceptors_see_each_record_s_own_error() -> None:
+    """``on_acknowledgement`` gets the record's error, as Java's interceptor callbacks do, not the batch's."""
+    sender, acc, clock, acks = with_interceptor()
     futures = records(acc, 0, 3)
     (sent,) = in_flight(sender, acc, clock)
     sent.on_response(response(ok("t", 0, -1, code=INVALID_RECORD, record_errors=((1, "bad"),))), None)
@@ -584,20 +590,7 @@ async def test_interceptors_see_each_record_s_own_error() -> None:
 
 async def test_interceptors_see_records_with_and_without_on_delivery_in_order() -> None:
     """The batch keeps on_delivery records apart from the futures it holds; interceptors still get every record once, in order."""
-    from aioproducer import Producer
-
-    acks: list[tuple[Any, BaseException | None]] = []
-
-    class Recorder:
-        def on_send(self, record: Any) -> Any:
-            return record
-
-        def on_acknowledgement(self, metadata: Any, error: BaseException | None) -> None:
-            acks.append((metadata, error))
-
-    producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
-    sender, acc, client, clock = make()
-    sender._on_complete = producer._on_batch_complete
+    sender, acc, clock, acks = with_interceptor()
     reported: list[Any] = []
     futures = [acc.try_append("t", 0, 50 + i, None, b"v" * (i + 1), None,
                                (lambda md, err: reported.append(md)) if i % 2 else None)
