@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from bisect import bisect_right
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -205,19 +204,7 @@ class FutureRecordMetadata(_FutureBase):
         batch, offset = self._batch, self._relative_offset
         while batch.pieces is not None:  # split after MESSAGE_TOO_LARGE: the piece that holds the record
             batch, offset = batch.piece_of(offset)
-        base = batch.base_offset
-        ts = batch.log_append_time
-        return _new_metadata(
-            RecordMetadata,
-            (
-                batch.topic,
-                batch.partition,
-                base + offset if base >= 0 else -1,
-                ts if ts >= 0 else self._timestamp,
-                self._key_size,
-                self._value_size,
-            ),
-        )
+        return batch.metadata_at(offset, self._timestamp, self._key_size, self._value_size)
 
     def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
         batch = self._batch
@@ -296,8 +283,6 @@ class ProducerBatch:
         "settled",
         "parent",
         "pieces",
-        "_piece_starts",
-        "_pieces_pending",
     )
 
     def __init__(
@@ -355,11 +340,9 @@ class ProducerBatch:
         self.settled = False
         # A piece of a split batch: the batch it came from, told when this piece completes.
         self.parent: ProducerBatch | None = None
-        # A split batch: its pieces in record order, each from relative offset _piece_starts[i];
+        # A split batch: its pieces in record order, each with the relative offset it starts at;
         # it completes when the last piece does (futures that were not moved read from the pieces).
-        self.pieces: list[ProducerBatch] | None = None
-        self._piece_starts: list[int] = []
-        self._pieces_pending = 0
+        self.pieces: list[tuple[int, ProducerBatch]] | None = None
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -455,6 +438,7 @@ class ProducerBatch:
         first ``send()``); memory and sequence numbers are the accumulator's business.
         """
         pieces: list[ProducerBatch] = []
+        starts: list[int] = []
         futures, moved = self.futures, 0
         callbacks, taken = self.callbacks, 0
         start = 0
@@ -473,11 +457,10 @@ class ProducerBatch:
                 piece.callback_bytes += _callback_bytes(on_delivery)
                 taken += 5
             piece.parent = self
-            self._piece_starts.append(start)
+            starts.append(start)
             pieces.append(piece)
             start = end
-        self.pieces = pieces
-        self._pieces_pending = len(pieces)
+        self.pieces = list(zip(starts, pieces))
         self.futures = []
         self.callbacks = []
         waiting = self.done_callbacks or []
@@ -498,27 +481,37 @@ class ProducerBatch:
         it = iter(self.callbacks)
         for _, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
             rows[relative_offset] = (timestamp, key_size, value_size)
-        base, appended = self.base_offset, self.log_append_time
         out: list[tuple[RecordMetadata | None, BaseException | None]] = []
         for relative_offset in sorted(rows):
-            timestamp, key_size, value_size = rows[relative_offset]
             error = self.error_of(relative_offset)
-            metadata = None if error is not None else RecordMetadata(
+            out.append((None if error is not None else self.metadata_at(relative_offset, *rows[relative_offset]), error))
+        return out
+
+    def metadata_at(self, relative_offset: int, timestamp: int, key_size: int, value_size: int) -> RecordMetadata:
+        """A record's metadata from this completed batch: offset -1 when unknown, the broker's time when it gave one.
+
+        What ``FutureRecordMetadata.result()`` and ``_report_delivery`` compute inline, once per record.
+        """
+        base, appended = self.base_offset, self.log_append_time
+        return _new_metadata(
+            RecordMetadata,
+            (
                 self.topic,
                 self.partition,
                 base + relative_offset if base >= 0 else -1,
                 appended if appended >= 0 else timestamp,
                 key_size,
                 value_size,
-            )
-            out.append((metadata, error))
-        return out
+            ),
+        )
 
     def piece_of(self, relative_offset: int) -> tuple[ProducerBatch, int]:
         """The piece of this split batch that holds the record at ``relative_offset``, and its offset there."""
         assert self.pieces is not None
-        i = bisect_right(self._piece_starts, relative_offset) - 1
-        return self.pieces[i], relative_offset - self._piece_starts[i]
+        for start, piece in reversed(self.pieces):  # a handful of pieces: the last that starts at or before it
+            if start <= relative_offset:
+                return piece, relative_offset - start
+        raise ValueError(f"no record at relative offset {relative_offset} in this split batch")
 
     def error_of(self, relative_offset: int) -> BaseException | None:
         """The error of the record at ``relative_offset`` of this completed batch; None if it was written.
@@ -536,9 +529,9 @@ class ProducerBatch:
 
     def _piece_complete(self) -> None:
         """One of this split batch's pieces completed; the last one completes this batch."""
-        self._pieces_pending -= 1
-        if self._pieces_pending == 0 and self.pieces is not None:
-            failed = next((piece.error for piece in self.pieces if piece.error is not None), None)
+        pieces = self.pieces
+        if pieces is not None and all(piece.is_done for _, piece in pieces):
+            failed = next((piece.error for _, piece in pieces if piece.error is not None), None)
             self.complete(-1, -1, failed)  # records read offsets and errors from their pieces
 
     # -- idempotence ------------------------------------------------------------------
