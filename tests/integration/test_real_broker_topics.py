@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Any
 from collections.abc import Iterator
 
 import pytest
@@ -97,14 +98,30 @@ async def _read_java(cluster: KafkaCluster, topic: str, count: int) -> list[Java
     return await asyncio.to_thread(read_java_raw, cluster.bootstrap_servers, topic, 0, count=count, timeout=30)
 
 
-async def test_a_batch_over_the_topics_max_message_bytes_is_split_until_it_fits(kafka_cluster: KafkaCluster) -> None:
-    """max.message.bytes below batch.size: the refused batch is halved until each piece fits; all arrive in order."""
+@pytest.mark.parametrize("callbacks", [False, True], ids=["futures", "on_delivery"])
+async def test_a_batch_over_the_topics_max_message_bytes_is_split_until_it_fits(
+    kafka_cluster: KafkaCluster, callbacks: bool
+) -> None:
+    """max.message.bytes below batch.size: the refused batch is halved until each piece fits; all arrive in order.
+
+    With ``on_delivery`` on every other record the batch holds those records' callbacks, not their
+    futures: the futures kept here must still get each its own offset, from the piece that holds it.
+    """
     topic = new_topic(kafka_cluster, 1, config={"max.message.bytes": 1200})
     values = [b"%03d" % i + b"x" * 97 for i in range(60)]  # ~7 KB together, one batch under linger.ms
+    reported: dict[int, int] = {}
+
+    def reporter(i: int) -> Any:
+        return lambda md, err: reported.__setitem__(i, md.offset if err is None else -2)
+
     async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, linger_ms=200) as producer:
-        futures = [await producer.send(topic, v, partition=0) for v in values]
+        futures = [
+            await producer.send(topic, v, partition=0, on_delivery=reporter(i) if callbacks and i % 2 else None)
+            for i, v in enumerate(values)
+        ]
         offsets = [(await f).offset for f in futures]
         assert offsets == list(range(60))
+        assert reported == ({i: i for i in range(1, 60, 2)} if callbacks else {})
         # One record over the limit cannot be split: it fails at once, naming the sizes.
         started = time.monotonic()
         with pytest.raises(MessageTooLargeError, match=r"1 record\(s\) .* in a \d+-byte batch as too large"):
