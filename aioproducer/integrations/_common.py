@@ -18,7 +18,7 @@ from aioproducer.errors import (
 )
 from aioproducer.producer import Producer
 
-__all__ = ["ERROR_STATUS", "RETRY_AFTER", "error_status", "shutdown_producer", "start_in_background", "stop_background"]
+__all__ = ["ERROR_STATUS", "RETRY_AFTER", "error_status", "shutdown_producer", "start_for_request", "start_in_background", "stop_background"]
 
 log = logging.getLogger("aioproducer.integrations")
 
@@ -80,37 +80,73 @@ def start_in_background(
         began = last_logged = clock()
         while True:
             try:
-                await producer.start()
-            except ProducerClosedError:
-                return  # the application shut down before the cluster answered: nothing to report
-            except KafkaError as exc:
-                failures += 1
-                now = clock()
-                if failures == 1:
-                    last_logged = now
-                    log.warning(
-                        "aioproducer producer %r did not start, retrying in the background (attempts of up to max.block.ms=%d ms): %s",
-                        name, producer.config.max_block_ms, exc,
-                    )
-                elif now - last_logged >= RETRY_LOG_INTERVAL_S:
-                    last_logged = now
-                    log.warning(
-                        "aioproducer producer %r still not started after %d attempts over %.0f s: %s",
-                        name, failures, now - began, exc,
-                    )
-                await sleep(pause_s)
-                continue
+                error = await _attempt(producer)
             except Exception:  # a bug, not the cluster: retrying would repeat it; nobody awaits this task
                 log.exception("aioproducer producer %r: the background start failed unexpectedly", name)
                 return
-            if failures:
-                log.info(
-                    "aioproducer producer %r started in the background after %d failed attempts over %.0f s",
-                    name, failures, clock() - began,
+            if error is None:
+                break
+            if isinstance(error, ProducerClosedError):
+                return  # the application shut down before the cluster answered: nothing to report
+            failures += 1
+            now = clock()
+            if failures == 1:
+                last_logged = now
+                log.warning(
+                    "aioproducer producer %r did not start, retrying in the background (attempts of up to max.block.ms=%d ms): %s",
+                    name, producer.config.max_block_ms, error,
                 )
-            return
+            elif now - last_logged >= RETRY_LOG_INTERVAL_S:
+                last_logged = now
+                log.warning(
+                    "aioproducer producer %r still not started after %d attempts over %.0f s: %s",
+                    name, failures, now - began, error,
+                )
+            await sleep(pause_s)
+        if failures:
+            log.info(
+                "aioproducer producer %r started in the background after %d failed attempts over %.0f s",
+                name, failures, clock() - began,
+            )
 
     return asyncio.get_running_loop().create_task(start(), name=f"aioproducer-start-{name}")
+
+
+async def _attempt(producer: Producer) -> KafkaError | None:
+    """One ``start()``: its error, or None once started.
+
+    ``start()`` is shared by every caller, so a caller that cancels its own call (a request
+    under a timeout) cancels the attempt for all: for this loop that is a failed attempt,
+    not the end of the retries. Only this task's own cancellation (:func:`stop_background`)
+    ends it.
+    """
+    try:
+        await producer.start()
+    except KafkaError as exc:
+        return exc
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        return KafkaError("the start attempt was cancelled by another caller of start()")
+    return None
+
+
+async def start_for_request(producer: Producer) -> None:
+    """``producer.start()`` for a request: a request cancelled meanwhile (its client left, its timeout) leaves the start running.
+
+    Without the shield its cancellation would reach the start that the background task and
+    the other requests share. The detached call's outcome is always retrieved, so a start
+    that fails after its request is gone is not reported as an exception nobody retrieved.
+    """
+    call = asyncio.ensure_future(producer.start())
+    call.add_done_callback(_retrieve)
+    await asyncio.shield(call)
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def stop_background(task: asyncio.Task[None] | None) -> None:

@@ -38,6 +38,7 @@ from aioproducer.integrations._common import (
     RETRY_AFTER,
     error_status,
     shutdown_producer,
+    start_for_request,
     start_in_background,
     stop_background,
 )
@@ -105,7 +106,7 @@ async def started_producer(request: web.Request, key: web.AppKey[Producer] = PRO
     """
     producer = request.app[key]
     try:
-        await producer.start()
+        await start_for_request(producer)
     except (KafkaTimeoutError, KafkaConnectionError, AuthenticationError, ProducerClosedError) as exc:
         raise web.HTTPServiceUnavailable(
             text=f"the Kafka producer is not started: {type(exc).__name__}: {exc}", headers=RETRY_AFTER

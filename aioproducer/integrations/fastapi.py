@@ -38,6 +38,7 @@ from aioproducer.integrations._common import (
     ERROR_STATUS,
     RETRY_AFTER,
     shutdown_producer,
+    start_for_request,
     start_in_background,
     stop_background,
 )
@@ -139,7 +140,7 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
         if producer is None:
             raise RuntimeError(f"no aioproducer producer named {name!r}: is producer_lifespan(...) the app's lifespan?")
         try:
-            await producer.start()
+            await start_for_request(producer)
         except (KafkaTimeoutError, KafkaConnectionError, AuthenticationError, ProducerClosedError) as exc:
             raise HTTPException(
                 503, f"the Kafka producer is not started: {type(exc).__name__}: {exc}", headers=RETRY_AFTER

@@ -522,8 +522,13 @@ async def test_the_background_start_warns_once_then_once_a_minute_until_it_start
 
 
 async def test_the_background_start_retries_until_the_producer_started(caplog: pytest.LogCaptureFixture) -> None:
-    """No request needed: a producer whose first attempts failed starts by itself, and says so once."""
-    from aioproducer.integrations._common import start_in_background, stop_background
+    """No request needed: a producer whose first attempts failed starts by itself, and says so once.
+
+    Cancellations from requests do not stop it: a request cancelled while it waits for the
+    start (its client left, its own timeout) leaves the shared start running, and a caller
+    that cancels the shared start itself costs the loop one attempt, not its retries.
+    """
+    from aioproducer.integrations._common import start_for_request, start_in_background, stop_background
 
     caplog.set_level(logging.INFO, logger="aioproducer.integrations")
     with MockCluster(brokers=1, topics={TOPIC: 1}) as cluster:
@@ -534,6 +539,25 @@ async def test_the_background_start_retries_until_the_producer_started(caplog: p
             task = start_in_background(producer, "p")
             await eventually(lambda: proxy.stats.connections_refused >= 10, timeout=10, what="10 tries")
             assert not task.done() and not producer.ready
+
+            def attempt_under_way() -> bool:
+                attempt = producer._start_task
+                return attempt is not None and not attempt.done()
+
+            await eventually(attempt_under_way, what="an attempt under way")
+            attempt = producer._start_task
+            request = asyncio.create_task(start_for_request(producer))
+            for _ in range(3):  # the request's task, then its start() call: both now wait on that attempt
+                await asyncio.sleep(0)
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+            assert attempt is not None and not attempt.cancelled(), "a cancelled request cancelled the shared start"
+            await eventually(attempt_under_way, what="an attempt under way")
+            impatient = asyncio.create_task(producer.start())  # awaits the shared attempt itself
+            await asyncio.sleep(0)
+            impatient.cancel()
+            await asyncio.gather(impatient, return_exceptions=True)
+            assert not task.done(), "an outside cancel of start() ended the background retries"
             proxy.refuse(False)
             await asyncio.wait_for(task, 10)
             assert producer.ready
