@@ -14,7 +14,17 @@
 
 The producer is made and started when the application starts (one event loop, one
 producer: it must not be made at import time, before the server's loop exists) and
-closed when it stops. Nested in the application's own lifespan::
+closed when it stops. With ``wait_ready=False`` the application serves before the cluster
+answered and a readiness probe follows the start::
+
+    app = FastAPI(lifespan=producer_lifespan(config, wait_ready=False))
+
+    @app.get("/ready")
+    async def ready(request: Request) -> Response:
+        producer = request.app.state.aioproducer_producers["default"]
+        return Response(status_code=200 if producer_ready(producer) else 503)
+
+Nested in the application's own lifespan::
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
