@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aioproducer import KafkaTimeoutError, Producer
+from aioproducer import KafkaTimeoutError, Producer, ProducerClosedError
 from aioproducer.testing import FaultProxy, MockCluster
 from helpers import eventually, other_tasks
 
@@ -64,4 +64,15 @@ async def test_start_against_a_refusing_server_fails_after_max_block_ms_naming_t
     assert proxy.stats.connections_refused >= 2, "tried more than once"
     assert not producer.ready
     await producer.close()
+    assert not other_tasks()
+
+
+async def test_close_while_start_is_retrying_ends_it_and_leaves_nothing_running(proxy: FaultProxy) -> None:
+    """close() between two rounds (the start waits in its backoff): the start ends with ProducerClosedError."""
+    producer = Producer(bootstrap_servers=proxy.address, max_block_ms=30_000, reconnect_backoff_ms=5_000)
+    start = asyncio.create_task(producer.start())
+    await eventually(lambda: proxy.stats.connections_refused >= 1, what="a first round refused")
+    await asyncio.wait_for(producer.close(), 5)  # the round's 5 s backoff does not hold it
+    with pytest.raises(ProducerClosedError, match="closed while it was starting"):
+        await start
     assert not other_tasks()
