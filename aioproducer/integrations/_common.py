@@ -139,6 +139,8 @@ async def start_for_request(producer: Producer) -> None:
     the other requests share. The detached call's outcome is always retrieved, so a start
     that fails after its request is gone is not reported as an exception nobody retrieved.
     """
+    if producer.ready:
+        return  # the common case, on every request: no task
     call = asyncio.ensure_future(producer.start())
     call.add_done_callback(_retrieve)
     await asyncio.shield(call)
