@@ -280,23 +280,29 @@ class Producer:
         self._plain_accumulator = accumulator if plain else None
 
     async def _bootstrap(self, client: KafkaClient) -> None:
-        """The first metadata, within ``max.block.ms`` in all.
+        """The first metadata, within ``max.block.ms`` in all, retrying servers that refuse or fail.
 
-        The client tries the bootstrap servers one after another, each for up to
-        ``request.timeout.ms``: unbounded, a list of silent servers would hold ``start()``
-        for their sum. ``max.block.ms`` is what a caller agreed to wait in the producer's
-        own calls, so it bounds this one too.
+        The client keeps trying every bootstrap server, backing off between rounds from
+        ``reconnect.backoff.ms`` to ``reconnect.backoff.max.ms``, until ``max.block.ms``: a
+        broker restarting for a few seconds must not fail the start (Java's producer keeps
+        trying as long). Each try of a silent server may take ``request.timeout.ms``, so
+        the bound is also enforced here, from outside: ``max.block.ms`` is what a caller
+        agreed to wait in the producer's own calls. An ``AuthenticationError`` is raised
+        at once (see :meth:`KafkaClient.bootstrap`).
         """
         max_block_ms = self._max_block_ms
         try:
             async with asyncio.timeout(max_block_ms / 1000) as bound:
-                await client.bootstrap()
-        except TimeoutError:
-            if not bound.expired():
+                await client.bootstrap(max_block_ms)
+        except TimeoutError as exc:
+            if not isinstance(exc, KafkaTimeoutError) and not bound.expired():
                 raise
             servers = ",".join(f"{host}:{port}" for host, port in self._config.bootstrap_servers)
+            failure = client.bootstrap_failure
+            last = f"last failures: {failure}" if failure is not None else "no server answered or refused in time"
             raise KafkaTimeoutError(
-                f"start(): no bootstrap server answered within max.block.ms={max_block_ms} ms (bootstrap.servers={servers})"
+                f"start(): no bootstrap server answered within max.block.ms={max_block_ms} ms "
+                f"(bootstrap.servers={servers}); {last}"
             ) from None
 
     async def flush(self, timeout: float | None = None) -> None:

@@ -7,6 +7,12 @@
 
 The record: value = the body as received, key = its ``user_id`` (one user's events stay in
 order, on one partition), header ``request-id`` = the request's (or a new uuid).
+``GET /ready`` is the readiness probe: 503 until the producer started, 200 from then on.
+
+Brokers down when it starts: it serves anyway (``wait_ready=False``), ``/ready`` answers 503
+and the producer keeps trying in the background; once a broker answers, ``/ready`` turns
+200 with no request needed. A publish meanwhile, or while the brokers are down later,
+is a 503 with ``Retry-After: 1`` within the bounds below, never a 500 or a hang.
 """
 
 from __future__ import annotations
@@ -19,10 +25,18 @@ from typing import Any
 
 from aiohttp import web
 
-from aioproducer import KafkaTimeoutError
-from aioproducer.integrations.aiohttp import PRODUCER_KEY, setup_producer
+from aioproducer.integrations.aiohttp import PRODUCER_KEY, install_exception_handlers, setup_producer, started_producer
 
 TOPIC_KEY = web.AppKey("topic", str)
+
+#: Timeouts sized for a request that waits for its acknowledgement (the defaults suit batch jobs:
+#: a request would hang up to delivery.timeout.ms=120 s while the brokers are down).
+SERVICE_CONFIG: dict[str, Any] = {
+    "linger.ms": 5,  # concurrent requests share batches: a few ms of latency for far fewer requests
+    "max.block.ms": 5_000,  # metadata or buffer memory not there within 5 s: 503 (and each start attempt's bound)
+    "request.timeout.ms": 10_000,  # a broker silent for 10 s is given up on and the batch retried elsewhere
+    "delivery.timeout.ms": 15_000,  # the longest a request waits for its acknowledgement: then 503
+}
 
 
 def create_app(
@@ -31,18 +45,23 @@ def create_app(
     *,
     producer_config: Mapping[str, Any] | None = None,
     close_timeout: float = 10.0,
+    wait_ready: bool = False,
 ) -> web.Application:
     """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them)."""
     app = web.Application()
     app[TOPIC_KEY] = topic or os.environ.get("TOPIC", "events")
     config = {
         "bootstrap.servers": bootstrap_servers or os.environ.get("BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-        "linger.ms": 5,  # concurrent requests share batches
+        **SERVICE_CONFIG,
         **(producer_config or {}),
     }
-    # Starts the producer with the app, flushes and closes it within close_timeout on cleanup.
-    setup_producer(app, config, close_timeout=close_timeout)
+    # Starts the producer with the app, in the background (wait_ready=False: a Kafka restart
+    # must not crash-loop the service; /ready keeps traffic away until it started); flushes
+    # and closes it within close_timeout on cleanup.
+    setup_producer(app, config, close_timeout=close_timeout, wait_ready=wait_ready)
+    install_exception_handlers(app)  # brokers down, buffer full -> 503 + Retry-After, too large -> 413
     app.router.add_post("/events", publish)
+    app.router.add_get("/ready", ready)
     return app
 
 
@@ -56,18 +75,23 @@ async def publish(request: web.Request) -> web.Response:
         raise web.HTTPUnprocessableEntity(text="the body must be a JSON object")
     request_id = request.headers.get("request-id") or str(uuid.uuid4())
     user_id = event.get("user_id")
-    try:
-        metadata = await request.app[PRODUCER_KEY].send_and_wait(
-            request.app[TOPIC_KEY],
-            value=body,
-            key=None if user_id is None else str(user_id),
-            headers=[("request-id", request_id.encode())],
-        )
-    except KafkaTimeoutError as exc:  # buffer full or cluster silent: tell the client to come back
-        raise web.HTTPServiceUnavailable(text=str(exc), headers={"Retry-After": "1"}) from None
+    producer = await started_producer(request)  # waits for the start, at most max.block.ms, else 503
+    # Waits for the broker's acknowledgement: the answer says the event is stored.
+    metadata = await producer.send_and_wait(
+        request.app[TOPIC_KEY],
+        value=body,
+        key=None if user_id is None else str(user_id),
+        headers=[("request-id", request_id.encode())],
+    )
     return web.json_response(
         {"topic": metadata.topic, "partition": metadata.partition, "offset": metadata.offset, "request_id": request_id}
     )
+
+
+async def ready(request: web.Request) -> web.Response:
+    """The readiness probe: ``Producer.ready`` (started, not closing, not failed)."""
+    ok = request.app[PRODUCER_KEY].ready
+    return web.json_response({"ready": ok}, status=200 if ok else 503)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@
 
 The record: value = the body as received, key = its ``user_id`` (one user's events stay in
 order, on one partition), header ``request-id`` = the request's (or a new uuid), to trace a
-record back to its request. ``GET /ready`` is a readiness probe.
+record back to its request. ``GET /ready`` is the readiness probe: 503 until the producer
+started, 200 from then on (see ``producer_ready``).
+
+Brokers down when it starts: it serves anyway (``wait_ready=False``), ``/ready`` answers 503
+and the producer keeps trying in the background; once a broker answers, ``/ready`` turns
+200 with no request needed. A publish meanwhile, or while the brokers are down later,
+is a 503 with ``Retry-After: 1`` within the bounds below, never a 500 or a hang.
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ from fastapi.responses import JSONResponse
 
 from aioproducer.integrations.fastapi import ProducerDep, install_exception_handlers, producer_lifespan, producer_ready
 
+#: Timeouts sized for a request that waits for its acknowledgement (the defaults suit batch jobs:
+#: a request would hang up to delivery.timeout.ms=120 s while the brokers are down).
+SERVICE_CONFIG: dict[str, Any] = {
+    "linger.ms": 5,  # concurrent requests share batches: a few ms of latency for far fewer requests
+    "max.block.ms": 5_000,  # metadata or buffer memory not there within 5 s: 503 (and each start attempt's bound)
+    "request.timeout.ms": 10_000,  # a broker silent for 10 s is given up on and the batch retried elsewhere
+    "delivery.timeout.ms": 15_000,  # the longest a request waits for its acknowledgement: then 503
+}
+
 
 def create_app(
     bootstrap_servers: str | None = None,
@@ -30,18 +45,20 @@ def create_app(
     *,
     producer_config: Mapping[str, Any] | None = None,
     close_timeout: float = 10.0,
+    wait_ready: bool = False,
 ) -> FastAPI:
     """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them)."""
     topic_name = topic or os.environ.get("TOPIC", "events")
     config = {
         "bootstrap.servers": bootstrap_servers or os.environ.get("BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-        "linger.ms": 5,  # concurrent requests share batches: a few ms of latency for far fewer requests
+        **SERVICE_CONFIG,
         **(producer_config or {}),
     }
-    # The producer starts with the app (startup fails if the cluster is unreachable) and is
+    # The producer starts with the app, in the background (wait_ready=False: a Kafka restart
+    # must not crash-loop the service; /ready keeps traffic away until it started), and is
     # flushed and closed, within close_timeout, when it stops.
-    app = FastAPI(lifespan=producer_lifespan(config, close_timeout=close_timeout))
-    install_exception_handlers(app)  # buffer full -> 503 + Retry-After, too large -> 413
+    app = FastAPI(lifespan=producer_lifespan(config, close_timeout=close_timeout, wait_ready=wait_ready))
+    install_exception_handlers(app)  # brokers down, buffer full -> 503 + Retry-After, too large -> 413
 
     @app.post("/events")
     async def publish(request: Request, producer: ProducerDep) -> dict[str, Any]:

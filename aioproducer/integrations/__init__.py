@@ -5,9 +5,21 @@ handlers) and ``aioproducer.integrations.aiohttp`` (an aiohttp ``cleanup_ctx``).
 its framework, so install the matching extra (``aioproducer[fastapi]``, ``aioproducer[aiohttp]``);
 the producer itself needs neither.
 
-Both share one shutdown (``_common.shutdown_producer``): ``flush()`` bounded by the close
-timeout, then ``close()`` with whatever is left of it, then one log line saying how many
-records were not delivered. A web server's shutdown must end within what the orchestrator
-grants it (Kubernetes kills after ``terminationGracePeriodSeconds``); losing records silently
-is worse than losing them with a log line that counts them.
+Both share (``_common``) how they start, answer and stop:
+
+* ``wait_ready=False`` starts the producer in a background task that retries until it
+  started or the application stops; readiness (``Producer.ready``) is false until then.
+  ``Producer.ready`` says whether the producer takes records, not whether a broker is
+  reachable now: it stays true through an outage, during which requests get 503s.
+* The producer errors a request can meet map to the same HTTP answers in both
+  (``ERROR_STATUS``): brokers down or shutting down is 503 with ``Retry-After``.
+* Shutdown: ``flush()`` bounded by the close timeout, then ``close()`` with whatever is left
+  of it, then one log line counting the records not delivered over the producer's life (and
+  how many of them during the close). A web server's shutdown must end within what the
+  orchestrator grants it (Kubernetes kills after ``terminationGracePeriodSeconds``); losing
+  records silently is worse than losing them with a log line that counts them.
+
+The defaults of ``max.block.ms`` (60 s) and ``delivery.timeout.ms`` (120 s) are a
+pipeline's: a request waiting for its acknowledgement wants a few seconds (the README's
+"Using it in a web service" gives sizes and reasons; the examples use them).
 """

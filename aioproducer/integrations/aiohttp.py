@@ -2,34 +2,54 @@
 
 ::
 
-    from aioproducer.integrations.aiohttp import PRODUCER_KEY, setup_producer
+    from aioproducer.integrations.aiohttp import PRODUCER_KEY, install_exception_handlers, setup_producer
 
     app = web.Application()
     setup_producer(app, {"bootstrap.servers": "kafka:9092"})
+    install_exception_handlers(app)        # producer errors -> 503 + Retry-After, 413, 422
 
     async def publish(request: web.Request) -> web.Response:
         md = await request.app[PRODUCER_KEY].send_and_wait("events", await request.read())
         ...
 
+    async def ready(request: web.Request) -> web.Response:   # the readiness probe
+        return web.json_response({}, status=200 if request.app[PRODUCER_KEY].ready else 503)
+
 The producer is made and started in the application's ``cleanup_ctx`` (so in the server's
-event loop: one event loop, one producer); an unreachable cluster fails startup with
-``KafkaTimeoutError`` naming the bootstrap servers.
+event loop: one event loop, one producer). ``wait_ready=True``: startup keeps trying the
+bootstrap servers for up to ``max.block.ms``, and a cluster unreachable all that time fails
+it with ``KafkaTimeoutError`` naming them and their last failures. ``wait_ready=False``:
+the application serves at once while the producer starts in the background, retrying
+until it started (``Producer.ready`` turns true: the readiness probe) or the application
+stops; handlers then take the producer with :func:`started_producer`, which waits for the
+start or answers 503.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from aioproducer.integrations._common import shutdown_producer
+from aioproducer.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError, ProducerClosedError
+from aioproducer.integrations._common import (
+    RETRY_AFTER,
+    error_status,
+    shutdown_producer,
+    start_for_request,
+    start_in_background,
+    stop_background,
+)
 from aioproducer.producer import Producer
 
-__all__ = ["PRODUCER_KEY", "setup_producer"]
+__all__ = ["PRODUCER_KEY", "install_exception_handlers", "kafka_error_middleware", "setup_producer", "started_producer"]
 
 #: Where :func:`setup_producer` puts the producer by default: ``request.app[PRODUCER_KEY]``.
 PRODUCER_KEY: web.AppKey[Producer] = web.AppKey("producer", Producer)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def setup_producer(
@@ -39,30 +59,81 @@ def setup_producer(
     key: web.AppKey[Producer] = PRODUCER_KEY,
     close_timeout: float = 10.0,
     name: str = "default",
+    wait_ready: bool = True,
 ) -> None:
     """Register a ``cleanup_ctx`` that starts ``Producer(config)`` as ``app[key]`` and closes it on cleanup.
 
+    ``wait_ready``: as ``producer_lifespan``'s in the FastAPI integration (see the module
+    docstring): ``False`` puts the producer in ``app[key]`` before it started, so that
+    handlers should take it with :func:`started_producer`.
     Cleanup: ``flush()`` bounded by ``close_timeout`` seconds, then ``close()`` with what is
     left, then a log line counting the records not delivered (logger ``aioproducer.integrations``).
     Another ``key`` gives a second producer; ``name`` is how the log lines call it.
     """
-    app.cleanup_ctx.append(_producer_ctx(config, key, close_timeout, name))
+    app.cleanup_ctx.append(_producer_ctx(config, key, close_timeout, name, wait_ready))
 
 
 def _producer_ctx(
-    config: Mapping[str, Any], key: web.AppKey[Producer], close_timeout: float, name: str
+    config: Mapping[str, Any], key: web.AppKey[Producer], close_timeout: float, name: str, wait_ready: bool
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         producer = Producer(config)
-        try:
-            await producer.start()
-        except BaseException:
-            await producer.close(timeout=0)  # nothing a failed start opened may outlive it
-            raise
+        background: asyncio.Task[None] | None = None
+        if wait_ready:
+            try:
+                await producer.start()
+            except BaseException:
+                await producer.close(timeout=0)  # nothing a failed start opened may outlive it
+                raise
+        else:
+            background = start_in_background(producer, name)
         app[key] = producer
         try:
             yield
         finally:
             await shutdown_producer(producer, name, close_timeout)
+            await stop_background(background)  # close() ended its attempt; it may be waiting for the next
 
     return ctx
+
+
+async def started_producer(request: web.Request, key: web.AppKey[Producer] = PRODUCER_KEY) -> Producer:
+    """``request.app[key]`` once started: waits for a start in progress (``wait_ready=False``), at most ``max.block.ms``.
+
+    A producer that could not start (cluster unreachable, wrong credentials) or is shutting
+    down is ``HTTPServiceUnavailable`` (503) with ``Retry-After: 1``: the request was fine,
+    the service is not ready. On a started producer it returns at once.
+    """
+    producer = request.app[key]
+    try:
+        await start_for_request(producer)
+    except (KafkaTimeoutError, KafkaConnectionError, AuthenticationError, ProducerClosedError) as exc:
+        raise web.HTTPServiceUnavailable(
+            text=f"the Kafka producer is not started: {type(exc).__name__}: {exc}", headers=RETRY_AFTER
+        ) from exc
+    return producer
+
+
+@web.middleware
+async def kafka_error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer the producer errors a handler lets through as FastAPI's ``install_exception_handlers`` does.
+
+    503 with ``Retry-After: 1`` for ``KafkaTimeoutError``, ``KafkaConnectionError`` and
+    ``ProducerClosedError`` (brokers down, buffer full, shutting down: come back), 413 for
+    ``RecordTooLargeError``, 422 for ``SerializationError``, 500 naming the cause for
+    ``WrongEventLoopError``; body ``{"error": "<class name>", "detail": "<message>"}``.
+    Anything else passes through untouched.
+    """
+    try:
+        return await handler(request)
+    except Exception as exc:
+        answer = error_status(exc)
+        if answer is None:
+            raise
+        status, headers = answer
+        return web.json_response({"error": type(exc).__name__, "detail": str(exc)}, status=status, headers=headers)
+
+
+def install_exception_handlers(app: web.Application) -> None:
+    """Add :func:`kafka_error_middleware` to ``app`` (before the application starts, as every middleware)."""
+    app.middlewares.append(kafka_error_middleware)

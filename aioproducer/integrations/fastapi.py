@@ -14,7 +14,17 @@
 
 The producer is made and started when the application starts (one event loop, one
 producer: it must not be made at import time, before the server's loop exists) and
-closed when it stops. Nested in the application's own lifespan::
+closed when it stops. With ``wait_ready=False`` the application serves before the cluster
+answered and a readiness probe follows the start::
+
+    app = FastAPI(lifespan=producer_lifespan(config, wait_ready=False))
+
+    @app.get("/ready")
+    async def ready(request: Request) -> Response:
+        producer = request.app.state.aioproducer_producers["default"]
+        return Response(status_code=200 if producer_ready(producer) else 503)
+
+Nested in the application's own lifespan::
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -30,11 +40,18 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from aioproducer.errors import KafkaTimeoutError, RecordTooLargeError, SerializationError, WrongEventLoopError
-from aioproducer.integrations._common import shutdown_producer, start_in_background
+from aioproducer.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError, ProducerClosedError
+from aioproducer.integrations._common import (
+    ERROR_STATUS,
+    RETRY_AFTER,
+    shutdown_producer,
+    start_for_request,
+    start_in_background,
+    stop_background,
+)
 from aioproducer.producer import Producer
 
 __all__ = [
@@ -61,13 +78,17 @@ def producer_lifespan(
 ) -> Lifespan:
     """A lifespan (pass it as ``FastAPI(lifespan=...)``) that starts ``Producer(config)`` and closes it.
 
-    ``wait_ready=True``: startup waits for the cluster's first metadata (at most
-    ``max.block.ms``); an unreachable cluster fails startup with ``KafkaTimeoutError``
-    naming the bootstrap servers, so the server exits instead of serving errors.
+    ``wait_ready=True``: startup waits for the cluster's first metadata, trying the
+    bootstrap servers again and again for up to ``max.block.ms``; a cluster unreachable
+    all that time fails startup with ``KafkaTimeoutError`` naming the bootstrap servers and
+    their last failures, so the server exits instead of serving errors (wrong credentials
+    or an untrusted certificate fail it at once).
     ``wait_ready=False``: the server serves at once and the producer starts in a
-    background task; :func:`get_producer` waits for that start (a failed one is tried
-    again, each time bounded by ``max.block.ms``), and :func:`producer_ready` says
-    false until it finished: point the readiness probe at it.
+    background task that retries until it started or the app stops (a WARNING at the
+    first failure, then at most one a minute; an INFO when it started);
+    :func:`producer_ready` says false until then: point the readiness probe at it.
+    A request meanwhile waits in :func:`get_producer` for the start, at most
+    ``max.block.ms``, then gets a 503 with ``Retry-After``.
 
     Shutdown: ``flush()`` bounded by ``close_timeout`` seconds, then ``close()`` with what is
     left, then a log line counting the records not delivered (logger ``aioproducer.integrations``).
@@ -94,8 +115,7 @@ def producer_lifespan(
         finally:
             producers.pop(name, None)
             await shutdown_producer(producer, name, close_timeout)
-            if background is not None:
-                await background  # ended by close(): it never raises (see start_in_background)
+            await stop_background(background)  # close() ended its attempt; it may be waiting for the next
 
     return lifespan
 
@@ -113,7 +133,11 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
     """A dependency giving the producer ``name`` of :func:`producer_lifespan`.
 
     Waits for a start still in progress (``wait_ready=False``) rather than failing the
-    request; ``start()`` returns at once on a started producer. Override it in tests with
+    request, at most ``max.block.ms`` (``start()`` returns at once on a started producer).
+    A producer that could not start (cluster unreachable, wrong credentials) or is
+    shutting down is a 503 with ``Retry-After: 1``, whether or not
+    :func:`install_exception_handlers` was called: the request was fine, the service is
+    not ready, and the readiness probe says so too. Override it in tests with
     ``app.dependency_overrides[dependency] = ...`` (the dependency is the function
     this returns: keep it, e.g. in ``ProducerDep``'s metadata).
     """
@@ -125,7 +149,12 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
         producer = producers.get(name) if producers else None
         if producer is None:
             raise RuntimeError(f"no aioproducer producer named {name!r}: is producer_lifespan(...) the app's lifespan?")
-        await producer.start()
+        try:
+            await start_for_request(producer)
+        except (KafkaTimeoutError, KafkaConnectionError, AuthenticationError, ProducerClosedError) as exc:
+            raise HTTPException(
+                503, f"the Kafka producer is not started: {type(exc).__name__}: {exc}", headers=RETRY_AFTER
+            ) from exc
         return producer
 
     return dependency
@@ -139,27 +168,37 @@ ProducerDep = Annotated[Producer, Depends(default_producer)]
 
 
 def producer_ready(producer: Producer) -> bool:
-    """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``."""
+    """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``.
+
+    True once ``start()`` finished (the cluster answered once), until ``close()`` or a fatal
+    error. It does not follow the brokers afterwards: during an outage the producer still
+    queues records (they wait up to ``delivery.timeout.ms``), so it stays true.
+    """
     return producer.ready
 
 
 def install_exception_handlers(app: FastAPI) -> None:
     """Turn the producer's client-side errors into HTTP answers instead of 500s.
 
-    * ``KafkaTimeoutError`` -> 503 with ``Retry-After: 1``: the buffer is full or the
-      cluster did not answer within ``max.block.ms``; the client should come back.
+    * ``KafkaTimeoutError`` -> 503 with ``Retry-After: 1``: the buffer is full, the
+      cluster did not answer within ``max.block.ms``, or the record expired after
+      ``delivery.timeout.ms`` (brokers down); the client should come back.
+    * ``KafkaConnectionError`` -> 503 with ``Retry-After: 1``: a connection broke under
+      the record (brokers down or restarting).
+    * ``ProducerClosedError`` -> 503 with ``Retry-After: 1``: the service is shutting
+      down (or its producer is not started): another instance, or this one later, can take it.
     * ``RecordTooLargeError`` -> 413: the request's record can never fit.
     * ``SerializationError`` -> 422: the request's data cannot be made into a record.
     * ``WrongEventLoopError`` -> 500 naming the cause: the producer was started on another
       event loop (at import time, under another ``asyncio.run``) or before the server forked
       its workers; a bare 500 would hide the one message that says how to fix it.
 
-    Bodies are JSON: ``{"error": "<class name>", "detail": "<message>"}``.
+    Bodies are JSON: ``{"error": "<class name>", "detail": "<message>"}``. Other errors
+    (a broker's refusal such as ``TopicAuthorizationFailedError``, an ``AuthenticationError``)
+    stay 500s: retrying would not help.
     """
-    app.add_exception_handler(KafkaTimeoutError, _handler(503, {"Retry-After": "1"}))
-    app.add_exception_handler(RecordTooLargeError, _handler(413))
-    app.add_exception_handler(SerializationError, _handler(422))
-    app.add_exception_handler(WrongEventLoopError, _handler(500))
+    for cls, status, headers in ERROR_STATUS:  # shared with the aiohttp middleware
+        app.add_exception_handler(cls, _handler(status, headers))
 
 
 def _handler(status: int, headers: dict[str, str] | None = None) -> Callable[[Request, Exception], Coroutine[Any, Any, JSONResponse]]:

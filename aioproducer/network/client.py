@@ -27,7 +27,8 @@ refreshes share one request; a snapshot is stale after ``metadata.max.age.ms`` o
 Reconnect backoff follows ``ClusterConnectionStates``: after the n-th
 consecutive failed attempt to reach a node the next attempt waits
 ``reconnect.backoff.ms * 2**(n-1)``, jittered by ±20 %, capped at
-``reconnect.backoff.max.ms``; a successful connection resets it.
+``reconnect.backoff.max.ms``; a successful connection resets it. :meth:`KafkaClient.bootstrap`
+backs off the same way between rounds over every bootstrap server, until its timeout.
 
 Throttling (KIP-219) follows it too: a Produce response (v6+) with
 ``throttle_time_ms > 0`` makes :meth:`is_ready` false for that node until the
@@ -41,7 +42,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -58,7 +59,7 @@ from aioproducer.network.connection import Authenticator, BrokerConnection, Open
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
 
-__all__ = ["ClientClosedError", "ClientConfig", "KafkaClient"]
+__all__ = ["ClientClosedError", "ClientConfig", "KafkaClient", "NoBrokerAnsweredError"]
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,30 @@ class ClientClosedError(KafkaConnectionError):
     """The client closed (or is closing) while the caller waited on it."""
 
 
+class NoBrokerAnsweredError(KafkaConnectionError):
+    """No broker answered a request any broker can answer; the message names each one's failure.
+
+    ``errors`` keeps them, so that :meth:`KafkaClient.bootstrap` can tell a cluster that is
+    down (refused, reset, silent: worth retrying) from one that can never answer this client
+    (a port that does not speak Kafka, a broker too old), which it must not retry.
+    """
+
+    def __init__(self, message: str, errors: Sequence[KafkaError]) -> None:
+        super().__init__(message)
+        self.errors = tuple(errors)
+
+    @property
+    def connection_level(self) -> bool:
+        """Whether a failure was the network's (refused, reset, timed out), or nothing was tried at all."""
+        return not self.errors or any(isinstance(e, (KafkaConnectionError, KafkaTimeoutError)) for e in self.errors)
+
+
 def _monotonic_ms() -> float:
     return time.monotonic() * 1000.0
+
+
+async def _sleep_ms(ms: float) -> None:
+    await asyncio.sleep(ms / 1000.0)
 
 
 class KafkaClient:
@@ -137,13 +160,18 @@ class KafkaClient:
         lifecycle: Lifecycle | None = None,
         open_streams: OpenStreams | None = None,
         authenticator: Authenticator | None = None,
+        sleep: Callable[[float], Awaitable[None]] = _sleep_ms,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
         self._config = config
         self._allow_auto_topic_creation = allow_auto_topic_creation
         self._clock = clock
+        #: Waits ``ms`` milliseconds between bootstrap rounds: a test passes one that moves its fake clock.
+        self._sleep = sleep
         self._rng = rng or random.Random()
+        #: Why the last bootstrap round failed (every server's failure), None once one answered.
+        self.bootstrap_failure: KafkaConnectionError | None = None
         #: How every connection is secured (``aioproducer.security``): TLS streams, the SASL mechanism.
         self._open_streams = open_streams
         self._authenticator = authenticator
@@ -283,13 +311,43 @@ class KafkaClient:
         await self.refresh_metadata()
         return True
 
-    async def bootstrap(self) -> ClusterMetadata:
-        """Fetch the first metadata, trying each bootstrap server in turn.
+    async def bootstrap(self, timeout_ms: float = 0.0) -> ClusterMetadata:
+        """Fetch the first metadata, trying every bootstrap server until one answers or ``timeout_ms`` passed.
 
-        Raises :class:`KafkaConnectionError` listing every server's failure
-        when none answered.
+        A round tries each server in turn (:meth:`refresh_metadata`); when none answered,
+        the next round waits ``reconnect.backoff.ms * 2**(n-1)``, jittered ±20 % and capped at
+        ``reconnect.backoff.max.ms``, as Java's ``NetworkClient`` keeps retrying its bootstrap
+        nodes until ``max.block.ms``: a broker restarting for a few seconds must not fail a
+        service's startup. Only connection-level failures are retried: an
+        :class:`AuthenticationError` (wrong credentials, untrusted certificate) would fail
+        the same way on every try, so it is raised at once. Rounds and waits are timed by
+        the client's ``clock`` and ``sleep``; ``timeout_ms=0`` makes one round.
+
+        Raises :class:`KafkaTimeoutError` naming the last round's failures when no round
+        answered in time (:attr:`bootstrap_failure` keeps them for a caller that cancels
+        this call first, e.g. for a server that never answers, whose round outlasts the bound).
         """
-        return await self.refresh_metadata()
+        deadline = self._clock() + timeout_ms
+        rounds = 0
+        while True:
+            try:
+                metadata = await self.refresh_metadata()
+            except NoBrokerAnsweredError as exc:
+                if self.lifecycle.state is State.CLOSED or not exc.connection_level:
+                    raise
+                self.bootstrap_failure = exc
+                rounds += 1
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no bootstrap server answered within {timeout_ms:g} ms ({rounds} rounds); last: {exc}"
+                    ) from exc
+                delay = min(self._reconnect_backoff_ms(rounds), remaining)
+                log.debug("bootstrap round %d failed (%s): next in %.0f ms", rounds, exc, delay)
+                await self._sleep(delay)
+                continue
+            self.bootstrap_failure = None
+            return metadata
 
     async def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
         """Send one Metadata request for every tracked topic (``topics`` are tracked first).
@@ -372,7 +430,7 @@ class KafkaClient:
         """
         if self.lifecycle.state is State.CLOSED:
             raise KafkaConnectionError("the client is closed")
-        failures: list[str] = []
+        failures: list[tuple[str, KafkaError]] = []
         live = sorted(
             (c for c in self._conns.values() if c.is_connected), key=lambda c: c.in_flight_count
         )
@@ -387,7 +445,7 @@ class KafkaClient:
             try:
                 conn = await self.connection(node_id)
             except KafkaError as exc:
-                failures.append(f"node {node_id}: {exc}")
+                failures.append((f"node {node_id}", exc))
                 continue
             if (response := await self._try_send(conn, api_key, body, failures)) is not None:
                 return handle(response)
@@ -399,27 +457,28 @@ class KafkaClient:
                 except AuthenticationError:
                     raise  # TLS or SASL refused: another server of the same cluster would refuse too
                 except KafkaError as exc:
-                    failures.append(f"{host}:{port}: {exc}")
+                    failures.append((f"{host}:{port}", exc))
                     continue
                 if (response := await self._try_send(conn, api_key, body, failures)) is not None:
                     return handle(response)
             finally:
                 if not self._adopt(conn):
                     await conn.close()
-        raise KafkaConnectionError(
+        raise NoBrokerAnsweredError(
             f"no broker answered {messages.API_NAMES.get(api_key, api_key)}: "
-            + ("; ".join(failures) or "no broker known")
+            + ("; ".join(f"{where}: {exc}" for where, exc in failures) or "no broker known"),
+            [exc for _where, exc in failures],
         )
 
     @staticmethod
     async def _try_send(
-        conn: BrokerConnection, api_key: int, body: dict[str, Any], failures: list[str]
+        conn: BrokerConnection, api_key: int, body: dict[str, Any], failures: list[tuple[str, KafkaError]]
     ) -> dict[str, Any] | None:
         """``conn.send``, with a connection-level failure noted in ``failures`` and ``None`` returned."""
         try:
             response = await conn.send(api_key, body)
         except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
-            failures.append(f"{conn.address}: {exc}")
+            failures.append((conn.address, exc))
             return None
         assert response is not None  # expect_response=True
         return response

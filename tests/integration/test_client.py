@@ -129,14 +129,67 @@ async def test_metadata_follows_a_leader_move(client: KafkaClient, mock_cluster:
 async def test_bootstrap_failure_lists_every_server() -> None:
     ports = [closed_port(), closed_port()]
     client = KafkaClient(Config([("127.0.0.1", p) for p in ports]))
-    started = time.monotonic()
-    with pytest.raises(KafkaConnectionError) as info:
-        await client.bootstrap()
-    assert time.monotonic() - started < 2.0
+    with pytest.raises(KafkaTimeoutError) as info:
+        await client.bootstrap()  # timeout_ms=0: one round
     for port in ports:
         assert f"127.0.0.1:{port}" in str(info.value)
+    assert "(1 rounds)" in str(info.value)
+    assert client.bootstrap_failure is not None and f"127.0.0.1:{ports[0]}" in str(client.bootstrap_failure)
     await client.close()
     assert not other_tasks()
+
+
+async def test_bootstrap_retries_refusing_servers_with_reconnect_backoff_until_its_timeout() -> None:
+    """Rounds over every server, waits doubling from reconnect.backoff.ms, jittered, capped; timed by the fake clock."""
+    clock = FakeClock()
+    waits: list[float] = []
+
+    async def sleep(ms: float) -> None:
+        waits.append(ms)
+        clock.now += ms  # no real waiting: the bound is the fake clock's
+
+    ports = [closed_port(), closed_port()]
+    config = Config([("127.0.0.1", p) for p in ports], reconnect_backoff_ms=100, reconnect_backoff_max_ms=500)
+    client = KafkaClient(config, clock=clock, rng=random.Random(3), sleep=sleep)
+    with pytest.raises(KafkaTimeoutError, match="no bootstrap server answered within 2000 ms") as info:
+        await client.bootstrap(2000)
+    for attempt, wait in enumerate(waits[:-1]):  # the last wait is what was left of the 2000 ms
+        term = 100 * 2**attempt
+        assert min(term * 0.8, 500) <= wait <= min(term * 1.2, 500), waits
+    assert waits[3:-1] and all(w == 500 for w in waits[3:-1]), waits  # capped
+    assert sum(waits) == pytest.approx(2000)
+    assert f"({len(waits) + 1} rounds)" in str(info.value)
+    for port in ports:  # every server tried in the last round, each named with its failure
+        assert f"127.0.0.1:{port}: could not connect" in str(info.value)
+    await client.close()
+
+
+async def test_bootstrap_raises_a_non_network_failure_at_once() -> None:
+    """A port that does not speak Kafka answers the same way on every try: no retry until the timeout."""
+
+    async def http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    clock = FakeClock()
+    waits: list[float] = []
+
+    async def sleep(ms: float) -> None:
+        waits.append(ms)
+        clock.now += ms
+
+    client = KafkaClient(Config([("127.0.0.1", port)]), clock=clock, sleep=sleep)
+    try:
+        with pytest.raises(KafkaConnectionError, match="speaks HTTP"):
+            await client.bootstrap(60_000)
+        assert waits == []
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_bootstrap_skips_a_dead_server(mock_cluster: MockCluster) -> None:

@@ -4,7 +4,10 @@ Each example service (``examples/fastapi_service.py``, ``examples/aiohttp_servic
 against the mock cluster; what it published is read back by an independent consumer
 (aiokafka), which checks the value, key and ``request-id`` header the service chose.
 Shutdown with the brokers down must end within its bounds and count what it lost;
-a full buffer must be a 503 the client can retry; an unreachable cluster must stop startup.
+a full buffer must be a 503 the client can retry; an unreachable cluster must stop startup
+(``wait_ready=True``). With the session's real Kafka node behind a FaultProxy that refuses
+connections, each example must serve from the start, answer ``/ready`` and publishes with
+503 + ``Retry-After``, and turn ready by itself once the broker answers.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import importlib.util
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -26,7 +29,8 @@ import uvicorn
 from aiohttp import web
 from fastapi import Depends, FastAPI
 
-from aioproducer import KafkaConnectionError, Producer
+from aioproducer import KafkaConnectionError, KafkaTimeoutError, Producer, ProducerClosedError
+from aioproducer.integrations import aiohttp as aiohttp_integration
 from aioproducer.integrations.fastapi import (
     ProducerDep,
     default_producer,
@@ -34,7 +38,8 @@ from aioproducer.integrations.fastapi import (
     install_exception_handlers,
     producer_lifespan,
 )
-from aioproducer.testing import MockCluster
+from aioproducer.testing import FaultProxy, KafkaCluster, MockCluster
+from conftest import new_topic
 from helpers import closed_port, eventually
 from readback import read_aiokafka
 
@@ -107,13 +112,25 @@ async def aiohttp_server(app: web.Application) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def check_published(bootstrap: str, answer: dict[str, Any], body: bytes, key: bytes | None, request_id: str) -> None:
+async def check_published(
+    bootstrap: str, answer: dict[str, Any], body: bytes, key: bytes | None, request_id: str, topic: str = TOPIC
+) -> None:
     """The record the service said it wrote is there, as an independent consumer reads it."""
-    assert answer["topic"] == TOPIC and answer["request_id"] == request_id
-    [record] = await read_aiokafka(bootstrap, TOPIC, answer["partition"], count=1, start_offset=answer["offset"])
+    assert answer["topic"] == topic and answer["request_id"] == request_id
+    [record] = await read_aiokafka(bootstrap, topic, answer["partition"], count=1, start_offset=answer["offset"])
     assert record.value == body
     assert record.key == key
     assert record.headers == [("request-id", request_id.encode())]
+
+
+async def wait_until_ready(client: httpx.AsyncClient, timeout: float = 15) -> None:
+    """Poll ``GET /ready`` until it answers 200, as a load balancer does before sending traffic."""
+    deadline = time.monotonic() + timeout
+    while (response := await client.get("/ready")).status_code != 200:
+        assert response.status_code == 503, response.text
+        if time.monotonic() > deadline:
+            pytest.fail(f"/ready still {response.status_code} after {timeout} s")
+        await asyncio.sleep(0.05)  # a probe's period: the condition is the answer, bounded above
 
 
 async def post_events(client: httpx.AsyncClient, bootstrap: str) -> None:
@@ -143,6 +160,7 @@ async def post_events(client: httpx.AsyncClient, bootstrap: str) -> None:
 async def test_fastapi_example_publishes_requests(mock_cluster: MockCluster) -> None:
     app = load_example("fastapi_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=FAST)
     async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+        await wait_until_ready(client)
         assert (await client.get("/ready")).json() == {"ready": True}
         await post_events(client, mock_cluster.bootstrap_servers)
 
@@ -175,7 +193,7 @@ async def test_fastapi_shutdown_with_brokers_down_is_bounded_and_counts_the_lost
         elapsed = time.monotonic() - started
     assert not any(isinstance(a, httpx.Response) and a.status_code == 200 for a in answers)
     assert elapsed < graceful + close_timeout + 2.0, f"shutdown took {elapsed:.2f} s"
-    assert "closed: 3 records not delivered within close_timeout=1.0 s" in caplog.text
+    assert "closed: 3 records not delivered over its life (3 during close, close_timeout=1.0 s)" in caplog.text
 
 
 async def test_fastapi_full_buffer_is_503_with_retry_after(mock_cluster: MockCluster) -> None:
@@ -206,12 +224,17 @@ async def test_fastapi_full_buffer_is_503_with_retry_after(mock_cluster: MockClu
 
 async def test_fastapi_startup_against_unreachable_cluster_fails_clearly(caplog: pytest.LogCaptureFixture) -> None:
     bootstrap = f"127.0.0.1:{closed_port()}"
-    app = load_example("fastapi_service").create_app(bootstrap, TOPIC, producer_config={"max.block.ms": 500})
+    app = load_example("fastapi_service").create_app(
+        bootstrap, TOPIC, producer_config={"max.block.ms": 500}, wait_ready=True
+    )
     with pytest.raises(RuntimeError, match="uvicorn stopped during startup"):
         async with uvicorn_server(app):
             pass
-    # A refused connection fails at once (a silent server would take max.block.ms): either way the error names it.
-    assert f"KafkaConnectionError: no broker answered Metadata: {bootstrap}" in caplog.text
+    # Refused again and again for max.block.ms, then the error names the servers and how they failed.
+    assert (
+        "KafkaTimeoutError: start(): no bootstrap server answered within max.block.ms=500 ms "
+        f"(bootstrap.servers={bootstrap}); last failures: no broker answered Metadata: {bootstrap}: could not connect"
+    ) in caplog.text
     assert not getattr(app.state, "aioproducer_producers", None), "a failed startup registered no producer"
 
 
@@ -263,6 +286,7 @@ async def test_fastapi_dependency_override_and_serialization_error_is_422(mock_c
 async def test_aiohttp_example_publishes_requests(mock_cluster: MockCluster) -> None:
     app = load_example("aiohttp_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=FAST)
     async with aiohttp_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await wait_until_ready(client)
         await post_events(client, mock_cluster.bootstrap_servers)
 
 
@@ -287,13 +311,15 @@ async def test_aiohttp_cleanup_with_brokers_down_is_bounded_and_counts_the_lost(
         answers = await asyncio.gather(*requests, return_exceptions=True)
     assert not any(isinstance(a, httpx.Response) and a.status_code == 200 for a in answers)
     assert elapsed < 1.0 + 1.0 + 2.0, f"cleanup took {elapsed:.2f} s"
-    assert "closed: 2 records not delivered within close_timeout=1.0 s" in caplog.text
+    assert "closed: 2 records not delivered over its life (2 during close, close_timeout=1.0 s)" in caplog.text
 
 
 async def test_aiohttp_startup_against_unreachable_cluster_fails_clearly() -> None:
     bootstrap = f"127.0.0.1:{closed_port()}"
-    app = load_example("aiohttp_service").create_app(bootstrap, TOPIC, producer_config={"max.block.ms": 500})
-    with pytest.raises(KafkaConnectionError, match=f"no broker answered Metadata: {bootstrap}"):
+    app = load_example("aiohttp_service").create_app(
+        bootstrap, TOPIC, producer_config={"max.block.ms": 500}, wait_ready=True
+    )
+    with pytest.raises(KafkaTimeoutError, match=f"max.block.ms=500 ms \\(bootstrap.servers={bootstrap}\\); last failures"):
         async with aiohttp_server(app):
             pass
 
@@ -395,3 +421,230 @@ async def test_two_named_producers_nested_in_the_apps_own_lifespan(mock_cluster:
     ids = response.json()
     assert ids["audit"] == "audit" and ids["events"] != "audit"
     assert own_setup == ["up", "down"]
+
+
+# ------------------------------------------------------------------ brokers down
+
+
+async def test_records_lost_in_an_outage_are_503_and_counted_by_the_shutdown_line(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records that expire while the brokers are down: each request a 503, the shutdown line counts them all.
+
+    Both examples; the shutdown line used to count only what failed during close and said
+    "every record delivered" after an outage.
+    """
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    config = {**FAST, "request.timeout.ms": 500, "delivery.timeout.ms": 1000}
+    fastapi_app = load_example("fastapi_service").create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=config)
+    aiohttp_module = load_example("aiohttp_service")
+    aiohttp_app = aiohttp_module.create_app(mock_cluster.bootstrap_servers, TOPIC, producer_config=config)
+    async with contextlib.AsyncExitStack() as stack:
+        fastapi_url, _server = await stack.enter_async_context(uvicorn_server(fastapi_app))
+        aiohttp_url = await stack.enter_async_context(aiohttp_server(aiohttp_app))
+        clients = [
+            await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
+            for url in (fastapi_url, aiohttp_url)
+        ]
+        for client in clients:
+            await wait_until_ready(client)
+            assert (await client.post("/events", content=b'{"user_id": "w"}')).status_code == 200
+        for broker in mock_cluster.broker_ids:
+            mock_cluster.broker_down(broker)
+        answers = await asyncio.gather(
+            *(client.post("/events", content=b'{"user_id": "u%d"}' % i) for client in clients for i in range(2))
+        )
+        for answer in answers:
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["retry-after"] == "1"
+            assert answer.json()["error"] == "KafkaTimeoutError"
+            assert "delivery.timeout.ms=1000" in answer.json()["detail"]
+    lines = [r.getMessage() for r in caplog.records if "closed:" in r.getMessage()]
+    assert lines == ["aioproducer producer 'default' closed: 2 records not delivered over its life (0 during close, close_timeout=10.0 s)"] * 2
+
+
+@pytest.mark.parametrize(
+    "error",
+    [KafkaConnectionError("connection to broker:9092 broke"), ProducerClosedError("closed"), KafkaTimeoutError("expired")],
+    ids=lambda e: type(e).__name__,
+)
+async def test_errors_of_brokers_down_or_of_shutting_down_are_503_with_retry_after(error: Exception) -> None:
+    """What a handler can get while brokers are down or the app stops: the same answer in both frameworks."""
+    fastapi_app = FastAPI()
+    install_exception_handlers(fastapi_app)
+
+    @fastapi_app.post("/events")
+    async def fastapi_publish() -> None:
+        raise error
+
+    async def aiohttp_publish(request: web.Request) -> web.Response:
+        raise error
+
+    aiohttp_app = web.Application()
+    aiohttp_integration.install_exception_handlers(aiohttp_app)
+    aiohttp_app.router.add_post("/events", aiohttp_publish)
+    async with contextlib.AsyncExitStack() as stack:
+        fastapi_url, _server = await stack.enter_async_context(uvicorn_server(fastapi_app))
+        aiohttp_url = await stack.enter_async_context(aiohttp_server(aiohttp_app))
+        for url in (fastapi_url, aiohttp_url):
+            client = await stack.enter_async_context(httpx.AsyncClient(base_url=url))
+            response = await client.post("/events")
+            assert response.status_code == 503, (url, response.text)
+            assert response.headers["retry-after"] == "1"
+            assert response.json() == {"error": type(error).__name__, "detail": str(error)}
+
+
+async def test_the_background_start_warns_once_then_once_a_minute_until_it_starts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The retry loop's log on a fake clock: no WARNING per attempt, a count and the last error in each."""
+    from aioproducer.integrations._common import start_in_background, stop_background
+
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    producer = Producer(bootstrap_servers=f"127.0.0.1:{closed_port()}", max_block_ms=0, reconnect_backoff_max_ms=1000)
+    now = [0.0]
+    pauses: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # each attempt "takes" 10 s of the fake clock, its pause included
+        pauses.append(seconds)
+        now[0] += 10
+        if len(pauses) == 20:
+            await producer.close()  # the app stops: the loop ends at its next attempt
+
+    task = start_in_background(producer, "p", clock=lambda: now[0], sleep=sleep)
+    await asyncio.wait_for(task, 30)
+    assert pauses == [1.0] * 20  # reconnect.backoff.max.ms between attempts
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4, warnings  # at 0 s, then at 60, 120 and 180 s of the 200
+    assert warnings[0].startswith("aioproducer producer 'p' did not start, retrying in the background")
+    assert warnings[1].startswith("aioproducer producer 'p' still not started after 7 attempts over 60 s: start(): ")
+    await stop_background(task)
+
+
+async def test_the_background_start_retries_until_the_producer_started(caplog: pytest.LogCaptureFixture) -> None:
+    """No request needed: a producer whose first attempts failed starts by itself, and says so once.
+
+    Cancellations from requests do not stop it: a request cancelled while it waits for the
+    start (its client left, its own timeout) leaves the shared start running, and a caller
+    that cancels the shared start itself costs the loop one attempt, not its retries.
+    """
+    from aioproducer.integrations._common import start_for_request, start_in_background, stop_background
+
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    with MockCluster(brokers=1, topics={TOPIC: 1}) as cluster:
+        host, port = cluster.bootstrap_servers.rsplit(":", 1)
+        with FaultProxy((host, int(port))) as proxy:
+            proxy.refuse()
+            producer = Producer(bootstrap_servers=proxy.address, max_block_ms=200, reconnect_backoff_max_ms=50)
+            task = start_in_background(producer, "p")
+            await eventually(lambda: proxy.stats.connections_refused >= 10, timeout=10, what="10 tries")
+            assert not task.done() and not producer.ready
+
+            def attempt_under_way() -> bool:
+                attempt = producer._start_task
+                return attempt is not None and not attempt.done()
+
+            await eventually(attempt_under_way, what="an attempt under way")
+            attempt = producer._start_task
+            request = asyncio.create_task(start_for_request(producer))
+            for _ in range(3):  # the request's task, then its start() call: both now wait on that attempt
+                await asyncio.sleep(0)
+            request.cancel()
+            await asyncio.gather(request, return_exceptions=True)
+            assert attempt is not None and not attempt.cancelled(), "a cancelled request cancelled the shared start"
+            await eventually(attempt_under_way, what="an attempt under way")
+            impatient = asyncio.create_task(producer.start())  # awaits the shared attempt itself
+            await asyncio.sleep(0)
+            impatient.cancel()
+            await asyncio.gather(impatient, return_exceptions=True)
+            assert not task.done(), "an outside cancel of start() ended the background retries"
+            proxy.refuse(False)
+            await asyncio.wait_for(task, 10)
+            assert producer.ready
+            await producer.close()
+            await stop_background(task)
+    [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert info.startswith("aioproducer producer 'p' started in the background after ")
+
+
+async def test_a_request_during_a_failed_start_is_503_without_exception_handlers() -> None:
+    """wait_ready=False, nothing listening: the request waits for the start (max.block.ms), then a 503, not a 500."""
+    config = {"bootstrap.servers": f"127.0.0.1:{closed_port()}", "max.block.ms": 300}
+    fastapi_app = FastAPI(lifespan=producer_lifespan(config, wait_ready=False))  # no install_exception_handlers
+
+    @fastapi_app.post("/events")
+    async def fastapi_publish(producer: ProducerDep) -> None:
+        await producer.send_and_wait(TOPIC, b"v")
+
+    async def aiohttp_publish(request: web.Request) -> web.Response:
+        await (await aiohttp_integration.started_producer(request)).send_and_wait(TOPIC, b"v")
+        return web.Response()
+
+    aiohttp_app = web.Application()  # no middleware
+    aiohttp_integration.setup_producer(aiohttp_app, config, wait_ready=False)
+    aiohttp_app.router.add_post("/events", aiohttp_publish)
+    async with contextlib.AsyncExitStack() as stack:
+        fastapi_url, _server = await stack.enter_async_context(uvicorn_server(fastapi_app))
+        aiohttp_url = await stack.enter_async_context(aiohttp_server(aiohttp_app))
+        for url in (fastapi_url, aiohttp_url):
+            client = await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
+            response = await client.post("/events")
+            assert response.status_code == 503, (url, response.text)
+            assert response.headers["retry-after"] == "1"
+            assert "the Kafka producer is not started: KafkaTimeoutError: start(): " in response.text
+
+
+# ------------------------------------------------------------------ a real broker down at start
+
+#: Short enough that the tests see several attempts; each is bounded by max.block.ms.
+BROKER_DOWN: dict[str, Any] = {"max.block.ms": 1000, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200}
+
+
+@pytest.fixture
+def refusing_kafka(kafka_cluster: KafkaCluster) -> Iterator[tuple[KafkaCluster, FaultProxy]]:
+    """The session's real Kafka node behind a FaultProxy that refuses every connection (a broker that is down)."""
+    host, port = kafka_cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    with FaultProxy((host, int(port))) as proxy:
+        proxy.refuse()
+        yield kafka_cluster, proxy
+
+
+async def broker_down_at_start(
+    client: httpx.AsyncClient, kafka: KafkaCluster, proxy: FaultProxy, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The service serves with the broker down, answers 503s, and turns ready by itself once the broker answers."""
+    assert (await client.get("/ready")).status_code == 503
+    refused = await client.post("/events", content=b'{"user_id": "early"}')  # waits for the start, max.block.ms
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "1"
+    await eventually(lambda: "did not start, retrying in the background" in caplog.text, timeout=10, what="WARNING")
+    assert (await client.get("/ready")).status_code == 503, "ready although the broker still refuses"
+    proxy.refuse(False)  # the broker is back: no request follows until the probe says ready
+    await wait_until_ready(client)
+    assert "started in the background after" in caplog.text
+    body = b'{"user_id": "u1"}'
+    answer = await client.post("/events", content=body, headers={"request-id": "r-1"})
+    assert answer.status_code == 200, answer.text
+    await check_published(kafka.bootstrap_servers, answer.json(), body, b"u1", "r-1", topic=topic)
+
+
+async def test_fastapi_example_with_the_broker_down_at_start(
+    refusing_kafka: tuple[KafkaCluster, FaultProxy], caplog: pytest.LogCaptureFixture
+) -> None:
+    kafka, proxy = refusing_kafka
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    topic = new_topic(kafka)
+    app = load_example("fastapi_service").create_app(proxy.address, topic, producer_config=BROKER_DOWN)
+    async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url, timeout=30) as client:
+        await broker_down_at_start(client, kafka, proxy, topic, caplog)
+
+
+async def test_aiohttp_example_with_the_broker_down_at_start(
+    refusing_kafka: tuple[KafkaCluster, FaultProxy], caplog: pytest.LogCaptureFixture
+) -> None:
+    kafka, proxy = refusing_kafka
+    caplog.set_level(logging.INFO, logger="aioproducer.integrations")
+    topic = new_topic(kafka)
+    app = load_example("aiohttp_service").create_app(proxy.address, topic, producer_config=BROKER_DOWN)
+    async with aiohttp_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        await broker_down_at_start(client, kafka, proxy, topic, caplog)
