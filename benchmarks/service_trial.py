@@ -4,8 +4,8 @@
 
 One Kafka node (``KafkaCluster``) with a 6-partition topic, stopped before the service
 starts. The example service (``examples/fastapi_service.py`` or ``examples/aiohttp_service.py``)
-runs as its own process (uvicorn, or aiohttp's runner) with the producer settings the README
-gives for services, its log at INFO on stderr. A load generator in this process keeps 64
+runs as its own process (uvicorn, or aiohttp's runner) as it comes (the README's service-sized
+producer settings, ``wait_ready=False``), its log at INFO on stderr. A load generator in this process keeps 64
 connections busy, each posting one event after another, every event with its own
 ``request-id``. The timeline:
 
@@ -41,13 +41,8 @@ from aioproducer.testing import KafkaCluster
 TOPIC = "events"
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The service's producer settings: the README's service-sized values.
-SERVICE_CONFIG: dict[str, Any] = {
-    "max.block.ms": 30_000,
-    "request.timeout.ms": 5_000,
-    "delivery.timeout.ms": 15_000,
-    "linger.ms": 5,
-}
+#: Settings over the example's own (its ``SERVICE_CONFIG``, the README's service-sized values): none.
+SERVICE_CONFIG: dict[str, Any] = {}
 
 _LAUNCH = """
 import importlib.util, json, logging, sys
