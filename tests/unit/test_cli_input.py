@@ -79,12 +79,19 @@ def test_a_line_over_the_limit_is_dropped_as_read_and_reported_by_length() -> No
 
 @pytest.mark.parametrize("text", ["-3", "0", "10001", "x", "1.5", ""])
 def test_partitions_out_of_range_is_a_usage_error_naming_the_option(text: str, capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (["produce", "--topic", "t"], ["perf-test", "--topic", "t", "--num-records", "1", "--record-size", "1", "--throughput", "-1"]):
+    perf_test = ["perf-test", "--topic", "t", "--num-records", "1", "--record-size", "1", "--throughput", "-1"]
+    for command in (["produce", "--topic", "t"], perf_test, ["demo"]):
         with pytest.raises(SystemExit) as exit_info:
             build_parser().parse_args([*command, "--partitions", text])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert "argument --partitions: must be an integer in 1..10000" in err and "Traceback" not in err
+
+
+def test_demo_count_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["demo", "--count", "-1"])
+    assert exit_info.value.code == 2 and "argument --count: must be an integer in 0..1000000" in capsys.readouterr().err
 
 
 def test_integer_and_throughput_types() -> None:
