@@ -105,6 +105,8 @@ def secrets_in_arguments(argv: Iterable[str]) -> list[str]:
     for arg in argv:
         if after_key:  # "sasl.password S3CRET" as two arguments: the second is the value
             found.append(arg.strip())
+        if arg.startswith("--") and "=" in arg:  # "--command-property=sasl.password:S3CRET"
+            arg = arg.split("=", 1)[1]
         match = re.match(r"\s*([^=:\s]+)\s*[=:\s]\s*(.+)", arg, re.DOTALL)
         if match and is_secret_key(match.group(1)):
             found.append(match.group(2).strip())

@@ -344,9 +344,7 @@ def _read_payloads(path: str, delimiter: str, output: Output) -> list[bytes]:
 
 
 async def _pace(start: float, sent: int, rate: float, clock: Callable[[], float]) -> None:
-    """Wait until record ``sent`` is due at ``rate`` records/s (no wait when unlimited)."""
-    if rate <= 0:
-        return
+    """Wait until record ``sent`` is due at ``rate`` records/s (above 0)."""
     delay = start + sent / rate - clock()
     if delay > 0:
         await asyncio.sleep(delay)  # pacing to the target rate: the delay is the point
@@ -369,51 +367,64 @@ class Plan:
     make_producer: Callable[[dict[str, str]], Producer] = Producer
 
 
+class _Transactions:
+    """Kafka's tool's transactions: begin before a record if none is open, commit once one is old enough."""
+
+    def __init__(self, producer: Producer, duration_ms: int) -> None:
+        self.producer, self.duration_s = producer, duration_ms / 1000
+        self.started: float | None = None
+
+    def before_send(self, now: float) -> None:
+        if self.started is None:
+            self.producer.begin_transaction()
+            self.started = now
+
+    async def after_send(self, sent_at: float) -> None:
+        if self.started is not None and sent_at - self.started >= self.duration_s:
+            await self.end()
+
+    async def end(self) -> None:
+        if self.started is not None:
+            self.started = None
+            await self.producer.commit_transaction()
+
+
 async def _perf(config: dict[str, str], plan: Plan, stats: Stats, failures: Failures) -> Stats | None:
-    """Send every record, then print the totals (and metrics); the steady-state stats, if any."""
-    output = stats.output
+    """Send every record, then print the totals (and metrics); the steady-state stats, if any.
+
+    One loop with everything it needs in locals: its own cost per record is part of what is
+    measured, so the rare cases (warmup's end, transactions, pacing) are tested cheaply.
+    """
+    output, clock, topic, value_of, rate = stats.output, plan.clock, plan.topic, plan.value, plan.rate
     steady: Stats | None = None
-    clock = plan.clock
     async with plan.make_producer(config) as producer:
+        transactions = None if plan.transaction_ms is None else _Transactions(producer, plan.transaction_ms)
+        send = producer.send
         stats.start = stats.window_start = last_yield = clock()
-        transaction_start: float | None = None
         for i in range(plan.num_records):
             if output.closed:
                 await producer.close(timeout=0)  # nobody reads the results: end now
                 return steady
-            value = plan.value(i)
-            if plan.transaction_ms is not None and transaction_start is None:
-                producer.begin_transaction()
-                transaction_start = clock()
+            value = value_of(i)
             sent_at = clock()
-            if plan.warmup and i == plan.warmup:
-                steady = Stats(plan.num_records - plan.warmup, stats.interval_ms, output, steady_state=True, start=sent_at)
+            if transactions is not None:
+                transactions.before_send(sent_at)
+            if i == plan.warmup and i:
+                steady = Stats(plan.num_records - i, stats.interval_ms, output, steady_state=True, start=sent_at)
                 stats.silent = True
-            size = len(value)
-
-            def done(metadata: RecordMetadata | None, error: BaseException | None, sent_at: float = sent_at, size: int = size, steady: Stats | None = steady) -> None:
-                if error is not None:
-                    failures.add(error)
-                    return
-                now = clock()
-                latency = int((now - sent_at) * 1000)
-                stats.record(latency, size, now)
-                if steady is not None:
-                    steady.record(latency, size, now)
-
             try:
-                await producer.send(plan.topic, value=value, on_delivery=done)
+                await send(topic, value=value, on_delivery=_callback(stats, steady, failures, clock, sent_at, len(value)))
             except KafkaError as exc:
                 failures.add(exc)
-            if transaction_start is not None and plan.transaction_ms is not None and (sent_at - transaction_start) * 1000 >= plan.transaction_ms:
-                await producer.commit_transaction()
-                transaction_start = None
+            if transactions is not None:
+                await transactions.after_send(sent_at)
             if sent_at - last_yield >= YIELD_INTERVAL_S:
                 await asyncio.sleep(0)  # let the sender task run (see the module docstring)
                 last_yield = sent_at
-            await _pace(stats.start, i, plan.rate, clock)
-        if transaction_start is not None:
-            await producer.commit_transaction()
+            if rate > 0:
+                await _pace(stats.start, i, rate, clock)
+        if transactions is not None:
+            await transactions.end()
         await producer.flush()
         now = clock()
         output.line(stats.total_line(now))
@@ -422,6 +433,24 @@ async def _perf(config: dict[str, str], plan: Plan, stats: Stats, failures: Fail
         if plan.print_metrics:
             print_metrics(producer.metrics(), output)
     return steady
+
+
+def _callback(
+    stats: Stats, steady: Stats | None, failures: Failures, clock: Callable[[], float], sent_at: float, size: int
+) -> Callable[[RecordMetadata | None, BaseException | None], None]:
+    """The record's ``on_delivery``: its latency from ``sent_at`` (before ``send()``) to now, as Kafka's tool."""
+
+    def done(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        if error is not None:
+            failures.add(error)
+            return
+        now = clock()
+        latency = int((now - sent_at) * 1000)
+        stats.record(latency, size, now)
+        if steady is not None:
+            steady.record(latency, size, now)
+
+    return done
 
 
 def print_metrics(metrics: dict[str, Any], output: Output) -> None:

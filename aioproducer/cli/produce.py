@@ -238,6 +238,7 @@ class _Run:
         self.config, self.args, self.fmt, self.tally, self.max_line = config, args, fmt, tally, max_line
         self.reading: asyncio.Task[None] | None = None
         self.producer: Producer | None = None
+        self.abandoning: asyncio.Task[None] | None = None  # held: the loop keeps only weak references
 
     async def main(self) -> None:
         """Send every line of stdin, then flush; every outcome lands in ``tally``."""
@@ -247,9 +248,10 @@ class _Run:
             loop.add_signal_handler(signal.SIGINT, self.interrupt)
             try:
                 async with progress(sys.stderr, self.tally.describe, enabled=not self.args.no_progress):
-                    self.reading = asyncio.create_task(self.read(producer))
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await self.reading
+                    self.reading = reading = asyncio.create_task(self.read(producer))
+                    await asyncio.wait([reading])  # not `await reading`: only its own cancellation is Ctrl-C's
+                    if not reading.cancelled():
+                        reading.result()  # an error reading stdin
                     await producer.flush()
             finally:
                 loop.remove_signal_handler(signal.SIGINT)
@@ -262,8 +264,8 @@ class _Run:
             if self.reading is not None:
                 self.reading.cancel()
             return
-        if self.producer is not None:
-            asyncio.get_running_loop().create_task(self.producer.close(timeout=0))
+        if self.producer is not None and self.abandoning is None:
+            self.abandoning = asyncio.get_running_loop().create_task(self.producer.close(timeout=0))
 
     async def read(self, producer: Producer) -> None:
         async for lines in read_lines(sys.stdin.fileno(), self.max_line):
@@ -316,6 +318,10 @@ def run(args: argparse.Namespace) -> int:
                 asyncio.run(_Run(config, args, fmt, tally, max_line).main())
             except KafkaError as exc:  # start() or close() failed: nothing more can be delivered
                 tally.fail(f"{type(exc).__name__}: {exc}")
+            except OSError as exc:  # reading stdin failed (not a closed stdout/stderr: main() handles that)
+                if isinstance(exc, BrokenPipeError):
+                    raise
+                tally.fail(f"reading standard input: {exc}")
     except KeyboardInterrupt:  # before the handler was installed, or in the embedded cluster's start
         tally.interrupted = True
     print(redact(tally.summary(), config_secrets(config)), file=sys.stderr)

@@ -11,6 +11,7 @@ The pure parts (properties text, line format) are also checked directly.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import subprocess
@@ -544,3 +545,19 @@ def test_perf_test_ends_quietly_when_its_output_is_closed(mock_cluster: MockClus
         proc.kill()
     assert proc.returncode == 141
     assert err == "", err[-2000:]
+
+
+def test_produce_an_unreadable_stdin_is_a_failure_not_a_traceback(mock_cluster: MockCluster) -> None:
+    fd = os.open(os.devnull, os.O_WRONLY)  # open for writing only: read() fails with EBADF
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "aioproducer", "produce", "--bootstrap-servers", mock_cluster.bootstrap_servers,
+             "--topic", TOPIC],
+            stdin=fd, capture_output=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    assert result.returncode == 1
+    err = result.stderr.decode()
+    assert err.splitlines()[-1].startswith("delivered 0, failed 1; first error: reading standard input: "), err
+    assert "Traceback" not in err

@@ -141,6 +141,7 @@ def test_secret_keys_and_arguments() -> None:
     argv = ["--producer-property", "sasl.password:S3CRET", "parse.key=true", 'sasl.jaas.config=x required password="p w";']
     assert secrets_in_arguments(argv) == ["S3CRET", 'x required password="p w";']
     assert secrets_in_arguments(["--producer-property", "sasl.password", "S3CRET"]) == ["S3CRET"]
+    assert secrets_in_arguments(["--command-property=sasl.password:S3CRET"]) == ["S3CRET"]
     assert redact("got sasl.password:S3CRET and S3CRET2", ["S3CRET", "S3CRET2"]) == "got sasl.password:****** and ******"
 
 
