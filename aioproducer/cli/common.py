@@ -18,7 +18,8 @@ from typing import NoReturn, TextIO
 
 from aioproducer.cli.properties import PropertiesError, load_properties, parse_assignment
 from aioproducer.config import COMPRESSION_CODECS, ProducerConfig
-from aioproducer.errors import ConfigError
+from aioproducer.errors import ConfigError, InvalidTopicError
+from aioproducer.topic import validate_topic
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -39,6 +40,7 @@ __all__ = [
     "redact",
     "secrets_in_arguments",
     "throughput",
+    "topic_name",
 ]
 
 EXIT_OK = 0
@@ -136,6 +138,15 @@ def integer(option: str, minimum: int, maximum: int | None = None) -> Callable[[
 
     parse.__name__ = option
     return parse
+
+
+def topic_name(text: str) -> str:
+    """An argparse ``type`` for ``--topic``: a name Kafka refuses is a usage error, not a failure per record."""
+    try:
+        validate_topic(text)
+    except InvalidTopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split("INVALID_TOPIC_EXCEPTION: ")[-1]) from None
+    return text
 
 
 def throughput(text: str) -> float:

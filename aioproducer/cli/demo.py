@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from aioproducer import Producer
-from aioproducer.cli.common import COMPRESSIONS, MAX_EMBEDDED_PARTITIONS, OneLineParser, embedded_cluster, integer
+from aioproducer.cli.common import COMPRESSIONS, MAX_EMBEDDED_PARTITIONS, OneLineParser, embedded_cluster, integer, topic_name
 
 __all__ = ["add_parser", "run"]
 
@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--bootstrap-servers", help="host:port,...; default: an embedded mock cluster")
-    parser.add_argument("--topic", default="demo")
+    parser.add_argument("--topic", default="demo", type=topic_name)
     parser.add_argument(
         "--partitions",
         type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),

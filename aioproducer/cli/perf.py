@@ -83,6 +83,7 @@ from aioproducer.cli.common import (
     producer_config,
     redact,
     throughput,
+    topic_name,
 )
 from aioproducer.errors import KafkaError
 
@@ -136,7 +137,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--topic", required=True, help="the topic to produce to")
+    parser.add_argument("--topic", required=True, type=topic_name, help="the topic to produce to")
     parser.add_argument(
         "--num-records", type=integer("--num-records", 1, LONG_MAX), required=True, metavar="N", help="records to send"
     )

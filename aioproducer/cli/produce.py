@@ -48,6 +48,7 @@ from aioproducer.cli.common import (
     integer,
     producer_config,
     redact,
+    topic_name,
 )
 from aioproducer.cli.lines import LineError, LineFormat
 from aioproducer.cli.progress import progress
@@ -125,7 +126,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--topic", required=True, help="the topic to produce to")
+    parser.add_argument("--topic", required=True, type=topic_name, help="the topic to produce to")
     add_connection_options(parser, "--producer-property", several=False)
     reader = parser.add_mutually_exclusive_group()
     reader.add_argument(

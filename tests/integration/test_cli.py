@@ -221,6 +221,8 @@ def test_produce_counts_malformed_lines_as_failed(mock_cluster: MockCluster) -> 
         (["produce", "--topic", TOPIC, "--request-required-acks", "2"], "argument --request-required-acks: invalid choice: '2'"),
         (["produce", "--topic", TOPIC, "--batch-size", "-1"], "argument --batch-size: must be an integer in 0..2147483647"),
         (["produce", "--topic", TOPIC, "--max-block-ms", "soon"], "argument --max-block-ms: must be an integer"),
+        (["produce", "--topic", "bad topic!"], "argument --topic: topic 'bad topic!' contains ' ', '!'"),
+        (["perf-test", "--topic", "..", "--num-records", "1", "--record-size", "1", "--throughput", "-1"], "argument --topic: "),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(mock_cluster: MockCluster, args: list[str], message: str) -> None:
