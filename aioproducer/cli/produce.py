@@ -60,12 +60,13 @@ __all__ = ["add_parser", "run"]
 
 DESCRIPTION = """\
 Read records from stdin, one per line, and produce them to a topic, as
-kafka-console-producer does (same --property names and defaults). Without
+kafka-console-producer does (same option and --reader-property names). Without
 --bootstrap-servers (or bootstrap.servers in the configuration), an embedded
 mock cluster is started and the topic created there, for trying things out.
 At end of input every record is flushed and a summary is written to stderr:
-"delivered N, failed M". Exit status: 0 all delivered, 1 some failed, 2 bad
-arguments or configuration."""
+"delivered N, failed M". A line longer than max.request.size fails alone.
+Exit status: 0 all delivered, 1 some failed, 2 bad arguments or configuration,
+130 after Ctrl-C (the first waits for what was sent, then writes the summary)."""
 
 EPILOG = """\
 line format (--property NAME=VALUE):
