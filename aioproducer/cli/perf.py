@@ -413,8 +413,29 @@ async def _perf(config: dict[str, str], plan: Plan, stats: Stats, failures: Fail
             if i == plan.warmup and i:
                 steady = Stats(plan.num_records - i, stats.interval_ms, output, steady_state=True, start=sent_at)
                 stats.silent = True
+            size = len(value)
+
+            # Made here, per record, with its own numbers as defaults: a factory function would also
+            # make a cell per captured variable per record (measured: 1 us more per record).
+            def done(
+                metadata: RecordMetadata | None,
+                error: BaseException | None,
+                sent_at: float = sent_at,
+                size: int = size,
+                steady: Stats | None = steady,
+            ) -> None:
+                """The record's ``on_delivery``: latency from ``sent_at`` (before ``send()``) to now, as Kafka's tool."""
+                if error is not None:
+                    failures.add(error)
+                    return
+                now = clock()
+                latency = int((now - sent_at) * 1000)
+                stats.record(latency, size, now)
+                if steady is not None:
+                    steady.record(latency, size, now)
+
             try:
-                await send(topic, value=value, on_delivery=_callback(stats, steady, failures, clock, sent_at, len(value)))
+                await send(topic, value=value, on_delivery=done)
             except KafkaError as exc:
                 failures.add(exc)
             if transactions is not None:
@@ -434,24 +455,6 @@ async def _perf(config: dict[str, str], plan: Plan, stats: Stats, failures: Fail
         if plan.print_metrics:
             print_metrics(producer.metrics(), output)
     return steady
-
-
-def _callback(
-    stats: Stats, steady: Stats | None, failures: Failures, clock: Callable[[], float], sent_at: float, size: int
-) -> Callable[[RecordMetadata | None, BaseException | None], None]:
-    """The record's ``on_delivery``: its latency from ``sent_at`` (before ``send()``) to now, as Kafka's tool."""
-
-    def done(metadata: RecordMetadata | None, error: BaseException | None) -> None:
-        if error is not None:
-            failures.add(error)
-            return
-        now = clock()
-        latency = int((now - sent_at) * 1000)
-        stats.record(latency, size, now)
-        if steady is not None:
-            steady.record(latency, size, now)
-
-    return done
 
 
 def print_metrics(metrics: dict[str, Any], output: Output) -> None:
