@@ -11,22 +11,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterable, Iterator
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NoReturn, TextIO
 
 from aioproducer.cli.properties import PropertiesError, load_properties, parse_assignment
 from aioproducer.config import COMPRESSION_CODECS, ProducerConfig
-from aioproducer.errors import ConfigError
+from aioproducer.errors import ConfigError, InvalidTopicError
+from aioproducer.topic import validate_topic
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "MAX_EMBEDDED_PARTITIONS",
     "OneLineParser",
     "UsageError",
     "add_connection_options",
+    "config_secrets",
+    "configured_producer",
     "embedded_cluster",
+    "integer",
+    "is_secret_key",
     "producer_config",
+    "redact",
+    "secrets_in_arguments",
+    "throughput",
+    "topic_name",
 ]
 
 EXIT_OK = 0
@@ -34,6 +48,24 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 #: Bad arguments or configuration (argparse's own status for usage errors).
 EXIT_USAGE = 2
+#: Interrupted by SIGINT (Ctrl-C): 128 + SIGINT, what a shell reports for a process the signal ended.
+EXIT_INTERRUPTED = 130
+#: Standard output (or error) closed by the reader, e.g. ``| head -1``: 128 + SIGPIPE, as a shell
+#: reports for a tool the signal ended (``set -o pipefail`` scripts often tell it apart this way).
+EXIT_BROKEN_PIPE = 141
+
+#: Most partitions of the embedded mock cluster's topic: it is for trying things out, and a
+#: mistyped huge count would only exhaust memory.
+MAX_EMBEDDED_PARTITIONS = 10_000
+
+#: Words that make a configuration key (or the key part of a ``key=value`` argument) a secret:
+#: its value never appears in an error (``sasl.password``, ``ssl.key.password``,
+#: ``sasl.jaas.config``, ``sasl.oauthbearer.token.endpoint.url``, ``...client.secret``). An
+#: ``ssl.*.key`` (``ssl.keystore.key``, a PEM private key) is one too, but not ``parse.key``
+#: (masking its ``true`` would garble every message that says "true").
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
+#: What shows instead of a secret value.
+MASK = "******"
 
 COMPRESSIONS = sorted(COMPRESSION_CODECS)
 
@@ -49,14 +81,95 @@ class OneLineParser(argparse.ArgumentParser):
     text; ``--help`` is one option away and the message says so.
     """
 
+    #: Values of secret-looking ``key=value`` arguments (see :func:`secrets_in_arguments`), masked in every
+    #: error: argparse quotes what it refuses ("unrecognized arguments: sasl.password=..."), and a
+    #: forgotten option name before ``key=value`` is an easy slip.
+    secrets: Sequence[str] = ()
+
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {redact(message, self.secrets)} (see {self.prog} --help)\n")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a value under ``key`` must never be shown (a password, a JAAS line, a token, a key)."""
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS) or (lowered.startswith("ssl.") and lowered.endswith(".key"))
+
+
+def secrets_in_arguments(argv: Iterable[str]) -> list[str]:
+    """The values of ``key=value`` (or ``key:value``, ``key value``) arguments whose key looks secret.
+
+    The key is what precedes the first ``=``, ``:`` or whitespace (as a Java properties line reads it);
+    an argument that is a secret key alone makes the next argument its value.
+    """
+    found: list[str] = []
+    after_key = False
+    for arg in argv:
+        if after_key:  # "sasl.password S3CRET" as two arguments: the second is the value
+            found.append(arg.strip())
+        if arg.startswith("--") and "=" in arg:  # "--command-property=sasl.password:S3CRET"
+            arg = arg.split("=", 1)[1]
+        match = re.match(r"\s*([^=:\s]+)\s*[=:\s]\s*(.+)", arg, re.DOTALL)
+        if match and is_secret_key(match.group(1)):
+            found.append(match.group(2).strip())
+        after_key = not match and is_secret_key(arg.strip())
+    return found
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each (non-empty) secret replaced by :data:`MASK`, longest first."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+def integer(option: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer option in ``minimum..maximum``; the error names the option."""
+    bounds = f"at least {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {value}")
+        return value
+
+    parse.__name__ = option
+    return parse
+
+
+def topic_name(text: str) -> str:
+    """An argparse ``type`` for ``--topic``: a name Kafka refuses is a usage error, not a failure per record."""
+    try:
+        validate_topic(text)
+    except InvalidTopicError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split("INVALID_TOPIC_EXCEPTION: ")[-1]) from None
+    return text
+
+
+def throughput(text: str) -> float:
+    """``--throughput``: records/s above 0, or a negative number (Kafka documents -1) for no limit.
+
+    0 is refused: Kafka's tool would never send a record (its throttler waits forever).
+    """
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number (records/s, or -1 for no limit), got {text!r}") from None
+    if value == 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be above 0, or -1 for no limit, got {text!r}")
+    return value
 
 
 def add_connection_options(parser: argparse.ArgumentParser, props_option: str, several: bool) -> None:
-    """``--bootstrap-servers``, ``--producer.config`` and the repeatable ``key=value`` option.
+    """``--bootstrap-servers``, the properties file and the repeatable ``key=value`` option.
 
-    ``several``: the option takes several values at once (``--producer-props a=1 b=2``,
+    Each under Kafka 4.2's names (KIP-1147: ``--command-config``, ``--command-property``) and the
+    older one (``--producer.config``, and ``props_option``: ``--producer-property`` or
+    ``--producer-props``), still accepted; as in Kafka, an old name and its new one may not be
+    used together. ``several``: the option takes several values at once (``--producer-props a=1 b=2``,
     as kafka-producer-perf-test), else one per use (``--producer-property a=1``).
     """
     parser.add_argument(
@@ -66,21 +179,42 @@ def add_connection_options(parser: argparse.ArgumentParser, props_option: str, s
         help="brokers to connect to; default: bootstrap.servers from the configuration, "
         "else an embedded mock cluster (librdkafka's, needs aioproducer[testing])",
     )
-    parser.add_argument(
-        "--producer.config",
-        dest="producer_config",
+    files = parser.add_mutually_exclusive_group()
+    files.add_argument(
+        "--command-config",
+        dest="command_config",
         metavar="FILE",
         help="a Java properties file of producer settings (Java keys, e.g. acks=all, security.protocol=SSL)",
     )
-    parser.add_argument(
-        props_option,
-        dest="producer_props",
-        action="extend" if several else "append",
-        nargs="+" if several else None,
+    files.add_argument(
+        "--producer.config", dest="producer_config", metavar="FILE", help="the older name of --command-config"
+    )
+    props = parser.add_mutually_exclusive_group()
+    many: dict[str, object] = {"action": "extend", "nargs": "+"} if several else {"action": "append"}
+    props.add_argument(
+        "--command-property",
+        dest="command_props",
         default=[],
         metavar="KEY=VALUE",
-        help="a producer setting (Java key); overrides --producer.config",
+        help="a producer setting (Java key); overrides --command-config",
+        **many,  # type: ignore[arg-type]
     )
+    props.add_argument(
+        props_option,
+        dest="producer_props",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the older name of --command-property",
+        **many,  # type: ignore[arg-type]
+    )
+
+
+def configured_producer(args: argparse.Namespace, props_option: str) -> tuple[str | None, list[str], str]:
+    """(properties file, ``key=value`` arguments, the option name they came under) of either spelling."""
+    config_file: str | None = args.command_config or args.producer_config
+    if args.command_props:
+        return config_file, list(args.command_props), "--command-property"
+    return config_file, list(args.producer_props), props_option
 
 
 def producer_config(
@@ -109,14 +243,19 @@ def producer_config(
     return config
 
 
-def check_config(config: dict[str, str]) -> None:
-    """Raise :class:`UsageError` if :class:`ProducerConfig` refuses ``config`` (unknown key, bad value)."""
+def check_config(config: dict[str, str]) -> ProducerConfig:
+    """``config`` as :class:`ProducerConfig` reads it; :class:`UsageError` if refused (unknown key, bad value)."""
     probe = dict(config)
     probe.setdefault("bootstrap.servers", "localhost:9092")  # the embedded cluster's address comes later
     try:
-        ProducerConfig(probe)
-    except ConfigError as exc:
-        raise UsageError(f"configuration: {exc}") from exc
+        return ProducerConfig(probe)
+    except ConfigError as exc:  # its message may quote a value: never a secret one
+        raise UsageError(f"configuration: {redact(str(exc), config_secrets(config))}") from exc
+
+
+def config_secrets(config: dict[str, str]) -> list[str]:
+    """The values of ``config``'s secret-looking keys: what :func:`redact` must hide in any message."""
+    return [value for key, value in config.items() if is_secret_key(key)]
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from aioproducer import Producer
-from aioproducer.cli.common import COMPRESSIONS, OneLineParser, embedded_cluster
+from aioproducer.cli.common import COMPRESSIONS, MAX_EMBEDDED_PARTITIONS, OneLineParser, embedded_cluster, integer, topic_name
 
 __all__ = ["add_parser", "run"]
 
@@ -32,9 +32,14 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--bootstrap-servers", help="host:port,...; default: an embedded mock cluster")
-    parser.add_argument("--topic", default="demo")
-    parser.add_argument("--partitions", type=int, default=3, help="for the embedded cluster's topic")
-    parser.add_argument("--count", type=int, default=10)
+    parser.add_argument("--topic", default="demo", type=topic_name)
+    parser.add_argument(
+        "--partitions",
+        type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
+        default=3,
+        help="for the embedded cluster's topic",
+    )
+    parser.add_argument("--count", type=integer("--count", 0, 1_000_000), default=10, help="records (default: 10)")
     parser.add_argument("--compression", default="none", choices=COMPRESSIONS)
     parser.set_defaults(run=run)
 

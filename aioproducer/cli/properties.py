@@ -19,6 +19,7 @@ Files are read as UTF-8 (Java 9+ reads ``.properties`` resource bundles as UTF-8
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -116,8 +117,17 @@ def load_properties(path: str) -> dict[str, str]:
 
 
 def parse_assignment(text: str, option: str) -> tuple[str, str]:
-    """``key=value`` from a command-line option (split at the first ``=``; the key must not be empty)."""
+    """``key=value`` from a command-line option (split at the first ``=``; the key must not be empty).
+
+    The error never quotes the argument: it may hold a secret (``sasl.password:S3CRET``, with ``:``
+    typed for ``=``). It names what can be shown: the leading characters a key is made of.
+    """
     key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise PropertiesError(f"{option} expects key=value, got {text!r}")
+    if not sep:
+        # A key typed with ":" or a space for "=" is named; a bare word may itself be the secret.
+        name = re.match(r"\s*([A-Za-z0-9._-]+)\s*[:\s]", text)
+        shown = f"starting with {name.group(1)!r}" if name else f"of {len(text)} characters"
+        raise PropertiesError(f"{option} expects key=value, got no '=' in the argument {shown} (its value not shown)")
+    if not key.strip():
+        raise PropertiesError(f"{option} expects key=value, got an empty key before '='")
     return key.strip(), value

@@ -7,6 +7,13 @@ so an interactive line is sent immediately and a big pipe is read in large
 chunks. At most :data:`_AHEAD` chunks wait in memory: the reader thread holds
 back until the consumer has taken one, so input is streamed, never slurped.
 The thread is a daemon: an interrupted run does not wait for it.
+
+Lines are assembled by :class:`LineAssembler` in time linear in the input, however
+long a line is: the pieces of an unfinished line are kept in a list and joined once,
+when its newline comes (adding each chunk to a growing ``bytes`` copies the line
+again per chunk: a 64 MB line took a minute). A line longer than ``max_line_bytes``
+is not kept at all: it could never be sent (see :class:`OversizedLine`), so memory
+stays bounded by that limit even for endless input without a newline.
 """
 
 from __future__ import annotations
@@ -15,11 +22,90 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
-__all__ = ["read_lines"]
+__all__ = ["LineAssembler", "OversizedLine", "read_lines"]
 
 _CHUNK = 1 << 16
 _AHEAD = 4
+
+
+@dataclass(frozen=True)
+class OversizedLine:
+    """A line longer than the limit, dropped as it was read: only its length is known."""
+
+    length: int
+
+
+#: One input line: its bytes (without ``\n`` or ``\r\n``), or the marker of a dropped one.
+Line = bytes | OversizedLine
+
+
+class LineAssembler:
+    """Splits chunks of a byte stream into lines, each byte copied a bounded number of times.
+
+    ``copied`` counts the bytes copied into lines (the chunk split and the joins), so a
+    test can check that the work is linear in the input without timing anything.
+    """
+
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        self._limit = max_line_bytes
+        self._pieces: list[bytes] = []
+        self._pending = 0  # bytes of the unfinished line so far (kept in _pieces unless oversized)
+        self._oversized = False
+        self.copied = 0
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        """The lines that ``chunk`` completes, in order; its unterminated rest waits for the next chunk."""
+        parts = chunk.split(b"\n")
+        self.copied += len(chunk)
+        rest = parts.pop()
+        lines: list[Line] = []
+        if parts:
+            lines.append(self._complete(parts[0]))
+            lines.extend(self._check(part) for part in parts[1:])
+        self._keep(rest)
+        return lines
+
+    def finish(self) -> list[Line]:
+        """At end of input: the last line if it had no newline (an empty rest is no line)."""
+        if not self._pending:
+            return []
+        return [self._complete(b"")]
+
+    def _keep(self, rest: bytes) -> None:
+        if not rest:
+            return
+        self._pending += len(rest)
+        if self._oversized:
+            return
+        self._pieces.append(rest)
+        if self._limit is not None and self._pending > self._limit + 1:  # + 1: a "\r" still to strip
+            self._oversized = True
+            self._pieces.clear()
+
+    def _complete(self, last: bytes) -> Line:
+        """The unfinished line ended by ``last``: joined once (or its length, if oversized)."""
+        if not self._pending:
+            return self._check(last)
+        length = self._pending + len(last)
+        oversized = self._oversized
+        pieces = self._pieces
+        self._pieces, self._pending, self._oversized = [], 0, False
+        if oversized:
+            return OversizedLine(length - 1 if last.endswith(b"\r") else length)
+        pieces.append(last)
+        line = b"".join(pieces)
+        self.copied += len(line)
+        return self._check(line)
+
+    def _check(self, line: bytes) -> Line:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+            self.copied += len(line)
+        if self._limit is not None and len(line) > self._limit:
+            return OversizedLine(len(line))
+        return line
 
 
 def _reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | OSError], room: threading.Semaphore) -> None:
@@ -36,22 +122,23 @@ def _reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes
             return
 
 
-async def read_lines(fd: int) -> AsyncIterator[list[bytes]]:
-    """Yield lists of complete lines (without ``\\n`` or ``\\r\\n``); a last unterminated line counts."""
+async def read_lines(fd: int, max_line_bytes: int | None = None) -> AsyncIterator[list[Line]]:
+    """Yield lists of complete lines (see :class:`LineAssembler`); a last unterminated line counts."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | OSError] = asyncio.Queue()
     room = threading.Semaphore(_AHEAD)
     threading.Thread(target=_reader, args=(fd, loop, queue, room), name="aioproducer-stdin", daemon=True).start()
-    partial = b""
+    assembler = LineAssembler(max_line_bytes)
     while True:
         chunk = await queue.get()
         if isinstance(chunk, OSError):
             raise chunk
         if not chunk:
             break
-        lines = (partial + chunk).split(b"\n")
-        partial = lines.pop()
-        yield [line[:-1] if line.endswith(b"\r") else line for line in lines]
+        lines = assembler.feed(chunk)
+        if lines:
+            yield lines
         room.release()
-    if partial:
-        yield [partial[:-1] if partial.endswith(b"\r") else partial]
+    last = assembler.finish()
+    if last:
+        yield last

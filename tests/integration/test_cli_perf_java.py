@@ -2,12 +2,15 @@
 
 Users compare the two tools' outputs side by side, so every progress and final line must
 have Kafka's format. Both tools run the same workload against one KafkaCluster node; every
-line either prints that says "records sent" must match the same two patterns (the ones
-``test_cli`` checks aioproducer's output with), and both must report every record.
+line either prints that says "records sent" must match the same three patterns (the ones
+``test_cli`` checks aioproducer's output with: windows, the total, the steady-state total
+after ``--warmup-records``), both must report every record, and both print the warmup notice
+and, with ``--print-metrics``, a "Metric Name" header and "name : value" lines.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,11 +20,12 @@ import pytest
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.kafka import classpath, kafka_libs
 from conftest import kafka_or_skip
-from test_cli import TOTAL, WINDOW
+from test_cli import STEADY, TOTAL, WINDOW
 
 pytestmark = pytest.mark.integration
 
-ARGS = ["--num-records", "3000", "--record-size", "100", "--throughput", "3000"]
+ARGS = ["--num-records", "3000", "--record-size", "100", "--throughput", "3000", "--warmup-records", "1000", "--print-metrics"]
+WARMUP = "Warmup first 1000 records. Steady state results will print after the complete test summary."
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +38,28 @@ def report_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if "records sent" in line]
 
 
-def check(lines: list[str], records: int) -> None:
-    *windows, total = lines
+def check(stdout: str, records: int, steady_records: int) -> None:
+    lines = stdout.splitlines()
+    assert lines[0] == WARMUP
+    *windows, total, steady = report_lines(stdout)
     for line in windows:
         assert WINDOW.fullmatch(line), line
     match = TOTAL.fullmatch(total)
     assert match, total
     assert int(match.group(1)) == records
+    match = STEADY.fullmatch(steady)
+    assert match, steady
+    assert int(match.group(1)) == steady_records
+    header = lines.index(steady) + 2
+    assert lines[header - 1] == "" and re.fullmatch(r"Metric Name +Value", lines[header]), lines[header - 1 : header + 1]
+    metrics = lines[header + 1 :]
+    assert metrics and all(re.fullmatch(r"\S.* : .*", line) for line in metrics), metrics[:5]
 
 
 def test_perf_test_prints_what_kafkas_producer_performance_prints(cluster: KafkaCluster) -> None:
     java = subprocess.run(
         ["java", "-cp", classpath(kafka_libs()), "org.apache.kafka.tools.ProducerPerformance", "--topic", "perf-java",
-         *ARGS, "--producer-props", f"bootstrap.servers={cluster.bootstrap_servers}"],
+         *ARGS, "--command-property", f"bootstrap.servers={cluster.bootstrap_servers}"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert java.returncode == 0, java.stderr[-3000:]
@@ -56,7 +69,5 @@ def test_perf_test_prints_what_kafkas_producer_performance_prints(cluster: Kafka
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert ours.returncode == 0, ours.stderr[-3000:]
-    java_lines, our_lines = report_lines(java.stdout), report_lines(ours.stdout)
-    assert java_lines and our_lines
-    check(java_lines, 3000)  # the patterns are Kafka's own format...
-    check(our_lines, 3000)  # ...and ours prints it
+    check(java.stdout, 3000, 2000)  # the patterns are Kafka's own format...
+    check(ours.stdout, 3000, 2000)  # ...and ours prints it
