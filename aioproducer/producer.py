@@ -42,6 +42,7 @@ from aioproducer.internals.accumulator import (
 )
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
@@ -997,10 +998,17 @@ def _abandon_on_loop(
 
 
 def _safe_call(obj: Any, method: str, *args: Any) -> None:
+    """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
+
+    ``on_acknowledgement`` runs in the sender task, which a raise would end (see
+    ``internals/callbacks.py``): nothing an interceptor raises may stop delivery.
+    """
     try:
         fn = getattr(obj, method, None)
         if fn is not None:
             fn(*args)
-    except Exception:
+    except LEAVING_LOOP as exc:
+        raise_from_loop(asyncio.get_running_loop(), exc)
+    except BaseException:
         log.exception("interceptor %r raised in %s", obj, method)
 
