@@ -15,6 +15,11 @@ passes ``asyncio.isfuture`` so ``asyncio.gather``, ``asyncio.wait_for`` and
 
 Cancelling a record future only stops *waiting* for it: a record that is in a
 batch cannot be withdrawn (nor can it in the Java client), it is still sent.
+
+A done-callback or ``on_delivery`` that raises is handled as asyncio handles its own
+callbacks (see ``internals/callbacks.py``): reported, or for ``SystemExit`` and
+``KeyboardInterrupt`` let out of the loop, never at the cost of another record's callbacks
+or of the sender task.
 """
 
 from __future__ import annotations
