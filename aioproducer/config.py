@@ -444,9 +444,10 @@ _DEFS_BY_KEY: dict[str, ConfigDef] = {d.key: d for d in CONFIG_DEFS}
 _KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}
 
 #: Extra Python keywords, for the names Python users reach for first (aiokafka and
-#: confluent-kafka say ``interceptors``, not ``interceptor_classes``). Keywords only: a
-#: mapping of Java keys takes the Java key.
-_KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes"}
+#: confluent-kafka say ``interceptors``, not ``interceptor_classes``; aiokafka says
+#: ``partitioner=``, as the README does). Keywords only: a mapping of Java keys takes the
+#: Java key, so the config table and every error name the Java key, whichever was used.
+_KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes", "partitioner": "partitioner.class"}
 _KEY_BY_ATTR.update(_KEYWORD_ALIASES)
 
 
@@ -480,8 +481,9 @@ class ProducerConfig:
     """Validated producer configuration with typed attributes named like the keys.
 
     ``ProducerConfig({"linger.ms": "5", "acks": "1"}, compression_type="lz4")``. Giving a key both
-    ways with different values is an error; with equal values it is fine. ``interceptors=`` is
-    accepted as a keyword alias of ``interceptor_classes=``. Attributes are those of
+    ways with different values is an error; with equal values it is fine. ``interceptors=`` and
+    ``partitioner=`` are accepted as keyword aliases of ``interceptor_classes=`` and
+    ``partitioner_class=``. Attributes are those of
     :data:`CONFIG_DEFS` (``cfg.acks``, ``cfg.compression_type``, ...) plus:
 
     * ``idempotence_explicit`` — ``enable.idempotence`` was given by the user (Java's
