@@ -131,6 +131,9 @@ class Producer:
     ``async with`` or call ``await start()`` / ``await close()``.
     """
 
+    #: The last ``on_delivery`` that ``_send()`` checked and accepted (see there).
+    _on_delivery_ok: object = None
+
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
         # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
@@ -461,10 +464,11 @@ class Producer:
             raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
         if type(topic) is not str and isinstance(topic, str):
             topic = str.__str__(topic)  # a str subclass (a StrEnum member): its text, as the fast path takes it
-        if on_delivery is not None:
+        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
             # Now, not at the append: a record that waits for metadata or memory first would
-            # otherwise report a bad callback as a timeout, or only after max.block.ms.
-            check_on_delivery(on_delivery)
+            # otherwise report a bad callback as a timeout, or only after max.block.ms. The
+            # last callable accepted is remembered: the check costs about a microsecond.
+            self._on_delivery_ok = check_on_delivery(on_delivery)
         if self._interceptors:
             topic, value, key, headers, partition, timestamp_ms = self._intercept(
                 topic, value, key, headers, partition, timestamp_ms
@@ -562,8 +566,8 @@ class Producer:
                 raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values; they pair one to one")
         if type(topic) is not str or topic not in self._topic_partitions:
             topic = _topic_argument(topic)
-        if on_delivery is not None:
-            check_on_delivery(on_delivery)
+        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
+            self._on_delivery_ok = check_on_delivery(on_delivery)
         self._check_context()
         futures: list[FutureRecordMetadata] = []
         append = futures.append
