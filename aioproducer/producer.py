@@ -553,8 +553,10 @@ class Producer:
         metadata lookup done once per call; a record that path cannot take (a value that is
         not ``bytes``, a key neither ``bytes`` nor None, a producer with interceptors,
         serializers, a custom partitioner or ``partitioner.ignore.keys``, or no buffer memory
-        right now) goes through ``send()`` itself, in order. On an error the records before
-        it are queued and the error is raised.
+        right now) goes through ``send()`` itself, in order. The arguments are checked once,
+        before any record is queued, each error naming its argument as ``send()``'s do; a
+        record's own bad value or key fails as in ``send()``: the records before it are queued
+        and the error is raised.
         """
         # Every argument is checked once per call, before any record is queued, and named as
         # send() names it: an empty `values` must not hide a bad topic or callback either.
@@ -599,7 +601,7 @@ class Producer:
         that led them. Anything else (a value not ``bytes``, no memory now) goes through
         ``send()``, in order.
         """
-        values = values if isinstance(values, (list, tuple)) else list(values)  # send_many() made it one
+        values = values if isinstance(values, (list, tuple)) else list(values)
         accumulator = self._plain_accumulator
         partitions = self._topic_partitions.get(topic)
         i, count = 0, len(values)
@@ -1079,7 +1081,7 @@ def _safe_call(obj: Any, method: str, *args: Any) -> None:
         if fn is not None:
             fn(*args)
     except LEAVING_LOOP as exc:
-        raise_from_loop(asyncio.get_running_loop(), exc)
+        raise_from_loop(None, exc)
     except BaseException:
         log.exception("interceptor %r raised in %s", obj, method)
 

@@ -147,18 +147,19 @@ def _remember(on_delivery: object, shape: Shape | None) -> None:
     _accepted_by_id[id(on_delivery)] = ref
 
 
-def raise_from_loop(loop: asyncio.AbstractEventLoop, exc: BaseException) -> None:
+def raise_from_loop(loop: asyncio.AbstractEventLoop | None, exc: BaseException) -> None:
     """Raise ``exc`` (``SystemExit``/``KeyboardInterrupt``) out of ``loop`` soon, from a handle of its own.
 
     Why not here: the caller is the sender task completing a batch. Raised in it, the
     exception would end the task (no later record would be sent, and the rest of the
     batch's bookkeeping would be skipped); raised from a loop handle, it leaves the loop as
-    it would from any asyncio callback, and the task goes on when the loop runs again. A
-    closed loop cannot run the handle: then it is raised at once.
+    it would from any asyncio callback, and the task goes on when the loop runs again.
+    ``loop`` None: the running one. Without a loop that can run the handle (closed, or
+    none running), it is raised at once.
     """
     try:
-        loop.call_soon(_raise, exc)
-    except RuntimeError:  # the loop is closed
+        (loop or asyncio.get_running_loop()).call_soon(_raise, exc)
+    except RuntimeError:  # the loop is closed, or none runs
         raise exc from None
 
 
