@@ -100,6 +100,21 @@ def test_every_producer_call_in_the_readme_code_uses_keys_and_keywords_the_code_
     assert {"bootstrap.servers", "sasl.jaas.config", "security_protocol=", "send(headers=)"} <= set(checked)
 
 
+def test_every_dotted_key_string_in_the_readme_code_is_a_config_key() -> None:
+    """Any ``"dotted.key"`` literal in a Python block (a dict built apart from its ``Producer(...)`` too)."""
+    found: set[str] = set()
+    for block in _python_blocks():
+        tree = compile(block, "README.md", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        found |= {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[a-z]+(\.[a-z]+)+", node.value)
+        }
+    assert "linger.ms" in found
+    for key in sorted(found - NOT_PRODUCER_KEYS):
+        assert key in CONFIG_KEYS, f"README: {key!r} in a code example is not a config key"
+
+
 def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
     """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning).
 
