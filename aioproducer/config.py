@@ -239,12 +239,19 @@ def _bootstrap_servers(key: str, value: Any) -> list[tuple[str, int]]:
         match = _HOST_PORT.match(item.strip())
         if match is None:
             hint = " (IPv6 addresses go in brackets: [::1]:9092)" if item.count(":") > 1 else ""
-            raise ConfigError(f"{key}: invalid address {item!r}, expected host:port{hint}")
+            if "@" in item:  # a URL's user:password@ part: never echoed
+                hint = " (no user or password in an address: they go in sasl.* keys)"
+            raise ConfigError(f"{key}: invalid address {_without_userinfo(item)!r}, expected host:port{hint}")
         port = int(match["port"])
         if not 0 < port <= 65535:
             raise ConfigError(f"{key}: invalid port in {item!r}, must be in [1, 65535]")
         servers.append((match["v6"] or match["host"], port))
     return servers
+
+
+def _without_userinfo(address: str) -> str:
+    """``address`` with what precedes its last ``@`` (a URL's ``user:password``) masked."""
+    return "***@" + address.rsplit("@", 1)[1] if "@" in address else address
 
 
 _security_protocol = _choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
@@ -296,14 +303,16 @@ def _ssl_context(key: str, value: Any) -> Any:
 
     if value is None or isinstance(value, ssl.SSLContext):
         return value
-    raise ConfigError(f"{key} must be an ssl.SSLContext, got {_show(value)}")
+    raise ConfigError(f"{key} must be an ssl.SSLContext, got a {type(value).__name__}")
 
 
 def _token_provider(key: str, value: Any) -> Any:
     if value is None or callable(value):
         return value
+    # The type only: the usual mistake is passing the token itself.
     raise ConfigError(
-        f"{key} must be a callable (or async callable) returning (token, expiry_ms) or a token string, got {_show(value)}"
+        f"{key} must be a callable (or async callable) returning (token, expiry_ms) or a token string, "
+        f"got a {type(value).__name__}"
     )
 
 
@@ -435,9 +444,10 @@ _DEFS_BY_KEY: dict[str, ConfigDef] = {d.key: d for d in CONFIG_DEFS}
 _KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}
 
 #: Extra Python keywords, for the names Python users reach for first (aiokafka and
-#: confluent-kafka say ``interceptors``, not ``interceptor_classes``). Keywords only: a
-#: mapping of Java keys takes the Java key.
-_KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes"}
+#: confluent-kafka say ``interceptors``, not ``interceptor_classes``; aiokafka says
+#: ``partitioner=``, as the README does). Keywords only: a mapping of Java keys takes the
+#: Java key, so the config table and every error name the Java key, whichever was used.
+_KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes", "partitioner": "partitioner.class"}
 _KEY_BY_ATTR.update(_KEYWORD_ALIASES)
 
 
@@ -447,7 +457,18 @@ def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
     return ConfigError(f"unknown {what} {name!r}{hint}")
 
 
+def _conflict(key: str, first: Any, first_as: str, name: str, second: Any) -> ConfigError:
+    """A key given twice with different values; a secret's values are not shown (both would leak)."""
+    if _DEFS_BY_KEY[key].type == "password":
+        return ConfigError(
+            f"{key} given twice with different values, {first_as} and as {name}= (secret values, not shown): give it once"
+        )
+    return ConfigError(f"{key} given twice with different values: {first!r} {first_as} and {name}={second!r}")
+
+
 def _same(a: Any, b: Any) -> bool:
+    a = a.value if isinstance(a, Password) else a  # a secret given once as Password, once as its text
+    b = b.value if isinstance(b, Password) else b
     if a is b:
         return True
     try:
@@ -460,8 +481,9 @@ class ProducerConfig:
     """Validated producer configuration with typed attributes named like the keys.
 
     ``ProducerConfig({"linger.ms": "5", "acks": "1"}, compression_type="lz4")``. Giving a key both
-    ways with different values is an error; with equal values it is fine. ``interceptors=`` is
-    accepted as a keyword alias of ``interceptor_classes=``. Attributes are those of
+    ways with different values is an error; with equal values it is fine. ``interceptors=`` and
+    ``partitioner=`` are accepted as keyword aliases of ``interceptor_classes=`` and
+    ``partitioner_class=``. Attributes are those of
     :data:`CONFIG_DEFS` (``cfg.acks``, ``cfg.compression_type``, ...) plus:
 
     * ``idempotence_explicit`` — ``enable.idempotence`` was given by the user (Java's
@@ -548,25 +570,24 @@ class ProducerConfig:
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         if config is not None and not isinstance(config, Mapping):
+            # Its type only: whatever it is (a list of pairs, a properties string) may hold secrets.
             raise ConfigError(
-                f"the configuration must be a mapping of keys to values (or keywords), got {_show(config)}; "
+                f"the configuration must be a mapping of keys to values (or keywords), got a {type(config).__name__}; "
                 "for example Producer({'bootstrap.servers': 'host:9092'}) or Producer(bootstrap_servers='host:9092')"
             )
         given: dict[str, Any] = {}
+        given_as: dict[str, str] = {}  # key -> how it was given, for the conflict message
         for key, value in (config or {}).items():
             if key not in _DEFS_BY_KEY:
                 raise _unknown(str(key), _DEFS_BY_KEY, "config key")
-            given[key] = value
+            given[key], given_as[key] = value, "in the mapping"
         for name, value in kwargs.items():
             if name not in _KEY_BY_ATTR:
                 raise _unknown(name, _KEY_BY_ATTR, "keyword argument")
             key = _KEY_BY_ATTR[name]
             if key in given and not _same(given[key], value):
-                raise ConfigError(
-                    f"{key} given twice with different values: {given[key]!r} "
-                    f"{'in the mapping' if key in (config or {}) else 'as a keyword'} and {name}={value!r}"
-                )
-            given[key] = value
+                raise _conflict(key, given[key], given_as[key], name, value)
+            given[key], given_as[key] = value, f"as {name}="
 
         for d in CONFIG_DEFS:
             setattr(self, d.attr, d.parse(d.key, given[d.key] if d.key in given else d.default))
@@ -633,10 +654,12 @@ class ProducerConfig:
         return self.bootstrap_servers
 
     def as_dict(self) -> dict[str, Any]:
-        """Dotted key -> effective (parsed, post-processed) value, for logging.
+        """Dotted key -> effective (parsed, post-processed) value.
 
         Values are what the producer uses (``acks`` -1, codec ids, resolved serializers), so
-        ``ProducerConfig(cfg.as_dict())`` builds an equivalent configuration.
+        ``ProducerConfig(cfg.as_dict())`` builds an equivalent configuration. Secrets stay
+        ``Password`` objects (``[hidden]``), but the user's objects are themselves, and their
+        repr may show what they hold: to log a configuration, log the ``ProducerConfig``.
         """
         out: dict[str, Any] = {}
         for d in CONFIG_DEFS:
@@ -645,10 +668,37 @@ class ProducerConfig:
         return out
 
     def __repr__(self) -> str:
+        """The keys the user gave, secrets as ``[hidden]`` and objects by their type (see ``_shown``)."""
         changed = {
-            d.key: getattr(self, d.attr) for d in CONFIG_DEFS if d.key in self.explicit_keys
+            d.key: _shown(getattr(self, d.attr)) for d in CONFIG_DEFS if d.key in self.explicit_keys
         }
         return f"ProducerConfig({changed!r})"
+
+
+class _Described:
+    """Stands for a user object in ``ProducerConfig``'s repr: its type's name, nothing it holds."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _shown(value: Any) -> Any:
+    """``value`` for a repr: plain values as they are, a user's object by its type.
+
+    Why: objects are the user's (a token provider, a serializer, an SSL context) and their
+    repr may show what they hold, a ``functools.partial(fetch_token, client_secret=...)`` its secret.
+    """
+    if value is None or isinstance(value, (str, int, float, Password)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_shown(item) for item in value)
+    name = getattr(value, "__qualname__", None)
+    return _Described(f"<{name}>" if isinstance(name, str) else f"<{type(value).__qualname__} object>")
 
 
 # ------------------------------------------------------------------------------- docs table

@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
@@ -28,6 +28,7 @@ from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
     IllegalStateError,
     InvalidRecordError,
+    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     ProducerClosedError,
@@ -42,6 +43,7 @@ from aioproducer.internals.accumulator import (
 )
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
@@ -128,6 +130,9 @@ class Producer:
     ``Producer(bootstrap_servers="host:9092", linger_ms=5)``; use it as
     ``async with`` or call ``await start()`` / ``await close()``.
     """
+
+    #: The last ``on_delivery`` that ``_send()`` checked and accepted (see there).
+    _on_delivery_ok: object = None
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
@@ -405,7 +410,9 @@ class Producer:
 
         Suspends only for metadata or buffer memory, at most ``max.block.ms`` in
         total, then raises ``KafkaTimeoutError``. ``on_delivery(metadata, error)``
-        is called when the record completes, in send order per partition.
+        is called when the record completes, in send order per partition; what it raises is
+        logged, except ``SystemExit``/``KeyboardInterrupt``, which leave the event loop as from
+        any asyncio callback (README, "Delivery futures"). Either way delivery goes on.
 
         Works in the event loop and process ``start()`` ran in only (``WrongEventLoopError``
         elsewhere). The fast path below does not call ``asyncio.get_running_loop()`` (on
@@ -461,6 +468,13 @@ class Producer:
         accumulator = self._accumulator
         if accumulator is None:
             raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+        if type(topic) is not str and isinstance(topic, str):
+            topic = str.__str__(topic)  # a str subclass (a StrEnum member): its text, as the fast path takes it
+        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
+            # Now, not at the append: a record that waits for metadata or memory first would
+            # otherwise report a bad callback as a timeout, or only after max.block.ms. The
+            # last callable accepted is remembered: the check costs about a microsecond.
+            self._on_delivery_ok = check_on_delivery(on_delivery)
         if self._interceptors:
             topic, value, key, headers, partition, timestamp_ms = self._intercept(
                 topic, value, key, headers, partition, timestamp_ms
@@ -480,7 +494,8 @@ class Producer:
             else:
                 value_bytes = self._serialize(self._value_serializer, topic, value, "value")
 
-            header_pairs = _validate_headers(headers) if headers else None
+            # `is not None`, not truthiness: headers=0 or "" is a mistake to report, not "no headers".
+            header_pairs = (_validate_headers(headers) or None) if headers is not None else None
 
             # Metadata: the first wait point.
             deadline: float | None = None
@@ -544,20 +559,23 @@ class Producer:
         metadata lookup done once per call; a record that path cannot take (a value that is
         not ``bytes``, a key neither ``bytes`` nor None, a producer with interceptors,
         serializers, a custom partitioner or ``partitioner.ignore.keys``, or no buffer memory
-        right now) goes through ``send()`` itself, in order. On an error the records before
-        it are queued and the error is raised.
+        right now) goes through ``send()`` itself, in order. The arguments are checked once,
+        before any record is queued, each error naming its argument as ``send()``'s do; a
+        record's own bad value or key fails as in ``send()``: the records before it are queued
+        and the error is raised.
         """
-        if isinstance(values, (str, bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"send_many(values=...) takes an iterable of values, not one {type(values).__name__} "
-                "(it would be sent one character or byte per record); use send() for one record"
-            )
+        # Every argument is checked once per call, before any record is queued, and named as
+        # send() names it: an empty `values` must not hide a bad topic or callback either.
+        if type(values) is not list and type(values) is not tuple:
+            values = _values_argument(values)
         if keys is not None:
-            if isinstance(keys, (str, bytes, bytearray, memoryview)):
-                raise TypeError(f"send_many(keys=...) takes an iterable of keys, not one {type(keys).__name__}")
-            values, keys = list(values), list(keys)
+            keys = _keys_argument(keys)
             if len(keys) != len(values):
                 raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values; they pair one to one")
+        if type(topic) is not str or topic not in self._topic_partitions:
+            topic = _topic_argument(topic)
+        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
+            self._on_delivery_ok = check_on_delivery(on_delivery)
         self._check_context()
         futures: list[FutureRecordMetadata] = []
         append = futures.append
@@ -747,7 +765,7 @@ class Producer:
         if self._lifecycle.closing:
             raise ProducerClosedError("partitions_for() called on a closed producer")
         self._require_started()
-        partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+        partitions = await self._wait_on_metadata(_topic_argument(topic), self._max_block_ms)
         return list(range(partitions.num_partitions))
 
     def metrics(self) -> dict[str, Any]:
@@ -861,7 +879,7 @@ class Producer:
         partition: int | None,
         timestamp_ms: int | None,
     ) -> tuple[str, Any, Any, HeadersArg, int | None, int | None]:
-        record = ProducerRecord(topic, value, key, tuple(_validate_headers(headers)) if headers else (), partition, timestamp_ms)
+        record = ProducerRecord(topic, value, key, tuple(_validate_headers(headers)) if headers is not None else (), partition, timestamp_ms)
         for interceptor in self._interceptors:
             try:
                 result = interceptor.on_send(record)
@@ -960,6 +978,62 @@ def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return result
 
 
+def _topic_argument(topic: Any) -> str:
+    """``topic`` as the plain ``str`` the producer keys everything by, else ``InvalidTopicError`` naming it.
+
+    A ``str`` subclass (a ``StrEnum`` member, a common way to name topics) stands for its text:
+    ``send()``'s fast path finds it by equality anyway, so refusing it elsewhere would make the
+    same call succeed or fail depending on whether the topic was seen before.
+    """
+    if isinstance(topic, str):
+        name = str.__str__(topic)  # the exact str, whatever the subclass's __str__ says
+        validate_topic(name)
+        return name
+    validate_topic(topic)  # not a str: raises, naming the type
+    raise InvalidTopicError(f"topic must be a str, got {type(topic).__name__}")  # not reached
+
+
+_ONE_VALUE = (str, bytes, bytearray, memoryview)
+
+
+def _values_argument(values: Any) -> list[Any] | tuple[Any, ...]:
+    """``send_many(values=...)`` as a sequence; ``TypeError`` naming ``values`` for what cannot be one."""
+    if isinstance(values, (list, tuple)):
+        return values
+    if isinstance(values, _ONE_VALUE):
+        raise TypeError(
+            f"send_many(values=...) takes an iterable of values, not one {type(values).__name__} "
+            "(it would be sent one character or byte per record); use send() for one record"
+        )
+    if isinstance(values, Mapping):
+        raise TypeError(
+            f"send_many(values=...) takes an iterable of values, not a {type(values).__name__}: iterating it "
+            "gives its keys; for its items pass values=list(m.values()), keys=list(m.keys())"
+        )
+    return list(_iterate("values", values))
+
+
+def _keys_argument(keys: Any) -> list[Any] | tuple[Any, ...]:
+    """``send_many(keys=...)`` (not None) as a sequence; ``TypeError`` naming ``keys`` for what cannot be one."""
+    if isinstance(keys, (list, tuple)):
+        return keys
+    if isinstance(keys, _ONE_VALUE):
+        raise TypeError(
+            f"send_many(keys=...) takes an iterable of keys, not one {type(keys).__name__}; "
+            "for one key for every record pass keys=[key] * len(values)"
+        )
+    return list(_iterate("keys", keys))
+
+
+def _iterate(name: str, argument: Any) -> Iterator[Any]:
+    """``iter(argument)``, or a ``TypeError`` naming the argument (not Python's "'int' object is not iterable")."""
+    try:
+        return iter(argument)
+    except TypeError:
+        kind = "None" if argument is None else type(argument).__name__
+        raise TypeError(f"send_many({name}=...) takes an iterable of {name}, got {kind}") from None
+
+
 def _compression_level(cfg: ProducerConfig) -> int | None:
     from aioproducer.protocol.compression import GZIP, LZ4, ZSTD
 
@@ -1003,10 +1077,17 @@ def _abandon_on_loop(
 
 
 def _safe_call(obj: Any, method: str, *args: Any) -> None:
+    """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
+
+    ``on_acknowledgement`` runs in the sender task, which a raise would end (see
+    ``internals/callbacks.py``): nothing an interceptor raises may stop delivery.
+    """
     try:
         fn = getattr(obj, method, None)
         if fn is not None:
             fn(*args)
-    except Exception:
+    except LEAVING_LOOP as exc:
+        raise_from_loop(None, exc)
+    except BaseException:
         log.exception("interceptor %r raised in %s", obj, method)
 

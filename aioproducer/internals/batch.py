@@ -15,6 +15,11 @@ passes ``asyncio.isfuture`` so ``asyncio.gather``, ``asyncio.wait_for`` and
 
 Cancelling a record future only stops *waiting* for it: a record that is in a
 batch cannot be withdrawn (nor can it in the Java client), it is still sent.
+
+A done-callback or ``on_delivery`` that raises is handled as asyncio handles its own
+callbacks (see ``internals/callbacks.py``): reported, or for ``SystemExit`` and
+``KeyboardInterrupt`` let out of the loop, never at the cost of another record's callbacks
+or of the sender task.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
+from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.protocol.records import RecordBatchBuilder
 
 __all__ = [
@@ -595,14 +601,10 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
-        leaving: BaseException | None = None  # SystemExit/KeyboardInterrupt from a callback
         if self.callbacks:
             # on_delivery reports the record, which was sent even if its future was cancelled
             # (a wait_for() that timed out must not lose the report).
-            try:
-                self._report_delivery(base_offset, log_append_time, error)
-            except (SystemExit, KeyboardInterrupt) as exc:
-                leaving = exc  # raised below, once every waiter is released
+            self._report_delivery(base_offset, log_append_time, error)
         waiting = self.done_callbacks
         if waiting:
             # One loop callback for the whole batch, not one per record: the done-callbacks
@@ -615,18 +617,17 @@ class ProducerBatch:
         if parent is not None:
             self.parent = None  # no cycle: the split batch keeps its pieces, not the other way round
             parent._piece_complete()
-        if leaving is not None:
-            raise leaving
         return True
 
     def _report_delivery(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         """Call each record's ``on_delivery`` with its metadata or its error, in send order.
 
-        A callback that raises is logged and the others still run; ``SystemExit`` and
-        ``KeyboardInterrupt`` are raised once every callback has run.
+        Never raises: it runs in the sender task, which must outlive any callback. A callback
+        that raises is logged and the others still run; ``SystemExit`` and ``KeyboardInterrupt``
+        leave the event loop from a handle of their own, as from any asyncio callback
+        (``raise_from_loop``), once this batch and the sender's pass are done with.
         """
         topic, partition = self.topic, self.partition
-        leaving: BaseException | None = None
         it = iter(self.callbacks)
         for on_delivery, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
             try:
@@ -645,12 +646,10 @@ class ProducerBatch:
                     on_delivery(metadata, None)
                 else:
                     on_delivery(None, self.error_of(relative_offset))
-            except (SystemExit, KeyboardInterrupt) as exc:
-                leaving = leaving or exc
-            except (Exception, asyncio.CancelledError):  # a user's callback must never break delivery of the others
+            except LEAVING_LOOP as exc:
+                raise_from_loop(self.loop, exc)
+            except BaseException:  # a user's callback must never break delivery of the others
                 log.exception("on_delivery callback %r raised", on_delivery)
-        if leaving is not None:
-            raise leaving
 
     def fail_per_record(self, errors: RecordErrors) -> None:
         """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
@@ -749,6 +748,10 @@ def _invoke_all(calls: list[Any]) -> None:
 
     ``calls`` is flat: future, fn, context, future, fn, context, ... One loop over many
     calls (gather() queues one per record), not a function call per callback.
+    ``SystemExit``/``KeyboardInterrupt`` leave the loop, as from asyncio's own handles, but
+    the callbacks after the one that raised are scheduled first: with asyncio each would be
+    a handle of its own, still queued when the loop runs again (``asyncio.run()`` runs it
+    again to cancel its tasks), and a ``gather()`` that lost its callbacks would never end.
     """
     it = iter(calls)
     for future, fn, context in zip(it, it, it):
@@ -757,7 +760,10 @@ def _invoke_all(calls: list[Any]) -> None:
                 fn(future)
             else:
                 context.run(fn, future)
-        except (SystemExit, KeyboardInterrupt):
+        except LEAVING_LOOP:
+            rest = list(it)  # what zip() has not taken yet: the calls after this one
+            if rest:
+                future._batch.loop.call_soon(_invoke_all, rest)
             raise
         except BaseException as exc:
             future._batch.loop.call_exception_handler(

@@ -1,4 +1,4 @@
-"""``on_delivery`` is checked when the record is sent, not when it completes.
+"""``on_delivery`` is checked when the record is sent, not when it completes; what a callback's raise does.
 
 A callback that cannot be called as ``on_delivery(metadata, error)`` would otherwise
 fail only when its record completes, seconds later, as a line in the log, with the
@@ -15,17 +15,30 @@ plain function depends on. A lambda written inside a loop, a new object per reco
 function, then costs a dictionary lookup. Other callables (objects with ``__call__``,
 builtins) are remembered by identity through a weak reference where they allow one,
 so nothing is kept alive.
+
+When a callback raises (``on_delivery`` or a record future's done-callback), the producer
+does what asyncio does for a callback run by the loop (``Handle._run``): ``SystemExit`` and
+``KeyboardInterrupt`` leave the event loop (``run_until_complete()`` and ``asyncio.run()``
+re-raise them), anything else is reported and swallowed. Neither may cost another record its
+callbacks or the sender task its life: ``on_delivery`` runs inside the sender task, so the
+sender hands those two to the loop in a handle of their own (:func:`raise_from_loop`) and goes
+on; a batch's done-callbacks run from one handle, so the ones after a leaving callback are
+handed to a new handle first (``batch._invoke_all``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import weakref
 from functools import partial
 from types import CodeType, FunctionType, MethodType
 from typing import Any
 
-__all__ = ["check_on_delivery"]
+__all__ = ["LEAVING_LOOP", "check_on_delivery", "raise_from_loop"]
+
+#: What asyncio lets out of the loop when a callback raises it (``Handle._run``); the rest is reported.
+LEAVING_LOOP = (SystemExit, KeyboardInterrupt)
 
 #: Accepted shapes (see _shape), each with its code object; cleared when full, so that code
 #: created at run time cannot grow it forever.
@@ -132,3 +145,23 @@ def _remember(on_delivery: object, shape: Shape | None) -> None:
     if len(_accepted_by_id) >= _CACHE_LIMIT:
         _accepted_by_id.clear()
     _accepted_by_id[id(on_delivery)] = ref
+
+
+def raise_from_loop(loop: asyncio.AbstractEventLoop | None, exc: BaseException) -> None:
+    """Raise ``exc`` (``SystemExit``/``KeyboardInterrupt``) out of ``loop`` soon, from a handle of its own.
+
+    Why not here: the caller is the sender task completing a batch. Raised in it, the
+    exception would end the task (no later record would be sent, and the rest of the
+    batch's bookkeeping would be skipped); raised from a loop handle, it leaves the loop as
+    it would from any asyncio callback, and the task goes on when the loop runs again.
+    ``loop`` None: the running one. Without a loop that can run the handle (closed, or
+    none running), it is raised at once.
+    """
+    try:
+        (loop or asyncio.get_running_loop()).call_soon(_raise, exc)
+    except RuntimeError:  # the loop is closed, or none runs
+        raise exc from None
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

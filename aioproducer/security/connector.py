@@ -202,26 +202,49 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
         try:
             credentials = credentials_from_jaas(parse_jaas_config(cfg.sasl_jaas_config.value), mechanism)
         except ValueError as exc:
-            raise ConfigError(f"sasl.jaas.config: {exc}") from None
+            message = str(exc)  # the parser's own errors name the key already
+            raise ConfigError(message if message.startswith("sasl.jaas.config:") else f"sasl.jaas.config: {message}") from None
         username = credentials.get("username")
         password = Password(credentials["password"]) if "password" in credentials else None
         principal = credentials.get("principal")
         if credentials.get("tokenauth", "").lower() == "true":
             extensions = (("tokenauth", "true"),)
+    source = "sasl.jaas.config" if cfg.sasl_jaas_config is not None else "sasl.username/sasl.password"
     if mechanism == "OAUTHBEARER":
         if cfg.sasl_oauth_token_provider is None and principal is None:
             raise ConfigError(
                 "sasl.mechanism=OAUTHBEARER needs sasl_oauth_token_provider= (a callable returning a token), or, "
                 "for a test broker, sasl.jaas.config with unsecuredLoginStringClaim_sub"
             )
-        return SaslSettings(mechanism, token_provider=cfg.sasl_oauth_token_provider, unsecured_principal=principal)
+        settings = SaslSettings(mechanism, token_provider=cfg.sasl_oauth_token_provider, unsecured_principal=principal)
+        if principal is not None and cfg.sasl_oauth_token_provider is None:
+            _check_now(source, lambda: unsecured_jwt(principal, lifetime_ms=_UNSECURED_LIFETIME_MS, now_ms=0))
+        return settings
     if not username or password is None:
         raise ConfigError(
             f"sasl.mechanism={mechanism} needs a username and password: sasl.jaas.config "
             "(org.apache.kafka.common.security.plain.PlainLoginModule or ...scram.ScramLoginModule required "
             'username="..." password="...";) or sasl.username and sasl.password'
         )
-    return SaslSettings(mechanism, username=username, password=password, extensions=extensions)
+    settings = SaslSettings(mechanism, username=username, password=password, extensions=extensions)
+    # What the first connection would refuse (an empty password, a NUL in PLAIN, a user name
+    # SASLprep prohibits) is refused now, as a ConfigError, not as a raw error from start().
+    _check_now(
+        source,
+        lambda: create_sasl_client(mechanism, username=username, password=password.value, extensions=dict(extensions) or None),
+    )
+    return settings
+
+
+def _check_now(source: str, make: Callable[[], object]) -> None:
+    """Make the mechanism's client (or token) once, as a connection will: its ``ValueError`` as a ``ConfigError``.
+
+    The mechanisms' messages name the field at fault and never its value.
+    """
+    try:
+        make()
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _mechanism(cfg: ProducerConfig) -> str:

@@ -15,7 +15,8 @@ by ``;``, as Kafka requires of ``sasl.jaas.config``.
 
 The option values are mostly secrets, so the parser never quotes text from the
 input in an error (it gives the line, column and offset, and names only the
-grammar's own characters ``= ; " '``), and :class:`JaasConfig`'s ``repr``
+grammar's own characters ``= ; " '``; a login module is named only if its name
+ends with ``LoginModule``), and :class:`JaasConfig`'s ``repr``
 masks the value of every option whose name contains "password", "secret" or
 "token". :func:`credentials_from_jaas` then checks the module fits the chosen
 mechanism and returns the arguments :func:`~aioproducer.security.sasl.create_sasl_client`
@@ -233,7 +234,9 @@ def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
         )
     if module not in _MODULE_MECHANISMS:
         supported = ", ".join(_MODULE_MECHANISMS)
-        raise ValueError(f"unsupported login module {config.login_module!r}; supported: {supported}")
+        # Named only if it looks like one: a secret pasted in its place must not be echoed.
+        named = repr(config.login_module) if module.endswith("LoginModule") else "(its first word is not a *LoginModule class)"
+        raise ValueError(f"unsupported login module {named}; supported: {supported}")
     if wanted not in _MODULE_MECHANISMS[module]:
         raise ValueError(
             f"login module {module} does not fit SASL mechanism {mechanism!r}: "

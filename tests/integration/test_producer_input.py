@@ -221,3 +221,76 @@ async def test_with_every_broker_down_the_metadata_timeout_names_the_connection_
         assert info.value.__cause__ is not None
         for broker in mock_cluster.broker_ids:
             mock_cluster.broker_up(broker)
+
+
+async def _async_callback(metadata: Any, error: Any) -> None:
+    pass
+
+
+#: Every argument of send() and send_many(), each bad way: (call, error class, the argument the message names).
+#: A bad argument is refused at the call, naming it as send() does, before anything is queued.
+ARGUMENT_CASES: list[Any] = [
+    pytest.param(lambda p: p.send(["t"], b"v"), InvalidTopicError, "topic", id="send-topic-list"),
+    pytest.param(lambda p: p.send(None, b"v"), InvalidTopicError, "topic", id="send-topic-none"),
+    pytest.param(lambda p: p.send(TOPIC, object()), SerializationError, "value", id="send-value-object"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", 3.5), SerializationError, "key", id="send-key-float"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", headers=5), InvalidRecordError, "headers", id="send-headers-int"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", headers=0), InvalidRecordError, "headers", id="send-headers-zero"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", headers=""), InvalidRecordError, "headers", id="send-headers-empty-str"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", headers=[("h", 1)]), InvalidRecordError, "header", id="send-header-value-int"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", partition="1"), InvalidRecordError, "partition", id="send-partition-str"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", partition=True), InvalidRecordError, "partition", id="send-partition-bool"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", partition=-1), InvalidRecordError, "partition", id="send-partition-negative"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", partition=99), Exception, "partition", id="send-partition-out-of-range"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", timestamp_ms=1.5), InvalidRecordError, "timestamp_ms", id="send-timestamp-float"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", timestamp_ms=True), InvalidRecordError, "timestamp_ms", id="send-timestamp-bool"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", timestamp_ms=-1), InvalidRecordError, "timestamp_ms", id="send-timestamp-negative"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", timestamp_ms=2**63), InvalidRecordError, "timestamp_ms", id="send-timestamp-too-big"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", on_delivery=5), TypeError, "on_delivery", id="send-on-delivery-int"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", on_delivery=_async_callback), TypeError, "on_delivery", id="send-on-delivery-async"),
+    pytest.param(lambda p: p.send(TOPIC, b"v", on_delivery=lambda: None), TypeError, "on_delivery", id="send-on-delivery-arity"),
+    # A record that would wait for metadata first: the callback is refused at once, not as a timeout.
+    pytest.param(lambda p: p.send("nowhere", b"v", on_delivery=5), TypeError, "on_delivery", id="send-on-delivery-before-metadata"),
+    pytest.param(lambda p: p.send_many(["t"], [b"v"]), InvalidTopicError, "topic", id="many-topic-list"),
+    pytest.param(lambda p: p.send_many(None, [b"v"]), InvalidTopicError, "topic", id="many-topic-none"),
+    pytest.param(lambda p: p.send_many("a b", []), InvalidTopicError, "topic", id="many-topic-bad-no-values"),
+    pytest.param(lambda p: p.send_many(TOPIC, None), TypeError, "values", id="many-values-none"),
+    pytest.param(lambda p: p.send_many(TOPIC, 5), TypeError, "values", id="many-values-int"),
+    pytest.param(lambda p: p.send_many(TOPIC, b"ab"), TypeError, "values", id="many-values-bytes"),
+    pytest.param(lambda p: p.send_many(TOPIC, {b"k": b"v"}), TypeError, "values", id="many-values-mapping"),
+    pytest.param(lambda p: p.send_many(TOPIC, [object()]), SerializationError, "value", id="many-value-object"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"v"], keys=5), TypeError, "keys", id="many-keys-int"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"v"], keys="k"), TypeError, "keys", id="many-keys-str"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"v", b"w"], keys=[b"k"]), ValueError, "keys", id="many-keys-too-few"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"v"], keys=[3.5]), SerializationError, "key", id="many-key-float"),
+    pytest.param(lambda p: p.send_many(TOPIC, [], on_delivery=5), TypeError, "on_delivery", id="many-on-delivery-no-values"),
+    pytest.param(lambda p: p.send_many(TOPIC, [b"v"], on_delivery=lambda: None), TypeError, "on_delivery", id="many-on-delivery-arity"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "argument"), ARGUMENT_CASES)
+async def test_a_bad_argument_is_refused_at_the_call_naming_it(
+    mock_cluster: MockCluster, bad: BadSend, error: type[BaseException], argument: str
+) -> None:
+    mock_cluster.set_topic_error("nowhere", UNKNOWN_TOPIC_OR_PARTITION)
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, max_block_ms=5000, **FAST) as producer:
+        before = await producer.send(TOPIC, b"before", partition=5)
+        with pytest.raises(error, match=rf"\b{argument}\b"):
+            await bad(producer)
+        after = await producer.send(TOPIC, b"after", partition=5)
+        assert (await after).offset == (await before).offset + 1  # nothing queued in between, the producer fine
+
+
+async def test_a_str_enum_topic_is_its_text_on_every_path(mock_cluster: MockCluster) -> None:
+    """send()'s fast path finds a StrEnum member by equality: every other path takes it too, from the first call."""
+    import enum
+
+    class Topics(str, enum.Enum):
+        ORDERS = TOPIC
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        assert await producer.partitions_for(Topics.ORDERS) == list(range(6))
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        first = await (await producer.send(Topics.ORDERS, b"a", partition=5))
+        many = await asyncio.gather(*await producer.send_many(Topics.ORDERS, [b"b"], [b"k"]))
+        assert first.topic == many[0].topic == TOPIC and type(first.topic) is str

@@ -473,3 +473,21 @@ def test_bad_values_found_late_before_are_refused_at_construction(kwargs: dict[s
 def test_a_configuration_that_is_not_a_mapping_is_refused(config: object) -> None:
     with pytest.raises(ConfigError, match="must be a mapping"):
         ProducerConfig(config)  # type: ignore[arg-type]
+
+
+def test_partitioner_is_the_keyword_alias_of_partitioner_class() -> None:
+    """The README's spelling (and aiokafka's): the same setting, the Java key in the table and in errors."""
+
+    def first(topic: str, key: object, key_bytes: object, value: object, value_bytes: object, cluster: object) -> int:
+        return 0
+
+    def second(topic: str, key: object, key_bytes: object, value: object, value_bytes: object, cluster: object) -> int:
+        return 1
+
+    assert ProducerConfig(partitioner=first).partitioner_class is first
+    assert ProducerConfig(partitioner=first, partitioner_class=first).partitioner_class is first  # the same twice: fine
+    assert "partitioner.class" in ProducerConfig(partitioner=first).explicit_keys
+    with pytest.raises(ConfigError, match=r"partitioner\.class given twice with different values: .* as partitioner= and partitioner_class="):
+        ProducerConfig(partitioner=first, partitioner_class=second)
+    with pytest.raises(ConfigError, match=r"unknown config key 'partitioner'; did you mean 'partitioner\.class'"):
+        ProducerConfig({"partitioner": first})  # a mapping takes the Java key, as for interceptors

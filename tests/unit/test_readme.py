@@ -1,12 +1,20 @@
-"""The README's configuration table is the one the code generates: docs cannot drift from defaults."""
+"""The README's facts are the code's: the configuration table is generated, every key and keyword it shows is accepted."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import inspect
+import re
+import textwrap
 from pathlib import Path
 
-from aioproducer.config import render_markdown_table
+from aioproducer import Producer
+from aioproducer.config import CONFIG_DEFS, ProducerConfig, render_markdown_table
+from aioproducer.errors import ConfigError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIG_KEYS = {d.key for d in CONFIG_DEFS}
 
 
 def test_readme_config_table_matches_config_defs() -> None:
@@ -25,3 +33,117 @@ def test_readme_quick_start_has_the_two_commands_ci_runs() -> None:
     test_command = "pip install -e '.[test]' && python -m pytest"
     assert test_command in text and test_command in ci
     assert "aioproducer demo" in text
+
+
+# ------------------------------------------------------------------ keywords and keys the README shows
+
+#: Dotted names the README writes in code that are not producer keys: the broker's and Spark's.
+NOT_PRODUCER_KEYS = {"auto.create.topics.enable", "min.insync.replicas", "kafka.bootstrap.servers"}
+
+
+def _python_blocks() -> list[str]:
+    """Every ```python block of the README, dedented (some sit in list items)."""
+    return [textwrap.dedent(body) for lang, body in re.findall(r"```(\w*)\n(.*?)```", README.read_text(), re.S) if lang == "python"]
+
+
+def _section(title: str) -> str:
+    """The text of the README section ``title`` (a ``##``/``###`` heading), up to the next heading of its level."""
+    text = README.read_text()
+    start = text.index(f"\n{title}\n")
+    level = title.split(" ", 1)[0]
+    end = text.find(f"\n{level} ", start + len(title) + 2)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _keyword_accepted(name: str) -> bool:
+    """Whether ``ProducerConfig`` knows the keyword (a bad value is fine here: only "unknown" counts)."""
+    try:
+        ProducerConfig(**{name: None})
+    except ConfigError as exc:
+        return not str(exc).startswith("unknown keyword argument")
+    return True
+
+
+def _method_arguments() -> dict[str, set[str]]:
+    """Producer's public methods -> their parameter names."""
+    return {
+        name: set(inspect.signature(member).parameters) - {"self"}
+        for name, member in inspect.getmembers(Producer, inspect.isfunction)
+        if not name.startswith("_")
+    }
+
+
+def test_every_producer_call_in_the_readme_code_uses_keys_and_keywords_the_code_accepts() -> None:
+    """``Producer(...)`` keywords and dict keys, and ``producer.method(kw=...)`` keywords, in every Python block."""
+    methods = _method_arguments()
+    checked: list[str] = []
+    for block in _python_blocks():
+        tree = compile(block, "README.md", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id == "Producer":
+                for keyword in node.keywords:
+                    assert keyword.arg is None or _keyword_accepted(keyword.arg), f"README: Producer({keyword.arg}=...) is refused"
+                    checked.append(f"{keyword.arg}=")
+                if node.args and isinstance(node.args[0], ast.Dict):
+                    for key in node.args[0].keys:
+                        assert isinstance(key, ast.Constant) and isinstance(key.value, str)
+                        assert key.value in CONFIG_KEYS, f"README: Producer({{{key.value!r}: ...}}) is not a config key"
+                        checked.append(key.value)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "producer":
+                assert func.attr in methods, f"README: producer.{func.attr}() is not a Producer method"
+                for keyword in node.keywords:
+                    assert keyword.arg in methods[func.attr], f"README: producer.{func.attr}({keyword.arg}=...) is not an argument"
+                    checked.append(f"{func.attr}({keyword.arg}=)")
+    assert {"bootstrap.servers", "sasl.jaas.config", "security_protocol=", "send(headers=)"} <= set(checked)
+
+
+def test_every_dotted_key_string_in_the_readme_code_is_a_config_key() -> None:
+    """Any ``"dotted.key"`` literal in a Python block (a dict built apart from its ``Producer(...)`` too)."""
+    found: set[str] = set()
+    for block in _python_blocks():
+        tree = compile(block, "README.md", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        found |= {
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[a-z]+(\.[a-z]+)+", node.value)
+        }
+    assert "linger.ms" in found
+    for key in sorted(found - NOT_PRODUCER_KEYS):
+        assert key in CONFIG_KEYS, f"README: {key!r} in a code example is not a config key"
+
+
+def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
+    """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning).
+
+    A keyword must be a ``Producer(...)`` keyword or an argument of a public method; a dotted
+    lower-case name (not a Python module's attribute) a config key. ``partitioner=`` was
+    written here while the code refused it (#25 item 14).
+    """
+    text = _section("## The API")
+    methods = _method_arguments()
+    arguments = set().union(*methods.values())
+    spans = re.findall(r"`([^`\n]+)`", text)
+    keywords = {name for span in spans for name in re.findall(r"(?<![\w.])([a-z_][a-z0-9_]*)=(?!=)", span)}
+    assert {"partitioner", "key_serializer", "on_delivery", "timeout"} <= keywords  # the scan sees them
+    for name in sorted(keywords):
+        assert _keyword_accepted(name) or name in arguments, f"README, The API: `{name}=` is neither a keyword nor an argument"
+    dotted = {span for span in spans if re.fullmatch(r"[a-z]+(\.[a-z]+)+", span)}
+    for name in sorted(dotted - NOT_PRODUCER_KEYS):
+        if importlib.util.find_spec(name.split(".", 1)[0]) is not None:
+            continue  # asyncio.gather and the like: Python names, not keys
+        assert name in CONFIG_KEYS, f"README, The API: `{name}` is not a config key"
+    assert "max.block.ms" in dotted
+
+
+def test_every_property_the_readme_command_lines_pass_is_a_config_key() -> None:
+    """``--producer-property k=v`` and ``--producer-props k=v ...`` in the README's shell examples."""
+    text = README.read_text()
+    keys = re.findall(r"--producer-property\s+([\w.]+)[=:]", text)
+    for props in re.findall(r"--producer-props((?:\s+[\w.]+=\S+)+)", text):
+        keys += re.findall(r"([\w.]+)=", props)
+    assert "linger.ms" in keys
+    for key in set(keys) - {"k"}:  # `--producer-property k=v`: the placeholder
+        assert key in CONFIG_KEYS, f"README: the command line property {key!r} is not a config key"

@@ -117,24 +117,62 @@ async def test_an_on_delivery_raising_cancelled_error_is_logged_and_waiters_stil
 
 
 @pytest.mark.parametrize("leaving", [SystemExit, KeyboardInterrupt])
-async def test_an_on_delivery_raising_system_exit_propagates_after_the_waiters_are_released(
+def test_an_on_delivery_raising_system_exit_leaves_the_loop_not_the_sender(leaving: type[BaseException]) -> None:
+    """complete() runs in the sender task: it must return, and the exception leave the loop from a handle."""
+    loop = asyncio.new_event_loop()
+    try:
+        batch = _batch(loop)
+        seen: list[int] = []
+
+        def leave(metadata: Any, error: Any) -> None:
+            raise leaving()
+
+        first = batch.try_append(1, None, b"a", None, leave)
+        second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(-1 if md is None else md.offset))
+        assert first is not None and second is not None
+        waiter = batch.add_waiter()
+        assert batch.complete(10, -1, None)  # does not raise into its caller
+        assert waiter.done() and seen == [11] and batch.is_done
+        assert first.result().offset == 10
+        with pytest.raises(leaving):
+            loop.run_until_complete(asyncio.sleep(0))  # the loop's next turn lets it out, as asyncio's handles do
+        assert loop.run_until_complete(_one()) == 1  # and the loop goes on
+    finally:
+        loop.close()
+
+
+async def _one() -> int:
+    return 1
+
+
+@pytest.mark.parametrize("leaving", [SystemExit, KeyboardInterrupt])
+def test_a_done_callback_raising_system_exit_leaves_the_loop_and_the_others_still_run(
     leaving: type[BaseException],
 ) -> None:
-    loop = asyncio.get_running_loop()
-    batch = _batch(loop)
-    seen: list[int] = []
+    """As with asyncio's own handles: the exception leaves the loop, the callbacks after it run on its next turn."""
+    loop = asyncio.new_event_loop()
+    try:
+        batch = _batch(loop)
+        futures = [batch.try_append(1, None, b"v", None, None) for _ in range(3)]
+        calls: list[Any] = []
 
-    def leave(metadata: Any, error: Any) -> None:
-        raise leaving()
+        def leave(fut: Any) -> None:
+            calls.append("leave")
+            raise leaving()
 
-    first = batch.try_append(1, None, b"a", None, leave)
-    second = batch.try_append(1, None, b"b", None, lambda md, err: seen.append(-1 if md is None else md.offset))
-    assert first is not None and second is not None
-    waiter = batch.add_waiter()
-    with pytest.raises(leaving):
-        batch.complete(10, -1, None)
-    assert waiter.done() and seen == [11] and batch.is_done
-    assert first.result().offset == 10
+        for future in futures:
+            assert future is not None
+            future.add_done_callback(leave if future is futures[0] else calls.append)
+        gathered = asyncio.gather(*[f for f in futures if f is not None])  # one more done-callback per record, after the ones above
+        batch.complete(5, -1, None)
+        with pytest.raises(leaving):
+            loop.run_until_complete(asyncio.sleep(0))
+        assert calls == ["leave"]
+        results = loop.run_until_complete(gathered)  # would never end if the rest of the batch's callbacks were lost
+        assert calls == ["leave", futures[1], futures[2]]
+        assert [md.offset for md in results] == [5, 6, 7]
+    finally:
+        loop.close()
 
 
 async def test_removing_one_records_done_callback_leaves_the_batchs_others() -> None:
