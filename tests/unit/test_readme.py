@@ -139,10 +139,10 @@ def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
 
 
 def test_every_property_the_readme_command_lines_pass_is_a_config_key() -> None:
-    """``--producer-property k=v`` and ``--producer-props k=v ...`` in the README's shell examples."""
+    """``--command-property k=v ...`` (and the older ``--producer-property``/``--producer-props``) in the README's shell examples."""
     text = README.read_text()
     keys = re.findall(r"--producer-property\s+([\w.]+)[=:]", text)
-    for props in re.findall(r"--producer-props((?:\s+[\w.]+=\S+)+)", text):
+    for props in re.findall(r"--(?:producer-props|command-property)((?:\s+[\w.]+=\S+)+)", text):
         keys += re.findall(r"([\w.]+)=", props)
     assert "linger.ms" in keys
     for key in set(keys) - {"k"}:  # `--producer-property k=v`: the placeholder
