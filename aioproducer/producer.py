@@ -319,6 +319,9 @@ class Producer:
         ``timeout=None`` waits as long as delivery takes (bounded by ``delivery.timeout.ms``);
         ``timeout=0`` fails everything not yet delivered at once. With a timeout, ``close()``
         returns within it: sockets not closed by then are dropped with their unsent bytes.
+        With ``transactional.id``, an open transaction is aborted within the timeout (best effort,
+        as Java's graceful close), a commit or abort that timed out is waited for, and a prepared
+        one is left for ``complete_transaction()``.
         """
         lifecycle = self._lifecycle
         if lifecycle.closing:
@@ -341,8 +344,10 @@ class Producer:
         sender.initiate_close()
         accumulator.pool.close()
         try:
+            await self._end_transaction_on_close(deadline)
             if timeout is None or timeout > 0:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+                left = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+                await asyncio.wait_for(asyncio.shield(task), left)
         except TimeoutError:
             pass
         finally:
@@ -355,6 +360,26 @@ class Producer:
                 _safe_call(interceptor, "close")
             if self._client is not None:
                 await self._client.close(deadline)
+
+    async def _end_transaction_on_close(self, deadline: float | None) -> None:
+        """``close()`` with a transaction: abort an open one, wait for a pending commit or abort; best effort.
+
+        As Java's graceful close: an open transaction left to ``transaction.timeout.ms`` holds
+        back every read_committed consumer of its partitions until then. Bounded by the close's
+        ``deadline`` (event loop time); a prepared transaction (``prepare_transaction()``) is left
+        for ``complete_transaction()``. Nothing is raised: the producer is closing either way.
+        """
+        transactions = self._transactions
+        if transactions is None:
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await transactions.end_for_close()
+        except Exception as exc:  # noqa: BLE001 - a timeout included: logged, the close goes on
+            log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "
+                        "consumers wait for transaction.timeout.ms", transactions.transactional_id, exc)
+        finally:
+            await transactions.cancel_pending()
 
     def _check_context(self) -> None:
         """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in.
