@@ -639,12 +639,20 @@ class Producer:
         """Send and wait for every record of the transaction, then commit it; raises if any record failed.
 
         After such a failure the transaction can only be aborted (``abort_transaction()``).
-        Bounded by ``max.block.ms`` for the coordinator's answer.
+        Fenced by another producer with the same ``transactional.id``: ``ProducerFencedError``,
+        then from every call. Aborted by the coordinator after ``transaction.timeout.ms``:
+        ``InvalidProducerEpochError``, and ``abort_transaction()`` goes on with a new epoch.
+        Waits up to ``max.block.ms``, then raises ``KafkaTimeoutError``: the commit may still
+        land, so it goes on, and calling ``commit_transaction()`` again waits for its outcome
+        (Java's semantics); other transaction calls raise ``IllegalStateError`` until then.
         """
         await self._require_transactions("commit_transaction()").commit()
 
     async def abort_transaction(self) -> None:
-        """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it."""
+        """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it.
+
+        Fenced: ``ProducerFencedError``. A timeout is retried as ``commit_transaction()``'s is.
+        """
         await self._require_transactions("abort_transaction()").abort()
 
     async def prepare_transaction(self) -> PreparedTransaction:

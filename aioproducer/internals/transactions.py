@@ -13,6 +13,14 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
 * ``abort``: queued batches the broker never saw fail with :class:`TransactionAbortedError`,
   batches in flight are awaited, then EndTxn(abort); a transaction whose sequences broke
   gets a new epoch (InitProducerId with the current id and epoch, KIP-360).
+* ``commit``, ``abort`` and ``prepare`` run in a task that their caller waits for up to
+  ``max.block.ms``. A timeout leaves the task running (the EndTxn may have landed): calling
+  the same method again waits for the same outcome, any other transaction call raises
+  ``IllegalStateError`` until then, as Java's ``TransactionManager`` keeps its pending result.
+* A refused epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, from any request) means fenced or
+  timed out; InitProducerId with the current id and epoch tells which (KIP-588): PRODUCER_FENCED
+  (fatal, ``ProducerFencedError``), or the epoch the coordinator gave when it aborted the
+  transaction (abortable; the abort then sends nothing more).
 * ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
   the group's coordinator, with the consumer's generation and member id when given (KIP-447:
   a zombie consumer's offsets are refused).
@@ -33,8 +41,8 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
   or aborted outcome, never a guess.
 
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
-closed; every later call says why), everything else that fails a transaction makes it
-abortable (``abort_transaction()`` and the producer works again).
+closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
+fails a transaction makes it abortable (``abort_transaction()`` and the producer works again).
 """
 
 from __future__ import annotations
