@@ -299,12 +299,14 @@ class Transactions:
     async def end_for_close(self) -> None:
         """``close()``: wait for a pending commit or abort; abort an open transaction; leave a prepared one.
 
-        As Java's graceful close. Errors are the caller's to log: the producer is closing anyway.
+        As Java's graceful close. A pending commit that fails leaves the transaction abortable:
+        it is aborted too. Errors are the caller's to log: the producer is closing anyway.
         """
         pending = self._pending
         if pending is not None:
-            await asyncio.shield(pending.task)
-        elif self.tm.state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
+            await asyncio.wait([pending.task])  # its outcome was given up on by its caller
+            self._pending = None
+        if self.tm.state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
             await self._begin_abort()
 
     async def cancel_pending(self) -> None:
