@@ -366,12 +366,16 @@ class Producer:
 
         As Java's graceful close: an open transaction left to ``transaction.timeout.ms`` holds
         back every read_committed consumer of its partitions until then. Bounded by the close's
-        ``deadline`` (event loop time); a prepared transaction (``prepare_transaction()``) is left
-        for ``complete_transaction()``. Nothing is raised: the producer is closing either way.
+        ``deadline`` (event loop time), or by ``max.block.ms`` without one (a coordinator that
+        never answers must not hold ``close()`` forever); a prepared transaction
+        (``prepare_transaction()``) is left for ``complete_transaction()``. Nothing is raised:
+        the producer is closing either way.
         """
         transactions = self._transactions
         if transactions is None:
             return
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self._max_block_ms / 1000
         try:
             async with asyncio.timeout_at(deadline):
                 await transactions.end_for_close()

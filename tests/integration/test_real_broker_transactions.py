@@ -137,6 +137,9 @@ async def test_offsets_committed_in_the_transaction_are_the_groups_offsets(clust
         async with producer.transaction():
             await producer.send(topic, b"out", key=b"k")
             await producer.send_offsets_to_transaction({TopicPartition(source, 0): 42}, "group-t-offsets")
+        # EndTxn is answered before the markers reach the group's coordinator (on another broker of
+        # three): wait until the offsets are stable, as a reader that must not guess would.
+        assert await producer.committed_offsets("group-t-offsets", [(source, 0)]) == {(source, 0): 42}
     consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="group-t-offsets",
                                 enable_auto_commit=False)
     await consumer.start()
@@ -517,6 +520,7 @@ async def test_offsets_from_an_aiokafka_consumers_membership(cluster: KafkaClust
             with pytest.raises(KafkaError, match="ILLEGAL_GENERATION"):
                 await producer.send_offsets_to_transaction({TopicPartition(source, 0): 9}, stale)
             await producer.abort_transaction()
+            assert await producer.committed_offsets("g-aiokafka", [(source, 0)]) == {(source, 0): 5}  # stable first
         assert await consumer.committed(TopicPartition(source, 0)) == 5
     finally:
         await consumer.stop()
