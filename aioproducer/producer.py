@@ -330,6 +330,9 @@ class Producer:
         ``timeout=None`` waits as long as delivery takes (bounded by ``delivery.timeout.ms``);
         ``timeout=0`` fails everything not yet delivered at once. With a timeout, ``close()``
         returns within it: sockets not closed by then are dropped with their unsent bytes.
+        With ``transactional.id``, an open transaction is aborted within the timeout (best effort,
+        as Java's graceful close), a commit or abort that timed out is waited for, and a prepared
+        one is left for ``complete_transaction()``.
         """
         lifecycle = self._lifecycle
         if lifecycle.closing:
@@ -352,8 +355,10 @@ class Producer:
         sender.initiate_close()
         accumulator.pool.close()
         try:
+            await self._end_transaction_on_close(deadline)
             if timeout is None or timeout > 0:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+                left = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+                await asyncio.wait_for(asyncio.shield(task), left)
         except TimeoutError:
             pass
         finally:
@@ -366,6 +371,30 @@ class Producer:
                 _safe_call(interceptor, "close")
             if self._client is not None:
                 await self._client.close(deadline)
+
+    async def _end_transaction_on_close(self, deadline: float | None) -> None:
+        """``close()`` with a transaction: abort an open one, wait for a pending commit or abort; best effort.
+
+        As Java's graceful close: an open transaction left to ``transaction.timeout.ms`` holds
+        back every read_committed consumer of its partitions until then. Bounded by the close's
+        ``deadline`` (event loop time), or by ``max.block.ms`` without one (a coordinator that
+        never answers must not hold ``close()`` forever); a prepared transaction
+        (``prepare_transaction()``) is left for ``complete_transaction()``. Nothing is raised:
+        the producer is closing either way.
+        """
+        transactions = self._transactions
+        if transactions is None:
+            return
+        if deadline is None:
+            deadline = asyncio.get_running_loop().time() + self._max_block_ms / 1000
+        try:
+            async with asyncio.timeout_at(deadline):
+                await transactions.end_for_close()
+        except Exception as exc:  # noqa: BLE001 - a timeout included: logged, the close goes on
+            log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "
+                        "consumers wait for transaction.timeout.ms", transactions.transactional_id, exc)
+        finally:
+            await transactions.cancel_pending()
 
     def _check_context(self) -> None:
         """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in.
@@ -638,12 +667,20 @@ class Producer:
         """Send and wait for every record of the transaction, then commit it; raises if any record failed.
 
         After such a failure the transaction can only be aborted (``abort_transaction()``).
-        Bounded by ``max.block.ms`` for the coordinator's answer.
+        Fenced by another producer with the same ``transactional.id``: ``ProducerFencedError``,
+        then from every call. Aborted by the coordinator after ``transaction.timeout.ms``:
+        ``InvalidProducerEpochError``, and ``abort_transaction()`` goes on with a new epoch.
+        Waits up to ``max.block.ms``, then raises ``KafkaTimeoutError``: the commit may still
+        land, so it goes on, and calling ``commit_transaction()`` again waits for its outcome
+        (Java's semantics); other transaction calls raise ``IllegalStateError`` until then.
         """
         await self._require_transactions("commit_transaction()").commit()
 
     async def abort_transaction(self) -> None:
-        """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it."""
+        """Abort the transaction: records not yet sent fail, and no consumer reading committed data sees any of it.
+
+        Fenced: ``ProducerFencedError``. A timeout is retried as ``commit_transaction()``'s is.
+        """
         await self._require_transactions("abort_transaction()").abort()
 
     async def prepare_transaction(self) -> PreparedTransaction:

@@ -3,7 +3,10 @@
 Theory of operation. Transactions talk to brokers chosen by key, not by partition:
 FindCoordinator (key type 1 for a transactional id, 0 for a consumer group) names the
 broker, which is remembered until it answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE
-(the key moved: ask again). COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (the
+(the key moved: ask again). The answer names the broker's host and port too, and the
+connection goes there even when the cluster metadata does not list that broker yet (it was
+down at the last update): as Java's TransactionManager, which connects to the node the answer
+names, instead of failing every request until ``metadata.max.age.ms`` refreshes the metadata. COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (the
 previous transaction is still being completed) and UNSTABLE_OFFSET_COMMIT (a group's offsets
 wait for a pending transaction, KIP-447) mean "the same broker, a little later". So
 :meth:`Coordinators.request` retries those, with the producer's backoff, until the caller's
@@ -18,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from aioproducer.errors import (
     ConcurrentTransactionsError,
@@ -51,7 +54,7 @@ class CoordinatorClient(Protocol):
 
     async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]: ...
 
-    async def connection(self, node_id: int) -> Any: ...
+    async def connection_to(self, node_id: int, host: str, port: int) -> Any: ...
 
 
 def first_error_code(body: Any) -> int:
@@ -73,6 +76,14 @@ def first_error_code(body: Any) -> int:
     return 0
 
 
+class _Coordinator(NamedTuple):
+    """A FindCoordinator answer: the broker, and where to reach it (it may be missing from the metadata)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
 class Coordinators:
     """Finds coordinators and sends them requests, retrying what only needs time (see the module docstring)."""
 
@@ -80,8 +91,8 @@ class Coordinators:
         self._client = client
         self._backoff_ms = max(1, retry_backoff_ms)
         self._backoff_max_ms = max(self._backoff_ms, retry_backoff_max_ms)
-        #: (key type, key) -> the coordinator's node id, until it says it is not.
-        self._known: dict[tuple[int, str], int] = {}
+        #: (key type, key) -> the coordinator, until it says it is not.
+        self._known: dict[tuple[int, str], _Coordinator] = {}
 
     def forget(self, key_type: int, key: str) -> None:
         self._known.pop((key_type, key), None)
@@ -108,7 +119,7 @@ class Coordinators:
         while True:
             try:
                 node = await self._find(key_type, key, deadline, what)
-                connection = await self._client.connection(node)
+                connection = await self._client.connection_to(node.node_id, node.host, node.port)
                 _require_version(connection, key, api_key, min_version, what)
                 answer: dict[str, Any] = await connection.send(api_key, body() if callable(body) else body)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
@@ -129,7 +140,12 @@ class Coordinators:
             attempt += 1
             await self._wait(attempt, deadline, what, last)
 
-    async def _find(self, key_type: int, key: str, deadline: float, what: str) -> int:
+    def coordinator(self, key_type: int, key: str) -> int | None:
+        """The node id of the key's coordinator as last found, None if not known now."""
+        known = self._known.get((key_type, key))
+        return None if known is None else known.node_id
+
+    async def _find(self, key_type: int, key: str, deadline: float, what: str) -> _Coordinator:
         known = self._known.get((key_type, key))
         if known is not None:
             return known
@@ -141,7 +157,7 @@ class Coordinators:
             entry = (answer.get("coordinators") or [answer])[0]
             code = int(entry.get("error_code") or 0)
             if code == 0:
-                node = int(entry["node_id"])
+                node = _Coordinator(int(entry["node_id"]), str(entry["host"]), int(entry["port"]))
                 self._known[(key_type, key)] = node
                 return node
             error = error_for_code(code)

@@ -50,9 +50,14 @@ and which partitions the coordinator knows are in the transaction: a partition g
 first batch *pending* (``maybe_add_partition``); the sender sends AddPartitionsToTxn for the
 pending ones together and drains a partition's batches only once it is added. A batch that
 fails inside a transaction makes the transaction abortable (the records around it may be
-half written); fencing errors make the producer fatal. Numbering stays as above, except that
-an epoch bump is never local: it is InitProducerId with the current id and epoch, at abort
-(KIP-360).
+half written). Numbering stays as above, except that an epoch bump is never local: it is
+InitProducerId with the current id and epoch, at abort (KIP-360).
+
+A refused epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) is not fatal by itself: since
+KIP-588 the coordinator also bumps the epoch when it aborts a transaction that outlived
+``transaction.timeout.ms``. ``epoch_rejected`` marks it; the next commit or abort asks the
+coordinator which (InitProducerId with the current id and epoch: PRODUCER_FENCED if another
+producer took over, the new epoch if the transaction only timed out). Only the first is fatal.
 
 Owned by the sender and the producer's transaction calls, on the event loop only.
 """
@@ -62,7 +67,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from aioproducer.errors import IllegalStateError, OutOfOrderSequenceNumberError, UnknownProducerIdError
+from aioproducer.errors import (
+    IllegalStateError,
+    OutOfOrderSequenceNumberError,
+    ProducerFencedError,
+    UnknownProducerIdError,
+)
 from aioproducer.internals.batch import ProducerBatch
 
 __all__ = ["TransactionManager", "TransactionState", "PartitionSequences"]
@@ -166,6 +176,12 @@ class TransactionManager:
         self.offsets_added = False
         #: A batch failed in a way that needs a new epoch: InitProducerId with the old one at abort.
         self.bump_on_abort = False
+        #: A broker or the coordinator refused the epoch (fenced, or the transaction timed out):
+        #: the next commit or abort asks which (KIP-588, see the module docstring).
+        self.epoch_rejected = False
+        #: The coordinator had aborted this transaction (it timed out) and the producer holds its
+        #: new epoch already: aborting it sends nothing.
+        self.coordinator_aborted = False
         #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}
@@ -190,12 +206,22 @@ class TransactionManager:
         if self.state in states:
             return
         if self.state is TransactionState.FATAL_ERROR:
+            if isinstance(self.last_error, ProducerFencedError):  # as Java: fenced stays ProducerFencedError
+                raise ProducerFencedError(
+                    f"{action}: the producer was fenced and can only be closed: {self.last_error}"
+                ) from self.last_error
             raise IllegalStateError(
                 f"{action}: the producer hit a fatal error and can only be closed: {self.last_error}"
             ) from self.last_error
         if self.state is TransactionState.ABORTABLE_ERROR:
+            why = (
+                " (the broker refused the producer's epoch: another producer with the same transactional.id "
+                "fenced it, or the coordinator aborted the transaction after transaction.timeout.ms; "
+                "abort_transaction() tells which, raising ProducerFencedError if fenced)"
+                if self.epoch_rejected else ""
+            )
             raise IllegalStateError(
-                f"{action}: the transaction failed and must be aborted (abort_transaction()): {self.last_error}"
+                f"{action}: the transaction failed and must be aborted (abort_transaction()){why}: {self.last_error}"
             ) from self.last_error
         wanted = " or ".join(s.value for s in states)
         raise IllegalStateError(f"{action} needs the transaction state {wanted}, not {self.state.value}")
@@ -241,6 +267,8 @@ class TransactionManager:
         self.partitions_being_added.clear()
         self.offsets_added = False
         self.last_error = None
+        self.epoch_rejected = False
+        self.coordinator_aborted = False
         self.transition(TransactionState.READY)
 
     # -- producer id and sequences ---------------------------------------------------------------

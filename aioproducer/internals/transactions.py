@@ -13,6 +13,14 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
 * ``abort``: queued batches the broker never saw fail with :class:`TransactionAbortedError`,
   batches in flight are awaited, then EndTxn(abort); a transaction whose sequences broke
   gets a new epoch (InitProducerId with the current id and epoch, KIP-360).
+* ``commit``, ``abort`` and ``prepare`` run in a task that their caller waits for up to
+  ``max.block.ms``. A timeout leaves the task running (the EndTxn may have landed): calling
+  the same method again waits for the same outcome, any other transaction call raises
+  ``IllegalStateError`` until then, as Java's ``TransactionManager`` keeps its pending result.
+* A refused epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, from any request) means fenced or
+  timed out; InitProducerId with the current id and epoch tells which (KIP-588): PRODUCER_FENCED
+  (fatal, ``ProducerFencedError``), or the epoch the coordinator gave when it aborted the
+  transaction (abortable; the abort then sends nothing more).
 * ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
   the group's coordinator, with the consumer's generation and member id when given (KIP-447:
   a zombie consumer's offsets are refused).
@@ -33,19 +41,22 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
   or aborted outcome, never a guess.
 
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
-closed; every later call says why), everything else that fails a transaction makes it
-abortable (``abort_transaction()`` and the producer works again).
+closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
+fails a transaction makes it abortable (``abort_transaction()`` and the producer works again).
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aioproducer.errors import (
+    IllegalStateError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
     KafkaTimeoutError,
@@ -69,7 +80,10 @@ __all__ = [
     "offset_fetch_arguments",
 ]
 
-_FATAL = (ProducerFencedError, InvalidProducerEpochError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
+_FATAL = (ProducerFencedError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
+#: A refused epoch: fenced, or the transaction timed out (told apart by ``_resolve_rejected_epoch``).
+_EPOCH_REJECTED = frozenset({ProducerFencedError.errno, InvalidProducerEpochError.errno})
+_T = TypeVar("_T")
 _S = TransactionState
 #: OffsetFetch v7 adds RequireStable (Kafka 2.5, KIP-447).
 _REQUIRE_STABLE_VERSION = 7
@@ -154,6 +168,14 @@ class GroupMetadata:
         return cls(group_id.decode(), generation, member_id.decode(), instance)
 
 
+@dataclass
+class _Pending:
+    """A commit, abort or prepare under way: its round trips run on while its caller's wait (max.block.ms) ends."""
+
+    what: str
+    task: asyncio.Task[Any]
+
+
 class Transactions:
     """The coordinator round trips of the transactional producer (see the module docstring)."""
 
@@ -168,19 +190,30 @@ class Transactions:
         self.flush: Callable[[], Awaitable[None]] = _nothing
         self.abort_undrained: Callable[[BaseException], None] = lambda _error: None
         self.on_fatal: Callable[[BaseException], None] = lambda _error: None
+        #: The commit, abort or prepare whose outcome its caller has not received yet (it timed out).
+        self._pending: _Pending | None = None
 
     def _deadline(self) -> float:
         return time.monotonic() + self._max_block_ms / 1000
 
-    async def _request(self, api_key: int, body: Callable[[], dict[str, Any]], what: str) -> dict[str, Any]:
-        answer = await self._coordinators.request(TRANSACTION, self.transactional_id, api_key, body, self._deadline(), what)
-        self._check(first_error_code(answer), what)
+    async def _request(self, api_key: int, body: Callable[[], dict[str, Any]], what: str, deadline: float) -> dict[str, Any]:
+        answer = await self._coordinators.request(TRANSACTION, self.transactional_id, api_key, body, deadline, what)
+        await self._judge(first_error_code(answer), what, deadline)
         return answer
+
+    async def _judge(self, code: int, what: str, deadline: float) -> None:
+        """Raise for an error answer; a refused epoch is told apart first (fenced, or the transaction timed out)."""
+        if code in _EPOCH_REJECTED:
+            await self._resolve_rejected_epoch(what, deadline)
+            raise self._aborted_by_coordinator(what)
+        self._check(code, what)
 
     def _check(self, code: int, what: str) -> None:
         if not code:
             return
         cls = error_for_code(code)
+        if cls is InvalidProducerEpochError:
+            cls = ProducerFencedError  # an older coordinator's word for fenced, as Java reads it
         error = cls(f"{what} for transactional.id {self.transactional_id!r}: {cls.message}")
         if issubclass(cls, _FATAL):
             self.tm.fatal_error(error)
@@ -189,16 +222,111 @@ class Transactions:
             self.tm.abortable_error(error)
         raise error
 
+    # ------------------------------------------------------------ a refused epoch (KIP-588)
+    async def _resolve_rejected_epoch(self, what: str, deadline: float) -> None:
+        """Fenced, or the transaction timed out? InitProducerId with the current id and epoch answers.
+
+        The coordinator refuses an epoch for two reasons, with the same error: a newer producer
+        with this ``transactional.id`` started (fatal: the zombie must stop), or the coordinator
+        aborted the transaction after ``transaction.timeout.ms``, bumping the epoch (KIP-588).
+        It then accepts InitProducerId with the old epoch and answers with its new one;
+        a fenced producer gets PRODUCER_FENCED (raised as fatal by ``_check``). Afterwards the
+        transaction is over (aborted) and the producer holds its new epoch.
+        """
+        tm = self.tm
+        await self._init_producer_id(what, deadline)
+        tm.epoch_rejected = False
+        tm.coordinator_aborted = True
+        self.abort_undrained(TransactionAbortedError(
+            f"the transaction coordinator aborted the transaction (transaction.timeout.ms="
+            f"{tm.transaction_timeout_ms} ms) before this record was sent"
+        ))
+
+    def _aborted_by_coordinator(self, what: str) -> InvalidProducerEpochError:
+        """The transaction timed out (see ``_resolve_rejected_epoch``): abortable, not fatal."""
+        error = InvalidProducerEpochError(
+            f"{what} for transactional.id {self.transactional_id!r}: the transaction coordinator aborted the "
+            f"transaction because it outlived transaction.timeout.ms={self.tm.transaction_timeout_ms} ms; "
+            "abort_transaction() ends it and the producer goes on"
+        )
+        self.tm.abortable_error(error)
+        return error
+
+    # ----------------------------------------------------------- calls that outlive a timeout
+    async def _run(self, what: str, begin: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        """Run ``what`` (commit, abort, prepare) for at most ``max.block.ms``; a timeout leaves it running.
+
+        As Java's ``commitTransaction``: a timeout does not mean the request failed (the
+        transaction may have committed), so the work goes on and calling ``what`` again waits
+        for the same outcome; any other transaction call raises ``IllegalStateError`` until
+        then. ``begin`` checks and moves the state now and returns the round trips to run.
+        """
+        pending = self._pending
+        if pending is None:
+            task = asyncio.get_running_loop().create_task(begin(), name=f"aioproducer-{what}")
+            task.add_done_callback(_retrieve)
+            pending = self._pending = _Pending(what, task)
+        elif pending.what != what:
+            self.require_no_pending(what)
+        try:
+            async with asyncio.timeout(self._max_block_ms / 1000) as bound:
+                result: _T = await asyncio.shield(pending.task)
+        except TimeoutError:
+            if not bound.expired():
+                self._pending = None
+                raise  # the work itself ended with a timeout error
+            raise KafkaTimeoutError(
+                f"{what} did not complete within max.block.ms={self._max_block_ms} ms; its outcome is not known "
+                f"yet (the coordinator may have received it): call {what} again to wait for it. Other "
+                "transaction calls raise IllegalStateError until then"
+            ) from None
+        except BaseException:
+            if pending.task.done():
+                self._pending = None  # the work failed: that is its outcome
+            raise
+        self._pending = None
+        return result
+
+    def require_no_pending(self, what: str) -> None:
+        """Raise ``IllegalStateError`` if a commit or abort timed out and its outcome was not received."""
+        pending = self._pending
+        if pending is not None and pending.what != what:
+            raise IllegalStateError(
+                f"{what}: the previous {pending.what} timed out and its outcome is not known yet; call "
+                f"{pending.what} again until it completes (or close the producer)"
+            )
+
+    async def end_for_close(self) -> None:
+        """``close()``: wait for a pending commit or abort; abort an open transaction; leave a prepared one.
+
+        As Java's graceful close. A pending commit that fails leaves the transaction abortable:
+        it is aborted too. Errors are the caller's to log: the producer is closing anyway.
+        """
+        pending = self._pending
+        if pending is not None:
+            await asyncio.wait([pending.task])  # its outcome was given up on by its caller
+            self._pending = None
+        if self.tm.state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
+            await self._begin_abort()
+
+    async def cancel_pending(self) -> None:
+        """``close()`` after its timeout: stop what is left of a pending commit or abort."""
+        pending, self._pending = self._pending, None
+        if pending is not None and not pending.task.done():
+            pending.task.cancel()
+            await asyncio.gather(pending.task, return_exceptions=True)
+
     # -------------------------------------------------------------------------------- init
     async def init(self) -> None:
         """InitProducerId for the ``transactional.id`` (fences an earlier incarnation)."""
         tm = self.tm
         tm.require("init_transactions()", _S.UNINITIALIZED)
         tm.transition(_S.INITIALIZING)
-        await self._init_producer_id("init_transactions()")
+        await self._init_producer_id("init_transactions()", self._deadline())
         tm.transition(_S.READY)
 
-    async def _init_producer_id(self, what: str) -> None:
+    async def _init_producer_id(self, what: str, deadline: float) -> None:
+        """InitProducerId with the current id and epoch (-1 at first); a refused epoch is fatal here."""
         tm = self.tm
 
         def body() -> dict[str, Any]:
@@ -209,32 +337,74 @@ class Transactions:
                 "producer_epoch": tm.producer_epoch,
             }
 
-        answer = await self._request(messages.INIT_PRODUCER_ID, body, what)
+        answer = await self._coordinators.request(
+            TRANSACTION, self.transactional_id, messages.INIT_PRODUCER_ID, body, deadline, what
+        )
+        code = first_error_code(answer)
+        if code in _EPOCH_REJECTED:
+            error = ProducerFencedError(
+                f"{what} for transactional.id {self.transactional_id!r}: a newer producer with the same "
+                f"transactional.id fenced this one (producer id {tm.producer_id}, epoch {tm.producer_epoch})"
+            )
+            tm.fatal_error(error)
+            self.on_fatal(error)
+            raise error
+        self._check(code, what)
         tm.set_producer_id_and_epoch(int(answer["producer_id"]), int(answer["producer_epoch"]))
 
     # ------------------------------------------------------------------------ begin, commit
     def begin(self) -> None:
+        self.require_no_pending("begin_transaction()")
         self.tm.require("begin_transaction()", _S.READY)
         self.tm.transition(_S.IN_TRANSACTION)
 
-    async def _deliver_all(self, what: str) -> None:
-        """The first half of a commit: refuse new records, wait for every one sent, raise if one failed."""
+    async def commit(self) -> None:
+        await self._run("commit_transaction()", self._begin_commit)
+
+    def _begin_commit(self) -> Coroutine[Any, Any, None]:
+        self._begin_delivery("commit_transaction()")
+        return self._commit()
+
+    def _begin_delivery(self, what: str) -> None:
+        """Refuse new records (or, after a refused epoch, go and find out why: see ``_deliver_all``)."""
         tm = self.tm
+        if tm.state is _S.ABORTABLE_ERROR and tm.epoch_rejected:
+            return
         tm.require(what, _S.IN_TRANSACTION)
         tm.transition(_S.COMMITTING_TRANSACTION)
-        await self.flush()
-        if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed while flushing
+
+    async def _deliver_all(self, what: str) -> None:
+        """The first half of a commit: wait for every record sent, raise if one failed.
+
+        A record refused for its epoch: fenced (``ProducerFencedError``, fatal) or timed out
+        (abortable), as the coordinator says (``_resolve_rejected_epoch``).
+        """
+        tm = self.tm
+        if tm.state is not _S.ABORTABLE_ERROR:
+            await self.flush()
+        if tm.state is _S.ABORTABLE_ERROR:  # a record of the transaction failed (maybe while flushing)
+            if tm.epoch_rejected:
+                await self._resolve_rejected_epoch(what, math.inf)
+                raise self._aborted_by_coordinator(what)
             tm.require(what, _S.COMMITTING_TRANSACTION)
 
-    async def commit(self) -> None:
+    async def _commit(self) -> None:
         tm = self.tm
-        await self._deliver_all("commit_transaction()")
+        what = "commit_transaction()"
+        await self._deliver_all(what)
         if tm.transaction_started:
             await self._end_txn(committed=True)
         tm.end_transaction()
 
     async def prepare(self) -> PreparedTransaction:
         """Flush and check as ``commit`` does, then leave the transaction open (PREPARED_TRANSACTION)."""
+        return await self._run("prepare_transaction()", self._begin_prepare)
+
+    def _begin_prepare(self) -> Coroutine[Any, Any, PreparedTransaction]:
+        self._begin_delivery("prepare_transaction()")
+        return self._prepare()
+
+    async def _prepare(self) -> PreparedTransaction:
         tm = self.tm
         await self._deliver_all("prepare_transaction()")
         tm.transition(_S.PREPARED_TRANSACTION)
@@ -262,20 +432,39 @@ class Transactions:
                 "committed": committed,
             },
             what,
+            math.inf,  # bounded by the caller's wait (``_run``), and retried after it as Java does
         )
 
     # -------------------------------------------------------------------------------- abort
     async def abort(self) -> None:
+        await self._run("abort_transaction()", self._begin_abort)
+
+    def _begin_abort(self) -> Coroutine[Any, Any, None]:
         tm = self.tm
         tm.require("abort_transaction()", _S.IN_TRANSACTION, _S.ABORTABLE_ERROR)
         tm.transition(_S.ABORTING_TRANSACTION)
         self.abort_undrained(TransactionAbortedError("the transaction was aborted before this record was sent"))
+        return self._abort()
+
+    async def _abort(self) -> None:
+        tm = self.tm
+        what = "abort_transaction()"
         await self.flush()  # what is in flight completes, one way or the other
-        if tm.transaction_started:
-            await self._end_txn(committed=False)
-        if tm.bump_on_abort:  # KIP-360: a new epoch instead of broken sequences
+        if tm.transaction_started and not (tm.epoch_rejected or tm.coordinator_aborted):
+            answer = await self._coordinators.request(
+                TRANSACTION, self.transactional_id, messages.END_TXN,
+                lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
+                         "producer_epoch": tm.producer_epoch, "committed": False},
+                math.inf, what,
+            )
+            code = first_error_code(answer)
+            if code in _EPOCH_REJECTED:
+                tm.epoch_rejected = True  # fenced, or the coordinator aborted it already: InitProducerId tells
+            else:
+                self._check(code, what)
+        if tm.epoch_rejected or tm.bump_on_abort:  # KIP-588 / KIP-360: a new epoch, or PRODUCER_FENCED
             tm.transition(_S.INITIALIZING)
-            await self._init_producer_id("abort_transaction()")
+            await self._init_producer_id(what, math.inf)
             tm.bump_on_abort = False
         tm.end_transaction()
 
@@ -283,7 +472,9 @@ class Transactions:
     async def send_offsets(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
         """AddOffsetsToTxn, then TxnOffsetCommit to the group's coordinator (``offsets``: partition -> next offset)."""
         tm = self.tm
-        tm.require("send_offsets_to_transaction()", _S.IN_TRANSACTION)
+        what = "send_offsets_to_transaction()"
+        self.require_no_pending(what)
+        tm.require(what, _S.IN_TRANSACTION)
         group = GroupMetadata.of(group_metadata)
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, offset in offsets.items():
@@ -292,12 +483,12 @@ class Transactions:
                 {"partition_index": partition, "committed_offset": int(offset), "committed_leader_epoch": -1,
                  "committed_metadata": ""}
             )
-        what = "send_offsets_to_transaction()"
+        deadline = self._deadline()
         await self._request(
             messages.ADD_OFFSETS_TO_TXN,
             lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
                      "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
-            what,
+            what, deadline,
         )
         tm.offsets_added = True
         answer = await self._coordinators.request(
@@ -309,9 +500,15 @@ class Transactions:
                 "group_instance_id": group.group_instance_id,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
             },
-            self._deadline(), what,
+            deadline, what,
         )
-        self._check(first_error_code(answer), what)
+        await self._judge(first_error_code(answer), what, deadline)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A pending call's outcome is kept for its retry; retrieved here so that asyncio does not warn meanwhile."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _nothing() -> None:

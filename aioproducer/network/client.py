@@ -203,6 +203,8 @@ class KafkaClient:
         self._interrupted: set[asyncio.Task[Any]] = set()
         self._waits_interrupted = False
         self._closing_conns: list[BrokerConnection] = []  # what close() is closing: abort() drops them
+        #: node id -> (host, port) named by a FindCoordinator answer for a node the metadata lacks.
+        self._unlisted: dict[int, tuple[str, int]] = {}
 
     # --------------------------------------------------------------- metadata
 
@@ -686,6 +688,20 @@ class KafkaClient:
             task.add_done_callback(lambda t: self._connect_done(node_id, t))
         return await asyncio.shield(task)
 
+    async def connection_to(self, node_id: int, host: str, port: int) -> BrokerConnection:
+        """:meth:`connection`, at ``host:port`` when the metadata does not list ``node_id`` (yet).
+
+        For coordinators: a FindCoordinator answer names the broker's id, host and port, and that
+        broker may have been down at the last metadata update, so the snapshot would lack it
+        until ``metadata.max.age.ms`` (minutes of failed transactions). As Java's
+        TransactionManager, connect to the address the answer names; a metadata update is
+        requested too. The metadata's address wins once it lists the node.
+        """
+        if node_id not in self._metadata.nodes:
+            self._unlisted[node_id] = (host, port)
+            self.request_update()
+        return await self.connection(node_id)
+
     def _connect_done(self, node_id: int, task: asyncio.Task[BrokerConnection]) -> None:
         if self._connecting.get(node_id) is task:
             del self._connecting[node_id]
@@ -694,14 +710,15 @@ class KafkaClient:
 
     async def _connect(self, node_id: int) -> BrokerConnection:
         node = self._metadata.nodes.get(node_id)
-        if node is None:
+        address = (node.host, node.port) if node is not None else self._unlisted.get(node_id)
+        if address is None:
             raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
         delay = self.connection_delay(node_id)
         if delay > 0:
             await asyncio.sleep(delay / 1000)
         state = self._backoff.setdefault(node_id, _NodeBackoff())
         state.last_attempt_ms = self._clock()
-        conn = self._new_connection(node.host, node.port, node_id)
+        conn = self._new_connection(*address, node_id)
         try:
             await conn.connect()
         except KafkaError as exc:

@@ -1,22 +1,33 @@
 """Transactions against real Kafka: what read_committed consumers see, fencing, aborts, offsets in the transaction.
 
-One Kafka node (transactions need ``transaction.state.log.replication.factor`` <= brokers; the
-cluster sets it). Records are read back by aiokafka with ``isolation_level="read_committed"``
-(only committed records) and ``read_uncommitted`` (everything written, to show that aborted
-records did reach the log and are hidden by the abort marker, not missing).
+One three-broker cluster for the module, as transactions run in production (the coordinator
+can move); tests that stop, pause or kill a broker start or resume it before they end. The
+brokers abort a transaction past its ``transaction.timeout.ms`` within half a second
+(``transaction.abort.timed.out.transaction.cleanup.interval.ms``), for the timeout tests.
+Records are read back by aiokafka with ``isolation_level="read_committed"`` (only committed
+records) and ``read_uncommitted`` (everything written, to show that aborted records did reach
+the log and are hidden by the abort marker, not missing).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from aioproducer import IllegalStateError, KafkaError, Producer, ProducerFencedError, TransactionAbortedError
-from aioproducer.errors import UnstableOffsetCommitError
+from aioproducer import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    Producer,
+    ProducerFencedError,
+    TransactionAbortedError,
+)
+from aioproducer.errors import InvalidProducerEpochError, UnstableOffsetCommitError
 from aioproducer.internals.coordinator import first_error_code
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
@@ -31,7 +42,9 @@ _names = itertools.count()
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[KafkaCluster]:
-    with kafka_or_skip(brokers=1, topics={}) as c:
+    with kafka_or_skip(
+        brokers=3, topics={}, broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+    ) as c:
         yield c
 
 
@@ -91,17 +104,13 @@ async def test_a_second_producer_with_the_same_id_fences_the_first_and_aborts_it
         async with Producer(config(cluster, "t-fence")) as second:  # init_transactions() fences the first
             async with second.transaction():
                 await second.send(topic, b"winner", key=b"k")
-        with pytest.raises((ProducerFencedError, IllegalStateError)) as info:
+        with pytest.raises(ProducerFencedError, match="fenced"):
             await first.commit_transaction()
-        assert "fenced" in str(info.value).lower() or "epoch" in str(info.value).lower()
-        with pytest.raises(KafkaErrorTypes):
+        with pytest.raises(ProducerFencedError):
             await first.send(topic, b"after", key=b"k")
     finally:
         await first.close()
     assert await read(cluster, topic, committed=True) == [b"winner"]
-
-
-KafkaErrorTypes = (ProducerFencedError, IllegalStateError)
 
 
 async def test_calls_in_the_wrong_state_name_the_state(cluster: KafkaCluster) -> None:
@@ -128,6 +137,9 @@ async def test_offsets_committed_in_the_transaction_are_the_groups_offsets(clust
         async with producer.transaction():
             await producer.send(topic, b"out", key=b"k")
             await producer.send_offsets_to_transaction({TopicPartition(source, 0): 42}, "group-t-offsets")
+        # EndTxn is answered before the markers reach the group's coordinator (on another broker of
+        # three): wait until the offsets are stable, as a reader that must not guess would.
+        assert await producer.committed_offsets("group-t-offsets", [(source, 0)]) == {(source, 0): 42}
     consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="group-t-offsets",
                                 enable_auto_commit=False)
     await consumer.start()
@@ -188,49 +200,218 @@ async def test_records_queued_when_a_transaction_is_aborted_fail_with_transactio
 
 
 # ---------------------------------------------------------------- the coordinator dies; the transaction times out
-@pytest.fixture(scope="module")
-def three() -> Iterator[KafkaCluster]:
-    with kafka_or_skip(brokers=3, topics={}) as c:
-        yield c
+def coordinator_of(producer: Producer) -> int:
+    """The node id of the producer's transaction coordinator as last found."""
+    transactions = producer._transactions
+    assert transactions is not None
+    node = transactions._coordinators.coordinator(1, transactions.transactional_id)  # TRANSACTION key type
+    assert node is not None
+    return node
 
 
-async def test_the_transaction_coordinator_killed_mid_transaction_the_commit_still_lands_once(three: KafkaCluster) -> None:
-    topic = fresh(three, partitions=3)
-    async with Producer({**config(three, "t-coordinator"), "request.timeout.ms": 5000}) as producer:
-        transactions = producer._transactions
-        assert transactions is not None
-        producer.begin_transaction()
-        first = [await producer.send(topic, b"a%d" % i, key=b"k%d" % i) for i in range(30)]
-        await asyncio.gather(*first)
-        coordinator = transactions._coordinators._known[(1, "t-coordinator")]  # TRANSACTION key type
-        await asyncio.to_thread(three.kill_broker, coordinator)
-        second = [await producer.send(topic, b"b%d" % i, key=b"k%d" % i) for i in range(30)]
-        await producer.commit_transaction()  # finds the new coordinator; the partitions' leaders moved too
-        await asyncio.gather(*second)
+async def test_the_transaction_coordinator_killed_mid_transaction_the_commit_still_lands_once(cluster: KafkaCluster) -> None:
+    topic = fresh(cluster, partitions=3)
+    try:
+        async with Producer({**config(cluster, "t-coordinator"), "request.timeout.ms": 5000}) as producer:
+            producer.begin_transaction()
+            first = [await producer.send(topic, b"a%d" % i, key=b"k%d" % i) for i in range(30)]
+            await asyncio.gather(*first)
+            await asyncio.to_thread(cluster.kill_broker, coordinator_of(producer))
+            second = [await producer.send(topic, b"b%d" % i, key=b"k%d" % i) for i in range(30)]
+            await producer.commit_transaction()  # finds the new coordinator; the partitions' leaders moved too
+            await asyncio.gather(*second)
+    finally:
+        await asyncio.to_thread(cluster.start_all)  # the killed broker, for the module's next tests
     expected = sorted([b"a%d" % i for i in range(30)] + [b"b%d" % i for i in range(30)])
-    assert sorted(await read_isolated(three.bootstrap_servers, topic, [0, 1, 2], committed=True, timeout=30)) == expected
+    assert sorted(await read_isolated(cluster.bootstrap_servers, topic, [0, 1, 2], committed=True, timeout=30)) == expected
 
 
-@pytest.fixture(scope="module")
-def quick_timeouts() -> Iterator[KafkaCluster]:
-    with kafka_or_skip(
-        brokers=1, topics={}, broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
-    ) as c:
-        yield c
+def transaction_state_partition(transactional_id: str, partitions: int = 4) -> int:
+    """The ``__transaction_state`` partition of an ASCII id, as the broker picks it (Java's String.hashCode, abs, mod)."""
+    h = 0
+    for char in transactional_id:
+        h = (31 * h + ord(char)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions  # the cluster's transaction.state.log.num.partitions
 
 
-async def test_a_transaction_past_its_timeout_is_aborted_by_the_broker_and_commit_says_so(quick_timeouts: KafkaCluster) -> None:
-    topic = fresh(quick_timeouts, partitions=1)
-    async with Producer({**config(quick_timeouts, "t-timeout"), "transaction.timeout.ms": 1000}) as producer:
+def elect_preferred_leader(cluster: KafkaCluster, partition: int, leader: int) -> None:
+    """Move ``__transaction_state``'s ``partition`` back to its preferred replica ``leader`` (retried: it must be in sync)."""
+    from confluent_kafka import ElectionType, TopicPartition
+
+    admin = cluster._admin()
+    deadline = time.monotonic() + 60
+    while cluster.partition_leader("__transaction_state", partition) != leader:
+        if time.monotonic() > deadline:
+            pytest.fail(f"broker {leader} did not become the leader of __transaction_state-{partition}")
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("__transaction_state", partition)]).result()
+        time.sleep(0.5)  # polling another process's election; nothing to wait on
+
+
+async def test_a_coordinator_the_producers_metadata_lacks_is_reached_at_the_address_find_coordinator_names(
+    cluster: KafkaCluster,
+) -> None:
+    """The coordinator moves to a broker that was down at the producer's metadata update.
+
+    Made deterministic: the broker leading the id's ``__transaction_state`` partition is
+    stopped, the producer starts (bootstrap and metadata without it) and commits with the
+    coordinator elsewhere; the broker starts again and a preferred-leader election moves the
+    coordinator back to it. Before, every coordinator request failed with "node N is not in
+    the cluster metadata" until ``metadata.max.age.ms`` (5 min): the record expired at
+    ``delivery.timeout.ms`` and the commit raised.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    tid = "t-unlisted-coordinator"
+    partition = transaction_state_partition(tid)
+    topic = fresh(cluster, partitions=1)
+    async with Producer(config(cluster, "t-unlisted-first")):  # creates __transaction_state if no test did yet
+        pass
+    admin: AdminClient = cluster._admin()
+    metadata = await asyncio.to_thread(admin.list_topics, "__transaction_state", 10)
+    assert partition in metadata.topics["__transaction_state"].partitions  # four partitions, as the cluster makes them
+    preferred = metadata.topics["__transaction_state"].partitions[partition].replicas[0]
+    await asyncio.to_thread(elect_preferred_leader, cluster, partition, preferred)
+    others = [b for b in cluster.broker_ids if b != preferred]
+    servers = ",".join(cluster.bootstrap_servers.split(",")[b - 1] for b in others)
+    await asyncio.to_thread(cluster.stop_broker, preferred)
+    try:
+        async with asyncio.timeout(60):
+            while await asyncio.to_thread(cluster.partition_leader, "__transaction_state", partition) not in others:
+                await asyncio.sleep(0.2)  # the controller moves the leadership once the broker's session ends
+        async with Producer({**config(cluster, tid), "bootstrap.servers": servers, "max.block.ms": 20000,
+                             "delivery.timeout.ms": 20000, "request.timeout.ms": 10000}) as producer:
+            async with producer.transaction():
+                await producer.send(topic, b"before", key=b"k")
+            assert coordinator_of(producer) in others
+            await asyncio.to_thread(cluster.start_broker, preferred)
+            await asyncio.to_thread(elect_preferred_leader, cluster, partition, preferred)
+            assert preferred not in producer._client.metadata.nodes  # type: ignore[union-attr]  # the setting of the bug
+            async with producer.transaction():
+                await producer.send(topic, b"after", key=b"k")
+            assert coordinator_of(producer) == preferred
+    finally:
+        if preferred not in cluster.running_brokers():
+            await asyncio.to_thread(cluster.start_broker, preferred)
+    assert await read(cluster, topic, committed=True) == [b"before", b"after"]
+
+
+async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_producer_goes_on(cluster: KafkaCluster) -> None:
+    """KIP-588: timed out is not fenced. After a refused epoch, ``abort_transaction()`` gets the new one.
+
+    Each round leaves a transaction open past ``transaction.timeout.ms`` until the broker has
+    aborted it (a read_committed reader sees no open transaction), then meets the refused epoch
+    another way: a record sent after it, a commit, an abort. Before, the producer was fatal
+    after each (``IllegalStateError`` from every later call) and had to be rebuilt.
+    """
+    topic = fresh(cluster, partitions=1)
+    # 3 s: the transactions that must succeed have to finish within it on a loaded machine.
+    kept: list[bytes] = []
+    async with Producer({**config(cluster, "t-timeout"), "transaction.timeout.ms": 3000}) as producer:
+        for meet in ("send", "commit", "abort"):
+            producer.begin_transaction()
+            await (await producer.send(topic, b"too-late-" + meet.encode(), key=b"k"))
+            # The broker aborts it on its own: a read_committed reader waits until no transaction is open.
+            assert await read(cluster, topic, committed=True, timeout=30) == kept
+            if meet == "send":
+                late = await producer.send(topic, b"refused", key=b"k")
+                with pytest.raises(InvalidProducerEpochError):
+                    await late  # the partition's leader refuses the old epoch
+            if meet in ("send", "commit"):
+                with pytest.raises(InvalidProducerEpochError, match="'t-timeout'.*outlived transaction.timeout.ms=3000"):
+                    await producer.commit_transaction()  # not ProducerFencedError: nobody took over
+            await producer.abort_transaction()  # the new epoch (or, if fenced, ProducerFencedError)
+            async with producer.transaction():
+                await producer.send(topic, b"kept-" + meet.encode(), key=b"k")
+            kept.append(b"kept-" + meet.encode())
+    assert await read(cluster, topic, committed=True) == [b"kept-send", b"kept-commit", b"kept-abort"]
+    assert sorted(await read(cluster, topic, committed=False)) == sorted(
+        [b"too-late-send", b"kept-send", b"too-late-commit", b"kept-commit", b"too-late-abort", b"kept-abort"]
+    )
+
+
+async def test_a_zombie_fenced_mid_transaction_gets_producer_fenced_from_commit_and_every_later_call(
+    cluster: KafkaCluster,
+) -> None:
+    """The README's ``except ProducerFencedError`` must catch fencing, whichever request meets it first."""
+    topic = fresh(cluster, partitions=1)
+    zombie = Producer(config(cluster, "t-zombie"))
+    await zombie.start()
+    try:
+        zombie.begin_transaction()
+        await (await zombie.send(topic, b"zombie-1", key=b"k"))
+        async with Producer(config(cluster, "t-zombie")) as successor:  # fences the zombie, aborts its transaction
+            late = await zombie.send(topic, b"zombie-2", key=b"k")  # the partition's leader refuses its epoch
+            with pytest.raises(InvalidProducerEpochError):
+                await late
+            with pytest.raises(ProducerFencedError, match="'t-zombie'"):
+                await zombie.commit_transaction()
+            with pytest.raises(ProducerFencedError):
+                await zombie.commit_transaction()
+            with pytest.raises(ProducerFencedError):
+                await zombie.abort_transaction()
+            with pytest.raises(ProducerFencedError):
+                zombie.begin_transaction()
+            with pytest.raises(ProducerFencedError):
+                await zombie.send(topic, b"zombie-3", key=b"k")
+            async with successor.transaction():
+                await successor.send(topic, b"winner", key=b"k")
+    finally:
+        await zombie.close()
+    assert await read(cluster, topic, committed=True) == [b"winner"]
+
+
+async def test_a_commit_that_timed_out_is_retried_until_its_outcome_and_nothing_else_is_allowed_meanwhile(
+    cluster: KafkaCluster,
+) -> None:
+    """As Java's ``commitTransaction()``: a timeout does not say the commit failed; calling it again learns the outcome.
+
+    The coordinator is paused (SIGSTOP) with the EndTxn sent to it, so the commit cannot end
+    within ``max.block.ms``. Before, the timed-out commit left only ``close()``: the retry,
+    ``abort_transaction()`` and ``begin_transaction()`` all raised, though the commit landed.
+    """
+    topic = fresh(cluster, partitions=1)
+    async with Producer({**config(cluster, "t-commit-timeout"), "max.block.ms": 5000,
+                         "request.timeout.ms": 20000}) as producer:
         producer.begin_transaction()
-        await (await producer.send(topic, b"too-late", key=b"k"))
-        # The broker aborts it on its own: a read_committed reader waits until no transaction is open.
-        assert await read(quick_timeouts, topic, committed=True, timeout=30) == []
-        with pytest.raises(KafkaError) as info:
-            await producer.commit_transaction()
-        assert "t-timeout" in str(info.value)
-    assert await read(quick_timeouts, topic, committed=True) == []
-    assert await read(quick_timeouts, topic, committed=False) == [b"too-late"]
+        await (await producer.send(topic, b"committed-once", key=b"k"))
+        coordinator = coordinator_of(producer)
+        await asyncio.to_thread(cluster.pause_broker, coordinator)
+        try:
+            with pytest.raises(KafkaTimeoutError, match="commit_transaction\\(\\) did not complete within max.block.ms"):
+                await producer.commit_transaction()
+            with pytest.raises(IllegalStateError, match="the previous commit_transaction\\(\\) timed out"):
+                await producer.abort_transaction()
+            with pytest.raises(IllegalStateError, match="the previous commit_transaction\\(\\) timed out"):
+                producer.begin_transaction()
+        finally:
+            cluster.resume_broker(coordinator)
+        async with asyncio.timeout(60):
+            while True:  # the documented way: retry until the outcome is known
+                try:
+                    await producer.commit_transaction()
+                    break
+                except KafkaTimeoutError:
+                    continue
+        async with producer.transaction():  # and the producer goes on
+            await producer.send(topic, b"next", key=b"k")
+    assert await read(cluster, topic, committed=True) == [b"committed-once", b"next"]
+
+
+async def test_close_aborts_an_open_transaction_so_read_committed_consumers_go_on(cluster: KafkaCluster) -> None:
+    """As Java's graceful close. Before, the transaction stayed open until ``transaction.timeout.ms`` (here 10 min).
+
+    The read_committed reader waits for no open transaction (the last stable offset at the log
+    end), for at most 30 s: far less than the transaction's own timeout, so only the abort frees it.
+    """
+    topic = fresh(cluster, partitions=2)
+    producer = Producer({**config(cluster, "t-close-open"), "transaction.timeout.ms": 600_000})
+    await producer.start()
+    producer.begin_transaction()
+    written = [await producer.send(topic, b"w%d" % i, key=b"k%d" % i) for i in range(10)]
+    await asyncio.gather(*written)
+    await producer.close(timeout=30)
+    assert await read(cluster, topic, committed=True, timeout=30) == []  # aborted: the LSO moved on
+    assert sorted(await read(cluster, topic, committed=False)) == sorted(b"w%d" % i for i in range(10))
 
 
 # ---------------------------------------------------------------- two-phase commit: prepare here, complete elsewhere
@@ -339,6 +520,7 @@ async def test_offsets_from_an_aiokafka_consumers_membership(cluster: KafkaClust
             with pytest.raises(KafkaError, match="ILLEGAL_GENERATION"):
                 await producer.send_offsets_to_transaction({TopicPartition(source, 0): 9}, stale)
             await producer.abort_transaction()
+            assert await producer.committed_offsets("g-aiokafka", [(source, 0)]) == {(source, 0): 5}  # stable first
         assert await consumer.committed(TopicPartition(source, 0)) == 5
     finally:
         await consumer.stop()

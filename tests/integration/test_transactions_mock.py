@@ -19,6 +19,7 @@ import pytest
 from aioproducer import IllegalStateError, KafkaTimeoutError, Producer, ProducerFencedError, UnsupportedVersionError
 from aioproducer.errors import (
     ConcurrentTransactionsError,
+    InvalidProducerEpochError,
     CoordinatorLoadInProgressError,
     GroupAuthorizationFailedError,
     NotCoordinatorError,
@@ -53,14 +54,34 @@ async def test_coordinator_errors_on_every_transaction_request_are_ridden_out(mo
 async def test_a_fenced_end_txn_is_fatal_and_every_later_call_says_so(mock_cluster: MockCluster) -> None:
     async with Producer(config(mock_cluster, "tx-fenced")) as producer:
         mock_cluster.push_request_errors(messages.END_TXN, ProducerFencedError.errno)
+        # The KIP-588 check (InitProducerId with the current epoch) answers as for a fenced producer.
+        mock_cluster.push_request_errors(messages.INIT_PRODUCER_ID, ProducerFencedError.errno)
         producer.begin_transaction()
         await (await producer.send("orders", b"v", key=b"k"))
         with pytest.raises(ProducerFencedError, match="tx-fenced"):
             await producer.commit_transaction()
-        with pytest.raises(IllegalStateError, match="can only be closed"):
+        with pytest.raises(ProducerFencedError, match="can only be closed"):
             producer.begin_transaction()
         with pytest.raises(ProducerFencedError):
             await producer.send("orders", b"w", key=b"k")
+
+
+async def test_a_refused_epoch_that_init_producer_id_accepts_is_a_timed_out_transaction_aborted_and_gone_on_from(
+    mock_cluster: MockCluster,
+) -> None:
+    """EndTxn refuses the epoch, InitProducerId with it answers a new one: the coordinator timed the transaction out."""
+    async with Producer(config(mock_cluster, "tx-timed-out")) as producer:
+        mock_cluster.push_request_errors(messages.END_TXN, ProducerFencedError.errno)
+        producer.begin_transaction()
+        await (await producer.send("orders", b"v", key=b"k"))
+        epoch = producer.metrics()["producer_epoch"]
+        with pytest.raises(InvalidProducerEpochError, match="tx-timed-out.*outlived transaction.timeout.ms"):
+            await producer.commit_transaction()
+        assert producer.metrics()["producer_epoch"] == epoch + 1
+        await producer.abort_transaction()  # nothing left to send: the coordinator aborted it
+        async with producer.transaction():
+            future = await producer.send("orders", b"w", key=b"k")
+        assert future.exception() is None
 
 
 # ---------------------------------------------------------------- committed_offsets()

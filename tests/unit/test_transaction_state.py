@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from aioproducer.errors import IllegalStateError, KafkaError, ProducerFencedError
+from aioproducer.errors import (
+    IllegalStateError,
+    InvalidProducerEpochError,
+    KafkaError,
+    ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
+)
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
 
 S = TransactionState
@@ -85,8 +91,28 @@ def test_fatal_is_final() -> None:
     tm.fatal_error(fenced)
     tm.transition(S.ABORTING_TRANSACTION)  # ignored: fatal stays fatal
     assert state(tm) is S.FATAL_ERROR
-    with pytest.raises(IllegalStateError, match="can only be closed: .*fenced by a newer producer"):
+    # Fenced stays ProducerFencedError on every later call (as Java): `except ProducerFencedError` catches it.
+    with pytest.raises(ProducerFencedError, match="begin_transaction\\(\\): .*can only be closed: .*fenced by a newer"):
         tm.require("begin_transaction()", S.READY)
+
+
+def test_another_fatal_error_is_an_illegal_state_naming_it() -> None:
+    tm = ready()
+    tm.fatal_error(TransactionalIdAuthorizationFailedError("not allowed"))
+    with pytest.raises(IllegalStateError, match="can only be closed: .*not allowed"):
+        tm.require("begin_transaction()", S.READY)
+
+
+def test_an_epoch_refused_in_a_transaction_says_abort_tells_fenced_from_timed_out() -> None:
+    tm = ready()
+    tm.transition(S.IN_TRANSACTION)
+    tm.epoch_rejected = True
+    tm.abortable_error(InvalidProducerEpochError("old epoch"))
+    with pytest.raises(IllegalStateError, match="must be aborted .*fenced it, or the coordinator aborted .*ProducerFencedError"):
+        tm.require("send()", S.IN_TRANSACTION)
+    tm.transition(S.ABORTING_TRANSACTION)
+    tm.end_transaction()
+    assert not tm.epoch_rejected and state(tm) is S.READY
 
 
 def test_a_partition_not_yet_added_is_not_drained() -> None:
