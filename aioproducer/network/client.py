@@ -434,8 +434,8 @@ class KafkaClient:
             return False
         for node_id, node in self._metadata.nodes.items():
             if (node.host, node.port) == (conn.host, conn.port):
-                if node_id in self._conns:
-                    return False
+                if node_id in self._conns or node_id in self._connecting:
+                    return False  # the node has its own connection, or will have (see _connect)
                 conn.node_id = node_id
                 self._conns[node_id] = conn
                 return True
@@ -656,7 +656,15 @@ class KafkaClient:
             raise KafkaConnectionError("the client was closed while connecting")
         state.failures = 0
         state.last_error = None
+        current = self._conns.get(node_id)
+        if current is not None and current.is_connected:
+            # Never overwrite a connection: one dropped unclosed keeps its socket open and its
+            # reader task, held by nothing else (asyncio holds tasks weakly), dies pending.
+            await conn.close()
+            return current
         self._conns[node_id] = conn
+        if current is not None:
+            await current.close()  # a broken one nobody removed yet
         return conn
 
     def connection_error(self, node_id: int) -> errors.KafkaError | None:
