@@ -138,9 +138,14 @@ default_producer = get_producer()
 ProducerDep = Annotated[Producer, Depends(default_producer)]
 
 
-def producer_ready(producer: Producer) -> bool:
-    """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``."""
-    return producer.ready
+def producer_ready(producer: Producer, *, require_brokers: bool = False) -> bool:
+    """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``.
+
+    ``require_brokers=True`` also asks ``Producer.brokers_reachable``: false while no broker
+    can be reached, when ``ready`` alone stays true (records are buffered and retried until
+    ``delivery.timeout.ms``). Take it when the service should get no traffic during an outage.
+    """
+    return producer.ready and (not require_brokers or producer.brokers_reachable)
 
 
 def install_exception_handlers(app: FastAPI) -> None:
