@@ -162,7 +162,8 @@ class KafkaClient:
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
         self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
-        #: Called when a connection takes requests again after re-authenticating (the sender's wake-up).
+        #: The sender's wake-up: called when a connection takes requests again after re-authenticating,
+        #: and when one is lost (metadata is then due: an idle producer must look for its brokers too).
         self.on_sendable: Callable[[], None] | None = None
         #: Tracked topics and when each was last used (``add_topic``); idle ones are dropped.
         self._topics: dict[str, float] = {}
@@ -243,7 +244,7 @@ class KafkaClient:
         for listener in self.metadata_listeners:
             listener(metadata)
 
-    def _connection_sendable(self) -> None:
+    def _wake_sender(self) -> None:
         if self.on_sendable is not None:
             self.on_sendable()
 
@@ -251,10 +252,13 @@ class KafkaClient:
         """A connection broke (EOF, reset, timeout): its broker may have left or lost leadership.
 
         As Java's ``NetworkClient.handleServerDisconnect``: metadata is marked for
-        update, which the sender acts on at its next pass.
+        update, and the sender woken to act on it now. Asleep until its next batch or
+        ``metadata.max.age.ms``, an idle producer would not try its brokers again, so it
+        would neither log an outage nor see it in ``brokers_reachable`` until traffic came.
         """
         log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
         self.request_update()
+        self._wake_sender()
 
     def request_update(self) -> None:
         """Mark the metadata stale: the next :meth:`maybe_refresh_metadata` refreshes it.
@@ -556,7 +560,7 @@ class KafkaClient:
             reauth_fraction=self._rng.uniform(0.85, 0.95),
         )
         conn.on_lost = self._connection_lost
-        conn.on_sendable = self._connection_sendable
+        conn.on_sendable = self._wake_sender
         return conn
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:

@@ -254,6 +254,25 @@ async def test_an_outage_is_logged_and_followed_by_brokers_reachable_while_ready
     assert "(delivery.timeout.ms=1500) while no broker was reachable; the last attempt failed with KafkaConnectionError" in records[0].getMessage()
 
 
+async def test_an_idle_producer_sees_an_outage_and_its_end_without_traffic(caplog: pytest.LogCaptureFixture) -> None:
+    """A probe on an idle service must follow the brokers too: a lost connection wakes the sender, which looks for them.
+
+    Before, the sender slept until its next batch or ``metadata.max.age.ms`` (5 min): nothing
+    was tried, so nothing was logged and ``brokers_reachable`` stayed True through the outage.
+    """
+    caplog.set_level(logging.INFO, "aioproducer.network.client")
+    with MockCluster(brokers=1, topics={"t": 1}) as cluster:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, **FAST) as producer:
+            await (await producer.send("t", value=b"before"))
+            cluster.broker_down(1)
+            await eventually(lambda: not producer.brokers_reachable, what="the outage seen without traffic")
+            cluster.broker_up(1)
+            await eventually(lambda: producer.brokers_reachable, what="the end of the outage seen without traffic")
+            assert producer.ready
+        nodes = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "aioproducer.network.client"]
+    assert [level for level, _ in nodes] == [logging.WARNING, logging.INFO], nodes
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("times", [1, 2])
 async def test_message_too_large_splits_the_batch_and_delivers_everything(
