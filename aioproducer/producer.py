@@ -44,6 +44,7 @@ from aioproducer.internals.accumulator import (
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
+from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
@@ -172,6 +173,8 @@ class Producer:
         self._records_sent = 0
         self._records_failed = 0
         self._last_error: BaseException | None = None  # of the last batch that failed (metrics())
+        #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
+        self._failure_log = DeliveryFailureLog()
 
     @property
     def config(self) -> ProducerConfig:
@@ -183,9 +186,27 @@ class Producer:
 
         What a readiness probe asks: a producer that is not ready refuses records (or, before
         ``start()`` finished, cannot take them yet), so the service should get no traffic.
+        It stays True while brokers are unreachable (records are queued and retried until
+        ``delivery.timeout.ms``); :attr:`brokers_reachable` follows the brokers.
         """
         task = self._sender_task
         return self._lifecycle.accepting and task is not None and not task.done()
+
+    @property
+    def brokers_reachable(self) -> bool:
+        """Whether the producer can reach a broker: False during an outage, for a probe that follows it.
+
+        ``ready`` stays True through an outage, by design: ``send()`` still queues records,
+        which are retried until ``delivery.timeout.ms``, so a service that keeps accepting
+        loses nothing if the cluster comes back in time. This one follows the cluster: False
+        from a connection attempt that failed while no connection to any broker was live,
+        until a connection to a broker succeeds again (``KafkaClient.brokers_reachable``);
+        a broker closing an idle connection does not make it False. False before ``start()``
+        finished and once ``close()`` began. Each node's outage is also logged, once at
+        WARNING when it begins and once at INFO when it ends (logger ``aioproducer.network.client``).
+        """
+        client = self._client
+        return client is not None and self._lifecycle.state is State.RUNNING and client.brokers_reachable
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Producer:
@@ -367,6 +388,7 @@ class Producer:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             sender.abort_incomplete(ProducerClosedError("the producer was closed before this record was delivered"))
+            self._failure_log.flush()  # what close() failed, and what was still counted, said now
             for interceptor in self._interceptors:
                 _safe_call(interceptor, "close")
             if self._client is not None:
@@ -974,6 +996,7 @@ class Producer:
         else:
             self._records_failed += batch.record_count
             self._last_error = batch.error
+            self._failure_log.record(batch.topic, batch.partition, batch.record_count, batch.error)
         if self._interceptors:
             for metadata, error in batch.outcomes():  # each record's own error (KIP-467), as Java's
                 for interceptor in self._interceptors:

@@ -167,14 +167,16 @@ default_producer = get_producer()
 ProducerDep = Annotated[Producer, Depends(default_producer)]
 
 
-def producer_ready(producer: Producer) -> bool:
+def producer_ready(producer: Producer, *, require_brokers: bool = False) -> bool:
     """Whether the producer can queue records now (for a readiness endpoint): see ``Producer.ready``.
 
     True once ``start()`` finished (the cluster answered once), until ``close()`` or a fatal
     error. It does not follow the brokers afterwards: during an outage the producer still
     queues records (they wait up to ``delivery.timeout.ms``), so it stays true.
+    ``require_brokers=True`` also asks ``Producer.brokers_reachable``: false while no broker
+    can be reached. Take it when the service should get no traffic during an outage.
     """
-    return producer.ready
+    return producer.ready and (not require_brokers or producer.brokers_reachable)
 
 
 def install_exception_handlers(app: FastAPI) -> None:

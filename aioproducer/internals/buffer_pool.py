@@ -10,14 +10,17 @@ the total bytes reserved by open and in-flight batches never exceeds
 ``buffer.memory``. This pool therefore deals in reservations (integers), with
 the Java pool's invariants kept:
 
-* ``available_memory`` = ``total`` minus everything reserved and not yet returned;
-  a reservation of ``batch.size`` bytes is the pooled, standard size; a record
-  larger than ``batch.size`` reserves exactly what it needs.
+* ``available_memory`` = ``total`` minus everything reserved and not yet returned,
+  and never below 0: what Java's ``buffer-available-bytes`` metric reports, the
+  memory no batch holds. A reservation of ``batch.size`` bytes is the pooled,
+  standard size; a record larger than ``batch.size`` reserves exactly what it needs.
 * Unlike Java, the budget also covers the Python objects a batch holds per
   record (futures, callbacks: as heavy as the bytes for small records). They are
-  charged when a batch stops growing (``charge``, which may overdraw the budget
-  once; later allocations wait until it is paid back), so ``buffer.memory``
-  bounds what the producer holds, up to one open batch per partition.
+  charged when a batch stops growing (``charge``), which may overdraw the budget:
+  what is charged past it is owed (``_overdraft``), paid back first by the next
+  returns, and every allocation waits until it is. So ``buffer.memory`` bounds
+  what the producer holds, up to the objects of one batch per partition, and no
+  figure goes negative (issue #25 saw ``-46747`` while 64 sends waited).
 * Waiters are served strictly first come, first served: an allocation that
   cannot be satisfied queues behind earlier waiters even if it is small, so a
   large record is never starved by a stream of small ones.
@@ -58,14 +61,20 @@ class BufferPool:
             raise ValueError("buffer.memory must be positive and batch.size non-negative")
         self.total = total
         self.pool_size = pool_size
-        self._available = total  # guarded by: the event loop (single thread)
+        # Guarded by the event loop (single thread). Invariants: 0 <= _available <= total, and
+        # _overdraft > 0 only while _available == 0; bytes held = total - _available + _overdraft.
+        self._available = total
+        self._overdraft = 0  # charged past the budget (see charge): owed, repaid before anything is free
         self._waiters: deque[_Waiter] = deque()
         #: The producer's lifecycle (see ``lifecycle.py``): no memory is handed out once it is closing.
         self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
 
     @property
     def available_memory(self) -> int:
-        """Bytes that could be reserved right now."""
+        """Bytes of ``buffer.memory`` no batch holds (Java's ``buffer-available-bytes``): 0 to ``total``.
+
+        A waiter for more than this waits; one for less may still wait behind an earlier, larger one.
+        """
         return self._available
 
     @property
@@ -89,10 +98,17 @@ class BufferPool:
 
         For memory already in use that the budget must still count: the Python objects of
         a batch that just stopped growing. Overdrawing once per batch keeps ``send()`` from
-        blocking on memory it already holds, while everything after it waits until the
-        overdraft is paid back; the bound is ``buffer.memory`` plus one batch's objects.
+        blocking on memory it already holds, while every allocation after it waits until the
+        overdraft is paid back: no batch opens meanwhile, so the bound is ``buffer.memory`` plus
+        the objects of the batches open then (one per partition). ``available_memory`` stays 0
+        until the overdraft is repaid: it reports free memory, never a debt.
         """
-        self._available -= size
+        available = self._available
+        if size <= available:
+            self._available = available - size
+        else:
+            self._available = 0
+            self._overdraft += size - available
 
     async def allocate(self, size: int, max_time_to_block_ms: float) -> None:
         """Reserve ``size`` bytes, waiting in line at most ``max_time_to_block_ms``.
@@ -144,7 +160,12 @@ class BufferPool:
         self._serve_waiters()
 
     def deallocate(self, size: int) -> None:
-        """Return ``size`` bytes and wake the waiters at the head of the line that now fit."""
+        """Return ``size`` bytes (an overdraft is repaid first) and wake the waiters at the head of the line that now fit."""
+        owed = self._overdraft
+        if owed:
+            repaid = min(owed, size)
+            self._overdraft = owed - repaid
+            size -= repaid
         self._available += size
         if self._available > self.total:  # a bookkeeping bug must not go unnoticed
             raise AssertionError("buffer pool returned more memory than it handed out")

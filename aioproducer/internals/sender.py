@@ -167,6 +167,9 @@ class SenderClient(Protocol):
 
     def connection_error(self, node_id: int) -> KafkaError | None: ...
 
+    @property
+    def brokers_reachable(self) -> bool: ...
+
 
 class Sender:
     """Owns the accumulator's drained batches until they complete."""
@@ -403,7 +406,9 @@ class Sender:
         """Java's message, plus the cause (its ``__cause__``), where one is known.
 
         The cause is what failed the batch's last attempt or, for a batch never
-        sent, why its leader could not be reached (a broker that is down).
+        sent, why its leader could not be reached (a broker that is down). During
+        an outage of the whole cluster the message says so: it is what the
+        producer's WARNING for the expired records shows (``failure_log.py``).
         """
         last = batch.retry_error
         tm = self.transaction_manager
@@ -417,6 +422,7 @@ class Sender:
             f"{int(now - batch.created_ms)} ms has passed since batch creation"
             f"{' (its request is still in flight: the broker may still write it)' if in_flight else ''} "
             f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
+            + ("" if self.client.brokers_reachable else " while no broker was reachable")
             + ("" if last is None else f"; the last attempt failed with {type(last).__name__}: {last}")
         )
         error.__cause__ = last

@@ -30,6 +30,17 @@ consecutive failed attempt to reach a node the next attempt waits
 ``reconnect.backoff.max.ms``; a successful connection resets it. :meth:`KafkaClient.bootstrap`
 backs off the same way between rounds over every bootstrap server, until its timeout.
 
+Reachability. A node is *unreachable* from the first failed attempt to connect
+to it until an attempt succeeds: one outage episode, however many attempts it
+takes (the consecutive failures the backoff counts). Each episode is logged
+once at WARNING when it begins (the node, its address, why) and once at INFO
+when it ends (after how long, how many attempts), on this module's logger
+``aioproducer.network.client``: not once per failed attempt, as Java's
+``NetworkClient`` logs, and nothing for a lost connection that the next attempt
+restores (a broker closing an idle connection, a restart between two attempts). For the whole cluster,
+:attr:`KafkaClient.brokers_reachable` is false from an attempt that failed
+while no connection to any broker was live until any connection succeeds.
+
 Throttling (KIP-219) follows it too: a Produce response (v6+) with
 ``throttle_time_ms > 0`` makes :meth:`is_ready` false for that node until the
 time is up (:meth:`throttle_delay` says how long, so the sender sleeps until
@@ -110,6 +121,7 @@ class _NodeBackoff:
     last_attempt_ms: float = float("-inf")
     backoff_ms: float = 0.0
     last_error: errors.KafkaError | None = None  # why the last attempt failed; None once one succeeded
+    unreachable_since: float = 0.0  # when the first failed attempt of the current episode began (failures > 0)
 
 
 class ClientClosedError(KafkaConnectionError):
@@ -178,7 +190,8 @@ class KafkaClient:
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
         self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
-        #: Called when a connection takes requests again after re-authenticating (the sender's wake-up).
+        #: The sender's wake-up: called when a connection takes requests again after re-authenticating,
+        #: and when one is lost (metadata is then due: an idle producer must look for its brokers too).
         self.on_sendable: Callable[[], None] | None = None
         #: Tracked topics and when each was last used (``add_topic``); idle ones are dropped.
         self._topics: dict[str, float] = {}
@@ -205,6 +218,8 @@ class KafkaClient:
         self._closing_conns: list[BrokerConnection] = []  # what close() is closing: abort() drops them
         #: node id -> (host, port) named by a FindCoordinator answer for a node the metadata lacks.
         self._unlisted: dict[int, tuple[str, int]] = {}
+        #: Clock time of the failed attempt that began the cluster-wide outage (no broker reachable), or None.
+        self._no_broker_since: float | None = None
 
     # --------------------------------------------------------------- metadata
 
@@ -259,7 +274,7 @@ class KafkaClient:
         for listener in self.metadata_listeners:
             listener(metadata)
 
-    def _connection_sendable(self) -> None:
+    def _wake_sender(self) -> None:
         if self.on_sendable is not None:
             self.on_sendable()
 
@@ -267,10 +282,13 @@ class KafkaClient:
         """A connection broke (EOF, reset, timeout): its broker may have left or lost leadership.
 
         As Java's ``NetworkClient.handleServerDisconnect``: metadata is marked for
-        update, which the sender acts on at its next pass.
+        update, and the sender woken to act on it now. Asleep until its next batch or
+        ``metadata.max.age.ms``, an idle producer would not try its brokers again, so it
+        would neither log an outage nor see it in ``brokers_reachable`` until traffic came.
         """
         log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
         self.request_update()
+        self._wake_sender()
 
     def request_update(self) -> None:
         """Mark the metadata stale: the next :meth:`maybe_refresh_metadata` refreshes it.
@@ -460,7 +478,9 @@ class KafkaClient:
                     raise  # TLS or SASL refused: another server of the same cluster would refuse too
                 except KafkaError as exc:
                     failures.append((f"{host}:{port}", exc))
+                    self._attempt_failed()
                     continue
+                self._no_broker_since = None  # a broker answers: the cluster is reachable
                 if (response := await self._try_send(conn, api_key, body, failures)) is not None:
                     return handle(response)
             finally:
@@ -495,10 +515,11 @@ class KafkaClient:
             return False
         for node_id, node in self._metadata.nodes.items():
             if (node.host, node.port) == (conn.host, conn.port):
-                if node_id in self._conns:
-                    return False
+                if node_id in self._conns or node_id in self._connecting:
+                    return False  # the node has its own connection, or will have (see _connect)
                 conn.node_id = node_id
                 self._conns[node_id] = conn
+                self._node_reachable(node_id, conn)
                 return True
         return False
 
@@ -600,7 +621,7 @@ class KafkaClient:
             reauth_fraction=self._rng.uniform(0.85, 0.95),
         )
         conn.on_lost = self._connection_lost
-        conn.on_sendable = self._connection_sendable
+        conn.on_sendable = self._wake_sender
         return conn
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:
@@ -722,18 +743,59 @@ class KafkaClient:
         try:
             await conn.connect()
         except KafkaError as exc:
+            if state.failures == 0:
+                state.unreachable_since = state.last_attempt_ms
+                log.warning(
+                    "node %s (%s) is unreachable: %s; retrying with backoff up to reconnect.backoff.max.ms=%d ms",
+                    node_id, conn.address, exc, self._config.reconnect_backoff_max_ms,
+                )
             state.last_error = exc
             state.failures += 1
             state.backoff_ms = self._reconnect_backoff_ms(state.failures)
+            self._attempt_failed()
             self.request_update()  # the broker may have moved or left
             raise
         if self.lifecycle.state is State.CLOSED:
             await conn.close()
             raise KafkaConnectionError("the client was closed while connecting")
+        self._node_reachable(node_id, conn)
+        current = self._conns.get(node_id)
+        if current is not None and current.is_connected:
+            # Never overwrite a connection: one dropped unclosed keeps its socket open and its
+            # reader task, held by nothing else (asyncio holds tasks weakly), dies pending.
+            await conn.close()
+            return current
+        self._conns[node_id] = conn
+        if current is not None:
+            await current.close()  # a broken one nobody removed yet
+        return conn
+
+    def _node_reachable(self, node_id: int, conn: BrokerConnection) -> None:
+        """A connection to ``node_id`` succeeded: its backoff resets and its outage episode, if any, ends."""
+        self._no_broker_since = None
+        state = self._backoff.get(node_id)
+        if state is None or state.failures == 0:
+            return
+        log.info(
+            "node %s (%s) is reachable again after %.1f s and %d failed connection attempts",
+            node_id, conn.address, max(0.0, self._clock() - state.unreachable_since) / 1000, state.failures,
+        )
         state.failures = 0
         state.last_error = None
-        self._conns[node_id] = conn
-        return conn
+
+    def _attempt_failed(self) -> None:
+        """A connection attempt failed: with no live connection to any broker, a cluster-wide outage begins."""
+        if self._no_broker_since is None and not any(c.is_connected for c in self._conns.values()):
+            self._no_broker_since = self._clock()
+
+    @property
+    def brokers_reachable(self) -> bool:
+        """False during a cluster-wide outage: from a connection attempt that failed while no
+        connection to any broker was live, until a connection to any broker (or bootstrap
+        server) succeeds. True before any attempt failed, and while idle connections are closed
+        by the brokers (nothing failed: the next attempt will tell).
+        """
+        return self._no_broker_since is None
 
     def connection_error(self, node_id: int) -> errors.KafkaError | None:
         """Why the last attempt to connect to ``node_id`` failed, if it did and none succeeded since."""

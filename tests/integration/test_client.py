@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import gc
 import random
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +17,7 @@ from aioproducer import errors
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import KafkaConnectionError, KafkaTimeoutError
 from aioproducer.network.client import ClientConfig, KafkaClient
+from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
@@ -515,3 +518,126 @@ async def test_close_closes_everything_and_leaks_nothing(mock_cluster: MockClust
         await client.refresh_metadata()
     with pytest.raises(KafkaConnectionError):
         await client.connection(1)
+
+
+async def test_a_connection_adopted_while_a_connect_waits_out_its_backoff_is_not_dropped() -> None:
+    """A reconnect in backoff and a bootstrap refresh race for a node: no connection may be lost unclosed.
+
+    The race of a broker restarted under load (issue #25): the sender's reconnect to the
+    only node sleeps out its backoff while a metadata refresh, finding every node in
+    backoff, reaches the node through its bootstrap address and adopts that connection.
+    Before the fix the reconnect then overwrote the adopted connection: nothing closed it
+    (its socket stayed open) and, once its request timer had fired, its reader task, held
+    only by the dropped connection (asyncio holds tasks weakly), was collected while
+    pending: "Task was destroyed but it is pending!".
+    """
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    with MockCluster(brokers=1, topics={"t": 1}) as mc:
+        # Backoff of 500 ms (at least 400 with jitter): far longer than a refresh on the mock.
+        client = KafkaClient(Config(servers(mc), reconnect_backoff_ms=500, reconnect_backoff_max_ms=500))
+        made: list[BrokerConnection] = []
+        new_connection = client._new_connection
+
+        def tracked(host: str, port: int, node_id: int) -> BrokerConnection:
+            made.append(new_connection(host, port, node_id))
+            return made[-1]
+
+        client._new_connection = tracked  # type: ignore[method-assign]
+        try:
+            await client.bootstrap()
+            first = await client.connection(1)
+            mc.broker_down(1)
+            await eventually(lambda: not first.is_connected)
+            with pytest.raises(KafkaConnectionError):
+                await client.connection(1)  # fails: node 1 is now in reconnect backoff
+            mc.broker_up(1)
+            reconnect = asyncio.create_task(client.connection(1))
+            await eventually(lambda: 1 in client._connecting)  # sleeping out the backoff
+            await client.refresh_metadata()  # node 1 in backoff: through the bootstrap address
+            conn = await reconnect
+            assert conn.is_connected and client._conns[1] is conn
+            live = [c for c in made if c.is_connected]
+            assert live == [conn], live  # the other one was closed, not dropped
+        finally:
+            await client.close()
+            loop.set_exception_handler(previous)
+    assert all(not c.is_connected and (c._reader_task is None or c._reader_task.done()) for c in made), made
+    del made
+    gc.collect()
+    assert reported == []
+
+
+# ------------------------------------------------------------------ reachability
+
+CLIENT_LOGGER = "aioproducer.network.client"
+
+
+def client_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == CLIENT_LOGGER and r.levelno >= logging.INFO]
+
+
+async def test_a_node_outage_is_one_warning_and_one_info_however_many_attempts(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Per outage episode, not per attempt: the first failed attempt warns, the first success tells."""
+    caplog.set_level(logging.INFO, CLIENT_LOGGER)
+    clock = FakeClock()
+    fresh = KafkaClient(Config(servers(mock_cluster), reconnect_backoff_ms=100, reconnect_backoff_max_ms=500), clock=clock)
+    try:
+        await fresh.bootstrap()
+        await fresh.connection(1)
+        conn = await fresh.connection(3)
+        mock_cluster.broker_down(3)
+        await eventually(lambda: not conn.is_connected)
+        assert client_lines(caplog) == []  # a lost connection alone says nothing: the next attempt may succeed
+        began = clock.now
+        for _ in range(4):
+            with pytest.raises(KafkaConnectionError):
+                await fresh.connection(3)
+            clock.now += fresh.connection_delay(3)
+        address = f"{conn.host}:{conn.port}"
+        [(level, line)] = client_lines(caplog)
+        assert level == logging.WARNING
+        assert line.startswith(f"node 3 ({address}) is unreachable: could not connect to {address} (node 3)")
+        assert line.endswith("retrying with backoff up to reconnect.backoff.max.ms=500 ms")
+        assert fresh.brokers_reachable  # nodes 1 and 2 answer: no cluster-wide outage
+        clock.now += 2_000
+        mock_cluster.broker_up(3)
+        await fresh.connection(3)
+        assert len(client_lines(caplog)) == 2
+        level, line = client_lines(caplog)[1]
+        assert level == logging.INFO
+        assert line == f"node 3 ({address}) is reachable again after {(clock.now - began) / 1000:.1f} s and 4 failed connection attempts"
+        await fresh.connection(3)
+        assert len(client_lines(caplog)) == 2  # an episode ends once
+    finally:
+        await fresh.close()
+
+
+async def test_brokers_reachable_follows_a_cluster_wide_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """False from a failed attempt with no live connection until a connection succeeds; a lost connection alone keeps it."""
+    with MockCluster(brokers=1, topics={"t": 1}) as mc:
+        clock = FakeClock()
+        fresh = KafkaClient(Config(servers(mc), reconnect_backoff_ms=100, reconnect_backoff_max_ms=100), clock=clock)
+        try:
+            await fresh.bootstrap()
+            conn = await fresh.connection(1)
+            assert fresh.brokers_reachable
+            mc.broker_down(1)
+            await eventually(lambda: not conn.is_connected)
+            assert fresh.brokers_reachable  # nothing failed yet: a broker closing an idle connection looks the same
+            with pytest.raises(KafkaConnectionError):
+                await fresh.connection(1)
+            assert not fresh.brokers_reachable
+            clock.now += fresh.connection_delay(1)
+            with pytest.raises(KafkaConnectionError, match="no broker answered"):
+                await fresh.refresh_metadata()  # the bootstrap server refuses too
+            assert not fresh.brokers_reachable
+            mc.broker_up(1)
+            await fresh.connection(1)
+            assert fresh.brokers_reachable
+        finally:
+            await fresh.close()

@@ -68,6 +68,34 @@ async def test_send_waits_for_buffer_memory_instead_of_growing_it(mock_cluster: 
     assert await read_values(mock_cluster.bootstrap_servers) == sent
 
 
+async def test_buffer_available_bytes_never_goes_negative_with_many_waiting_senders() -> None:
+    """64 concurrent senders on 64 KiB: memory runs out, and the metric stays within [0, buffer.memory].
+
+    Issue #25 saw ``buffer_available_bytes`` at -46,747 (of 1 MiB) while 64 sends waited: the
+    charge for a full batch's futures overdrew the pool, and the overdraft was shown as
+    negative free memory. Java's ``buffer-available-bytes`` is the memory no batch holds.
+    Four partitions, so that their four 16 KiB batches fill the 64 KiB and keep filling.
+    """
+    total = 64 * KIB
+    config = {**FAST, "buffer_memory": total, "batch_size": 16 * KIB, "linger_ms": 5}
+    samples: list[dict[str, Any]] = []
+    with MockCluster(brokers=1, topics={"four": 4}) as cluster:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+
+            async def sender(n: int) -> None:
+                futures = []
+                for i in range(10):  # 640 records of ~100 bytes: the four batches fill, then sends wait
+                    futures.append(await producer.send("four", value=b"v" * 100, key=b"%d" % i))
+                    samples.append(producer.metrics())
+                await asyncio.gather(*futures)
+
+            await asyncio.gather(*(sender(n) for n in range(64)))
+            assert producer.metrics()["buffer_available_bytes"] == total
+    assert max(s["waiting_for_buffer"] for s in samples) > 0, "send() never had to wait for memory"
+    lowest = min(s["buffer_available_bytes"] for s in samples)
+    assert 0 <= lowest and max(s["buffer_available_bytes"] for s in samples) <= total, lowest
+
+
 async def test_a_blocked_send_resumes_when_memory_is_freed(mock_cluster: MockCluster) -> None:
     """4 open batches of 16 KiB fill 64 KiB: a 5th partition's first record waits until a batch completes."""
     mock_cluster.set_rtt(1, 300)

@@ -9,13 +9,17 @@ with nothing missing and nothing twice.
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from aioproducer import KafkaTimeoutError, MessageTooLargeError, Producer
+from aioproducer.integrations.fastapi import producer_ready
 from aioproducer.testing import MockCluster
+from helpers import eventually
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -210,6 +214,63 @@ async def test_broker_down_past_delivery_timeout_fails_its_records_only(mock_clu
     got = await read_values(mock_cluster.bootstrap_servers)
     assert got[0] == [b"before", b"again"]
     assert got[1] == [b"kept-%d" % i for i in range(10)] + [b"after"]
+
+
+async def test_an_outage_is_logged_and_followed_by_brokers_reachable_while_ready_stays_true(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue #25: 16,168 accepted records expired without a WARNING. Now, for an outage of the only broker:
+
+    one WARNING when the node becomes unreachable and one INFO when it is back
+    (``aioproducer.network.client``), the expired records counted in rate-limited WARNINGs
+    with their cause (``aioproducer.producer``), and ``brokers_reachable`` False meanwhile,
+    while ``ready`` stays True (records are still taken, and retried until they expire).
+    """
+    caplog.set_level(logging.INFO, "aioproducer")
+    config = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 1000, "linger_ms": 0}
+    with MockCluster(brokers=1, topics={"t": 2}) as cluster:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+            await (await producer.send("t", value=b"before", partition=0))
+            assert producer.brokers_reachable and producer_ready(producer, require_brokers=True)
+            cluster.broker_down(1)
+            lost = [await producer.send("t", value=b"lost", partition=i % 2) for i in range(200)]
+            await eventually(lambda: not producer.brokers_reachable, what="the outage seen")
+            assert producer.ready and producer_ready(producer) and not producer_ready(producer, require_brokers=True)
+            results = await asyncio.gather(*lost, return_exceptions=True)
+            assert all(isinstance(r, KafkaTimeoutError) for r in results), results
+            cluster.broker_up(1)
+            assert (await (await producer.send("t", value=b"after", partition=0))).offset == 1
+            assert producer.brokers_reachable and producer_ready(producer, require_brokers=True)
+        records = [r for r in caplog.records if r.name == "aioproducer.producer"]
+        nodes = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "aioproducer.network.client"]
+    assert [level for level, _ in nodes] == [logging.WARNING, logging.INFO], nodes
+    assert nodes[0][1].startswith("node 1 (") and " is unreachable: " in nodes[0][1]
+    assert " is reachable again after " in nodes[1][1]
+    # Every lost record is counted, in a few lines (the first at once, the rest when the producer closed).
+    assert all(r.levelno == logging.WARNING for r in records) and 1 <= len(records) <= 3, [r.getMessage() for r in records]
+    counted = [re.match(r"(\d+) record\(s\) for topic 't' \(partitions? [0-9, ]+\) not delivered", r.getMessage()) for r in records]
+    assert all(counted) and sum(int(m.group(1)) for m in counted if m) == 200
+    assert "KafkaTimeoutError: Expiring " in records[0].getMessage()
+    assert "(delivery.timeout.ms=1500) while no broker was reachable; the last attempt failed with KafkaConnectionError" in records[0].getMessage()
+
+
+async def test_an_idle_producer_sees_an_outage_and_its_end_without_traffic(caplog: pytest.LogCaptureFixture) -> None:
+    """A probe on an idle service must follow the brokers too: a lost connection wakes the sender, which looks for them.
+
+    Before, the sender slept until its next batch or ``metadata.max.age.ms`` (5 min): nothing
+    was tried, so nothing was logged and ``brokers_reachable`` stayed True through the outage.
+    """
+    caplog.set_level(logging.INFO, "aioproducer.network.client")
+    with MockCluster(brokers=1, topics={"t": 1}) as cluster:
+        async with Producer(bootstrap_servers=cluster.bootstrap_servers, **FAST) as producer:
+            await (await producer.send("t", value=b"before"))
+            cluster.broker_down(1)
+            await eventually(lambda: not producer.brokers_reachable, what="the outage seen without traffic")
+            cluster.broker_up(1)
+            await eventually(lambda: producer.brokers_reachable, what="the end of the outage seen without traffic")
+            assert producer.ready
+        nodes = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "aioproducer.network.client"]
+    assert [level for level, _ in nodes] == [logging.WARNING, logging.INFO], nodes
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -239,6 +239,7 @@ class Network:
         self._connections = {node: Connection(self, node) for node in range(nodes)}
         self.down: set[int] = set()  # nodes whose every request is dropped
         self.init_nodes: list[int] = []  # the node each InitProducerId went to
+        self.brokers_reachable = True  # what KafkaClient says outside a cluster-wide outage
 
     def plan(self, node: int, *actions: Action) -> None:
         self._plans.setdefault(node, deque()).extend(actions)

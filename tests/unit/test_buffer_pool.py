@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.buffer_pool import BufferPool
@@ -104,14 +106,51 @@ async def test_charge_overdraws_and_later_allocations_wait_for_the_payback() -> 
     pool = BufferPool(1000, 100)
     assert pool.try_allocate(900)
     pool.charge(300)  # memory already in use, counted now: the pool is 200 bytes overdrawn
-    assert pool.available_memory == -200
+    assert pool.available_memory == 0  # never negative: nothing is free (Java's buffer-available-bytes)
     assert not pool.try_allocate(1)
     waiter = asyncio.ensure_future(pool.allocate(100, 5_000))
     await asyncio.sleep(0)
     assert not waiter.done() and pool.exhausted()
-    pool.deallocate(250)  # still 50 short of the 100 asked for... -200 + 250 = 50
+    pool.deallocate(250)  # pays back the 200 overdrawn first: 50 free, still short of the 100 asked for
     await asyncio.sleep(0)
-    assert not waiter.done()
+    assert not waiter.done() and pool.available_memory == 50
     pool.deallocate(950)
     await waiter
     assert pool.available_memory == 1000 - 100
+
+
+#: One step on a pool of 1000 bytes: open a reservation, charge a held one more (a batch that
+#: stopped growing), or return a held one (a batch that completed); ``pick`` chooses which.
+_STEPS = st.lists(
+    st.tuples(st.sampled_from(["allocate", "charge", "deallocate"]), st.integers(0, 1200), st.integers(0, 10**6)),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_STEPS)
+def test_available_memory_is_what_is_not_held_and_never_negative(steps: list[tuple[str, int, int]]) -> None:
+    """``available_memory`` = max(0, total - bytes held), whatever the order of reservations, charges, returns.
+
+    Java's ``buffer-available-bytes`` is the memory no batch holds: never negative. The
+    charge of a batch's objects may overdraw the budget (see ``BufferPool.charge``); the
+    overdraft is then owed, not shown as negative memory (issue #25 saw -46,747).
+    """
+    total = 1000
+    pool = BufferPool(total, 100)
+    held: list[int] = []  # what each open reservation holds now
+    for op, size, pick in steps:
+        if op == "allocate":
+            if pool.try_allocate(size):
+                held.append(size)
+            else:
+                assert size > total - sum(held)
+        elif op == "charge" and held:
+            held[pick % len(held)] += size
+            pool.charge(size)
+        elif op == "deallocate" and held:
+            pool.deallocate(held.pop(pick % len(held)))
+        assert pool.available_memory == max(0, total - sum(held)), (held, pool.available_memory)
+    for size in held:
+        pool.deallocate(size)
+    assert pool.available_memory == total

@@ -73,6 +73,19 @@ def _method_arguments() -> dict[str, set[str]]:
     }
 
 
+def _integration_arguments() -> list[set[str]]:
+    """The parameter names of the public functions of ``aioproducer.integrations.*`` (``producer_ready(p, require_brokers=)``)."""
+    import aioproducer.integrations.aiohttp
+    import aioproducer.integrations.fastapi
+
+    return [
+        set(inspect.signature(member).parameters)
+        for module in (aioproducer.integrations.fastapi, aioproducer.integrations.aiohttp)
+        for name, member in inspect.getmembers(module, inspect.isfunction)
+        if not name.startswith("_") and member.__module__ == module.__name__
+    ]
+
+
 def test_every_producer_call_in_the_readme_code_uses_keys_and_keywords_the_code_accepts() -> None:
     """``Producer(...)`` keywords and dict keys, and ``producer.method(kw=...)`` keywords, in every Python block."""
     methods = _method_arguments()
@@ -124,7 +137,7 @@ def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
     """
     text = _section("## The API")
     methods = _method_arguments()
-    arguments = set().union(*methods.values())
+    arguments = set().union(*methods.values(), *_integration_arguments())
     spans = re.findall(r"`([^`\n]+)`", text)
     keywords = {name for span in spans for name in re.findall(r"(?<![\w.])([a-z_][a-z0-9_]*)=(?!=)", span)}
     assert {"partitioner", "key_serializer", "on_delivery", "timeout"} <= keywords  # the scan sees them
@@ -134,7 +147,13 @@ def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
     for name in sorted(dotted - NOT_PRODUCER_KEYS):
         if importlib.util.find_spec(name.split(".", 1)[0]) is not None:
             continue  # asyncio.gather and the like: Python names, not keys
+        if name.startswith("producer.") and name not in CONFIG_KEYS:
+            continue  # `producer.ready`: an attribute, checked below
         assert name in CONFIG_KEYS, f"README, The API: `{name}` is not a config key"
+    attributes = {span.split(".")[1] for span in spans if re.fullmatch(r"producer\.[a-z_]+", span)}
+    assert {"ready", "brokers_reachable"} <= attributes  # the scan sees them
+    for attribute in sorted(attributes):
+        assert hasattr(Producer, attribute), f"README, The API: `producer.{attribute}` is not an attribute of Producer"
     assert "max.block.ms" in dotted
 
 

@@ -136,6 +136,7 @@ class FakeClient:
         self.clock: FakeClock | None = None
         #: node -> fake-clock time its throttle ends (KIP-219), as KafkaClient keeps it.
         self.throttled_until: dict[int, float] = {}
+        self.brokers_reachable = True  # False: as KafkaClient during a cluster-wide outage
 
     def conn(self, node_id: int) -> FakeConnection:
         return self.conns.setdefault(node_id, FakeConnection(self, node_id))
@@ -458,6 +459,19 @@ async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable(
     sender.run_once(clock.now)
     error = future.exception()
     assert isinstance(error, KafkaTimeoutError) and error.__cause__ is refused
+    assert " while no broker was reachable" not in str(error)  # only its leader was not
+
+
+async def test_a_batch_expiring_in_a_cluster_wide_outage_says_no_broker_was_reachable() -> None:
+    sender, acc, client, clock = make()
+    client.brokers_reachable = False
+    future = append(acc, "t", 0)
+    client.max_in_flight = 0
+    clock.now += 120_000
+    sender.run_once(clock.now)
+    error = future.exception()
+    assert isinstance(error, KafkaTimeoutError)
+    assert "has passed since batch creation (delivery.timeout.ms=120000) while no broker was reachable" in str(error)
 
 
 # ---------------------------------------------------------------- metadata refresh (item 7 of #11)
