@@ -29,7 +29,15 @@ confluent-kafka Producer      the same librdkafka settings; ``produce(); poll(0)
                               ``queue.buffering.max.messages`` so bytes are the binding limit
 kafka-python 2.2              ``KafkaProducer(acks, linger_ms, compression_type, enable_idempotence)``;
                               2.2 deprecated and ignores ``buffer_memory``: nothing bounds its queue
+faststream 0.7 KafkaBroker    ``KafkaBroker(bootstrap, acks, linger_ms, compression_type,
+                              enable_idempotence)``, ``publish(value, topic, key=...)`` with its default
+                              ``no_confirm=False`` (awaits the ack); aiokafka underneath; request/acknowledge
+                              scenarios only
 ============================  =====================================================================
+
+The request/acknowledge scenarios (``mode="waiters"``) run ``waiters`` coroutines,
+each sending one record and awaiting its acknowledgement before the next, as a
+web service does per request: :func:`aioproducer_waiters` and its twins.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ class Outcome:
     elapsed_s: float
     latencies_s: list[float] | None = None
     notes: list[str] = field(default_factory=list)
+    cpu_s: float | None = None  # process CPU time (user + system) over the timed part, where measured
 
 
 class Tracker:
@@ -301,6 +310,55 @@ async def aioproducer_paced(spec: dict[str, Any], keys: list[bytes] | None, valu
     return tracker.outcome(t0, rate, elapsed)
 
 
+async def aioproducer_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    """Request/acknowledge: ``waiters`` coroutines, each ``await (await producer.send(...))`` per record."""
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    async with _aioproducer(spec) as producer:
+        await _aioproducer_warmup(producer, spec)
+        send = producer.send
+
+        async def waiter(counter: list[int], tally: _Tally) -> None:
+            while (i := counter[0]) < n:
+                counter[0] = i + 1
+                try:
+                    await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
+                    tally.acked += 1
+                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                    tally.failed(exc)
+
+        return await _run_waiters(waiter, spec)
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The waiters' shared count of acknowledged and failed records."""
+
+    acked: int = 0
+    errors: int = 0
+    first_error: str | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = repr(exc)
+
+
+async def _run_waiters(waiter: Callable[[list[int], _Tally], Awaitable[None]], spec: dict[str, Any]) -> Outcome:
+    """Start ``spec["waiters"]`` copies of ``waiter`` sharing one record counter; time them to the last ack.
+
+    The counter hands out record indices, so the waiters together send exactly
+    ``records`` records whatever their speed. CPU time is the process's over the
+    same span: the client's work plus the driver's (the same driver for every client).
+    """
+    counter = [0]
+    tally = _Tally()
+    cpu0, t0 = time.process_time(), perf_counter()
+    await asyncio.gather(*[waiter(counter, tally) for _ in range(spec["waiters"])])
+    elapsed, cpu = perf_counter() - t0, time.process_time() - cpu0
+    return Outcome(spec["records"], tally.acked, tally.errors, tally.first_error, elapsed, cpu_s=cpu)
+
+
 # --------------------------------------------------------------------------- aiokafka
 def _aiokafka(spec: dict[str, Any]) -> Any:
     from aiokafka import AIOKafkaProducer
@@ -337,6 +395,69 @@ async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, va
         await producer.stop()
     acked, errors, first = _count_futures(results, RecordMetadata)
     return Outcome(n, acked, errors, first, elapsed)
+
+
+async def aiokafka_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    """Request/acknowledge: ``waiters`` coroutines, each ``await (await producer.send(...))`` per record."""
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    producer = _aiokafka(spec)
+    await producer.start()
+    try:
+        await _aiokafka_warmup(producer, spec)
+        send = producer.send
+
+        async def waiter(counter: list[int], tally: _Tally) -> None:
+            while (i := counter[0]) < n:
+                counter[0] = i + 1
+                try:
+                    await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
+                    tally.acked += 1
+                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                    tally.failed(exc)
+
+        return await _run_waiters(waiter, spec)
+    finally:
+        await producer.stop()
+
+
+# --------------------------------------------------------------------------- faststream
+async def faststream_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    """faststream's ``KafkaBroker.publish(value, topic, key=...)`` per record, by ``waiters`` coroutines.
+
+    Its default (``no_confirm=False``) awaits the record's metadata, so each call
+    is a request/acknowledge round trip; the producer under it is aiokafka's,
+    configured through the broker's keyword arguments.
+    """
+    from faststream.kafka import KafkaBroker
+
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    broker = KafkaBroker(
+        spec["bootstrap"].split(","),
+        acks=1 if spec["acks"] == "1" else "all",
+        linger_ms=spec["linger_ms"],
+        compression_type=None if spec["compression"] == "none" else spec["compression"],
+        enable_idempotence=spec["idempotence"],
+    )
+    await broker.start()
+    try:
+        warm = spec["warmup_topic"]
+        await asyncio.gather(*[broker.publish(WARMUP, warm, partition=p) for p in range(spec["partitions"])])
+        publish = broker.publish
+
+        async def waiter(counter: list[int], tally: _Tally) -> None:
+            while (i := counter[0]) < n:
+                counter[0] = i + 1
+                try:
+                    await publish(values[i & vm], topic, key=keys[i & km] if keys else None)
+                    tally.acked += 1
+                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                    tally.failed(exc)
+
+        return await _run_waiters(waiter, spec)
+    finally:
+        await broker.stop()
 
 
 def _future_error(f: Any) -> Any:
@@ -583,15 +704,17 @@ def kafka_python_paced(spec: dict[str, Any], keys: list[bytes] | None, values: l
 class Client:
     name: str  # as shown in the table
     is_async: bool
-    throughput: Callable[..., Any]
+    throughput: Callable[..., Any] | None
     paced: Callable[..., Any] | None
+    waiters: Callable[..., Any] | None = None  # the request/acknowledge mode (concurrent waiters)
 
 
 CLIENTS: dict[str, Client] = {
-    "aioproducer": Client("aioproducer", True, aioproducer_throughput, aioproducer_paced),
+    "aioproducer": Client("aioproducer", True, aioproducer_throughput, aioproducer_paced, aioproducer_waiters),
     "aioproducer-bulk": Client("aioproducer (bulk)", True, aioproducer_bulk_throughput, None),
     "aioproducer-1mb": Client("aioproducer (batch.size 1 MB)", True, aioproducer_1mb_throughput, aioproducer_1mb_paced),
-    "aiokafka": Client("aiokafka", True, aiokafka_throughput, aiokafka_paced),
+    "aiokafka": Client("aiokafka", True, aiokafka_throughput, aiokafka_paced, aiokafka_waiters),
+    "faststream": Client("faststream KafkaBroker", True, None, None, faststream_waiters),
     "confluent-aio": Client("confluent AIOProducer", True, confluent_aio_throughput, confluent_aio_paced),
     "confluent": Client("confluent Producer (sync, C)", False, confluent_throughput, confluent_paced),
     "kafka-python": Client("kafka-python", False, kafka_python_throughput, kafka_python_paced),

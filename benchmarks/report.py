@@ -26,6 +26,7 @@ LABELS = {
     "confluent": "confluent Producer (sync)",
     "kafka-python": "kafka-python",
     "java": "Java KafkaProducer",
+    "faststream": "faststream KafkaBroker",
 }
 COLORS = {
     "aioproducer": "#1f77b4",
@@ -36,6 +37,7 @@ COLORS = {
     "confluent": "#98df8a",
     "kafka-python": "#d62728",
     "java": "#9467bd",
+    "faststream": "#8c564b",
 }
 #: Runs written before layouts existed were all against the mock.
 _DEFAULT_LAYOUT = {"name": "mock", "title": "librdkafka mock cluster, 3 brokers", "kind": "mock", "brokers": 3,
@@ -45,12 +47,13 @@ RATIO = {
     "throughput": ("records_per_s", "rec/s", "higher is faster"),
     "latency": ("p99", "p99", "lower is better"),
     "memory": ("rss_peak_mb", "RSS", "lower is better"),
+    "waiters": ("records_per_s", "rec/s", "higher is faster"),
 }
 
 
 def versions() -> dict[str, str]:
     out = {}
-    for dist in ("aioproducer", "aiokafka", "confluent-kafka", "kafka-python", "lz4"):
+    for dist in ("aioproducer", "aiokafka", "confluent-kafka", "kafka-python", "lz4", "faststream"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -112,6 +115,11 @@ def aggregate(raw: dict[str, Any], layout: str = "mock") -> list[dict[str, Any]]
             row: dict[str, Any] = {"scenario": name, "mode": mode, "client": client, "n": len(mine)}
             for key in ("records_per_s", "mb_per_s", "rss_peak_mb", "rss_baseline_mb"):
                 row[key] = statistics.median(r[key] for r in mine)
+            if all("cpu_us_per_record" in r for r in mine):
+                row["cpu_us_per_record"] = statistics.median(r["cpu_us_per_record"] for r in mine)
+                cpu_ratios = [r["cpu_us_per_record"] / base[r["repeat"]]["cpu_us_per_record"]
+                              for r in mine if r["repeat"] in base and "cpu_us_per_record" in base[r["repeat"]]]
+                row["cpu_ratio"] = statistics.median(cpu_ratios) if cpu_ratios else None
             if mode == "latency":
                 for p in ("p50", "p99", "p999"):
                     row[p] = statistics.median(r["latency_ms"][p] for r in mine)
@@ -425,3 +433,46 @@ def chart(raw: dict[str, Any], path: Path) -> None:
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.08 / len(found)))
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def request_ack_markdown(raw: dict[str, Any]) -> str:
+    """The request/acknowledge report (``run --request-ack``): one table per layout, ratios to aioproducer.
+
+    Each ratio is the median over repeats of the client's figure divided by
+    aioproducer's in the same repeat (same cluster, same minute); the load
+    averages say how busy the shared machine was while the runs went.
+    """
+    meta = raw["meta"]
+    titles = {s["name"]: s for s in raw["scenarios"]}
+    out = [
+        "# Request/acknowledge: concurrent waiters, each awaiting its own record",
+        "",
+        f"{meta['date']}, {meta['cpu_count']} CPUs, Python {meta['python']}, {meta['repeat']} repeat(s); "
+        + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        "Each client runs in a fresh process; 64 coroutines each send a 100 B keyed record (acks=1) and await "
+        "its acknowledgement before the next, until the scenario's records were sent. rec/s from the first "
+        "send to the last acknowledgement; CPU is the process's user+system time over the same span, per record. "
+        "**vs aioproducer**: median over repeats of the ratio to aioproducer's figure from the same repeat "
+        "(rec/s: >1 is faster; CPU: >1 costs more).",
+        "",
+    ]
+    for layout in layouts(raw):
+        rows = aggregate(raw, layout["name"])
+        out += [f"## {layout['title']}", "",
+                "| scenario | client | rec/s | vs aioproducer | CPU µs/record | CPU vs aioproducer | runs |",
+                "|---|---|---:|---:|---:|---:|---:|"]
+        for row in rows:
+            ratio = "1" if row["client"] == "aioproducer" else _fmt(row["ratio"], 2)
+            cpu_ratio = "1" if row["client"] == "aioproducer" else _fmt(row.get("cpu_ratio"), 2)
+            out.append(f"| {titles[row['scenario']]['title']} | {LABELS[row['client']]} | {_fmt(row['records_per_s'])} | "
+                       f"{ratio} | {_fmt(row.get('cpu_us_per_record'))} | {cpu_ratio} | {row['n']}"
+                       + (f" ({row['failed']} failed)" if row["failed"] else "") + " |")
+        loads = [r["load_average"][0] for r in raw["runs"] if r.get("layout") == layout["name"] and r.get("load_average")]
+        if loads:
+            out += ["", f"1-minute load average during the runs: {min(loads):.2f} to {max(loads):.2f} "
+                        f"(median {statistics.median(loads):.2f}) on {meta['cpu_count']} CPUs."]
+        out.append("")
+    if meta.get("failures"):
+        out += ["## Failures", ""] + [f"- {f}" for f in meta["failures"]] + [""]
+    return "\n".join(out)

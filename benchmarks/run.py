@@ -19,6 +19,12 @@ partitioner benchmark runs too. The report goes to ``benchmarks/results/``:
 ``results.{md,png,json}`` for the mock, ``results-kafka.{md,png,json}`` for
 the real layouts, so a run of one never overwrites the other.
 
+``--request-ack`` runs the request/acknowledge scenarios instead (64
+coroutines each awaiting its own record, ``linger.ms`` 5 and 0; aioproducer,
+aiokafka and faststream's ``KafkaBroker``), with the same checks, into
+``benchmarks/results/request-ack/`` (``results.md`` for the mock,
+``results-kafka.md`` for real Kafka; no chart).
+
 Exit status 1, with a banner on stderr, if any record of any run was not
 acknowledged, failed, duplicated, or a run crashed.
 """
@@ -44,11 +50,13 @@ from benchmarks.clients import CLIENTS
 from benchmarks.cluster import ClusterProcess, create_topics, delete_topics
 from benchmarks.java_peer import run_java
 from benchmarks.process import run_json_process
-from benchmarks.scenarios import Scenario, scenarios
+from benchmarks.scenarios import Scenario, request_ack_scenarios, scenarios
 
 __all__ = ["main"]
 
 CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
+#: ``--request-ack``: the clients with a request/acknowledge driver (``Client.waiters``), and where the results go.
+REQUEST_ACK_CLIENTS = ["aioproducer", "aiokafka", "faststream"]
 PARTITIONS = 6
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -204,7 +212,7 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
                                      else _watermark_total(bootstrap, topic_of[client], scenario.records))
                         problems = _check(result, scenario.records, on_broker)
                         result.update(client=client, scenario=scenario.name, repeat=r, layout=layout.name,
-                                      on_broker=on_broker, problems=problems)
+                                      on_broker=on_broker, problems=problems, load_average=_load_average())
                         runs.append(result)
                         _log(_progress(started, layout, r, scenario, client, result, problems))
                         if problems:
@@ -217,6 +225,9 @@ def _runs(client: str, scenario: Scenario) -> bool:
     """Whether ``client`` takes part in ``scenario``: the bulk row is throughput with futures only, the
     1 MB batch row throughput of records of 1 KB or more; the ``+flush`` and ``+cb`` variants are for
     the asyncio clients (the others have one way to wait)."""
+    if scenario.mode == "waiters" or client == "faststream":
+        known = CLIENTS.get(client)
+        return scenario.mode == "waiters" and known is not None and known.waiters is not None
     if client == "aioproducer-bulk":
         return scenario.mode == "throughput" and scenario.wait != "callbacks"
     if client == "aioproducer-1mb":
@@ -234,6 +245,8 @@ def _progress(started: float, layout: Layout, r: int, scenario: Scenario, client
         line += "CRASHED"
     else:
         line += f"{result['records_per_s']:>10,.0f} rec/s  peak RSS {result['rss_peak_mb']:6.1f} MB"
+        if "cpu_us_per_record" in result:
+            line += f"  CPU {result['cpu_us_per_record']:.0f} µs/record"
         if "latency_ms" in result:
             lat = result["latency_ms"]
             line += f"  p50/p99/p999 {lat['p50']:.1f}/{lat['p99']:.1f}/{lat['p999']:.1f} ms"
@@ -262,21 +275,35 @@ def _partitioner(quick: bool, repeat: int, started: float, failures: list[str]) 
     return partitioner
 
 
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages at the end of a run (the machine may be shared)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description="aioproducer vs its peers")
     parser.add_argument("--broker", default="mock",
                         help="comma-separated layouts: mock (default), kafka (= kafka1,kafka3), kafka1, kafka3")
     parser.add_argument("--quick", action="store_true", help="fewer records and 1 repeat: a smoke test")
     parser.add_argument("--repeat", type=int, default=None, help="runs per client and scenario (default 3; --quick: 1)")
-    parser.add_argument("--clients", default=",".join(CLIENT_ORDER), help="comma-separated subset")
+    parser.add_argument("--clients", default=None, help="comma-separated subset")
     parser.add_argument("--scenarios", default=None, help="comma-separated subset of scenario names")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="output directory (default benchmarks/results)")
+    parser.add_argument("--request-ack", action="store_true",
+                        help="the request/acknowledge scenarios (64 waiters, linger.ms 5 and 0) instead, "
+                             f"{', '.join(REQUEST_ACK_CLIENTS)}; results in benchmarks/results/request-ack")
+    parser.add_argument("--out", type=Path, default=None, help="output directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     layouts = _layouts(args.broker)
     repeat = args.repeat or (1 if args.quick else 3)
-    wanted = set(args.clients.split(","))
-    clients = [c for c in CLIENT_ORDER if c in wanted]
-    plan: list[Scenario] = scenarios(args.quick)
+    order = REQUEST_ACK_CLIENTS if args.request_ack else CLIENT_ORDER
+    wanted = set((args.clients or ",".join(order)).split(","))
+    clients = [c for c in order if c in wanted]
+    plan: list[Scenario] = request_ack_scenarios(args.quick) if args.request_ack else scenarios(args.quick)
+    if args.out is None:
+        args.out = RESULTS / "request-ack" if args.request_ack else RESULTS
     if args.scenarios:
         names = set(args.scenarios.split(","))
         plan = [s for s in plan if s.name in names]
@@ -313,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             layout_runs, layout_failures = _run_layout(layout, plan, here, repeat, started)
             runs += layout_runs
             kind_failures += layout_failures
-        partitioner = _partitioner(args.quick, repeat, started, kind_failures) if kind == "mock" else None
+        partitioner = (_partitioner(args.quick, repeat, started, kind_failures)
+                       if kind == "mock" and not args.request_ack else None)
         failures += kind_failures
         meta = {
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -323,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             "quick": args.quick,
             "repeat": repeat,
             "duration_s": round(time.time() - kind_started, 1),
+            "load_average": _load_average(),
             "versions": report.versions(),
             "broker": kind,
             "layouts": [asdict(layout) for layout in mine],
@@ -342,9 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         if kind == "kafka" and (args.out / "results.json").exists():
             reference = json.loads((args.out / "results.json").read_text())  # the mock's, for comparison
         (args.out / f"{stem}.json").write_text(json.dumps(raw, indent=1) + "\n")
-        (args.out / f"{stem}.md").write_text(report.markdown(raw, reference))
-        report.chart(raw, args.out / f"{stem}.png")
-        _log(f"wrote {args.out / stem}.md, .png, .json ({meta['duration_s']:.0f} s)")
+        if args.request_ack:
+            (args.out / f"{stem}.md").write_text(report.request_ack_markdown(raw))
+        else:
+            (args.out / f"{stem}.md").write_text(report.markdown(raw, reference))
+            report.chart(raw, args.out / f"{stem}.png")
+        _log(f"wrote {args.out / stem}.md{'' if args.request_ack else ', .png'}, .json ({meta['duration_s']:.0f} s)")
 
     if failures:
         banner = "!" * 78

@@ -16,6 +16,11 @@ says how the worker drives it:
 - ``latency``: offer records at a fixed rate; per-record time from the record's
   *scheduled* send time to its acknowledgement (a client that falls behind the
   rate pays for it: no coordinated omission). Acks counted through callbacks.
+- ``waiters``: request/acknowledge, as a web service awaits each request's
+  record: ``waiters`` coroutines each send one record and await its
+  acknowledgement before sending the next, until ``records`` were sent
+  (``python -m benchmarks.run --request-ack``; not in the default plan).
+  records/s, and process CPU time per record.
 - ``memory``: offer many records as fast as the client accepts them (callbacks,
   no futures kept, so the driver itself holds ~1 byte per record) against a
   32 MB buffer budget; the metric is the worker process's peak RSS.
@@ -27,7 +32,7 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-__all__ = ["Scenario", "scenarios", "make_keys", "make_values", "base_name", "WAIT_SUFFIX"]
+__all__ = ["Scenario", "scenarios", "request_ack_scenarios", "make_keys", "make_values", "base_name", "WAIT_SUFFIX"]
 
 MB = 1 << 20
 
@@ -36,7 +41,7 @@ MB = 1 << 20
 class Scenario:
     name: str
     title: str
-    mode: str  # throughput | latency | memory
+    mode: str  # throughput | latency | memory | waiters
     records: int
     value_size: int
     keyed: bool = True
@@ -47,6 +52,8 @@ class Scenario:
     rate: int = 0  # records/s offered, latency mode only
     buffer_memory: int = 32 * MB
     wait: str = "gather"  # throughput mode: gather | flush | callbacks (see the module docstring)
+    waiters: int = 0  # waiters mode: concurrent coroutines, each awaiting its own record
+
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +75,16 @@ def scenarios(quick: bool) -> list[Scenario]:
                   "latency": 40_000, "memory": 100_000}
         full = [replace(s, records=shrink[s.name]) for s in full]
     return [variant for s in full for variant in _waits(s)]
+
+
+def request_ack_scenarios(quick: bool) -> list[Scenario]:
+    """64 concurrent waiters, 100 B keyed records, acks=1, at ``linger.ms`` 5 and 0 (issue #25's trial shape)."""
+    records = 10_000 if quick else 100_000  # at ~50k rec/s (linger.ms=0) a run lasts 2 s: shorter ones were mostly noise
+    return [
+        Scenario(f"ack-linger{linger}", f"64 waiters, each awaiting its record's ack, 100 B keyed, linger.ms={linger}",
+                 "waiters", records, 100, linger_ms=linger, waiters=64)
+        for linger in (5, 0)
+    ]
 
 
 #: Scenario-name suffix of each ``wait`` variant; the headline (``gather``) keeps the plain name.

@@ -50,6 +50,8 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         import aioproducer  # noqa: F401
     elif spec["client"] == "aiokafka":
         import aiokafka  # noqa: F401
+    elif spec["client"] == "faststream":
+        import faststream.kafka  # noqa: F401
     elif spec["client"].startswith("confluent"):
         import confluent_kafka.aio  # noqa: F401
     else:
@@ -58,7 +60,12 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
     baseline = _status_mb("VmRSS")
 
     # A throughput run waiting on callbacks is the paced driver at no pace (rate 0).
-    fn = client.throughput if spec["mode"] == "throughput" and spec.get("wait") != "callbacks" else client.paced
+    if spec["mode"] == "waiters":
+        fn = client.waiters
+    elif spec["mode"] == "throughput" and spec.get("wait") != "callbacks":
+        fn = client.throughput
+    else:
+        fn = client.paced
     if fn is None:
         raise SystemExit(f"{spec['client']} has no {spec['mode']} mode")
     started = time.perf_counter()
@@ -80,6 +87,9 @@ def run_spec(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_peak_mb": peak,
         "notes": outcome.notes,
     }
+    if outcome.cpu_s is not None:
+        result["cpu_s"] = outcome.cpu_s
+        result["cpu_us_per_record"] = outcome.cpu_s / n * 1e6
     if outcome.latencies_s is not None:
         lat = sorted(outcome.latencies_s)
         result["latency_ms"] = {

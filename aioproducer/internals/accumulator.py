@@ -14,8 +14,9 @@ may wait for memory, and after waiting tries the last batch again (another
 memory back if it was not needed. No lock is held across that wait.
 
 The sender asks ``ready()`` which leaders have a sendable batch (full, linger
-expired, memory exhausted, flush or close in progress, not backing off) and
-when to look again, then ``drain()`` takes at most ``max.request.size`` of
+expired, memory exhausted, flush or close in progress, not backing off; or
+awaited by someone while its leader has no request in flight, see ``ready()``)
+and when to look again, then ``drain()`` takes at most ``max.request.size`` of
 batches per node, starting each time one partition later so none starves.
 Time is passed in (``now`` in milliseconds) so all of this is tested with a
 fake clock.
@@ -386,8 +387,21 @@ class RecordAccumulator:
         return future
 
     # ================================================================ sender side
-    def ready(self, metadata: LeaderLookup, now: float) -> ReadyCheckResult:
-        """Which leaders have something to send now, and how long until one might."""
+    def ready(
+        self, metadata: LeaderLookup, now: float, node_idle: Callable[[int], bool] | None = None
+    ) -> ReadyCheckResult:
+        """Which leaders have something to send now, and how long until one might.
+
+        Java's rule (full, linger expired, memory exhausted, flush or close), and one of
+        aioproducer's: a batch that someone awaits (``await future``, or a done-callback:
+        ``gather()``) is sendable before its linger when ``node_idle(leader)`` says its
+        leader's connection has nothing in flight. Lingering then would leave the
+        connection unused while a caller waits: in the request/acknowledge pattern (a web
+        service awaiting each request's record) every record is awaited, so each wave of
+        records went out only ``linger.ms`` after the acknowledgement that freed its callers.
+        Records still batch while a request is in flight, and records nobody awaits yet
+        (fire-and-forget, callbacks, ``flush()`` later) linger exactly as in Java.
+        """
         config = self.config
         ready_nodes: set[int] = set()
         unknown: set[str] = set()
@@ -417,6 +431,9 @@ class RecordAccumulator:
                 expired = waited >= time_to_wait
                 if (full or expired or force) and not backing_off:
                     ready_nodes.add(leader)
+                elif (node_idle is not None and not backing_off and (batch.waiters or batch.done_callbacks)
+                      and node_idle(leader)):
+                    ready_nodes.add(leader)  # awaited, and its leader's connection is idle (see above)
                 else:
                     left = time_to_wait - waited
                     if left < next_delay:

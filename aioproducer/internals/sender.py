@@ -6,7 +6,8 @@ One pass, ``run_once(now)``:
 
 1. ``accumulator.ready()`` names the leaders with sendable batches and how long
    until another might become sendable; topics whose leader is unknown trigger
-   a metadata refresh.
+   a metadata refresh. The sender tells it which leaders are idle (no Produce
+   request in flight): there a batch someone awaits does not wait out its linger.
 2. Leaders without a usable connection (not yet connected, in reconnect
    backoff, at ``max.in.flight.requests.per.connection``, or throttled by the
    broker, KIP-219) are dropped for this pass; a connection attempt starts in
@@ -225,6 +226,9 @@ class Sender:
         self._inline_left = self._inline_budget
         #: Nodes whose next request is being compressed in the thread: nothing else goes to them meanwhile.
         self._compressing: set[int] = set()
+        #: Produce requests per node written or in a task and not answered yet: a node without any
+        #: takes an awaited batch before its linger ends (``RecordAccumulator.ready``, ``_node_idle``).
+        self._node_requests: dict[int, int] = {}
         self._executor: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -309,7 +313,7 @@ class Sender:
                 self._maybe_add_partitions_to_txn(tm)  # a transactional epoch bump waits for the abort
             elif tm.epoch_bump_required and tm.ready_to_bump():
                 tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
-        result = accumulator.ready(metadata, now)
+        result = accumulator.ready(metadata, now, self._node_idle)
         delay = min(result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
@@ -367,6 +371,24 @@ class Sender:
             # Or the pass compressed its share on the loop: the rest waits one turn of the loop.
             delay = 0.0
         return delay
+
+    def _node_idle(self, node: int) -> bool:
+        """Whether ``node`` has no Produce request in flight (none being compressed) and can take one now."""
+        return not self._node_requests.get(node) and node not in self._compressing and self.client.is_ready(node)
+
+    def _request_ended(self, node: int) -> None:
+        count = self._node_requests.get(node, 0) - 1
+        if count > 0:
+            self._node_requests[node] = count
+        else:
+            self._node_requests.pop(node, None)
+
+    def _on_node_response(
+        self, node: int, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None
+    ) -> None:
+        """The connection's callback for a request to ``node``: the node has one request less in flight."""
+        self._request_ended(node)
+        self._on_produce_response(batches, response, error)
 
     def _expire_sent(self, now: float) -> None:
         """Fail the batches in a request whose delivery deadline passed; their request goes on.
@@ -702,13 +724,14 @@ class Sender:
             task = self._spawn(self._produce(node, topic_data, batches))
             self._requests.add(task)
             task.add_done_callback(self._request_done)
+            self._node_requests[node] = self._node_requests.get(node, 0) + 1
             return _IN_TASK
         try:
             connection.send_produce(
                 topic_data,
                 acks=acks,
                 timeout_ms=self.config.request_timeout_ms,
-                on_response=functools.partial(self._on_produce_response, batches),
+                on_response=functools.partial(self._on_node_response, node, batches),
                 transactional_id=self._transactional_id,
             )
         except (KafkaError, OSError, ValueError) as exc:
@@ -716,6 +739,7 @@ class Sender:
             self._request_failed(batches, exc)
             return _FAILED
         self._callbacks_pending += 1
+        self._node_requests[node] = self._node_requests.get(node, 0) + 1
         return _WRITTEN
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
@@ -759,6 +783,7 @@ class Sender:
             else:
                 self._handle_response(response, batches, self._clock())
         finally:
+            self._request_ended(node)
             self.wakeup()
 
     def _request_failed(self, batches: list[ProducerBatch], exc: BaseException) -> None:

@@ -131,6 +131,33 @@ async def test_flush_makes_lingering_batches_ready() -> None:
     acc.end_flush()
 
 
+async def test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader() -> None:
+    """Someone awaits a record and its leader's connection is idle: ready now (issue #25, item 7).
+
+    Not awaited, or its leader busy: it lingers as in Java. Never inside a retry backoff.
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=10, rng=NO_JITTER)
+    idle = {0: True, 1: False}
+    awaited = acc.try_append("t", 0, 1, None, VALUE, None, None)
+    quiet = acc.try_append("t", 2, 1, None, VALUE, None, None)  # node 0 too, nobody awaits it
+    busy = acc.try_append("t", 1, 1, None, VALUE, None, None)
+    assert awaited is not None and quiet is not None and busy is not None
+    assert acc.ready(Leaders(), clock.now, idle.__getitem__).ready_nodes == set()  # nobody awaits anything yet
+    awaited.add_done_callback(lambda f: None)  # as asyncio.gather() does
+    busy.add_done_callback(lambda f: None)
+    result = acc.ready(Leaders(), clock.now, idle.__getitem__)
+    assert result.ready_nodes == {0}  # node 1 is busy: its batch waits for the ack or its linger
+    assert result.next_ready_check_delay_ms == pytest.approx(10)
+    assert acc.ready(Leaders(), clock.now).ready_nodes == set()  # without the sender's view: Java's rule
+    drained = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert {b.partition for b in drained} == {0, 2}  # a ready node takes every partition's batch, as in Java
+    retried = next(b for b in drained if b.partition == 0)
+    acc.reenqueue(retried, clock.now)
+    assert 0 not in acc.ready(Leaders(), clock.now + 99, idle.__getitem__).ready_nodes  # backing off: idle or not
+    assert 0 in acc.ready(Leaders(), clock.now + 100, idle.__getitem__).ready_nodes
+
+
 async def test_unknown_leader_is_reported() -> None:
     clock = FakeClock()
     acc, _ = make(clock)

@@ -434,6 +434,46 @@ async def test_one_pass_does_not_take_a_batch_that_is_not_ready_yet() -> None:
     assert len(client.sent) == 2
 
 
+async def test_awaited_records_go_in_waves_one_request_per_acknowledgement_without_lingering() -> None:
+    """Request/acknowledge (issue #25, item 7): callers each awaiting their own record.
+
+    The first awaited record goes at once (its leader has nothing in flight); the
+    records awaited while that request is out batch up, and go together as soon as
+    its acknowledgement frees the connection, not ``linger.ms`` after they came.
+    """
+    sender, acc, client, clock = make(linger_ms=10)
+    first = append(acc, "t", 0)
+    waiting = asyncio.ensure_future(_await(first))
+    await asyncio.sleep(0)  # one step of the task: it is now awaiting the record
+    assert first._batch.waiters
+    sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent] == [[("t", [0])]]  # no linger while the node is idle
+    wave = [append(acc, "t", 0) for _ in range(3)]
+    for future in wave:
+        future.add_done_callback(lambda f: None)
+    delay = sender.run_once(clock.now)
+    assert len(client.sent) == 1 and delay == 10  # node 0 is busy: the wave batches up, linger still bounds it
+    client.sent[0].on_response(response(ok("t", 0, 0)), None)
+    assert (await waiting).offset == 0
+    sender.run_once(clock.now)  # the same instant: the ack freed the node
+    assert len(client.sent) == 2
+    assert len(sent_values(client.sent[1])) == 3  # the whole wave in one request
+
+
+async def test_a_record_nobody_awaits_lingers_even_when_its_leader_is_idle() -> None:
+    """Fire-and-forget, callbacks or ``flush()`` later: ``linger.ms`` as in Java."""
+    sender, acc, client, clock = make(linger_ms=10)
+    append(acc, "t", 0)
+    assert sender.run_once(clock.now) == 10 and not client.sent
+    clock.now += 10
+    sender.run_once(clock.now)
+    assert len(client.sent) == 1
+
+
+async def _await(future: Any) -> Any:
+    return await future
+
+
 async def test_a_batch_that_expires_waiting_for_a_retry_names_the_last_failure() -> None:
     sender, acc, client, clock = make()
     future = append(acc, "t", 0)
