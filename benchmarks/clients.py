@@ -312,22 +312,16 @@ async def aioproducer_paced(spec: dict[str, Any], keys: list[bytes] | None, valu
 
 async def aioproducer_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
     """Request/acknowledge: ``waiters`` coroutines, each ``await (await producer.send(...))`` per record."""
-    topic, n = spec["topic"], spec["records"]
+    topic = spec["topic"]
     keys, km, values, vm = _pools(keys, values)
     async with _aioproducer(spec) as producer:
         await _aioproducer_warmup(producer, spec)
         send = producer.send
 
-        async def waiter(counter: list[int], tally: _Tally) -> None:
-            while (i := counter[0]) < n:
-                counter[0] = i + 1
-                try:
-                    await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
-                    tally.acked += 1
-                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
-                    tally.failed(exc)
+        async def acknowledged(i: int) -> None:
+            await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
 
-        return await _run_waiters(waiter, spec)
+        return await _run_waiters(acknowledged, spec)
 
 
 @dataclass(slots=True)
@@ -344,17 +338,29 @@ class _Tally:
             self.first_error = repr(exc)
 
 
-async def _run_waiters(waiter: Callable[[list[int], _Tally], Awaitable[None]], spec: dict[str, Any]) -> Outcome:
-    """Start ``spec["waiters"]`` copies of ``waiter`` sharing one record counter; time them to the last ack.
+async def _run_waiters(acknowledged: Callable[[int], Awaitable[None]], spec: dict[str, Any]) -> Outcome:
+    """``spec["waiters"]`` coroutines, each calling ``acknowledged(i)`` (send record ``i``, await its
+    acknowledgement) for the next index until ``records`` are done; timed to the last ack.
 
-    The counter hands out record indices, so the waiters together send exactly
+    A shared counter hands out the indices, so the waiters together send exactly
     ``records`` records whatever their speed. CPU time is the process's over the
     same span: the client's work plus the driver's (the same driver for every client).
     """
+    n = spec["records"]
     counter = [0]
     tally = _Tally()
+
+    async def waiter() -> None:
+        while (i := counter[0]) < n:
+            counter[0] = i + 1
+            try:
+                await acknowledged(i)
+                tally.acked += 1
+            except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                tally.failed(exc)
+
     cpu0, t0 = time.process_time(), perf_counter()
-    await asyncio.gather(*[waiter(counter, tally) for _ in range(spec["waiters"])])
+    await asyncio.gather(*[waiter() for _ in range(spec["waiters"])])
     elapsed, cpu = perf_counter() - t0, time.process_time() - cpu0
     return Outcome(spec["records"], tally.acked, tally.errors, tally.first_error, elapsed, cpu_s=cpu)
 
@@ -399,7 +405,7 @@ async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, va
 
 async def aiokafka_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
     """Request/acknowledge: ``waiters`` coroutines, each ``await (await producer.send(...))`` per record."""
-    topic, n = spec["topic"], spec["records"]
+    topic = spec["topic"]
     keys, km, values, vm = _pools(keys, values)
     producer = _aiokafka(spec)
     await producer.start()
@@ -407,16 +413,10 @@ async def aiokafka_waiters(spec: dict[str, Any], keys: list[bytes] | None, value
         await _aiokafka_warmup(producer, spec)
         send = producer.send
 
-        async def waiter(counter: list[int], tally: _Tally) -> None:
-            while (i := counter[0]) < n:
-                counter[0] = i + 1
-                try:
-                    await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
-                    tally.acked += 1
-                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
-                    tally.failed(exc)
+        async def acknowledged(i: int) -> None:
+            await (await send(topic, value=values[i & vm], key=keys[i & km] if keys else None))
 
-        return await _run_waiters(waiter, spec)
+        return await _run_waiters(acknowledged, spec)
     finally:
         await producer.stop()
 
@@ -431,7 +431,7 @@ async def faststream_waiters(spec: dict[str, Any], keys: list[bytes] | None, val
     """
     from faststream.kafka import KafkaBroker
 
-    topic, n = spec["topic"], spec["records"]
+    topic = spec["topic"]
     keys, km, values, vm = _pools(keys, values)
     broker = KafkaBroker(
         spec["bootstrap"].split(","),
@@ -446,16 +446,10 @@ async def faststream_waiters(spec: dict[str, Any], keys: list[bytes] | None, val
         await asyncio.gather(*[broker.publish(WARMUP, warm, partition=p) for p in range(spec["partitions"])])
         publish = broker.publish
 
-        async def waiter(counter: list[int], tally: _Tally) -> None:
-            while (i := counter[0]) < n:
-                counter[0] = i + 1
-                try:
-                    await publish(values[i & vm], topic, key=keys[i & km] if keys else None)
-                    tally.acked += 1
-                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
-                    tally.failed(exc)
+        async def acknowledged(i: int) -> None:
+            await publish(values[i & vm], topic, key=keys[i & km] if keys else None)
 
-        return await _run_waiters(waiter, spec)
+        return await _run_waiters(acknowledged, spec)
     finally:
         await broker.stop()
 
