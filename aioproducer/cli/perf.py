@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import random
 import re
 import sys
@@ -404,7 +405,10 @@ async def _perf(config: dict[str, str], plan: Plan, stats: Stats, failures: Fail
         stats.start = stats.window_start = last_yield = clock()
         for i in range(plan.num_records):
             if output.closed:
-                await producer.close(timeout=0)  # nobody reads the results: end now
+                # Nobody reads the results: end now, and quietly (the records close() gives up on
+                # are the reader's choice, not a loss to warn of on stderr).
+                logging.getLogger("aioproducer.producer").disabled = True
+                await producer.close(timeout=0)
                 return steady
             value = value_of(i)
             sent_at = clock()
