@@ -13,12 +13,15 @@ connections, each example must serve from the start, answer ``/ready`` and publi
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import importlib.util
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -39,7 +42,7 @@ from aioproducer.integrations.fastapi import (
     producer_lifespan,
 )
 from aioproducer.testing import FaultProxy, KafkaCluster, MockCluster
-from conftest import new_topic
+from conftest import kafka_or_skip, new_topic
 from helpers import closed_port, eventually
 from readback import read_aiokafka
 
@@ -648,3 +651,113 @@ async def test_aiohttp_example_with_the_broker_down_at_start(
     app = load_example("aiohttp_service").create_app(proxy.address, topic, producer_config=BROKER_DOWN)
     async with aiohttp_server(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         await broker_down_at_start(client, kafka, proxy, topic, caplog)
+
+
+# ------------------------------------------------------------------ a real broker killed under load
+
+
+@pytest.fixture(scope="module")
+def own_kafka() -> Iterator[KafkaCluster]:
+    """A Kafka node of this module's own: the outage test kills it (the session's node serves the others)."""
+    with kafka_or_skip(brokers=1) as cluster:
+        yield cluster
+
+
+@dataclass
+class Load:
+    """One service's load: its answers by status, and the request ids it answered 200."""
+
+    answers: collections.Counter[int] = field(default_factory=collections.Counter)
+    acknowledged: set[str] = field(default_factory=set)
+    other: list[str] = field(default_factory=list)  # answers neither 200 nor 503, to show on failure
+    stop: bool = False
+
+
+async def keep_posting(client: httpx.AsyncClient, name: str, worker: int, load: Load) -> None:
+    """One connection of a load generator: post an event, wait for the answer, post the next."""
+    seq = 0
+    while not load.stop:
+        request_id = f"{name}-{worker}-{seq}"
+        seq += 1
+        answer = await client.post("/events", content=b'{"user_id": "u%d"}' % worker, headers={"request-id": request_id})
+        load.answers[answer.status_code] += 1
+        if answer.status_code == 200:
+            load.acknowledged.add(request_id)
+        elif answer.status_code != 503:
+            load.other.append(f"{answer.status_code}: {answer.text[:200]}")
+
+
+def _counted(caplog: pytest.LogCaptureFixture, pattern: str) -> list[int]:
+    """The first number of every log message matching ``pattern`` (a regular expression with one group)."""
+    return [int(m.group(1)) for r in caplog.records if (m := re.search(pattern, r.getMessage()))]
+
+
+async def test_both_examples_ride_out_a_broker_killed_under_load(
+    own_kafka: KafkaCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The trial of #25 as a test: both example services under load, the broker SIGKILLed and restarted.
+
+    Every event answered 200 is in the topic exactly once; what expired while the broker was dead
+    was answered 503, logged (rate-limited, the records counted exactly) and counted by the
+    shutdown line; the outage is one WARNING and one INFO per producer, not a line per attempt;
+    ``brokers_reachable`` follows the broker while ``ready`` stays true; and no task of the
+    producer is destroyed pending (the loop's exception handler sees nothing).
+    """
+    caplog.set_level(logging.INFO, logger="aioproducer")
+    loop_errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+    kafka = own_kafka
+    topic = new_topic(kafka)
+    # Records expire 3 s after send() while the broker is dead (its restart takes longer than that).
+    config = {"delivery.timeout.ms": 3000, "request.timeout.ms": 2000, "reconnect.backoff.max.ms": 200}
+    fastapi_app = load_example("fastapi_service").create_app(kafka.bootstrap_servers, topic, producer_config=config)
+    aiohttp_app = load_example("aiohttp_service").create_app(kafka.bootstrap_servers, topic, producer_config=config)
+    loads = {"fastapi": Load(), "aiohttp": Load()}
+    async with contextlib.AsyncExitStack() as stack:
+        fastapi_url, _server = await stack.enter_async_context(uvicorn_server(fastapi_app))
+        aiohttp_url = await stack.enter_async_context(aiohttp_server(aiohttp_app))
+        clients = {
+            name: await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=60))
+            for name, url in (("fastapi", fastapi_url), ("aiohttp", aiohttp_url))
+        }
+        for client in clients.values():
+            await wait_until_ready(client, timeout=30)
+        producers: list[Producer] = [
+            fastapi_app.state.aioproducer_producers["default"], aiohttp_app[aiohttp_integration.PRODUCER_KEY]
+        ]
+        tasks = [
+            asyncio.create_task(keep_posting(client, name, worker, loads[name]))
+            for name, client in clients.items()
+            for worker in range(8)
+        ]
+        await eventually(lambda: all(len(load.acknowledged) >= 100 for load in loads.values()), timeout=60, what="load")
+        await asyncio.to_thread(kafka.kill_broker, 1)
+        await eventually(lambda: all(load.answers[503] for load in loads.values()), timeout=30, what="503s while dead")
+        assert not any(p.brokers_reachable for p in producers) and all(p.ready for p in producers)
+        before = {name: len(load.acknowledged) for name, load in loads.items()}
+        await asyncio.to_thread(kafka.start_broker, 1)
+        await eventually(
+            lambda: all(len(load.acknowledged) >= before[name] + 100 for name, load in loads.items()),
+            timeout=60, what="load after the restart",
+        )
+        assert all(p.brokers_reachable and p.ready for p in producers)
+        for load in loads.values():
+            load.stop = True
+        await asyncio.gather(*tasks)
+    # Both services have shut down: every line is written.
+    for name, load in loads.items():
+        assert not load.other, (name, load.other[:5])
+    seen: collections.Counter[str] = collections.Counter()
+    for partition, count in kafka.high_watermarks(topic).items():
+        for record in await read_aiokafka(kafka.bootstrap_servers, topic, partition, count=count, timeout=30):
+            seen[(dict(record.headers)["request-id"] or b"").decode()] += 1
+    acknowledged = set().union(*(load.acknowledged for load in loads.values()))
+    assert [rid for rid in acknowledged if seen[rid] != 1] == [], "answered 200, not in the topic exactly once"
+    assert [rid for rid, n in seen.items() if n > 1] == [], "written twice"
+    refused = sorted(load.answers[503] for load in loads.values())
+    assert sorted(_counted(caplog, r"closed: (\d+) records not delivered over its life \(0 during close")) == refused
+    assert sum(_counted(caplog, r"^(\d+) record\(s\) for topic .* not delivered")) == sum(refused)
+    unreachable = _counted(caplog, r"^node (1) \(.*\) is unreachable")
+    reachable = _counted(caplog, r"^node (1) \(.*\) is reachable again")
+    assert 2 <= len(unreachable) == len(reachable) <= 6, "an outage is one WARNING and one INFO per producer"
+    assert loop_errors == [], [context.get("message") for context in loop_errors]
