@@ -1,7 +1,8 @@
 """One adapter per client: how each is configured and driven, written as its users write it.
 
 Every client gets two entry points, ``throughput(spec, keys, values)`` and
-``paced(spec, keys, values)``, returning an :class:`Outcome`. The throughput
+``paced(spec, keys, values)``, returning an :class:`Outcome`: its wall time and
+process CPU time, both taken by one :class:`Stopwatch` over the same span. The throughput
 loops are written out per client (no shared per-record indirection, which would
 tax the fastest clients most); the paced loops (latency and memory modes, where
 the offered rate, not the loop, is the limit) share :func:`_drive_async` /
@@ -48,9 +49,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLIENTS", "Outcome", "Tracker", "bulk_method"]
+__all__ = ["CLIENTS", "Outcome", "Stopwatch", "Tracker", "bulk_method"]
 
 perf_counter = time.perf_counter
+process_time = time.process_time
 MB = 1 << 20
 
 
@@ -65,7 +67,32 @@ class Outcome:
     elapsed_s: float
     latencies_s: list[float] | None = None
     notes: list[str] = field(default_factory=list)
-    cpu_s: float | None = None  # process CPU time (user + system) over the timed part, where measured
+    cpu_s: float | None = None  # process CPU time (user + system) over the timed part
+
+
+class Stopwatch:
+    """Wall time and process CPU time over one timed span: ``start()``, then ``stop() -> (elapsed_s, cpu_s)``.
+
+    CPU is :func:`time.process_time`, the whole process's user + system time, so it
+    counts the client's work in every thread it runs (librdkafka's, an executor's)
+    plus the driver's, which is the same for every client. ``t0`` is the
+    :func:`time.perf_counter` reading ``start()`` took; ``start()`` returns the stopwatch.
+    """
+
+    __slots__ = ("t0", "_cpu0")
+
+    def __init__(self) -> None:
+        self.t0 = 0.0
+        self._cpu0 = 0.0
+
+    def start(self) -> Stopwatch:
+        self._cpu0 = process_time()
+        self.t0 = perf_counter()
+        return self
+
+    def stop(self) -> tuple[float, float]:
+        elapsed = perf_counter() - self.t0
+        return elapsed, process_time() - self._cpu0
 
 
 class Tracker:
@@ -92,7 +119,7 @@ class Tracker:
         if err is not None:
             self.errors.append((i, err))
 
-    def outcome(self, t0: float, rate: int, elapsed: float) -> Outcome:
+    def outcome(self, t0: float, rate: int, elapsed: float, cpu: float) -> Outcome:
         acked_or_failed = self.n - self.flags.count(0)
         errors = len(self.errors)
         first = repr(self.errors[0][1]) if self.errors else None
@@ -100,16 +127,20 @@ class Tracker:
         if self.times is not None and rate:
             bad = {i for i, _ in self.errors}
             latencies = [t - (t0 + i / rate) for i, t in enumerate(self.times) if t and i not in bad]
-        return Outcome(self.n, acked_or_failed - errors, errors, first, elapsed, latencies)
+        return Outcome(self.n, acked_or_failed - errors, errors, first, elapsed, latencies, cpu_s=cpu)
 
 
-async def _drive_async(submit: Callable[[int], Awaitable[None]], n: int, rate: int) -> float:
-    """Call ``submit(i)`` for every record, at ``rate`` records/s (0: as fast as accepted); return t0."""
-    t0 = perf_counter()
+async def _drive_async(submit: Callable[[int], Awaitable[None]], n: int, rate: int) -> Stopwatch:
+    """Call ``submit(i)`` for every record, at ``rate`` records/s (0: as fast as accepted).
+
+    Returns the :class:`Stopwatch` started before the first ``submit``; its ``t0`` is the pace's origin.
+    """
+    clock = Stopwatch().start()
+    t0 = clock.t0
     if not rate:
         for i in range(n):
             await submit(i)
-        return t0
+        return clock
     i = 0
     while i < n:
         due = min(n, int((perf_counter() - t0) * rate) + 1)
@@ -117,16 +148,17 @@ async def _drive_async(submit: Callable[[int], Awaitable[None]], n: int, rate: i
             await submit(i)
             i += 1
         await asyncio.sleep(0.001)
-    return t0
+    return clock
 
 
-def _drive_sync(submit: Callable[[int], None], idle: Callable[[], Any], n: int, rate: int) -> float:
+def _drive_sync(submit: Callable[[int], None], idle: Callable[[], Any], n: int, rate: int) -> Stopwatch:
     """The synchronous twin of :func:`_drive_async`; ``idle()`` waits ~1 ms (and serves callbacks)."""
-    t0 = perf_counter()
+    clock = Stopwatch().start()
+    t0 = clock.t0
     if not rate:
         for i in range(n):
             submit(i)
-        return t0
+        return clock
     i = 0
     while i < n:
         due = min(n, int((perf_counter() - t0) * rate) + 1)
@@ -134,7 +166,7 @@ def _drive_sync(submit: Callable[[int], None], idle: Callable[[], Any], n: int, 
             submit(i)
             i += 1
         idle()
-    return t0
+    return clock
 
 
 async def _settle(tracker: Tracker, timeout: float = 10.0) -> None:
@@ -241,12 +273,12 @@ async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None,
     keys, km, values, vm = _pools(keys, values)
     async with _aioproducer(spec) as producer:
         await _aioproducer_warmup(producer, spec)
-        t0 = perf_counter()
+        clock = Stopwatch().start()
         futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
         results = await collect(producer.flush, futures, spec["wait"])
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     acked, errors, first = _count_futures(results, RecordMetadata)
-    return Outcome(n, acked, errors, first, elapsed)
+    return Outcome(n, acked, errors, first, elapsed, cpu_s=cpu)
 
 
 def bulk_method(producer_class: type) -> str | None:
@@ -277,7 +309,7 @@ async def aioproducer_bulk_throughput(spec: dict[str, Any], keys: list[bytes] | 
         bulk = getattr(producer, name)
         futures: list[Any] = []
         extend = futures.extend
-        t0 = perf_counter()
+        clock = Stopwatch().start()
         if key_chunks:
             for vs, ks in zip(value_chunks, key_chunks):
                 extend(await bulk(topic, vs, ks))
@@ -285,9 +317,9 @@ async def aioproducer_bulk_throughput(spec: dict[str, Any], keys: list[bytes] | 
             for vs in value_chunks:
                 extend(await bulk(topic, vs))
         results = await collect(producer.flush, futures, spec["wait"])
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     acked, errors, first = _count_futures(results, RecordMetadata)
-    return Outcome(n, acked, errors, first, elapsed)
+    return Outcome(n, acked, errors, first, elapsed, cpu_s=cpu)
 
 
 async def aioproducer_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -303,11 +335,11 @@ async def aioproducer_paced(spec: dict[str, Any], keys: list[bytes] | None, valu
             await send(topic, value=values[i & vm], key=keys[i & km] if keys else None,
                        on_delivery=lambda md, err: ack(i, err))
 
-        t0 = await _drive_async(submit, n, rate)
+        clock = await _drive_async(submit, n, rate)
         await producer.flush()
         await _settle(tracker)
-        elapsed = perf_counter() - t0
-    return tracker.outcome(t0, rate, elapsed)
+        elapsed, cpu = clock.stop()
+    return tracker.outcome(clock.t0, rate, elapsed, cpu)
 
 
 async def aioproducer_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -359,9 +391,9 @@ async def _run_waiters(acknowledged: Callable[[int], Awaitable[None]], spec: dic
             except Exception as exc:  # noqa: BLE001 - counted, the run goes on
                 tally.failed(exc)
 
-    cpu0, t0 = time.process_time(), perf_counter()
+    clock = Stopwatch().start()
     await asyncio.gather(*[waiter() for _ in range(spec["waiters"])])
-    elapsed, cpu = perf_counter() - t0, time.process_time() - cpu0
+    elapsed, cpu = clock.stop()
     return Outcome(spec["records"], tally.acked, tally.errors, tally.first_error, elapsed, cpu_s=cpu)
 
 
@@ -393,14 +425,14 @@ async def aiokafka_throughput(spec: dict[str, Any], keys: list[bytes] | None, va
     await producer.start()
     try:
         await _aiokafka_warmup(producer, spec)
-        t0 = perf_counter()
+        clock = Stopwatch().start()
         futures = await send_loop(producer.send, topic, n, keys, km, values, vm)
         results = await collect(producer.flush, futures, spec["wait"])
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         await producer.stop()
     acked, errors, first = _count_futures(results, RecordMetadata)
-    return Outcome(n, acked, errors, first, elapsed)
+    return Outcome(n, acked, errors, first, elapsed, cpu_s=cpu)
 
 
 async def aiokafka_waiters(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -473,13 +505,13 @@ async def aiokafka_paced(spec: dict[str, Any], keys: list[bytes] | None, values:
             fut = await send(topic, value=values[i & vm], key=keys[i & km] if keys else None)
             fut.add_done_callback(lambda f: ack(i, _future_error(f)))
 
-        t0 = await _drive_async(submit, n, rate)
+        clock = await _drive_async(submit, n, rate)
         await producer.flush()
         await _settle(tracker)
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         await producer.stop()
-    return tracker.outcome(t0, rate, elapsed)
+    return tracker.outcome(clock.t0, rate, elapsed, cpu)
 
 
 # --------------------------------------------------------------------------- confluent-kafka
@@ -514,14 +546,14 @@ async def confluent_aio_throughput(spec: dict[str, Any], keys: list[bytes] | Non
     producer = AIOProducer(_librdkafka_conf(spec, False))
     try:
         await _confluent_aio_warmup(producer, spec)
-        t0 = perf_counter()
+        clock = Stopwatch().start()
         futures = await send_loop(producer.produce, topic, n, keys, km, values, vm)
         results = await collect(producer.flush, futures, spec["wait"])
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         await producer.close()
     acked, errors, first = _count_futures(results, Message)
-    return Outcome(n, acked, errors, first, elapsed)
+    return Outcome(n, acked, errors, first, elapsed, cpu_s=cpu)
 
 
 async def confluent_aio_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -540,13 +572,13 @@ async def confluent_aio_paced(spec: dict[str, Any], keys: list[bytes] | None, va
             fut = await produce(topic, value=values[i & vm], key=keys[i & km] if keys else None)
             fut.add_done_callback(lambda f: ack(i, _future_error(f)))
 
-        t0 = await _drive_async(submit, n, rate)
+        clock = await _drive_async(submit, n, rate)
         await producer.flush()
         await _settle(tracker)  # futures are completed from the executor thread
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         await producer.close()
-    return tracker.outcome(t0, rate, elapsed)
+    return tracker.outcome(clock.t0, rate, elapsed, cpu)
 
 
 def _confluent_warmup(producer: Any, spec: dict[str, Any]) -> None:
@@ -577,7 +609,7 @@ def confluent_throughput(spec: dict[str, Any], keys: list[bytes] | None, values:
             errors.append(err)
 
     produce, poll = producer.produce, producer.poll
-    t0 = perf_counter()
+    clock = Stopwatch().start()
     for i in range(n):
         while True:
             try:
@@ -587,8 +619,8 @@ def confluent_throughput(spec: dict[str, Any], keys: list[bytes] | None, values:
                 poll(0.001)
         poll(0)
     remaining = producer.flush(60)
-    elapsed = perf_counter() - t0
-    outcome = Outcome(n, counts[0], counts[1], repr(errors[0]) if errors else None, elapsed)
+    elapsed, cpu = clock.stop()
+    outcome = Outcome(n, counts[0], counts[1], repr(errors[0]) if errors else None, elapsed, cpu_s=cpu)
     if remaining:
         outcome.notes.append(f"{remaining} records still queued after flush(60)")
     return outcome
@@ -615,10 +647,10 @@ def confluent_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list
                 poll(0.001)
         poll(0)
 
-    t0 = _drive_sync(submit, lambda: poll(0.001), n, rate)
+    clock = _drive_sync(submit, lambda: poll(0.001), n, rate)
     producer.flush(60)
-    elapsed = perf_counter() - t0
-    return tracker.outcome(t0, rate, elapsed)
+    elapsed, cpu = clock.stop()
+    return tracker.outcome(clock.t0, rate, elapsed, cpu)
 
 
 # --------------------------------------------------------------------------- kafka-python
@@ -651,7 +683,7 @@ def kafka_python_throughput(spec: dict[str, Any], keys: list[bytes] | None, valu
         send = producer.send
         futures: list[Any] = []
         append = futures.append
-        t0 = perf_counter()
+        clock = Stopwatch().start()
         if keys:
             for i in range(n):
                 append(send(topic, value=values[i & vm], key=keys[i & km]))
@@ -659,7 +691,7 @@ def kafka_python_throughput(spec: dict[str, Any], keys: list[bytes] | None, valu
             for i in range(n):
                 append(send(topic, value=values[i & vm]))
         producer.flush()
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         producer.close()
     acked = sum(1 for f in futures if f.is_done and f.succeeded())
@@ -667,7 +699,7 @@ def kafka_python_throughput(spec: dict[str, Any], keys: list[bytes] | None, valu
     first = None
     if failed:
         first = repr(failed[0].exception) if failed[0].is_done else "not completed"
-    return Outcome(n, acked, len(failed), first, elapsed)
+    return Outcome(n, acked, len(failed), first, elapsed, cpu_s=cpu)
 
 
 def kafka_python_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -685,12 +717,12 @@ def kafka_python_paced(spec: dict[str, Any], keys: list[bytes] | None, values: l
             f.add_callback(lambda md: ack(i, None))
             f.add_errback(lambda exc: ack(i, exc))
 
-        t0 = _drive_sync(submit, lambda: time.sleep(0.001), n, rate)
+        clock = _drive_sync(submit, lambda: time.sleep(0.001), n, rate)
         producer.flush()
-        elapsed = perf_counter() - t0
+        elapsed, cpu = clock.stop()
     finally:
         producer.close()
-    return tracker.outcome(t0, rate, elapsed)
+    return tracker.outcome(clock.t0, rate, elapsed, cpu)
 
 
 # --------------------------------------------------------------------------- registry

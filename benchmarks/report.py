@@ -1,8 +1,10 @@
 """Turn the raw runs into ``results*.md`` (tables) and ``results*.png`` (chart).
 
-Every figure is the median over the repeats. The "vs aioproducer" column is
+Every figure is the median over the repeats. The "vs aioproducer" columns are
 the median, over repeats, of the ratio to aioproducer *in the same repeat and
-layout* (same cluster, same minute), so slow drift of the machine cancels out.
+layout* (same cluster, same minute), so slow drift of the machine cancels out;
+CPU µs/record and its ratio stand beside records/s ("–" where a client reports
+no CPU time, as the Java peer).
 A file holds one broker kind (the mock, or real Kafka with its 1- and 3-node
 layouts, one table each); the real-Kafka report also sets its throughput
 beside the mock's, read from ``results.json``.
@@ -142,16 +144,31 @@ def _fmt(x: float | None, digits: int = 0) -> str:
 _METHOD = (
     "Each client runs in a fresh process, one after the other; `linger.ms=5`, 8-byte keys. "
     "records/s and MB/s (values only) from the first send to the last acknowledgement; latency from each "
-    "record's scheduled send time to its acknowledgement; peak RSS is the client process's `VmHWM`. "
+    "record's scheduled send time to its acknowledgement; **CPU µs/record**: the client process's CPU time "
+    "(user + system, all its threads; not the cluster's) over the same span, per record (– where not measured: "
+    "the Java peer); peak RSS is the client process's `VmHWM`. "
     "**vs aioproducer**: the client's figure divided by aioproducer's from the same repeat and layout "
-    "(`rec/s`: >1 is faster; `p99`: <1 is lower latency; `RSS`: <1 is less memory)."
+    "(`rec/s`: >1 is faster; `p99`: <1 is lower latency; `RSS`: <1 is less memory); **CPU vs aioproducer** "
+    "likewise for CPU µs/record (<1 costs less CPU per record)."
 )
+
+
+def _cpu_cells(row: dict[str, Any]) -> tuple[str, str]:
+    """CPU µs/record and its ratio to aioproducer's, "–" where the client reported no CPU time."""
+    cpu = row.get("cpu_us_per_record")
+    if cpu is None:
+        return "–", "–"
+    if row["client"] == "aioproducer":
+        return _fmt(cpu, 1), "1 (base)"
+    ratio = row.get("cpu_ratio")
+    return _fmt(cpu, 1), (f"{ratio:.2f}×" if ratio is not None else "–")
 
 
 def _table(rows: list[dict[str, Any]], titles: dict[str, dict[str, Any]]) -> list[str]:
     out = [
-        "| Scenario | Client | records/s | MB/s | p50 ms | p99 ms | p999 ms | peak RSS MB | vs aioproducer |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| Scenario | Client | records/s | CPU µs/record | CPU vs aioproducer | MB/s | p50 ms | p99 ms | p999 ms "
+        "| peak RSS MB | vs aioproducer |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         s = titles[row["scenario"]]
@@ -163,8 +180,10 @@ def _table(rows: list[dict[str, Any]], titles: dict[str, dict[str, Any]]) -> lis
             rate = f"{_fmt(row['records_per_s'])} (offered {s['rate']:,})"
         else:
             rate = _fmt(row["records_per_s"])
+        cpu, cpu_ratio = _cpu_cells(row)
         out.append(
-            f"| {s['title']} ({s['records']:,}) | {LABELS[row['client']]}{mark} | {rate} | {_fmt(row['mb_per_s'], 1)} "
+            f"| {s['title']} ({s['records']:,}) | {LABELS[row['client']]}{mark} | {rate} | {cpu} | {cpu_ratio} "
+            f"| {_fmt(row['mb_per_s'], 1)} "
             f"| {_fmt(row.get('p50'), 1)} | {_fmt(row.get('p99'), 1)} | {_fmt(row.get('p999'), 1)} "
             f"| {_fmt(row['rss_peak_mb'], 0)} | {ratio} |"
         )
@@ -181,35 +200,46 @@ def _table(rows: list[dict[str, Any]], titles: dict[str, dict[str, Any]]) -> lis
 
 
 def _across(raw: dict[str, Any], reference: dict[str, Any] | None) -> list[str]:
-    """Throughput per client in every layout side by side: the mock's (from ``reference``) and each real one."""
+    """Throughput and CPU per record, per client in every layout side by side: the mock's (from ``reference``)
+    and each real one, one table each."""
     columns: list[tuple[str, list[dict[str, Any]]]] = []
     if reference is not None:
         columns.append((f"mock ({reference['meta']['date']})", aggregate(reference, "mock")))
     for layout in layouts(raw):
         columns.append((layout["name"], aggregate(raw, layout["name"])))
     titles = {s["name"]: s["title"] for s in raw["scenarios"]}
-    out = [
-        "## Across brokers: records/s (× aioproducer in the same layout)",
-        "",
-        "| Scenario | Client | " + " | ".join(name for name, _ in columns) + " |",
-        "|---|---|" + "---:|" * len(columns),
-    ]
-    for scenario in raw["scenarios"]:
-        if scenario["mode"] != "throughput":
-            continue
-        for client in LABELS:
-            cells = []
-            for _, rows in columns:
-                row = next((r for r in rows if r["scenario"] == scenario["name"] and r["client"] == client), None)
-                if row is None:
-                    cells.append("–")
-                elif client == "aioproducer" or row["ratio"] is None:
-                    cells.append(_fmt(row["records_per_s"]))
-                else:
-                    cells.append(f"{_fmt(row['records_per_s'])} ({row['ratio']:.2f}×)")
-            if any(c != "–" for c in cells):
-                out.append(f"| {titles[scenario['name']]} | {LABELS[client]} | " + " | ".join(cells) + " |")
-    out.append("")
+    out: list[str] = []
+    for heading, value, ratio, digits in (("records/s", "records_per_s", "ratio", 0),
+                                          ("CPU µs/record", "cpu_us_per_record", "cpu_ratio", 1)):
+        lines: list[str] = []
+        measured = False  # results from before CPU was measured have none: no CPU table
+        for scenario in raw["scenarios"]:
+            if scenario["mode"] != "throughput":
+                continue
+            for client in LABELS:
+                cells, ran = [], False
+                for _, rows in columns:
+                    row = next((r for r in rows if r["scenario"] == scenario["name"] and r["client"] == client), None)
+                    ran = ran or row is not None
+                    if row is None or row.get(value) is None:
+                        cells.append("–")
+                    elif client == "aioproducer" or row.get(ratio) is None:
+                        cells.append(_fmt(row[value], digits))
+                        measured = True
+                    else:
+                        cells.append(f"{_fmt(row[value], digits)} ({row[ratio]:.2f}×)")
+                        measured = True
+                if ran:  # a client that ran but reported no CPU (the Java peer) shows "–"
+                    lines.append(f"| {titles[scenario['name']]} | {LABELS[client]} | " + " | ".join(cells) + " |")
+        if measured:
+            out += [
+                f"## Across brokers: {heading} (× aioproducer in the same layout)",
+                "",
+                "| Scenario | Client | " + " | ".join(name for name, _ in columns) + " |",
+                "|---|---|" + "---:|" * len(columns),
+                *lines,
+                "",
+            ]
     return out
 
 

@@ -246,7 +246,7 @@ def _progress(started: float, layout: Layout, r: int, scenario: Scenario, client
     else:
         line += f"{result['records_per_s']:>10,.0f} rec/s  peak RSS {result['rss_peak_mb']:6.1f} MB"
         if "cpu_us_per_record" in result:
-            line += f"  CPU {result['cpu_us_per_record']:.0f} µs/record"
+            line += f"  CPU {result['cpu_us_per_record']:.1f} µs/record"
         if "latency_ms" in result:
             lat = result["latency_ms"]
             line += f"  p50/p99/p999 {lat['p50']:.1f}/{lat['p99']:.1f}/{lat['p999']:.1f} ms"
