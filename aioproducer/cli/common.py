@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "MAX_EMBEDDED_PARTITIONS",
+    "add_partitions_option",
     "OneLineParser",
     "UsageError",
     "add_connection_options",
@@ -276,3 +277,13 @@ def embedded_cluster(bootstrap: str | None, topic: str, partitions: int, announc
         if announce is not None:
             print(f"started an embedded mock cluster at {cluster.bootstrap_servers}", file=announce)
         yield cluster.bootstrap_servers
+
+
+def add_partitions_option(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--partitions N``: the embedded cluster's topic, 1..``MAX_EMBEDDED_PARTITIONS`` (a usage error otherwise)."""
+    parser.add_argument(
+        "--partitions",
+        type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
+        default=default,
+        help=f"partitions of the topic on the embedded cluster (default: {default})",
+    )

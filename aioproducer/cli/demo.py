@@ -12,7 +12,7 @@ import asyncio
 import sys
 
 from aioproducer import Producer
-from aioproducer.cli.common import COMPRESSIONS, MAX_EMBEDDED_PARTITIONS, OneLineParser, embedded_cluster, integer, topic_name
+from aioproducer.cli.common import COMPRESSIONS, OneLineParser, add_partitions_option, embedded_cluster, integer, topic_name
 
 __all__ = ["add_parser", "run"]
 
@@ -33,12 +33,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     )
     parser.add_argument("--bootstrap-servers", help="host:port,...; default: an embedded mock cluster")
     parser.add_argument("--topic", default="demo", type=topic_name)
-    parser.add_argument(
-        "--partitions",
-        type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
-        default=3,
-        help="for the embedded cluster's topic",
-    )
+    add_partitions_option(parser, default=3)
     parser.add_argument("--count", type=integer("--count", 0, 1_000_000), default=10, help="records (default: 10)")
     parser.add_argument("--compression", default="none", choices=COMPRESSIONS)
     parser.set_defaults(run=run)

@@ -73,7 +73,7 @@ from aioproducer import Producer, RecordMetadata
 from aioproducer.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    MAX_EMBEDDED_PARTITIONS,
+    add_partitions_option,
     OneLineParser,
     UsageError,
     add_connection_options,
@@ -178,12 +178,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         metavar="MS",
         help="progress line period (default: 5000)",
     )
-    parser.add_argument(
-        "--partitions",
-        type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
-        default=6,
-        help="partitions of the topic on the embedded cluster (default: 6)",
-    )
+    add_partitions_option(parser, default=6)
     parser.set_defaults(run=run)
 
 

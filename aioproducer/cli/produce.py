@@ -37,7 +37,7 @@ from aioproducer.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    MAX_EMBEDDED_PARTITIONS,
+    add_partitions_option,
     OneLineParser,
     UsageError,
     add_connection_options,
@@ -167,12 +167,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         choices=COMPRESSIONS,
         help="compression.type (given without a value: gzip, as Kafka's tool)",
     )
-    parser.add_argument(
-        "--partitions",
-        type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
-        default=6,
-        help="partitions of the topic on the embedded cluster (default: 6)",
-    )
+    add_partitions_option(parser, default=6)
     parser.add_argument("--no-progress", action="store_true", help="no progress display on stderr")
     parser.set_defaults(run=run)
 
