@@ -46,6 +46,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
 from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
@@ -173,6 +174,8 @@ class Producer:
         self._records_sent = 0
         self._records_failed = 0
         self._last_error: BaseException | None = None  # of the last batch that failed (metrics())
+        #: The Java metrics (``metrics()``), recorded per batch and per request by the sender and the pool.
+        self._metrics = ProducerMetrics(self._config.metrics_sample_window_ms, self._config.metrics_num_samples)
         #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
         self._failure_log = DeliveryFailureLog()
 
@@ -263,6 +266,8 @@ class Producer:
         # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
         wake = asyncio.Event()
         client.on_sendable = wake.set  # a connection that re-authenticated takes requests again
+        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle)
+        pool.metrics = self._metrics
         accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=cfg.batch_size,
@@ -277,12 +282,14 @@ class Producer:
                 availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
                 max_request_size=cfg.max_request_size,
             ),
-            BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle),
+            pool,
             tm,
             wake.set,
             lifecycle=lifecycle,
         )
-        sender = Sender(client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake)
+        sender = Sender(
+            client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake, metrics=self._metrics
+        )
         sender.coordinators = coordinators
         if transactions is not None:
             transactions.flush = self.flush
@@ -828,24 +835,40 @@ class Producer:
         return list(range(partitions.num_partitions))
 
     def metrics(self) -> dict[str, Any]:
-        """A snapshot of counters: records sent/failed, buffer use, queued batches.
+        """A snapshot: this producer's own counters, then the Java producer's metrics by their names.
 
         ``last_error`` is the error of the last batch that failed (None if none has): with the
         ``records_failed`` count, it tells a caller that kept no futures or callbacks what went
         wrong, as the Spark sink's tasks do (a callback per record costs a microsecond).
+        The Java names (``record-send-total``, ``topic.<topic>.byte-total``,
+        ``node-<id>.request-latency-avg`` …) are listed in ``aioproducer.internals.metrics.METRIC_DEFS``.
         """
         accumulator = self._accumulator
         pool = accumulator.pool if accumulator is not None else None
+        client, sender = self._client, self._sender
+        buffer_available = pool.available_memory if pool is not None else self._config.buffer_memory
+        waiting = pool.queued if pool is not None else 0
+        java = self._metrics.snapshot(
+            monotonic_ms(),
+            buffer_total=self._config.buffer_memory,
+            buffer_available=buffer_available,
+            waiting=waiting,
+            requests_in_flight=sender.requests_in_flight if sender is not None else 0,
+            metadata_age_ms=client.metadata_age() if client is not None else float("inf"),
+            connection_count=client.connection_count if client is not None else 0,
+            byte_counts=client.byte_counts if client is not None else None,
+        )
         return {
             "records_sent": self._records_sent,
             "records_failed": self._records_failed,
             "last_error": self._last_error,
             "buffer_total_bytes": self._config.buffer_memory,
-            "buffer_available_bytes": pool.available_memory if pool is not None else self._config.buffer_memory,
-            "waiting_for_buffer": pool.queued if pool is not None else 0,
+            "buffer_available_bytes": buffer_available,
+            "waiting_for_buffer": waiting,
             "incomplete_batches": len(accumulator.incomplete_batches()) if accumulator is not None else 0,
             "producer_id": self._transaction_manager.producer_id if self._transaction_manager else -1,
             "producer_epoch": self._transaction_manager.producer_epoch if self._transaction_manager else -1,
+            **java,
         }
 
     # ------------------------------------------------------------------ send helpers
@@ -991,6 +1014,7 @@ class Producer:
         self._plain_accumulator = None
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
+        self._metrics.record_completed(batch.topic, batch.record_count, batch.error is None, monotonic_ms())
         if batch.error is None:
             self._records_sent += batch.record_count
         else:

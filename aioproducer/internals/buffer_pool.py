@@ -35,10 +35,12 @@ waiters are futures.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.internals.metrics import ProducerMetrics
 
 __all__ = ["BufferPool"]
 
@@ -68,6 +70,8 @@ class BufferPool:
         self._waiters: deque[_Waiter] = deque()
         #: The producer's lifecycle (see ``lifecycle.py``): no memory is handed out once it is closing.
         self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
+        #: Where a wait for memory is recorded (``bufferpool-wait-time-total``, ``-ratio``); only waits are.
+        self.metrics: ProducerMetrics | None = None
 
     @property
     def available_memory(self) -> int:
@@ -128,6 +132,7 @@ class BufferPool:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(size, future)
         self._waiters.append(waiter)
+        started_ns = time.monotonic_ns()
         try:
             async with asyncio.timeout(max(0.0, max_time_to_block_ms) / 1000.0):
                 await future
@@ -140,6 +145,11 @@ class BufferPool:
                     f"max.block.ms={int(max_time_to_block_ms)} ms"
                 ) from None
             raise
+        finally:
+            metrics = self.metrics
+            if metrics is not None:
+                now_ns = time.monotonic_ns()
+                metrics.record_buffer_wait(now_ns - started_ns, now_ns / 1e6)
 
     def _abandon(self, waiter: _Waiter) -> None:
         """A waiter gave up (timeout, cancellation, close): it must leave owning nothing."""

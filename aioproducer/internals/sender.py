@@ -78,6 +78,7 @@ from aioproducer.errors import (
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
 from aioproducer.internals.coordinator import TRANSACTION, Coordinators, first_error_code
 from aioproducer.internals.lifecycle import State
+from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.network.metadata import Node
@@ -184,8 +185,11 @@ class Sender:
         on_complete: Callable[[ProducerBatch], None] | None = None,
         clock: Callable[[], float] = monotonic_ms,
         wake: asyncio.Event | None = None,
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         self.client = client
+        #: Where requests, their batches, answers and retries are recorded (per batch, per request).
+        self.metrics = metrics
         self.accumulator = accumulator
         self.transaction_manager = transaction_manager
         self.config = config
@@ -383,12 +387,46 @@ class Sender:
         else:
             self._node_requests.pop(node, None)
 
+    @property
+    def requests_in_flight(self) -> int:
+        """Produce requests written or in a task and not answered yet (``requests-in-flight``)."""
+        return sum(self._node_requests.values())
+
     def _on_node_response(
-        self, node: int, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        sent_ms: float,
+        response: ProduceResponse | None,
+        error: KafkaError | None,
     ) -> None:
         """The connection's callback for a request to ``node``: the node has one request less in flight."""
         self._request_ended(node)
+        if response is not None:
+            self._record_response(node, sent_ms, response)
         self._on_produce_response(batches, response, error)
+
+    def _record_sent(self, batches: list[ProducerBatch]) -> float:
+        """Record a request and its batches (Java's ``updateProduceRequestMetrics``); returns now."""
+        now = self._clock()
+        metrics = self.metrics
+        if metrics is not None:
+            records = 0
+            for batch in batches:
+                builder = batch.builder
+                count = builder.record_count
+                records += count
+                metrics.record_batch_sent(
+                    batch.topic, count, builder.estimated_size_in_bytes, builder.compression_ratio, batch.created_ms, now
+                )
+            metrics.record_request(records, now)
+        return now
+
+    def _record_response(self, node: int, sent_ms: float, response: ProduceResponse) -> None:
+        metrics = self.metrics
+        if metrics is not None:
+            now = self._clock()
+            metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
 
     def _expire_sent(self, now: float) -> None:
         """Fail the batches in a request whose delivery deadline passed; their request goes on.
@@ -716,22 +754,23 @@ class Sender:
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
-        batches, topic_data = _group_by_topic(batches)
+        batches, topic_data = _group_by_topic(batches)  # builds them: their sizes are known from here
         self._track_sent(batches)
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
             # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
-            task = self._spawn(self._produce(node, topic_data, batches))
+            task = self._spawn(self._produce(node, topic_data, batches))  # records it when it writes
             self._requests.add(task)
             task.add_done_callback(self._request_done)
             self._node_requests[node] = self._node_requests.get(node, 0) + 1
             return _IN_TASK
+        sent_ms = self._record_sent(batches)
         try:
             connection.send_produce(
                 topic_data,
                 acks=acks,
                 timeout_ms=self.config.request_timeout_ms,
-                on_response=functools.partial(self._on_node_response, node, batches),
+                on_response=functools.partial(self._on_node_response, node, batches, sent_ms),
                 transactional_id=self._transactional_id,
             )
         except (KafkaError, OSError, ValueError) as exc:
@@ -769,9 +808,12 @@ class Sender:
         acks = self.config.acks
         try:
             connection = await self.client.connection(node)
+            sent_ms = self._record_sent(batches)
             response = await connection.produce(
                 topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id
             )
+            if response is not None:
+                self._record_response(node, sent_ms, response)
         except (KafkaError, OSError, ValueError) as exc:
             self._untrack_sent(batches)
             self._request_failed(batches, exc)
@@ -898,6 +940,8 @@ class Sender:
                 tm.on_retry(batch)
             accumulator.reenqueue(batch, now)
             accumulator.unmute(batch.topic, batch.partition)
+            if self.metrics is not None:
+                self.metrics.record_retry(batch.topic, batch.record_count, now)
             return
         if code == MESSAGE_TOO_LARGE:
             error = MessageTooLargeError(

@@ -66,6 +66,7 @@ from aioproducer.errors import (
     ProtocolError,
 )
 from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.internals.metrics import ByteCounts
 from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages
@@ -204,6 +205,8 @@ class KafkaClient:
         self._refresh: asyncio.Task[ClusterMetadata] | None = None
         self._refresh_topics: frozenset[str] = frozenset()
         self._conns: dict[int, BrokerConnection] = {}
+        #: Bytes every connection of this client wrote and read (``Producer.metrics()``).
+        self.byte_counts = ByteCounts()
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
         #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.
@@ -619,6 +622,7 @@ class KafkaClient:
             authenticator=self._authenticator,
             # KIP-368: re-authenticate at 85-95 % of the session, drawn per connection as Java does.
             reauth_fraction=self._rng.uniform(0.85, 0.95),
+            byte_counts=self.byte_counts,
         )
         conn.on_lost = self._connection_lost
         conn.on_sendable = self._wake_sender
@@ -676,6 +680,11 @@ class KafkaClient:
         """
         conn = self._conns.get(node_id)
         return conn if conn is not None and conn.can_send_more() else None
+
+    @property
+    def connection_count(self) -> int:
+        """How many broker connections are live (Java's ``connection-count``)."""
+        return sum(1 for conn in self._conns.values() if conn.is_connected)
 
     def is_connected(self, node_id: int) -> bool:
         """Whether ``node_id`` has a live connection (slots free or not)."""

@@ -56,6 +56,7 @@ from typing import Any, TypeAlias
 
 import aioproducer
 from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
+from aioproducer.internals.metrics import ByteCounts
 from aioproducer.protocol.connection_state import (
     MAX_RESPONSE_SIZE,
     PRODUCE_CLIENT_THROTTLE_VERSION,
@@ -136,8 +137,11 @@ class BrokerConnection:
         open_streams: OpenStreams | None = None,
         authenticator: Authenticator | None = None,
         reauth_fraction: float = 0.9,
+        byte_counts: ByteCounts | None = None,
     ) -> None:
         self.host = host
+        #: Where the bytes written and read are counted (the client's, for ``Producer.metrics()``).
+        self.byte_counts = byte_counts
         self.port = port
         self._protocol: ClientConnection[_Callback] = ClientConnection(
             client_id=client_id,
@@ -524,6 +528,12 @@ class BrokerConnection:
         except BaseException:
             self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed"), skip=token)
             raise
+        self._count_sent(frame)
+
+    def _count_sent(self, frame: Chunks) -> None:
+        counts = self.byte_counts
+        if counts is not None:
+            counts.sent(self.node_id, sum(map(len, frame)))
 
     async def _drain(self) -> None:
         """Wait until the transport's buffer is low: flow control for the awaitable forms.
@@ -611,9 +621,12 @@ class BrokerConnection:
         connection, which fails what is in flight.
         """
         protocol = self._protocol
+        counts = self.byte_counts
         try:
             while True:
                 data = await reader.read(_READ_SIZE)
+                if counts is not None:
+                    counts.incoming += len(data)
                 events = protocol.receive_data(data, self._now())
                 if events:
                     self._handle(events)
@@ -671,6 +684,8 @@ class BrokerConnection:
             writer.writelines(data)
         except Exception as exc:  # noqa: BLE001 - the transport refused: the request fails, not the reader
             self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed: {exc!r}"))
+            return
+        self._count_sent(data)
 
     def _report_bug(self, message: str, exc: Exception) -> None:
         loop = self._loop

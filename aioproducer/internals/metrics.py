@@ -1,0 +1,423 @@
+"""The producer's metrics: the Java producer's names and meanings, recorded per batch and per request.
+
+Theory of operation
+-------------------
+Java's ``org.apache.kafka.common.metrics`` measures windowed statistics over
+``metrics.num.samples`` samples of ``metrics.sample.window.ms`` each (a
+``SampledStat``). The facts kept here, written afresh:
+
+* a value goes into the current sample; once that sample is
+  ``metrics.sample.window.ms`` old, the next one starts (reset, reused in turn);
+* a sample older than ``num_samples * window`` is *obsolete*: reset before a
+  measurement, so an idle producer's averages and rates go back to their empty
+  value;
+* ``Avg`` is the sum of the live samples over their count, ``Max`` their
+  maximum; both are NaN while no sample holds a value (Java's ``Double.NaN``);
+* ``Rate`` is a windowed sum over the elapsed window, in seconds: from the start
+  of the oldest live sample to now, but never less than ``num_samples - 1``
+  whole windows (so a rate does not spike in its first moments) and never 0;
+* ``Total`` (Java's ``CumulativeSum``/``CumulativeCount``) never resets.
+
+Nothing here does I/O or reads a clock: every call takes ``now_ms``, so the
+statistics are tested with a fake clock. Recording happens per batch (at
+completion, at its request) and per request, never per record:
+``ProducerMetrics`` is what the sender, the buffer pool and the producer call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "METRIC_DEFS",
+    "Avg",
+    "ByteCounts",
+    "Max",
+    "MetricDef",
+    "ProducerMetrics",
+    "Rate",
+    "SampledStat",
+    "render_markdown_table",
+]
+
+NAN: Final = math.nan
+
+
+class _Sample:
+    __slots__ = ("start_ms", "count", "value")
+
+    def __init__(self, start_ms: float, initial: float) -> None:
+        self.start_ms = start_ms
+        self.count = 0
+        self.value = initial
+
+
+class SampledStat:
+    """A statistic kept in ``num_samples`` samples of ``window_ms`` each (Java's ``SampledStat``)."""
+
+    __slots__ = ("window_ms", "num_samples", "_samples", "_current")
+    initial: float = 0.0
+
+    def __init__(self, window_ms: int, num_samples: int) -> None:
+        if window_ms <= 0 or num_samples < 1:
+            raise ValueError("metrics.sample.window.ms must be positive and metrics.num.samples at least 1")
+        self.window_ms = window_ms
+        self.num_samples = num_samples
+        self._samples: list[_Sample] = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: float) -> None:
+        samples = self._samples
+        if not samples:
+            samples.append(_Sample(now_ms, self.initial))
+        sample = samples[self._current]
+        if now_ms - sample.start_ms >= self.window_ms:  # complete: the next sample starts now
+            self._current = (self._current + 1) % self.num_samples
+            if self._current >= len(samples):
+                sample = _Sample(now_ms, self.initial)
+                samples.append(sample)
+            else:
+                sample = samples[self._current]
+                self._reset(sample, now_ms)
+        self._update(sample, value)
+        sample.count += 1
+
+    def _reset(self, sample: _Sample, now_ms: float) -> None:
+        sample.start_ms = now_ms
+        sample.count = 0
+        sample.value = self.initial
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        sample.value += value
+
+    def purge(self, now_ms: float) -> None:
+        """Reset the samples that ended before the window of ``num_samples`` samples (obsolete)."""
+        expire = self.num_samples * self.window_ms
+        for sample in self._samples:
+            if now_ms - sample.start_ms >= expire:
+                self._reset(sample, now_ms)
+
+    def oldest_start(self, now_ms: float) -> float:
+        """When the oldest sample started (``now_ms`` if none has)."""
+        return min((s.start_ms for s in self._samples), default=now_ms)
+
+    def measure(self, now_ms: float) -> float:
+        self.purge(now_ms)
+        return self._combine(self._samples)
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        return sum(s.value for s in samples)
+
+
+class Avg(SampledStat):
+    """The mean of the values recorded in the live samples; NaN when there are none."""
+
+    __slots__ = ()
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        count = sum(s.count for s in samples)
+        return NAN if count == 0 else sum(s.value for s in samples) / count
+
+
+class Max(SampledStat):
+    """The largest value recorded in the live samples; NaN when there are none."""
+
+    __slots__ = ()
+    initial = -math.inf
+
+    def _update(self, sample: _Sample, value: float) -> None:
+        if value > sample.value:
+            sample.value = value
+
+    def _combine(self, samples: list[_Sample]) -> float:
+        count = sum(s.count for s in samples)
+        return NAN if count == 0 else max(s.value for s in samples)
+
+
+class Rate(SampledStat):
+    """A windowed sum per second (Java's ``Rate`` over a ``WindowedSum``); ``per_ns`` gives a ratio of ns to ns."""
+
+    __slots__ = ("_unit_ms",)
+
+    def __init__(self, window_ms: int, num_samples: int, *, per_ns: bool = False) -> None:
+        super().__init__(window_ms, num_samples)
+        self._unit_ms = 1e-6 if per_ns else 1000.0  # how many ms one unit of the rate's time is
+
+    def measure(self, now_ms: float) -> float:
+        self.purge(now_ms)
+        total = self._combine(self._samples)
+        return total / (self.window_size_ms(now_ms) / self._unit_ms)
+
+    def window_size_ms(self, now_ms: float) -> float:
+        """The elapsed window: from the oldest sample, at least ``num_samples - 1`` full windows, never 0."""
+        elapsed = now_ms - self.oldest_start(now_ms)
+        full = int(elapsed // self.window_ms)
+        minimum = self.num_samples - 1
+        if full < minimum:
+            elapsed += (minimum - full) * self.window_ms
+        return max(elapsed, 1.0)
+
+
+class ByteCounts:
+    """Bytes written to and read from the brokers, in all and written per node (the client's connections add to it)."""
+
+    __slots__ = ("outgoing", "incoming", "outgoing_by_node")
+
+    def __init__(self) -> None:
+        self.outgoing = 0
+        self.incoming = 0
+        self.outgoing_by_node: dict[int, int] = {}
+
+    def sent(self, node_id: int, size: int) -> None:
+        self.outgoing += size
+        by_node = self.outgoing_by_node
+        by_node[node_id] = by_node.get(node_id, 0) + size
+
+
+class _TopicTotals:
+    __slots__ = ("send", "bytes", "error", "retry")
+
+    def __init__(self) -> None:
+        self.send = 0
+        self.bytes = 0
+        self.error = 0
+        self.retry = 0
+
+
+class _NodeStats:
+    __slots__ = ("latency_avg", "latency_max")
+
+    def __init__(self, window_ms: int, num_samples: int) -> None:
+        self.latency_avg = Avg(window_ms, num_samples)
+        self.latency_max = Max(window_ms, num_samples)
+
+
+class ProducerMetrics:
+    """What the producer records, and the flat mapping ``Producer.metrics()`` reads from it."""
+
+    def __init__(self, window_ms: int = 30000, num_samples: int = 2) -> None:
+        window_ms = max(1, window_ms)  # metrics.sample.window.ms=0 (which Java accepts) is taken as 1 ms
+        self.window_ms = window_ms
+        self.num_samples = num_samples
+        w, n = window_ms, num_samples
+        self.record_send_total = 0
+        self.record_send_rate = Rate(w, n)
+        self.record_error_total = 0
+        self.record_error_rate = Rate(w, n)
+        self.record_retry_total = 0
+        self.record_retry_rate = Rate(w, n)
+        self.record_size_avg = Avg(w, n)
+        self.record_size_max = Max(w, n)
+        self.batch_size_avg = Avg(w, n)
+        self.batch_size_max = Max(w, n)
+        self.records_per_request_avg = Avg(w, n)
+        self.compression_rate_avg = Avg(w, n)
+        self.queue_time_avg = Avg(w, n)
+        self.queue_time_max = Max(w, n)
+        self.request_total = 0
+        self.request_rate = Rate(w, n)
+        self.request_latency_avg = Avg(w, n)
+        self.request_latency_max = Max(w, n)
+        self.throttle_time_avg = Avg(w, n)
+        self.throttle_time_max = Max(w, n)
+        self.bufferpool_wait_time_total_ns = 0
+        self.bufferpool_wait_ratio = Rate(w, n, per_ns=True)
+        self.outgoing_byte_rate = Rate(w, n)
+        self._outgoing_seen = 0  # ByteCounts.outgoing already put into the rate
+        self.topics: dict[str, _TopicTotals] = {}
+        self.nodes: dict[int, _NodeStats] = {}
+
+    def _topic(self, topic: str) -> _TopicTotals:
+        totals = self.topics.get(topic)
+        if totals is None:
+            totals = self.topics[topic] = _TopicTotals()
+        return totals
+
+    # ------------------------------------------------------------ recording (per batch, per request)
+    def record_completed(self, topic: str, records: int, ok: bool, now_ms: float) -> None:
+        """A batch was acknowledged (``ok``) or failed: its records are sent or in error."""
+        totals = self._topic(topic)
+        if ok:
+            self.record_send_total += records
+            self.record_send_rate.record(records, now_ms)
+            totals.send += records
+        else:
+            self.record_error_total += records
+            self.record_error_rate.record(records, now_ms)
+            totals.error += records
+
+    def record_retry(self, topic: str, records: int, now_ms: float) -> None:
+        """A batch goes back to the queue to be sent again."""
+        self.record_retry_total += records
+        self.record_retry_rate.record(records, now_ms)
+        self._topic(topic).retry += records
+
+    def record_batch_sent(
+        self, topic: str, records: int, size: int, compression_ratio: float, created_ms: float, now_ms: float
+    ) -> None:
+        """A batch went into a Produce request: its size, its records' mean size, how long it queued."""
+        self.batch_size_avg.record(size, now_ms)
+        self.batch_size_max.record(size, now_ms)
+        if records:
+            per_record = size / records
+            self.record_size_avg.record(per_record, now_ms)
+            self.record_size_max.record(per_record, now_ms)
+        self.compression_rate_avg.record(compression_ratio, now_ms)
+        queued = now_ms - created_ms
+        self.queue_time_avg.record(queued, now_ms)
+        self.queue_time_max.record(queued, now_ms)
+        self._topic(topic).bytes += size
+
+    def record_request(self, records: int, now_ms: float) -> None:
+        """A Produce request with ``records`` records was sent."""
+        self.request_total += 1
+        self.request_rate.record(1, now_ms)
+        self.records_per_request_avg.record(records, now_ms)
+
+    def record_response(self, node: int, latency_ms: float, throttle_time_ms: int, now_ms: float) -> None:
+        """A Produce request was answered after ``latency_ms`` (throttle time < 0: the answer had none, acks=0)."""
+        self.request_latency_avg.record(latency_ms, now_ms)
+        self.request_latency_max.record(latency_ms, now_ms)
+        stats = self.nodes.get(node)
+        if stats is None:
+            stats = self.nodes[node] = _NodeStats(self.window_ms, self.num_samples)
+        stats.latency_avg.record(latency_ms, now_ms)
+        stats.latency_max.record(latency_ms, now_ms)
+        if throttle_time_ms >= 0:
+            self.throttle_time_avg.record(throttle_time_ms, now_ms)
+            self.throttle_time_max.record(throttle_time_ms, now_ms)
+
+    def record_buffer_wait(self, wait_ns: int, now_ms: float) -> None:
+        """A ``send()`` waited ``wait_ns`` for buffer memory."""
+        self.bufferpool_wait_time_total_ns += wait_ns
+        self.bufferpool_wait_ratio.record(wait_ns, now_ms)
+
+    # ------------------------------------------------------------ reading
+    def snapshot(
+        self,
+        now_ms: float,
+        *,
+        buffer_total: int,
+        buffer_available: int,
+        waiting: int,
+        requests_in_flight: int,
+        metadata_age_ms: float,
+        connection_count: int,
+        byte_counts: ByteCounts | None,
+    ) -> dict[str, float | int]:
+        """The Java names and their values now (see ``METRIC_DEFS``), per topic and per node keys after them."""
+        outgoing = byte_counts.outgoing if byte_counts is not None else 0
+        if outgoing > self._outgoing_seen:  # the bytes written since the last reading, into the rate
+            self.outgoing_byte_rate.record(outgoing - self._outgoing_seen, now_ms)
+            self._outgoing_seen = outgoing
+        out: dict[str, float | int] = {
+            "record-send-total": self.record_send_total,
+            "record-send-rate": self.record_send_rate.measure(now_ms),
+            "record-error-total": self.record_error_total,
+            "record-error-rate": self.record_error_rate.measure(now_ms),
+            "record-retry-total": self.record_retry_total,
+            "record-retry-rate": self.record_retry_rate.measure(now_ms),
+            "record-size-avg": self.record_size_avg.measure(now_ms),
+            "record-size-max": self.record_size_max.measure(now_ms),
+            "batch-size-avg": self.batch_size_avg.measure(now_ms),
+            "batch-size-max": self.batch_size_max.measure(now_ms),
+            "records-per-request-avg": self.records_per_request_avg.measure(now_ms),
+            "compression-rate-avg": self.compression_rate_avg.measure(now_ms),
+            "record-queue-time-avg": self.queue_time_avg.measure(now_ms),
+            "record-queue-time-max": self.queue_time_max.measure(now_ms),
+            "request-latency-avg": self.request_latency_avg.measure(now_ms),
+            "request-latency-max": self.request_latency_max.measure(now_ms),
+            "request-rate": self.request_rate.measure(now_ms),
+            "request-total": self.request_total,
+            "requests-in-flight": requests_in_flight,
+            "produce-throttle-time-avg": self.throttle_time_avg.measure(now_ms),
+            "produce-throttle-time-max": self.throttle_time_max.measure(now_ms),
+            "buffer-total-bytes": buffer_total,
+            "buffer-available-bytes": buffer_available,
+            "bufferpool-wait-time-total": self.bufferpool_wait_time_total_ns,
+            "bufferpool-wait-ratio": self.bufferpool_wait_ratio.measure(now_ms),
+            "waiting-threads": waiting,
+            "metadata-age": metadata_age_ms / 1000.0,
+            "outgoing-byte-total": outgoing,
+            "outgoing-byte-rate": self.outgoing_byte_rate.measure(now_ms),
+            "incoming-byte-total": byte_counts.incoming if byte_counts is not None else 0,
+            "connection-count": connection_count,
+        }
+        for topic, totals in self.topics.items():
+            prefix = f"topic.{topic}."
+            out[prefix + "record-send-total"] = totals.send
+            out[prefix + "byte-total"] = totals.bytes
+            out[prefix + "record-error-total"] = totals.error
+            out[prefix + "record-retry-total"] = totals.retry
+        nodes = set(self.nodes)
+        if byte_counts is not None:
+            nodes.update(byte_counts.outgoing_by_node)
+        for node in sorted(nodes):
+            prefix = f"node-{node}."
+            stats = self.nodes.get(node)
+            out[prefix + "request-latency-avg"] = stats.latency_avg.measure(now_ms) if stats is not None else NAN
+            out[prefix + "request-latency-max"] = stats.latency_max.measure(now_ms) if stats is not None else NAN
+            out[prefix + "outgoing-byte-total"] = byte_counts.outgoing_by_node.get(node, 0) if byte_counts else 0
+        return out
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric of ``Producer.metrics()``: its key (``{topic}``/``{node}`` stand for the tag), unit, meaning."""
+
+    name: str
+    unit: str
+    description: str
+
+
+_W = "over the window (`metrics.num.samples` × `metrics.sample.window.ms`)"
+
+METRIC_DEFS: Final[tuple[MetricDef, ...]] = (
+    MetricDef("record-send-total", "records", "Records acknowledged by the brokers (Java counts them when they go into a request, so once per attempt)."),
+    MetricDef("record-send-rate", "records/s", f"`record-send-total`'s rate {_W}."),
+    MetricDef("record-error-total", "records", "Records that failed: refused by a broker, expired past `delivery.timeout.ms`, or failed by `close()` or an aborted transaction."),
+    MetricDef("record-error-rate", "records/s", f"`record-error-total`'s rate {_W}."),
+    MetricDef("record-retry-total", "records", "Records whose batch was put back in the queue to be sent again (a split of a too-large batch is not counted)."),
+    MetricDef("record-retry-rate", "records/s", f"`record-retry-total`'s rate {_W}."),
+    MetricDef("record-size-avg", "bytes", f"A batch's bytes over its records, averaged per batch sent {_W} (Java averages each record's size)."),
+    MetricDef("record-size-max", "bytes", f"The largest per-batch mean record size {_W} (Java: the largest record)."),
+    MetricDef("batch-size-avg", "bytes", f"Wire size of the batches sent, per batch {_W}."),
+    MetricDef("batch-size-max", "bytes", f"The largest batch sent {_W}."),
+    MetricDef("records-per-request-avg", "records", f"Records per Produce request {_W}."),
+    MetricDef("compression-rate-avg", "ratio", f"Compressed over uncompressed size of the batches sent {_W} (1.0 without compression)."),
+    MetricDef("record-queue-time-avg", "ms", f"From a batch's creation to its going into a request (each attempt counts) {_W}."),
+    MetricDef("record-queue-time-max", "ms", f"The longest of those {_W}."),
+    MetricDef("request-latency-avg", "ms", f"From writing a Produce request to its answer {_W} (requests that failed are not counted)."),
+    MetricDef("request-latency-max", "ms", f"The longest of those {_W}."),
+    MetricDef("request-rate", "requests/s", f"Produce requests sent per second {_W}."),
+    MetricDef("request-total", "requests", "Produce requests sent."),
+    MetricDef("requests-in-flight", "requests", "Produce requests written or being written and not answered yet."),
+    MetricDef("produce-throttle-time-avg", "ms", f"The throttle time in the brokers' Produce answers {_W}."),
+    MetricDef("produce-throttle-time-max", "ms", f"The largest of those {_W}."),
+    MetricDef("buffer-total-bytes", "bytes", "`buffer.memory`."),
+    MetricDef("buffer-available-bytes", "bytes", "The part of `buffer.memory` no batch holds."),
+    MetricDef("bufferpool-wait-time-total", "ns", "Time `send()` calls spent waiting for buffer memory, in all."),
+    MetricDef("bufferpool-wait-ratio", "ratio", f"That waiting time over the elapsed time {_W} (calls waiting at once add up)."),
+    MetricDef("waiting-threads", "calls", "`send()` calls waiting for buffer memory now (Java: threads)."),
+    MetricDef("metadata-age", "s", "Since the last successful metadata refresh (`inf` before the first)."),
+    MetricDef("outgoing-byte-total", "bytes", "Bytes written to the brokers, every request of every connection."),
+    MetricDef("outgoing-byte-rate", "bytes/s", f"Those bytes' rate {_W}, sampled when `metrics()` is read."),
+    MetricDef("incoming-byte-total", "bytes", "Bytes read from the brokers."),
+    MetricDef("connection-count", "connections", "Broker connections open now."),
+    MetricDef("topic.{topic}.record-send-total", "records", "`record-send-total` of one topic."),
+    MetricDef("topic.{topic}.byte-total", "bytes", "Wire bytes of the topic's batches sent (each attempt counts)."),
+    MetricDef("topic.{topic}.record-error-total", "records", "`record-error-total` of one topic."),
+    MetricDef("topic.{topic}.record-retry-total", "records", "`record-retry-total` of one topic."),
+    MetricDef("node-{node}.request-latency-avg", "ms", "`request-latency-avg` of the Produce requests to one broker."),
+    MetricDef("node-{node}.request-latency-max", "ms", "`request-latency-max` of the Produce requests to one broker."),
+    MetricDef("node-{node}.outgoing-byte-total", "bytes", "Bytes written to one broker (a bootstrap connection's, before its id is known, as `node--1` …)."),
+)
+
+
+def render_markdown_table(defs: tuple[MetricDef, ...] = METRIC_DEFS) -> str:
+    """The README's metrics table (between the ``<!-- metrics-table -->`` markers), from ``METRIC_DEFS``."""
+    lines = ["| Key | Unit | Meaning |", "|---|---|---|"]
+    lines += [f"| `{d.name}` | {d.unit} | {d.description} |" for d in defs]
+    return "\n".join(lines) + "\n"
