@@ -46,7 +46,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
 from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.lifecycle import Lifecycle, State
-from aioproducer.internals.metrics import ProducerMetrics
+from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
@@ -247,7 +247,12 @@ class Producer:
     async def _start(self) -> None:
         cfg = self._config
         security = self._security
-        client = KafkaClient(cfg, open_streams=security.open_streams(), authenticator=security.authenticator())
+        client = KafkaClient(
+            cfg,
+            open_streams=security.open_streams(),
+            authenticator=security.authenticator(),
+            byte_counts=ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples),
+        )
         # Nothing the loop holds (tasks, callbacks) may hold the producer: a dropped one must be collectable (__del__).
         topic_partitions = self._topic_partitions
         client.metadata_listeners.append(lambda _metadata: topic_partitions.clear())

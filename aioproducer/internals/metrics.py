@@ -161,19 +161,22 @@ class Rate(SampledStat):
 
 
 class ByteCounts:
-    """Bytes written to and read from the brokers, in all and written per node (the client's connections add to it)."""
+    """Bytes written to and read from the brokers: in all, written per node and their rate (the client's connections add to it)."""
 
-    __slots__ = ("outgoing", "incoming", "outgoing_by_node")
+    __slots__ = ("outgoing", "incoming", "outgoing_by_node", "outgoing_rate")
 
-    def __init__(self) -> None:
+    def __init__(self, window_ms: int = 30000, num_samples: int = 2) -> None:
         self.outgoing = 0
         self.incoming = 0
         self.outgoing_by_node: dict[int, int] = {}
+        self.outgoing_rate = Rate(max(1, window_ms), num_samples)
 
-    def sent(self, node_id: int, size: int) -> None:
+    def sent(self, node_id: int, size: int, now_ms: float) -> None:
+        """A request of ``size`` bytes was written to ``node_id`` (once per request, not per record)."""
         self.outgoing += size
         by_node = self.outgoing_by_node
         by_node[node_id] = by_node.get(node_id, 0) + size
+        self.outgoing_rate.record(size, now_ms)
 
 
 class _TopicTotals:
@@ -224,8 +227,6 @@ class ProducerMetrics:
         self.throttle_time_max = Max(w, n)
         self.bufferpool_wait_time_total_ns = 0
         self.bufferpool_wait_ratio = Rate(w, n, per_ns=True)
-        self.outgoing_byte_rate = Rate(w, n)
-        self._outgoing_seen = 0  # ByteCounts.outgoing already put into the rate
         self.topics: dict[str, _TopicTotals] = {}
         self.nodes: dict[int, _NodeStats] = {}
 
@@ -309,9 +310,6 @@ class ProducerMetrics:
     ) -> dict[str, float | int]:
         """The Java names and their values now (see ``METRIC_DEFS``), per topic and per node keys after them."""
         outgoing = byte_counts.outgoing if byte_counts is not None else 0
-        if outgoing > self._outgoing_seen:  # the bytes written since the last reading, into the rate
-            self.outgoing_byte_rate.record(outgoing - self._outgoing_seen, now_ms)
-            self._outgoing_seen = outgoing
         out: dict[str, float | int] = {
             "record-send-total": self.record_send_total,
             "record-send-rate": self.record_send_rate.measure(now_ms),
@@ -341,7 +339,7 @@ class ProducerMetrics:
             "waiting-threads": waiting,
             "metadata-age": metadata_age_ms / 1000.0,
             "outgoing-byte-total": outgoing,
-            "outgoing-byte-rate": self.outgoing_byte_rate.measure(now_ms),
+            "outgoing-byte-rate": byte_counts.outgoing_rate.measure(now_ms) if byte_counts is not None else 0.0,
             "incoming-byte-total": byte_counts.incoming if byte_counts is not None else 0,
             "connection-count": connection_count,
         }
@@ -403,7 +401,7 @@ METRIC_DEFS: Final[tuple[MetricDef, ...]] = (
     MetricDef("waiting-threads", "calls", "`send()` calls waiting for buffer memory now (Java: threads)."),
     MetricDef("metadata-age", "s", "Since the last successful metadata refresh (`inf` before the first)."),
     MetricDef("outgoing-byte-total", "bytes", "Bytes written to the brokers, every request of every connection."),
-    MetricDef("outgoing-byte-rate", "bytes/s", f"Those bytes' rate {_W}, sampled when `metrics()` is read."),
+    MetricDef("outgoing-byte-rate", "bytes/s", f"Those bytes' rate {_W}."),
     MetricDef("incoming-byte-total", "bytes", "Bytes read from the brokers."),
     MetricDef("connection-count", "connections", "Broker connections open now."),
     MetricDef("topic.{topic}.record-send-total", "records", "`record-send-total` of one topic."),

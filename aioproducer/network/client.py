@@ -174,6 +174,7 @@ class KafkaClient:
         open_streams: OpenStreams | None = None,
         authenticator: Authenticator | None = None,
         sleep: Callable[[float], Awaitable[None]] = _sleep_ms,
+        byte_counts: ByteCounts | None = None,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
@@ -206,7 +207,7 @@ class KafkaClient:
         self._refresh_topics: frozenset[str] = frozenset()
         self._conns: dict[int, BrokerConnection] = {}
         #: Bytes every connection of this client wrote and read (``Producer.metrics()``).
-        self.byte_counts = ByteCounts()
+        self.byte_counts = byte_counts if byte_counts is not None else ByteCounts()
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
         #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.

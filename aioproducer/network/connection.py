@@ -533,7 +533,7 @@ class BrokerConnection:
     def _count_sent(self, frame: Chunks) -> None:
         counts = self.byte_counts
         if counts is not None:
-            counts.sent(self.node_id, sum(map(len, frame)))
+            counts.sent(self.node_id, sum(map(len, frame)), self._now())
 
     async def _drain(self) -> None:
         """Wait until the transport's buffer is low: flow control for the awaitable forms.

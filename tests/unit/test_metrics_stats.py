@@ -57,8 +57,8 @@ def test_rate_per_ns_is_a_ratio() -> None:
 
 def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
     m = ProducerMetrics(1000, 2)
-    counts = ByteCounts()
-    counts.sent(1, 300)
+    counts = ByteCounts(1000, 2)
+    counts.sent(1, 300, 100)
     counts.incoming += 50
     m.record_batch_sent("t", 4, 400, 1.0, created_ms=10, now_ms=30)
     m.record_request(4, 30)
