@@ -28,9 +28,8 @@ Key status (the full table, with defaults and types, is :func:`render_markdown_t
 ========================================  ======================================================
 supported                                 every key in :data:`CONFIG_DEFS` not listed below
 accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.recovery.strategy``,
-                                          ``metric.reporters``, ``metrics.num.samples``,
-                                          ``metrics.recording.level``,
-                                          ``metrics.sample.window.ms``, ``enable.metrics.push``
+                                          ``metric.reporters``, ``metrics.recording.level``,
+                                          ``enable.metrics.push``
 accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
@@ -431,9 +430,9 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "Accepted and ignored: every resolved address is tried.", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]), _IGN),
     ConfigDef("metadata.recovery.strategy", "string", "none", "Accepted and ignored (3.9 default `none`).", _choice(["none", "rebootstrap"]), _IGN),
     ConfigDef("metric.reporters", "list", [], "Accepted and ignored (no JMX).", _string_list, _IGN),
-    ConfigDef("metrics.num.samples", "int", 2, "Accepted and ignored.", _int(1), _IGN),
+    ConfigDef("metrics.num.samples", "int", 2, "How many samples `producer.metrics()`'s rates, averages and maxima are kept over (each `metrics.sample.window.ms` long); the oldest is dropped as a new one starts.", _int(1)),
     ConfigDef("metrics.recording.level", "string", "INFO", "Accepted and ignored.", _choice(["INFO", "DEBUG", "TRACE"]), _IGN),
-    ConfigDef("metrics.sample.window.ms", "long", 30000, "Accepted and ignored.", _int(0, long=True), _IGN),
+    ConfigDef("metrics.sample.window.ms", "long", 30000, "The length of one sample of `producer.metrics()`'s rates, averages and maxima: they cover the last `metrics.num.samples` samples (0 is taken as 1 ms).", _int(0, long=True)),
     ConfigDef("enable.metrics.push", "boolean", True, "Accepted and ignored (no KIP-714 telemetry).", _bool, _IGN),
 )
 
