@@ -66,7 +66,7 @@ from aioproducer.errors import (
     ProtocolError,
 )
 from aioproducer.internals.lifecycle import Lifecycle, State
-from aioproducer.internals.metrics import ByteCounts
+from aioproducer.stats import ByteCounts
 from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
 from aioproducer.network.metadata import ClusterMetadata, Node
 from aioproducer.protocol import messages

@@ -56,7 +56,7 @@ from typing import Any, TypeAlias
 
 import aioproducer
 from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
-from aioproducer.internals.metrics import ByteCounts
+from aioproducer.stats import ByteCounts
 from aioproducer.protocol.connection_state import (
     MAX_RESPONSE_SIZE,
     PRODUCE_CLIENT_THROTTLE_VERSION,
