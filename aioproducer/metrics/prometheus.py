@@ -1,0 +1,151 @@
+"""A ``prometheus_client`` collector of ``producer.metrics()``, read at scrape time.
+
+``REGISTRY.register(ProducerCollector(producer))``. Nothing is recorded per record: each scrape
+calls ``producer.metrics()`` and turns the Java names of ``METRIC_DEFS`` into Prometheus series,
+``kafka_producer_`` + the name in snake case, in base units (ms and ns become seconds, a rate
+``..._per_second``), the totals as counters and the rest as gauges. Every series has the label
+``client_id``; the per-topic keys (``topic.<t>.<name>``) become ``kafka_producer_topic_<name>``
+with ``topic``, the per-node ones (``node-<id>.<name>``) ``kafka_producer_node_<name>`` with
+``node_id``. An average or maximum over an empty window is exported as NaN (Java's value;
+``metadata-age`` before the first refresh is +Inf), so a series does not come and go.
+
+Several producers go into one collector, ``ProducerCollector(p1, p2)``, each under its
+``client_id`` (which must differ): two collectors in one registry would export the same
+metric names, which ``CollectorRegistry.register`` refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+try:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - exercised by a test that hides the library
+    raise ImportError(
+        "aioproducer.metrics.prometheus needs the prometheus_client library: "
+        "pip install 'aioproducer[prometheus]'"
+    ) from exc
+
+from aioproducer.internals.metrics import METRIC_DEFS, MetricDef
+
+if TYPE_CHECKING:
+    from aioproducer.producer import Producer
+
+__all__ = ["PREFIX", "SERIES", "ProducerCollector", "PrometheusSeries", "prometheus_series"]
+
+PREFIX: Final = "kafka_producer_"
+
+_TIME_UNITS: Final = {"ms": 1e-3, "ns": 1e-9, "s": 1.0}
+_COUNT_UNITS: Final = frozenset({"records", "requests", "calls", "connections"})
+
+
+@dataclass(frozen=True)
+class PrometheusSeries:
+    """How one ``METRIC_DEFS`` entry is exported."""
+
+    key: str  # the Java name after its tag: ``record-send-total``
+    scope: str  # "" (producer-metrics), "topic" or "node"
+    name: str  # the Prometheus name, with ``_total`` for a counter
+    kind: str  # "counter" or "gauge"
+    scale: float  # multiplies the value into the base unit
+    help: str
+
+
+def prometheus_series(defn: MetricDef) -> PrometheusSeries:
+    """The Prometheus name, type and scale of ``defn`` (ValueError for a unit without a rule)."""
+    scope, key = "", defn.name
+    if defn.name.startswith("topic.{topic}."):
+        scope, key = "topic", defn.name.removeprefix("topic.{topic}.")
+    elif defn.name.startswith("node-{node}."):
+        scope, key = "node", defn.name.removeprefix("node-{node}.")
+    stem = key.replace("-", "_")
+    unit, scale = defn.unit, 1.0
+    if unit in _TIME_UNITS:
+        scale, suffix = _TIME_UNITS[unit], "seconds"
+    elif unit.endswith("/s"):
+        stem, suffix = stem.removesuffix("_rate"), "per_second"
+    elif unit in ("bytes", "ratio"):
+        suffix = unit
+    elif unit in _COUNT_UNITS:
+        suffix = ""
+    else:
+        raise ValueError(f"no Prometheus rule for the unit {unit!r} of {defn.name}")
+    prefix = PREFIX + (scope + "_" if scope else "")
+    if stem.endswith("_total"):
+        kind = "counter"
+        stem = stem.removesuffix("_total")
+        if suffix == "seconds":  # bufferpool-wait-time-total (ns) -> ..._seconds_total
+            stem += "_seconds"
+        name = prefix + stem + "_total"
+    else:
+        kind = "gauge"
+        if suffix and not stem.endswith("_" + suffix):
+            stem += "_" + suffix
+        name = prefix + stem
+    note = f" (Java: {defn.name}, {unit}" + (", converted to seconds)" if scale != 1.0 else ")")
+    return PrometheusSeries(key, scope, name, kind, scale, defn.description + note)
+
+
+#: Every ``METRIC_DEFS`` entry's series, in its order: a new metric gets its series from here.
+SERIES: Final[tuple[PrometheusSeries, ...]] = tuple(prometheus_series(d) for d in METRIC_DEFS)
+_BY_KEY: Final = {(s.scope, s.key): s for s in SERIES}
+_LABELS: Final = {"": ["client_id"], "topic": ["client_id", "topic"], "node": ["client_id", "node_id"]}
+
+
+def _parse(key: str) -> tuple[str, str, str]:
+    """``topic.<t>.<name>`` -> ("topic", t, name), ``node-<id>.<name>`` -> ("node", id, name), else ("", "", key)."""
+    if key.startswith("topic."):
+        tag, _, name = key.removeprefix("topic.").rpartition(".")  # a topic may hold dots, a name none
+        return "topic", tag, name
+    if key.startswith("node-") and "." in key:
+        tag, _, name = key.removeprefix("node-").partition(".")
+        return "node", tag, name
+    return "", "", key
+
+
+class ProducerCollector(Collector):
+    """Exports ``producer.metrics()`` of one or more producers, each under its ``client_id`` label."""
+
+    def __init__(self, producer: Producer, *producers: Producer) -> None:
+        self._producers: list[Producer] = []
+        for p in (producer, *producers):
+            self.add(p)
+
+    def add(self, producer: Producer) -> None:
+        """Export ``producer`` too (ValueError if its client id is already exported)."""
+        client_id = producer.config.client_id
+        if any(p.config.client_id == client_id for p in self._producers):
+            raise ValueError(f"a producer with client_id {client_id!r} is already in this collector")
+        self._producers.append(producer)
+
+    def remove(self, producer: Producer) -> None:
+        """Stop exporting ``producer``."""
+        self._producers.remove(producer)
+
+    def describe(self) -> Iterable[Metric]:
+        """The metric names (what ``CollectorRegistry.register`` checks for duplicates)."""
+        return list(self._families().values())
+
+    def collect(self) -> Iterable[Metric]:
+        families = self._families()
+        for producer in self._producers:
+            client_id = producer.config.client_id
+            for key, value in producer.metrics().items():
+                scope, tag, name = _parse(key)
+                series = _BY_KEY.get((scope, name))
+                if series is None or not isinstance(value, (int, float)):
+                    continue  # the producer's own counters (records_sent, last_error ...)
+                labels = [client_id, tag] if scope else [client_id]
+                families[series.name].add_metric(labels, value * series.scale if series.scale != 1.0 else value)
+        return list(families.values())
+
+    @staticmethod
+    def _families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+        for s in SERIES:
+            cls = CounterMetricFamily if s.kind == "counter" else GaugeMetricFamily
+            families[s.name] = cls(s.name, s.help, labels=_LABELS[s.scope])
+        return families
