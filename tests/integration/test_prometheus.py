@@ -1,0 +1,111 @@
+"""``aioproducer.metrics.prometheus.ProducerCollector``: the exposition of known traffic, parsed back."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import sys
+import time
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from aioproducer import Producer
+from aioproducer.internals.metrics import METRIC_DEFS
+from aioproducer.metrics.prometheus import SERIES, ProducerCollector
+from aioproducer.testing import MockCluster
+
+pytestmark = pytest.mark.integration
+
+FAST: dict[str, Any] = {"linger_ms": 2, "request_timeout_ms": 1000, "delivery_timeout_ms": 3000}
+
+
+def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, sorted labels) -> value, from the text exposition parsed back."""
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_every_metric_def_has_one_valid_prometheus_series() -> None:
+    assert len(SERIES) == len(METRIC_DEFS)
+    names = [s.name for s in SERIES]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"kafka_producer_[a-z_]+", n) for n in names), names
+    by_name = {s.name: s for s in SERIES}
+    for name in ("record_send", "record_error", "record_retry", "request", "outgoing_byte", "incoming_byte"):
+        assert by_name[f"kafka_producer_{name}_total"].kind == "counter"
+    assert by_name["kafka_producer_bufferpool_wait_time_seconds_total"].scale == 1e-9
+    assert by_name["kafka_producer_request_latency_avg_seconds"].scale == 1e-3
+    for gauge in ("buffer_available_bytes", "buffer_total_bytes", "metadata_age_seconds", "connection_count",
+                  "requests_in_flight", "record_send_per_second", "outgoing_byte_per_second"):
+        assert by_name["kafka_producer_" + gauge].kind == "gauge"
+
+
+async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
+    started = time.monotonic()
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, client_id="svc-a", **FAST) as a, \
+            Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as b:
+        registry = CollectorRegistry()
+        registry.register(ProducerCollector(a, b))
+        empty = _samples(registry)  # before any request: the windows are empty
+        assert math.isnan(empty[("kafka_producer_request_latency_avg_seconds", (("client_id", "svc-a"),))])
+        for i in range(30):
+            await a.send("orders", value=b"v%d" % i, partition=i % 6)
+        await a.flush()
+        await a.send_and_wait("other.topic", value=b"x")
+        for i in range(7):
+            await b.send("orders", value=b"w%d" % i)
+        await b.flush()
+        s = _samples(registry)
+        wall = time.monotonic() - started
+        acked_a, acked_b = a.metrics()["records_sent"], b.metrics()["records_sent"]
+    bid = b.config.client_id
+    assert re.fullmatch(r"aioproducer-\d+", bid)
+    A, B = (("client_id", "svc-a"),), (("client_id", bid),)
+    assert acked_a == 31 and acked_b == 7
+    assert s[("kafka_producer_record_send_total", A)] == 31
+    assert s[("kafka_producer_record_send_total", B)] == 7
+    assert s[("kafka_producer_record_error_total", A)] == 0
+    assert s[("kafka_producer_topic_record_send_total", (("client_id", "svc-a"), ("topic", "orders")))] == 30
+    assert s[("kafka_producer_topic_record_send_total", (("client_id", "svc-a"), ("topic", "other.topic")))] == 1
+    assert s[("kafka_producer_topic_record_send_total", (("client_id", bid), ("topic", "orders")))] == 7
+    for who in (A, B):
+        assert s[("kafka_producer_buffer_available_bytes", who)] == s[("kafka_producer_buffer_total_bytes", who)] > 0
+        assert 0 < s[("kafka_producer_request_latency_avg_seconds", who)] <= s[
+            ("kafka_producer_request_latency_max_seconds", who)] < wall
+        assert s[("kafka_producer_request_total", who)] >= 1
+        assert 0 <= s[("kafka_producer_metadata_age_seconds", who)] < wall
+        assert s[("kafka_producer_bufferpool_wait_time_seconds_total", who)] == 0
+        assert s[("kafka_producer_outgoing_byte_total", who)] > 0 and s[("kafka_producer_record_send_per_second", who)] > 0
+    nodes = {dict(labels).get("node_id") for (name, labels) in s if name == "kafka_producer_node_outgoing_byte_total"}
+    assert nodes and all(n is not None and re.fullmatch(r"-?\d+", n) for n in nodes)
+    node_sum = sum(v for (name, labels), v in s.items()
+                   if name == "kafka_producer_node_outgoing_byte_total" and ("client_id", "svc-a") in labels)
+    assert node_sum == s[("kafka_producer_outgoing_byte_total", A)]
+    # every sample names its producer; nothing else is exported
+    assert all(dict(labels)["client_id"] in ("svc-a", bid) for (_, labels) in s)
+    # a second collector in the same registry would repeat the names: refused, not merged silently
+    with pytest.raises(ValueError, match="Duplicated"):
+        registry.register(ProducerCollector(Producer(bootstrap_servers=mock_cluster.bootstrap_servers)))
+
+
+def test_one_client_id_twice_is_refused() -> None:
+    p, q = Producer(client_id="same"), Producer(client_id="same")
+    with pytest.raises(ValueError, match="same"):
+        ProducerCollector(p, q)
+
+
+def test_import_without_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "prometheus_client" or m.startswith("prometheus_client.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.delitem(sys.modules, "aioproducer.metrics.prometheus")
+    with pytest.raises(ImportError, match=re.escape("pip install 'aioproducer[prometheus]'")):
+        importlib.import_module("aioproducer.metrics.prometheus")
