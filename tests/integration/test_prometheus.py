@@ -109,3 +109,15 @@ def test_import_without_prometheus_client_names_the_extra(monkeypatch: pytest.Mo
     monkeypatch.delitem(sys.modules, "aioproducer.metrics.prometheus")
     with pytest.raises(ImportError, match=re.escape("pip install 'aioproducer[prometheus]'")):
         importlib.import_module("aioproducer.metrics.prometheus")
+
+
+def test_readme_excerpt_names_exported_series() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("\n### Prometheus\n") : readme.index("\n### Partitioning\n")]
+    excerpt = section.split("```text\n", 1)[1].split("```", 1)[0]
+    families = list(text_string_to_metric_families(excerpt))
+    names = {s.name for s in SERIES}
+    assert families and all(f.name in names or f.name + "_total" in names for f in families)
+    assert all("client_id" in s.labels for f in families for s in f.samples)
