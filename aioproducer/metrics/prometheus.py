@@ -6,7 +6,8 @@ calls ``producer.metrics()`` and turns the Java names of ``METRIC_DEFS`` into Pr
 ``..._per_second``), the totals as counters and the rest as gauges. Every series has the label
 ``client_id``; the per-topic keys (``topic.<t>.<name>``) become ``kafka_producer_topic_<name>``
 with ``topic``, the per-node ones (``node-<id>.<name>``) ``kafka_producer_node_<name>`` with
-``node_id``. An average or maximum over an empty window is exported as NaN (Java's value;
+``node_id``. A scrape from another thread (``start_http_server``) reads on the producer's event
+loop. An average or maximum over an empty window is exported as NaN (Java's value;
 ``metadata-age`` before the first refresh is +Inf), so a series does not come and go.
 
 Several producers go into one collector, ``ProducerCollector(p1, p2)``, each under its
@@ -16,9 +17,11 @@ metric names, which ``CollectorRegistry.register`` refuses.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 try:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -106,6 +109,41 @@ def _parse(key: str) -> tuple[str, str, str]:
     return "", "", key
 
 
+#: How long a scrape from another thread waits for the producer's loop before reading directly.
+LOOP_WAIT_S: Final = 5.0
+
+
+def _read(producer: Producer) -> dict[str, Any]:
+    """``producer.metrics()``, taken on the producer's event loop when called from another thread.
+
+    ``start_http_server`` scrapes from its own thread, while the loop records into the same
+    windowed statistics (which ``metrics()`` also purges) and adds topics and nodes to the dicts
+    it iterates: the snapshot is taken on the loop, as everything else the producer does.
+    """
+    loop = producer._loop  # set by start(); None before
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return producer.metrics()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        return producer.metrics()
+    result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+
+    def take() -> None:
+        try:
+            result.set_result(producer.metrics())
+        except BaseException as exc:  # handed to the scraping thread
+            result.set_exception(exc)
+
+    loop.call_soon_threadsafe(take)
+    try:
+        return result.result(timeout=LOOP_WAIT_S)
+    except concurrent.futures.TimeoutError:  # a loop blocked that long: a possibly torn reading beats none
+        return producer.metrics()
+
+
 class ProducerCollector(Collector):
     """Exports ``producer.metrics()`` of one or more producers, each under its ``client_id`` label."""
 
@@ -133,7 +171,7 @@ class ProducerCollector(Collector):
         families = self._families()
         for producer in self._producers:
             client_id = producer.config.client_id
-            for key, value in producer.metrics().items():
+            for key, value in _read(producer).items():
                 scope, tag, name = _parse(key)
                 series = _BY_KEY.get((scope, name))
                 if series is None or not isinstance(value, (int, float)):

@@ -121,3 +121,26 @@ def test_readme_excerpt_names_exported_series() -> None:
     names = {s.name for s in SERIES}
     assert families and all(f.name in names or f.name + "_total" in names for f in families)
     assert all("client_id" in s.labels for f in families for s in f.samples)
+
+
+async def test_a_scrape_from_another_thread_reads_on_the_producers_loop(
+    mock_cluster: MockCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, client_id="threaded", **FAST) as p:
+        await p.send_and_wait("orders", value=b"x")
+        threads: list[int] = []
+        original = p.metrics
+
+        def metrics() -> dict[str, Any]:
+            threads.append(threading.get_ident())
+            return original()
+
+        monkeypatch.setattr(p, "metrics", metrics)
+        registry = CollectorRegistry()
+        registry.register(ProducerCollector(p))
+        text = (await asyncio.to_thread(generate_latest, registry)).decode()
+    assert 'kafka_producer_record_send_total{client_id="threaded"} 1.0' in text
+    assert threads and set(threads) == {threading.get_ident()}
