@@ -805,6 +805,32 @@ class KafkaCluster:
                 raise KafkaStartError(f"topic {topic!r}: not every partition is writable after {timeout:.0f} s")
             time.sleep(0.05)
 
+    def set_client_quota(self, client_id: str, *, producer_byte_rate: int | None) -> None:
+        """Set (or, with ``None``, remove) the ``producer_byte_rate`` quota of ``client_id`` (bytes/s, every broker).
+
+        Through Kafka's own ``kafka-configs`` tool class from the cluster's jars (an
+        AlterClientQuotas request; confluent-kafka's admin client has no such call), so it
+        costs a JVM start, a few seconds. Returns once the controller committed the quota;
+        each broker applies it when the metadata reaches it, moments later: a test that
+        waits for a throttled answer waits for that too. A broker past the quota answers
+        with ``throttle_time_ms`` and holds the connection for that long (KIP-219).
+        """
+        if not isinstance(client_id, str) or not client_id:
+            raise ValueError(f"client_id must be a non-empty string, got {client_id!r}")
+        if producer_byte_rate is not None and (
+            isinstance(producer_byte_rate, bool) or not isinstance(producer_byte_rate, int) or producer_byte_rate < 1
+        ):
+            raise ValueError(f"producer_byte_rate must be a positive int or None, got {producer_byte_rate!r}")
+        change = (
+            ["--delete-config", "producer_byte_rate"]
+            if producer_byte_rate is None
+            else ["--add-config", f"producer_byte_rate={producer_byte_rate}"]
+        )
+        self._tool(
+            "kafka.admin.ConfigCommand", "--bootstrap-server", self.internal_bootstrap_servers, "--alter",
+            "--entity-type", "clients", "--entity-name", client_id, *change,
+        )
+
     def partition_leader(self, topic: str, partition: int) -> int:
         """The node id leading ``topic``/``partition`` now (-1: none)."""
         md = self._admin().list_topics(topic=topic, timeout=10)
