@@ -1019,7 +1019,15 @@ class Producer:
         self._plain_accumulator = None
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
-        self._metrics.record_completed(batch.topic, batch.record_count, batch.error is None, monotonic_ms())
+        builder = batch.builder
+        self._metrics.record_completed(
+            batch.topic,
+            batch.record_count,
+            batch.error is None,
+            monotonic_ms(),
+            batch.created_ms,
+            builder.max_timestamp - builder.base_timestamp,
+        )
         if batch.error is None:
             self._records_sent += batch.record_count
         else:
