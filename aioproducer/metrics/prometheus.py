@@ -14,7 +14,9 @@ One series is not from ``METRIC_DEFS``: the histogram ``kafka_producer_delivery_
 (``_bucket``, ``_count``, ``_sum``; label ``client_id`` only, as a per-topic histogram would
 multiply the series by the buckets for every topic), each acknowledged record's latency from
 ``send()`` to its acknowledgement, modelled per batch as ``DeliveryLatency`` says: ``_count`` is
-exact (``record_send_total``), the ends of each batch exact, ``_sum`` the modelled latencies' sum.
+exact, the ends of each batch exact, ``_sum`` the modelled latencies' sum. It is recorded from the
+moment the producer is added to a collector (it costs a little per batch, so only when exported):
+``_count`` is ``record_send_total`` minus the records acknowledged before.
 
 Several producers go into one collector, ``ProducerCollector(p1, p2)``, each under its
 ``client_id`` (which must differ): two collectors in one registry would export the same
@@ -131,7 +133,7 @@ _Snapshot = tuple[dict[str, Any], list[tuple[str, int]], float]
 def _take(producer: Producer) -> _Snapshot:
     """``producer.metrics()`` and the delivery-latency histogram (its ``le`` buckets, its sum in seconds)."""
     metrics = producer.metrics()
-    latency = producer._metrics.delivery_latency
+    latency = producer._metrics.track_delivery_latency()  # tracked since add(); again if removed and re-added
     buckets = [("+Inf" if bound == math.inf else repr(bound), count) for bound, count in latency.cumulative()]
     return metrics, buckets, latency.sum_ms / 1000.0
 
@@ -180,6 +182,7 @@ class ProducerCollector(Collector):
         client_id = producer.config.client_id
         if any(p.config.client_id == client_id for p in self._producers):
             raise ValueError(f"a producer with client_id {client_id!r} is already in this collector")
+        producer._metrics.track_delivery_latency()  # from now on: recorded only for an exported producer
         self._producers.append(producer)
 
     def remove(self, producer: Producer) -> None:
