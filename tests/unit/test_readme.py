@@ -130,13 +130,13 @@ def test_every_dotted_key_string_in_the_readme_code_is_a_config_key() -> None:
 
 
 def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
-    """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning).
+    """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning) and "Observability".
 
     A keyword must be a ``Producer(...)`` keyword or an argument of a public method; a dotted
     lower-case name (not a Python module's attribute) a config key. ``partitioner=`` was
     written here while the code refused it (#25 item 14).
     """
-    text = _section("## The API")
+    text = _section("## The API") + _section("## Observability")
     methods = _method_arguments()
     arguments = set().union(*methods.values(), *_integration_arguments())
     spans = re.findall(r"`([^`\n]+)`", text)
