@@ -74,7 +74,7 @@ class DeliveryLatency:
 
     The latency runs from the record's append to its batch, that is after ``send()`` waited for
     metadata or buffer memory (``max.block.ms``), to the answer that acknowledged it (retries
-    included). A piece of a split batch keeps the split batch's creation time, so its first
+    included; with ``acks=0``, to the request's writing). A piece of a split batch keeps the split batch's creation time, so its first
     record's latency is counted from the split batch's first record (an overstatement by at most
     that batch's spread).
     """
