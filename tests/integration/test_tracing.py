@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from aioproducer import Producer
-from aioproducer.errors import ConfigError, ProducerClosedError
+from aioproducer.errors import ConfigError, InvalidRecordError, ProducerClosedError
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.sender import Sender
 from aioproducer.protocol import compression
@@ -194,18 +194,24 @@ async def test_a_failed_record_span_has_status_error_and_error_type_and_the_metr
         mock_cluster.push_request_errors(PRODUCE, INVALID_RECORD)
         bad = [await producer.send("orders", b"bad", partition=0) for _ in range(2)]
         errors = await asyncio.gather(*bad, return_exceptions=True)
+        with pytest.raises(InvalidRecordError):  # refused by send() itself: its span ends there
+            await producer.send("orders", b"v", timestamp_ms=-1)
+    refused = otel.spans()[-1]
+    assert refused.status.status_code is StatusCode.ERROR and refused.attributes is not None
+    assert refused.attributes["error.type"] == "aioproducer.errors.InvalidRecordError"
     assert all(isinstance(e, Exception) for e in errors), errors
-    failed = [s for s in otel.spans() if s.status.status_code is StatusCode.ERROR]
-    assert len(failed) == 2 and len(otel.spans()) == 5
+    failed = [s for s in otel.spans() if s.status.status_code is StatusCode.ERROR and s is not refused]
+    assert len(failed) == 2 and len(otel.spans()) == 6
     error_type = f"{type(errors[0]).__module__}.{type(errors[0]).__qualname__}"
     for span in failed:
         assert span.attributes is not None
         assert span.attributes["error.type"] == error_type
         assert "messaging.kafka.offset" not in span.attributes
     sent = {p.attributes.get("error.type"): p.value for p in otel.points("messaging.client.sent.messages")}
-    assert sent == {None: 3, error_type: 2}
+    assert sent == {None: 3, error_type: 2}  # not the record send() refused: it was never sent
     durations = {p.attributes.get("error.type"): p for p in otel.points("messaging.client.operation.duration")}
     assert durations[None].count == 3 and durations[error_type].count == 2
+    assert durations["aioproducer.errors.InvalidRecordError"].count == 1
     spans_ok = [s for s in otel.spans() if s.status.status_code is StatusCode.UNSET]
     longest = max((s.end_time - s.start_time) / 1e9 for s in spans_ok)  # type: ignore[operator]
     assert 0 < durations[None].max <= longest + 1e-6 and durations[None].attributes["messaging.destination.name"] == "orders"
