@@ -123,7 +123,6 @@ class Tracing:
     def attach(self, span: Span, start: int, future: FutureRecordMetadata) -> None:
         """After the append: the record's batch ends ``span`` when it completes."""
         batch = future._batch
-        span.set_attribute("messaging.destination.partition.id", str(batch.partition))
         spans = cast("RecordSpans | None", batch.spans)  # only this class is ever put there
         if spans is None:
             spans = batch.spans = RecordSpans(self)
@@ -190,22 +189,26 @@ class RecordSpans:
         address = tracing.leader_address(topic, partition)
         base_offset, error = batch.base_offset, batch.error
         ok_attributes = tracing.metric_attributes(topic, address)
+        # Set in one call per span, at its end: each set_attribute() of the SDK takes a lock and validates.
+        common: dict[str, Any] = {"messaging.destination.partition.id": str(partition)}
+        if address is not None:
+            common["server.address"], common["server.port"] = address
         failed: dict[str, dict[str, Any]] = {}  # error.type -> the metric attributes of records that failed so
         failed_count: dict[str, int] = {}
         succeeded = 0
         record = tracing.duration.record
         it = iter(self.items)
         for span, relative_offset, began in zip(it, it, it):
-            if address is not None:
-                span.set_attribute("server.address", address[0])
-                span.set_attribute("server.port", address[1])
             own = None if error is None else batch.error_of(relative_offset)
             if own is None:
                 if base_offset >= 0:
-                    span.set_attribute("messaging.kafka.offset", base_offset + relative_offset)
+                    span.set_attributes({**common, "messaging.kafka.offset": base_offset + relative_offset})
+                else:
+                    span.set_attributes(common)
                 attributes = ok_attributes
                 succeeded += 1
             else:
+                span.set_attributes(common)
                 _set_error(span, own)
                 error_type = _error_type(own)
                 found = failed.get(error_type)

@@ -246,6 +246,17 @@ async def test_spans_end_once_for_cancelled_futures_callbacks_split_batches_and_
     assert all(s.attributes and s.attributes["error.type"] == "aioproducer.errors.ProducerClosedError" for s in closed)
 
 
+async def test_records_of_an_aborted_transaction_end_their_spans_with_the_abort(mock_cluster: MockCluster, otel: Otel) -> None:
+    async with otel.producer(mock_cluster.bootstrap_servers, transactional_id="tx-traced", linger_ms=60_000) as producer:
+        producer.begin_transaction()
+        futures = [await producer.send("orders", b"v", partition=p) for p in (0, 1)]
+        await producer.abort_transaction()
+        errors = [f.exception() for f in futures]
+    spans = otel.spans()
+    assert len(spans) == 2 and all(s.status.status_code is StatusCode.ERROR for s in spans)
+    assert {(s.attributes or {})["error.type"] for s in spans} == {f"{type(e).__module__}.{type(e).__qualname__}" for e in errors}
+
+
 async def test_kip_467_each_record_span_gets_its_own_error() -> None:
     """A batch the broker refused record by record: the bad record's span names its error, the others theirs."""
     from aioproducer.errors import InvalidRecordError as Bad
