@@ -133,7 +133,7 @@ _Snapshot = tuple[dict[str, Any], list[tuple[str, int]], float]
 def _take(producer: Producer) -> _Snapshot:
     """``producer.metrics()`` and the delivery-latency histogram (its ``le`` buckets, its sum in seconds)."""
     metrics = producer.metrics()
-    latency = producer._metrics.track_delivery_latency()  # tracked since add(); again if removed and re-added
+    latency = producer._metrics.delivery_latency
     buckets = [("+Inf" if bound == math.inf else repr(bound), count) for bound, count in latency.cumulative()]
     return metrics, buckets, latency.sum_ms / 1000.0
 
@@ -182,7 +182,6 @@ class ProducerCollector(Collector):
         client_id = producer.config.client_id
         if any(p.config.client_id == client_id for p in self._producers):
             raise ValueError(f"a producer with client_id {client_id!r} is already in this collector")
-        producer._metrics.track_delivery_latency()  # from now on: recorded only for an exported producer
         self._producers.append(producer)
 
     def remove(self, producer: Producer) -> None:
