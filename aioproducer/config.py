@@ -41,13 +41,13 @@ from __future__ import annotations
 import difflib
 import inspect
 import itertools
-import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aioproducer.errors import ConfigError
+from aioproducer.logs import client_logger
 from aioproducer.partitioner import PartitionerFn, resolve_partitioner
 from aioproducer.serializers import SerializeFn, import_dotted, resolve_serializer
 
@@ -61,7 +61,6 @@ __all__ = [
     "render_markdown_table",
 ]
 
-log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -597,6 +596,10 @@ class ProducerConfig:
     def _post_process(self) -> None:
         """The cross-key rules, in the order of Java's ``postProcessParsedConfig`` + ``KafkaProducer``."""
         explicit = self.explicit_keys
+        if not self.client_id:
+            self.client_id = f"aioproducer-{next(_client_id_sequence)}"
+        # First, so that what is said below names the producer it is about (see logs.py).
+        log = client_logger(__name__, self.client_id)
         if "reconnect.backoff.ms" in explicit and "reconnect.backoff.max.ms" not in explicit:
             self.reconnect_backoff_max_ms = self.reconnect_backoff_ms
         if self.retry_backoff_ms > self.retry_backoff_max_ms:
@@ -642,9 +645,6 @@ class ProducerConfig:
                 self.delivery_timeout_ms, floor,
             )
             self.delivery_timeout_ms = floor
-
-        if not self.client_id:
-            self.client_id = f"aioproducer-{next(_client_id_sequence)}"
 
     def require_bootstrap_servers(self) -> list[tuple[str, int]]:
         """The bootstrap servers, or ConfigError if none: a producer cannot start without them."""

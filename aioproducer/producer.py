@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import time
 import warnings
@@ -46,6 +45,7 @@ from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, 
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
 from aioproducer.internals.failure_log import DeliveryFailureLog
+from aioproducer.logs import LogLike, client_logger
 from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.sender import Sender
@@ -69,7 +69,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Producer", "ProducerRecord"]
 
-log = logging.getLogger("aioproducer")
 
 _now_ns = time.time_ns  # a record's create time: one call and an integer division (cheaper than int(time() * 1000))
 #: Started producers, for the fork hook below.
@@ -198,7 +197,9 @@ class Producer:
         #: The Java metrics (``metrics()``), recorded per batch and per request by the sender and the pool.
         self._metrics = ProducerMetrics(self._config.metrics_sample_window_ms, self._config.metrics_num_samples)
         #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
-        self._failure_log = DeliveryFailureLog()
+        self._failure_log = DeliveryFailureLog(logger=client_logger("aioproducer.producer", cfg.client_id))
+        #: Every line this producer's parts log names its client.id (see logs.py); built here, handed down.
+        self._log = client_logger("aioproducer", cfg.client_id)
 
     @property
     def config(self) -> ProducerConfig:
@@ -312,9 +313,11 @@ class Producer:
             tm,
             wake.set,
             lifecycle=lifecycle,
+            log=self._log,
         )
         sender = Sender(
-            client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake, metrics=self._metrics
+            client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake, metrics=self._metrics,
+            log=client_logger("aioproducer.sender", cfg.client_id),
         )
         sender.coordinators = coordinators
         if transactions is not None:
@@ -426,7 +429,7 @@ class Producer:
             sender.abort_incomplete(ProducerClosedError("the producer was closed before this record was delivered"))
             self._failure_log.flush()  # what close() failed, and what was still counted, said now
             for interceptor in self._interceptors:
-                _safe_call(interceptor, "close")
+                _safe_call(self._log, interceptor, "close")
             if self._client is not None:
                 await self._client.close(deadline)
 
@@ -449,7 +452,7 @@ class Producer:
             async with asyncio.timeout_at(deadline):
                 await transactions.end_for_close()
         except Exception as exc:  # noqa: BLE001 - a timeout included: logged, the close goes on
-            log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "
+            self._log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "
                         "consumers wait for transaction.timeout.ms", transactions.transactional_id, exc)
         finally:
             await transactions.cancel_pending()
@@ -1003,7 +1006,7 @@ class Producer:
             try:
                 result = interceptor.on_send(record)
             except Exception:
-                log.exception("interceptor %r raised in on_send; record passed on unchanged", interceptor)
+                self._log.exception("interceptor %r raised in on_send; record passed on unchanged", interceptor)
                 continue
             if isinstance(result, ProducerRecord):
                 record = result
@@ -1012,7 +1015,7 @@ class Producer:
     def _on_send_error(self, error: Exception) -> None:
         """A record that send() refused after the interceptors saw it: ``on_acknowledgement(None, error)``."""
         for interceptor in self._interceptors:
-            _safe_call(interceptor, "on_acknowledgement", None, error)
+            _safe_call(self._log, interceptor, "on_acknowledgement", None, error)
 
     def __del__(self) -> None:
         """A producer dropped while started warns, as asyncio does for an unclosed transport, and stops its tasks.
@@ -1069,7 +1072,7 @@ class Producer:
         if self._interceptors:
             for metadata, error in batch.outcomes():  # each record's own error (KIP-467), as Java's
                 for interceptor in self._interceptors:
-                    _safe_call(interceptor, "on_acknowledgement", metadata, error)
+                    _safe_call(self._log, interceptor, "on_acknowledgement", metadata, error)
 
 
 def _make_tracing(client_id: str, tracing: Any, tracer_provider: Any, meter_provider: Any) -> Tracing | None:
@@ -1228,7 +1231,7 @@ def _abandon_on_loop(
         pass
 
 
-def _safe_call(obj: Any, method: str, *args: Any) -> None:
+def _safe_call(log: LogLike, obj: Any, method: str, *args: Any) -> None:
     """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
 
     ``on_acknowledgement`` runs in the sender task, which a raise would end (see

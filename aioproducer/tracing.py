@@ -37,7 +37,6 @@ Metrics, on the meter provider passed or the global one: ``messaging.client.oper
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -58,7 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Tracing", "RecordSpans"]
 
-log = logging.getLogger("aioproducer")
 
 _now_ns = time.time_ns
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from aioproducer.errors import (
     SerializationError,
     WrongEventLoopError,
 )
+from aioproducer.logs import client_logger
 from aioproducer.producer import Producer
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ __all__ = [
     "stop_background",
 ]
 
-log = logging.getLogger("aioproducer.integrations")
+_LOGGER = "aioproducer.integrations"
 
 #: How often a background start that keeps failing says so again (seconds): one WARNING per
 #: outage at first, then one a minute, each with the count of attempts and the last error.
@@ -88,6 +88,7 @@ def start_in_background(
     ``sleep`` are for tests.
     """
     pause_s = producer.config.reconnect_backoff_max_ms / 1000
+    log = client_logger(_LOGGER, producer.config.client_id)
 
     async def start() -> None:
         failures = 0
@@ -183,6 +184,7 @@ async def shutdown_producer(producer: Producer, name: str, close_timeout: float)
     many of them failed during the close. Counting only the close would say "every record
     delivered" after an outage that lost thousands.
     """
+    log = client_logger(_LOGGER, producer.config.client_id)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + close_timeout
     failed_before = int(producer.metrics()["records_failed"])

@@ -25,6 +25,7 @@ fake clock.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections import deque
@@ -39,10 +40,14 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.logs import LogLike
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder, estimate_size_in_bytes_upper_bound
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "effective_batch_size", "monotonic_ms"]
+
+#: Where batches report a raising ``on_delivery`` when no producer hands its own logger (tests, used alone).
+_BATCH_LOG = logging.getLogger("aioproducer")
 
 Headers = Sequence[tuple[str, Optional[bytes]]]
 
@@ -134,7 +139,10 @@ class RecordAccumulator:
         clock: Callable[[], float] = monotonic_ms,
         rng: random.Random | None = None,
         lifecycle: Lifecycle | None = None,
+        log: LogLike = _BATCH_LOG,
     ) -> None:
+        #: Handed to each batch: where a raising ``on_delivery`` is reported (the producer's, naming its client.id).
+        self.log = log
         # batch.size as batches here use it: never past the largest record allowed (see effective_batch_size).
         self.config = replace(config, batch_size=effective_batch_size(config.batch_size, min(config.max_request_size, pool.total)))
         self.pool = pool
@@ -370,7 +378,7 @@ class RecordAccumulator:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        batch = ProducerBatch(topic, partition, builder, self._clock(), reserved, loop)
+        batch = ProducerBatch(topic, partition, builder, self._clock(), reserved, loop, self.log)
         future = batch.try_append(timestamp, key, value, headers, on_delivery)
         if future is None:  # impossible: an empty builder always has room
             raise AssertionError("a new batch refused its first record")

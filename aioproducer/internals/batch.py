@@ -32,6 +32,7 @@ from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
 
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
+from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
 
 __all__ = [
@@ -302,6 +303,7 @@ class ProducerBatch:
         "parent",
         "pieces",
         "spans",
+        "log",
     )
 
     def __init__(
@@ -312,8 +314,11 @@ class ProducerBatch:
         now_ms: float,
         reserved_bytes: int,
         loop: asyncio.AbstractEventLoop,
+        log: LogLike = log,
     ) -> None:
         self.topic = topic
+        #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
+        self.log = log
         self.partition = partition
         self.builder = builder
         self.loop = loop
@@ -464,7 +469,7 @@ class ProducerBatch:
         callbacks, taken = self.callbacks, 0
         start = 0
         for builder in self.builder.split(max_batch_size):
-            piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop)
+            piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop, self.log)
             end = start + builder.record_count
             while moved < len(futures) and futures[moved]._relative_offset < end:
                 future = futures[moved]
@@ -650,7 +655,7 @@ class ProducerBatch:
         except LEAVING_LOOP as exc:
             raise_from_loop(self.loop, exc)
         except BaseException:
-            log.exception("ending the OpenTelemetry spans of %s-%s raised", self.topic, self.partition)
+            self.log.exception("ending the OpenTelemetry spans of %s-%s raised", self.topic, self.partition)
 
     def _report_delivery(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         """Call each record's ``on_delivery`` with its metadata or its error, in send order.
@@ -682,7 +687,7 @@ class ProducerBatch:
             except LEAVING_LOOP as exc:
                 raise_from_loop(self.loop, exc)
             except BaseException:  # a user's callback must never break delivery of the others
-                log.exception("on_delivery callback %r raised", on_delivery)
+                self.log.exception("on_delivery callback %r raised", on_delivery)
 
     def fail_per_record(self, errors: RecordErrors) -> None:
         """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aioproducer.errors import TransactionAbortedError
+from aioproducer.logs import LogLike
 
 __all__ = ["DEFAULT_INTERVAL_MS", "DeliveryFailureLog"]
 
@@ -69,7 +70,7 @@ class DeliveryFailureLog:
         *,
         interval_ms: float = DEFAULT_INTERVAL_MS,
         clock: Callable[[], float] = _monotonic_ms,
-        logger: logging.Logger = log,
+        logger: LogLike = log,
     ) -> None:
         if interval_ms <= 0:
             raise ValueError(f"interval_ms must be positive, got {interval_ms}")

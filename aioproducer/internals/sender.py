@@ -75,6 +75,7 @@ from aioproducer.errors import (
     MessageTooLargeError,
     error_for_code,
 )
+from aioproducer.logs import LogLike
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
 from aioproducer.internals.coordinator import TRANSACTION, Coordinators, first_error_code
 from aioproducer.internals.lifecycle import State
@@ -186,8 +187,11 @@ class Sender:
         clock: Callable[[], float] = monotonic_ms,
         wake: asyncio.Event | None = None,
         metrics: ProducerMetrics | None = None,
+        log: LogLike = log,
     ) -> None:
         self.client = client
+        #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
+        self._log = log
         #: Where requests, their batches, answers and retries are recorded (per batch, per request).
         self.metrics = metrics
         self.accumulator = accumulator
@@ -266,7 +270,7 @@ class Sender:
         Without this, a dead task would leave every pending future and ``flush()``
         waiting forever while ``send()`` kept queuing records nobody sends.
         """
-        log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
+        self._log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
         error = KafkaError(f"the producer's sender task failed: {exc!r}; create a new producer")
         error.__cause__ = exc
         self.lifecycle.refuse(error)  # send() learns it at once, not at the task's end
@@ -571,7 +575,7 @@ class Sender:
             except AuthenticationError as exc:
                 self._fatal(exc)  # retrying cannot help: every record fails with why, at once
             except KafkaError as exc:
-                log.debug("connection to node %s failed: %s", node, exc)
+                self._log.debug("connection to node %s failed: %s", node, exc)
             finally:
                 self._connecting.pop(node, None)
                 self.wakeup()
@@ -605,7 +609,7 @@ class Sender:
             except AuthenticationError as exc:
                 self._fatal(exc)
             except KafkaError as exc:
-                log.debug("metadata refresh failed: %s", exc)
+                self._log.debug("metadata refresh failed: %s", exc)
             finally:
                 self.wakeup()
 
@@ -653,7 +657,7 @@ class Sender:
 
     def _add_partitions_failed(self, tm: TransactionManager, error: KafkaError) -> None:
         """The partitions could not be added: their batches fail, and the transaction must be aborted."""
-        log.warning("AddPartitionsToTxn failed: %s", error)
+        self._log.warning("AddPartitionsToTxn failed: %s", error)
         self._transaction_failed(tm, error)
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=False)
@@ -692,7 +696,7 @@ class Sender:
             code = response.get("error_code", 0)
             if code == NONE:
                 tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
-                log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
+                self._log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
                 self._init_attempts, self._init_error = 0, None
                 return
             error_class = error_for_code(code)
@@ -710,7 +714,7 @@ class Sender:
 
     def _init_failed(self, error: KafkaError) -> None:
         """Back off (as a produce retry would) and ask the next broker next time."""
-        log.debug("InitProducerId attempt %d failed: %s", self._init_attempts + 1, error)
+        self._log.debug("InitProducerId attempt %d failed: %s", self._init_attempts + 1, error)
         self._init_attempts += 1
         self._init_error = error
         self._init_not_before = self._clock() + self.accumulator.retry_backoff(self._init_attempts)
@@ -902,7 +906,7 @@ class Sender:
         endpoint = next((e for e in endpoints if e.node_id == part.leader_id), None)
         node = None if endpoint is None else Node(endpoint.host, endpoint.port, endpoint.rack)
         if self.client.update_leader(part.topic, part.partition, part.leader_id, part.leader_epoch, node):
-            log.debug("%s-%s: leader %s (epoch %s) from the Produce answer", part.topic, part.partition,
+            self._log.debug("%s-%s: leader %s (epoch %s) from the Produce answer", part.topic, part.partition,
                       part.leader_id, part.leader_epoch)
 
     def _handle_error(
@@ -930,14 +934,14 @@ class Sender:
             count = accumulator.split_and_reenqueue(batch, now)
             if self.metrics is not None:
                 self.metrics.record_split(now)
-            log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, count)
+            self._log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, count)
             return
         if getattr(error, "invalid_metadata", False):
             self.client.request_update()
             self._refresh_metadata()
         if self._can_retry(batch, error, now, outcome_unknown, log_start_offset):
             batch.retry_error = error
-            log.debug("retrying %s-%s (attempt %d) after %r", batch.topic, batch.partition, batch.attempts, error)
+            self._log.debug("retrying %s-%s (attempt %d) after %r", batch.topic, batch.partition, batch.attempts, error)
             if tm is not None:
                 tm.on_retry(batch)
             accumulator.reenqueue(batch, now)

@@ -66,6 +66,7 @@ from aioproducer.errors import (
     ProtocolError,
 )
 from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.logs import client_logger
 from aioproducer.stats import ByteCounts
 from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
 from aioproducer.network.metadata import ClusterMetadata, Node
@@ -179,6 +180,8 @@ class KafkaClient:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
         self._config = config
+        #: This client's lines name its producer's client.id (see logs.py); its connections' do too.
+        self._log = client_logger(__name__, config.client_id)
         self._allow_auto_topic_creation = allow_auto_topic_creation
         self._clock = clock
         #: Waits ``ms`` milliseconds between bootstrap rounds: a test passes one that moves its fake clock.
@@ -259,7 +262,7 @@ class KafkaClient:
         for topic in expired:
             del self._topics[topic]
         if expired:
-            log.debug("metadata: stopped tracking %d topics idle for %d ms", len(expired), idle)
+            self._log.debug("metadata: stopped tracking %d topics idle for %d ms", len(expired), idle)
 
     def update_leader(self, topic: str, partition: int, leader: int, leader_epoch: int, node: Node | None) -> bool:
         """Take a new leader from a Produce answer (KIP-951) if it is newer than what is known.
@@ -290,7 +293,7 @@ class KafkaClient:
         ``metadata.max.age.ms``, an idle producer would not try its brokers again, so it
         would neither log an outage nor see it in ``brokers_reachable`` until traffic came.
         """
-        log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
+        self._log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
         self.request_update()
         self._wake_sender()
 
@@ -367,7 +370,7 @@ class KafkaClient:
                         f"no bootstrap server answered within {timeout_ms:g} ms ({rounds} rounds); last: {exc}"
                     ) from exc
                 delay = min(self._reconnect_backoff_ms(rounds), remaining)
-                log.debug("bootstrap round %d failed (%s): next in %.0f ms", rounds, exc, delay)
+                self._log.debug("bootstrap round %d failed (%s): next in %.0f ms", rounds, exc, delay)
                 await self._sleep(delay)
                 continue
             self.bootstrap_failure = None
@@ -603,7 +606,7 @@ class KafkaClient:
                 pass
             except KafkaConnectionError as exc:
                 unreachable = exc
-                log.debug("metadata refresh for %r failed, will retry: %s", topic, exc)
+                self._log.debug("metadata refresh for %r failed, will retry: %s", topic, exc)
 
     # ------------------------------------------------------------ connections
 
@@ -755,7 +758,7 @@ class KafkaClient:
         except KafkaError as exc:
             if state.failures == 0:
                 state.unreachable_since = state.last_attempt_ms
-                log.warning(
+                self._log.warning(
                     "node %s (%s) is unreachable: %s; retrying with backoff up to reconnect.backoff.max.ms=%d ms",
                     node_id, conn.address, exc, self._config.reconnect_backoff_max_ms,
                 )
@@ -786,7 +789,7 @@ class KafkaClient:
         state = self._backoff.get(node_id)
         if state is None or state.failures == 0:
             return
-        log.info(
+        self._log.info(
             "node %s (%s) is reachable again after %.1f s and %d failed connection attempts",
             node_id, conn.address, max(0.0, self._clock() - state.unreachable_since) / 1000, state.failures,
         )
@@ -835,7 +838,7 @@ class KafkaClient:
             async with asyncio.timeout_at(deadline):
                 await self._close_gracefully()
         except TimeoutError:
-            log.info("client close ran out of time: dropping the connections, unsent bytes with them")
+            self._log.info("client close ran out of time: dropping the connections, unsent bytes with them")
             await self._abort_all()
 
     def _background(self) -> list[asyncio.Task[Any]]:

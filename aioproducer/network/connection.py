@@ -56,6 +56,7 @@ from typing import Any, TypeAlias
 
 import aioproducer
 from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
+from aioproducer.logs import client_logger
 from aioproducer.stats import ByteCounts
 from aioproducer.protocol.connection_state import (
     MAX_RESPONSE_SIZE,
@@ -140,6 +141,8 @@ class BrokerConnection:
         byte_counts: ByteCounts | None = None,
     ) -> None:
         self.host = host
+        #: Lines about this connection name the client.id it sends (see logs.py).
+        self._log = client_logger(__name__, client_id)
         #: Where the bytes written and read are counted (the client's, for ``Producer.metrics()``).
         self.byte_counts = byte_counts
         self.port = port
@@ -355,9 +358,9 @@ class BrokerConnection:
         try:
             await done
         except KafkaError as exc:
-            log.warning("%r: re-authentication failed: %s", self, exc)
+            self._log.warning("%r: re-authentication failed: %s", self, exc)
             return
-        log.debug("%r: re-authenticated", self)
+        self._log.debug("%r: re-authenticated", self)
         self._schedule_reauthentication()
         if self.on_sendable is not None:
             self.on_sendable()
@@ -760,7 +763,7 @@ class BrokerConnection:
     def _log_closing(self, events: list[Event[_Callback]], error: KafkaError) -> None:
         failed = sum(1 for e in events if isinstance(e, RequestFailed))
         if failed:
-            log.info("%r: closing with %d requests in flight: %s", self, failed, error)
+            self._log.info("%r: closing with %d requests in flight: %s", self, failed, error)
 
     def abort_socket(self) -> None:
         """:meth:`abort` without the wait: for callers that cannot await (a producer's ``__del__``)."""

@@ -34,6 +34,7 @@ from typing import Any
 
 from aioproducer.config import Password, ProducerConfig
 from aioproducer.errors import ConfigError, KafkaConnectionError, SslAuthenticationError
+from aioproducer.logs import client_logger
 from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
 from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
@@ -181,7 +182,7 @@ def _tls_context(cfg: ProducerConfig) -> ssl.SSLContext:
     }
     if aliases:
         settings = with_librdkafka_aliases(settings, aliases)
-    return build_ssl_context(settings)
+    return build_ssl_context(settings, log=client_logger("aioproducer.security.tls", cfg.client_id))
 
 
 def _secret(value: Password | None) -> str | None:

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from aioproducer.errors import ConfigError
+from aioproducer.logs import LogLike
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -126,8 +127,10 @@ class TlsSettings:
         return dict(self.key_aliases).get(java_key, java_key)
 
 
-def build_ssl_context(settings: TlsSettings) -> ssl.SSLContext:
+def build_ssl_context(settings: TlsSettings, *, log: LogLike = log) -> ssl.SSLContext:
     """A client :class:`ssl.SSLContext` for ``settings``; reads the store files now.
+
+    ``log`` says what cannot be honoured (a producer's, naming its client.id: see logs.py).
 
     Raises :class:`~aioproducer.errors.ConfigError` naming the key and file at fault.
     """
@@ -135,7 +138,7 @@ def build_ssl_context(settings: TlsSettings) -> ssl.SSLContext:
     _load_truststore(context, settings)
     _load_keystore(context, settings)
     _apply_protocols(context, settings)
-    _apply_cipher_suites(context, settings.cipher_suites, settings.label("ssl.cipher.suites"))
+    _apply_cipher_suites(context, settings.cipher_suites, settings.label("ssl.cipher.suites"), log)
     _apply_endpoint_identification(context, settings)
     return context
 
@@ -558,7 +561,7 @@ IANA_TO_OPENSSL_CIPHERS: Mapping[str, str] = {
 }
 
 
-def _apply_cipher_suites(context: ssl.SSLContext, suites: Sequence[str], key: str) -> None:
+def _apply_cipher_suites(context: ssl.SSLContext, suites: Sequence[str], key: str, log: LogLike) -> None:
     """Restrict ``context`` to ``suites`` (``ssl.cipher.suites``); an empty list changes nothing.
 
     Each entry is an IANA name as Java writes it (``TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256``,

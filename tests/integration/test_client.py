@@ -601,7 +601,7 @@ async def test_a_node_outage_is_one_warning_and_one_info_however_many_attempts(
         address = f"{conn.host}:{conn.port}"
         [(level, line)] = client_lines(caplog)
         assert level == logging.WARNING
-        assert line.startswith(f"node 3 ({address}) is unreachable: could not connect to {address} (node 3)")
+        assert line.startswith(f"[test-client] node 3 ({address}) is unreachable: could not connect to {address} (node 3)")
         assert line.endswith("retrying with backoff up to reconnect.backoff.max.ms=500 ms")
         assert fresh.brokers_reachable  # nodes 1 and 2 answer: no cluster-wide outage
         clock.now += 2_000
@@ -610,7 +610,7 @@ async def test_a_node_outage_is_one_warning_and_one_info_however_many_attempts(
         assert len(client_lines(caplog)) == 2
         level, line = client_lines(caplog)[1]
         assert level == logging.INFO
-        assert line == f"node 3 ({address}) is reachable again after {(clock.now - began) / 1000:.1f} s and 4 failed connection attempts"
+        assert line == f"[test-client] node 3 ({address}) is reachable again after {(clock.now - began) / 1000:.1f} s and 4 failed connection attempts"
         await fresh.connection(3)
         assert len(client_lines(caplog)) == 2  # an episode ends once
     finally:

@@ -227,7 +227,7 @@ async def test_an_outage_is_logged_and_followed_by_brokers_reachable_while_ready
     while ``ready`` stays True (records are still taken, and retried until they expire).
     """
     caplog.set_level(logging.INFO, "aioproducer")
-    config = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 1000, "linger_ms": 0}
+    config = {**FAST, "delivery_timeout_ms": 1500, "request_timeout_ms": 1000, "linger_ms": 0, "client_id": "svc"}
     with MockCluster(brokers=1, topics={"t": 2}) as cluster:
         async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
             await (await producer.send("t", value=b"before", partition=0))
@@ -244,11 +244,11 @@ async def test_an_outage_is_logged_and_followed_by_brokers_reachable_while_ready
         records = [r for r in caplog.records if r.name == "aioproducer.producer"]
         nodes = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "aioproducer.network.client"]
     assert [level for level, _ in nodes] == [logging.WARNING, logging.INFO], nodes
-    assert nodes[0][1].startswith("node 1 (") and " is unreachable: " in nodes[0][1]
+    assert nodes[0][1].startswith("[svc] node 1 (")  # every line names its producer (logs.py) and " is unreachable: " in nodes[0][1]
     assert " is reachable again after " in nodes[1][1]
     # Every lost record is counted, in a few lines (the first at once, the rest when the producer closed).
     assert all(r.levelno == logging.WARNING for r in records) and 1 <= len(records) <= 3, [r.getMessage() for r in records]
-    counted = [re.match(r"(\d+) record\(s\) for topic 't' \(partitions? [0-9, ]+\) not delivered", r.getMessage()) for r in records]
+    counted = [re.match(r"\[svc\] (\d+) record\(s\) for topic 't' \(partitions? [0-9, ]+\) not delivered", r.getMessage()) for r in records]
     assert all(counted) and sum(int(m.group(1)) for m in counted if m) == 200
     assert "KafkaTimeoutError: Expiring " in records[0].getMessage()
     assert "(delivery.timeout.ms=1500) while no broker was reachable; the last attempt failed with KafkaConnectionError" in records[0].getMessage()

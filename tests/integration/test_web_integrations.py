@@ -513,7 +513,7 @@ async def test_records_lost_in_an_outage_are_503_and_counted_by_the_shutdown_lin
             assert answer.json()["error"] == "KafkaTimeoutError"
             assert "delivery.timeout.ms=1000" in answer.json()["detail"]
     lines = [r.getMessage() for r in caplog.records if "closed:" in r.getMessage()]
-    assert lines == ["aioproducer producer 'default' closed: 2 records not delivered over its life (0 during close, close_timeout=10.0 s)"] * 2
+    assert [line.split("] ", 1)[1] for line in lines] == ["aioproducer producer 'default' closed: 2 records not delivered over its life (0 during close, close_timeout=10.0 s)"] * 2
 
 
 @pytest.mark.parametrize(
@@ -569,8 +569,9 @@ async def test_the_background_start_warns_once_then_once_a_minute_until_it_start
     assert pauses == [1.0] * 20  # reconnect.backoff.max.ms between attempts
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 4, warnings  # at 0 s, then at 60, 120 and 180 s of the 200
-    assert warnings[0].startswith("aioproducer producer 'p' did not start, retrying in the background")
-    assert warnings[1].startswith("aioproducer producer 'p' still not started after 7 attempts over 60 s: start(): ")
+    client_id = producer.config.client_id
+    assert warnings[0].startswith(f"[{client_id}] aioproducer producer 'p' did not start, retrying in the background")
+    assert warnings[1].startswith(f"[{client_id}] aioproducer producer 'p' still not started after 7 attempts over 60 s: start(): ")
     await stop_background(task)
 
 
@@ -617,7 +618,7 @@ async def test_the_background_start_retries_until_the_producer_started(caplog: p
             await producer.close()
             await stop_background(task)
     [info] = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert info.startswith("aioproducer producer 'p' started in the background after ")
+    assert info.startswith(f"[{producer.config.client_id}] aioproducer producer 'p' started in the background after ")
 
 
 async def test_a_request_during_a_failed_start_is_503_without_exception_handlers() -> None:
@@ -806,8 +807,8 @@ async def test_both_examples_ride_out_a_broker_killed_under_load(
     assert [rid for rid, n in seen.items() if n > 1] == [], "written twice"
     refused = sorted(load.answers[503] for load in loads.values())
     assert sorted(_counted(caplog, r"closed: (\d+) records not delivered over its life \(0 during close")) == refused
-    assert sum(_counted(caplog, r"^(\d+) record\(s\) for topic .* not delivered")) == sum(refused)
-    unreachable = _counted(caplog, r"^node (1) \(.*\) is unreachable")
-    reachable = _counted(caplog, r"^node (1) \(.*\) is reachable again")
+    assert sum(_counted(caplog, r"^\[[^]]+\] (\d+) record\(s\) for topic .* not delivered")) == sum(refused)
+    unreachable = _counted(caplog, r"^\[[^]]+\] node (1) \(.*\) is unreachable")
+    reachable = _counted(caplog, r"^\[[^]]+\] node (1) \(.*\) is reachable again")
     assert 2 <= len(unreachable) == len(reachable) <= 6, "an outage is one WARNING and one INFO per producer"
     assert loop_errors == [], [context.get("message") for context in loop_errors]
