@@ -21,10 +21,11 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
+    ConfigError,
     IllegalStateError,
     InvalidRecordError,
     InvalidTopicError,
@@ -62,6 +63,9 @@ from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import MURMUR2_SEED, TopicPartitions, check_partition, murmur2_bits, partition_for_key
 from aioproducer.serializers import SerializeFn
 from aioproducer.topic import validate_topic
+
+if TYPE_CHECKING:
+    from aioproducer.tracing import Tracing
 
 __all__ = ["Producer", "ProducerRecord"]
 
@@ -130,13 +134,30 @@ class Producer:
     ``Producer({"bootstrap.servers": "host:9092", "linger.ms": 5})`` or
     ``Producer(bootstrap_servers="host:9092", linger_ms=5)``; use it as
     ``async with`` or call ``await start()`` / ``await close()``.
+
+    OpenTelemetry (``pip install 'aioproducer[opentelemetry]'``): ``tracing=True`` gives each
+    record sent with ``send()`` (and ``send_many()``) a span that ends when the broker
+    acknowledged it or it failed, on the global tracer provider, or on ``tracer_provider=``,
+    which switches tracing on by itself; the messaging metrics go to ``meter_provider=`` or the
+    global one. Keywords of the producer, not configuration keys: a provider is an object of
+    this process, which no properties file can name. See ``aioproducer/tracing.py``.
     """
 
     #: The last ``on_delivery`` that ``_send()`` checked and accepted (see there).
     _on_delivery_ok: object = None
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        tracing: bool | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
+        #: OpenTelemetry, or None (then nothing of it is imported and send() pays nothing for it).
+        self._tracing: Tracing | None = _make_tracing(cfg.client_id, tracing, tracer_provider, meter_provider)
         # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
         self._security = ConnectionSecurity.from_config(cfg)
         self._key_serializer = cfg.key_serializer
@@ -317,7 +338,10 @@ class Producer:
             or self._partitioner is not None
             or self._ignore_keys
             or transactions is not None  # every record checks that a transaction is open
+            or self._tracing is not None  # every record gets a span (in _send)
         )
+        if self._tracing is not None:
+            self._tracing.client = client
         self._plain_accumulator = accumulator if plain else None
 
     async def _bootstrap(self, client: KafkaClient) -> None:
@@ -545,6 +569,9 @@ class Producer:
             topic, value, key, headers, partition, timestamp_ms = self._intercept(
                 topic, value, key, headers, partition, timestamp_ms
             )
+        tracing = self._tracing
+        if tracing is not None:  # after the interceptors: the span is named after the topic they chose
+            span, span_start = tracing.start(topic, key, value)
 
         # Everything from here to the append is inside one `try` (free unless something raises), so
         # that a record refused by send() reaches the interceptors too (Java's onSendError).
@@ -562,6 +589,8 @@ class Producer:
 
             # `is not None`, not truthiness: headers=0 or "" is a mistake to report, not "no headers".
             header_pairs = (_validate_headers(headers) or None) if headers is not None else None
+            if tracing is not None:  # the span's context, before the record is encoded; the caller's own kept
+                header_pairs = tracing.inject(span, header_pairs)
 
             # Metadata: the first wait point.
             deadline: float | None = None
@@ -590,7 +619,7 @@ class Producer:
                 )
             elif key_bytes is not None and not self._ignore_keys:
                 partition = partition_for_key(key_bytes, num_partitions)
-            else:
+            if partition is None:  # no partition, key or partitioner: the sticky partition
                 future = accumulator.try_append_sticky(topic, partitions, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
                 if future is None:  # waits for memory: peek, append, then count (another append may switch meanwhile)
                     sticky = accumulator.sticky_partition(topic, partitions)
@@ -599,16 +628,19 @@ class Producer:
                     )
                     size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
                     accumulator.update_sticky(topic, sticky, partitions, size + RECORD_OVERHEAD_ESTIMATE)
-                return future
-
-            future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
-            if future is None:
-                future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
-            return future
-        except Exception as exc:
-            if self._interceptors:
+            else:
+                future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
+                if future is None:
+                    future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+        except BaseException as exc:  # a cancelled wait for metadata or memory ends the span too
+            if tracing is not None:
+                tracing.fail(span, span_start, exc)
+            if self._interceptors and isinstance(exc, Exception):
                 self._on_send_error(exc)
             raise
+        if tracing is not None:  # the record's batch ends its span when the broker answered (batch.complete)
+            tracing.attach(span, span_start, future)
+        return future
 
     async def send_many(
         self,
@@ -1022,7 +1054,15 @@ class Producer:
         self._plain_accumulator = None
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
-        self._metrics.record_completed(batch.topic, batch.record_count, batch.error is None, monotonic_ms())
+        builder = batch.builder
+        self._metrics.record_completed(
+            batch.topic,
+            batch.record_count,
+            batch.error is None,
+            monotonic_ms(),
+            batch.created_ms,
+            builder.max_timestamp - builder.base_timestamp,
+        )
         if batch.error is None:
             self._records_sent += batch.record_count
         else:
@@ -1033,6 +1073,29 @@ class Producer:
             for metadata, error in batch.outcomes():  # each record's own error (KIP-467), as Java's
                 for interceptor in self._interceptors:
                     _safe_call(self._log, interceptor, "on_acknowledgement", metadata, error)
+
+
+def _make_tracing(client_id: str, tracing: Any, tracer_provider: Any, meter_provider: Any) -> Tracing | None:
+    """The producer's OpenTelemetry, from its keywords; None (nothing imported) when tracing is off."""
+    if tracing is not None and type(tracing) is not bool:
+        raise ConfigError(f"tracing must be True or False, got {tracing!r}")
+    if tracing is None:
+        tracing = tracer_provider is not None
+    if not tracing:
+        if tracer_provider is not None:
+            raise ConfigError("tracing=False with a tracer_provider: pass one or the other")
+        if meter_provider is not None:
+            raise ConfigError("meter_provider is used only with tracing on: pass tracing=True or a tracer_provider too")
+        return None
+    argument = "tracer_provider" if tracer_provider is not None else "tracing=True"
+    try:
+        from aioproducer.tracing import Tracing
+    except ImportError as exc:
+        raise ImportError(
+            f"{argument}: OpenTelemetry tracing needs the opentelemetry-api library, which is not installed: "
+            "pip install 'aioproducer[opentelemetry]'"
+        ) from exc
+    return Tracing(client_id, tracer_provider, meter_provider)
 
 
 def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["Avg", "ByteCounts", "Max", "Rate", "SampledStat"]
+__all__ = ["Avg", "ByteCounts", "Max", "NodeBytes", "Rate", "SampledStat"]
 
 NAN: Final = math.nan
 
@@ -74,6 +74,11 @@ class SampledStat:
                 self._reset(sample, now_ms)
         self._update(sample, value)
         sample.count += 1
+
+    def record_many(self, total: float, count: int, now_ms: float) -> None:
+        """Record ``count`` values summing to ``total`` at once (an ``Avg`` of a batch's records, one call per batch)."""
+        self.record(total, now_ms)
+        self._samples[self._current].count += count - 1
 
     def _reset(self, sample: _Sample, now_ms: float) -> None:
         sample.start_ms = now_ms
@@ -154,13 +159,23 @@ class Rate(SampledStat):
 class ByteCounts:
     """Bytes written to and read from the brokers: in all, written per node and their rate (the client's connections add to it)."""
 
-    __slots__ = ("outgoing", "incoming", "outgoing_by_node", "outgoing_rate")
+    __slots__ = ("outgoing", "incoming", "outgoing_by_node", "outgoing_rate", "nodes", "window_ms", "num_samples")
 
     def __init__(self, window_ms: int = 30000, num_samples: int = 2) -> None:
+        self.window_ms = max(1, window_ms)
+        self.num_samples = num_samples
         self.outgoing = 0
         self.incoming = 0
         self.outgoing_by_node: dict[int, int] = {}
-        self.outgoing_rate = Rate(max(1, window_ms), num_samples)
+        self.outgoing_rate = Rate(self.window_ms, num_samples)
+        self.nodes: dict[int, NodeBytes] = {}
+
+    def node(self, node_id: int) -> NodeBytes:
+        """The counts of one node's connection (created at its first request or read)."""
+        counts = self.nodes.get(node_id)
+        if counts is None:
+            counts = self.nodes[node_id] = NodeBytes(self.window_ms, self.num_samples)
+        return counts
 
     def sent(self, node_id: int, size: int, now_ms: float) -> None:
         """A request of ``size`` bytes was written to ``node_id`` (once per request, not per record)."""
@@ -168,3 +183,24 @@ class ByteCounts:
         by_node = self.outgoing_by_node
         by_node[node_id] = by_node.get(node_id, 0) + size
         self.outgoing_rate.record(size, now_ms)
+        node = self.node(node_id)
+        node.requests += 1
+        node.request_rate.record(1, now_ms)
+        node.outgoing_rate.record(size, now_ms)
+
+    def received(self, node_id: int, size: int) -> None:
+        """``size`` bytes were read from ``node_id``'s connection (once per socket read)."""
+        self.incoming += size
+        self.node(node_id).incoming += size
+
+
+class NodeBytes:
+    """One node's requests and bytes (Java's per-connection ``node-<id>`` selector metrics)."""
+
+    __slots__ = ("requests", "request_rate", "outgoing_rate", "incoming")
+
+    def __init__(self, window_ms: int, num_samples: int) -> None:
+        self.requests = 0
+        self.request_rate = Rate(window_ms, num_samples)
+        self.outgoing_rate = Rate(window_ms, num_samples)
+        self.incoming = 0

@@ -9,6 +9,9 @@ The record: value = the body as received, key = its ``user_id`` (one user's even
 order, on one partition), header ``request-id`` = the request's (or a new uuid).
 ``GET /ready`` is the readiness probe: 503 until the producer started, 200 from then on.
 
+``GET /metrics`` is the producer's metrics in Prometheus' text format, for Prometheus to scrape
+(``pip install 'aioproducer[prometheus]'``; ``metrics_route=None`` goes without).
+
 Brokers down when it starts: it serves anyway (``wait_ready=False``), ``/ready`` answers 503
 and the producer keeps trying in the background; once a broker answers, ``/ready`` turns
 200 with no request needed. A publish meanwhile, or while the brokers are down later,
@@ -46,6 +49,7 @@ def create_app(
     producer_config: Mapping[str, Any] | None = None,
     close_timeout: float = 10.0,
     wait_ready: bool = False,
+    metrics_route: str | None = "/metrics",
 ) -> web.Application:
     """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them)."""
     app = web.Application()
@@ -58,7 +62,9 @@ def create_app(
     # Starts the producer with the app, in the background (wait_ready=False: a Kafka restart
     # must not crash-loop the service; /ready keeps traffic away until it started); flushes
     # and closes it within close_timeout on cleanup.
-    setup_producer(app, config, close_timeout=close_timeout, wait_ready=wait_ready)
+    # metrics_route: GET /metrics is the producer's metrics for Prometheus to scrape
+    # (kafka_producer_record_send_total, ..._delivery_latency_seconds ...; needs prometheus_client).
+    setup_producer(app, config, close_timeout=close_timeout, wait_ready=wait_ready, metrics_route=metrics_route)
     install_exception_handlers(app)  # brokers down, buffer full -> 503 + Retry-After, too large -> 413
     app.router.add_post("/events", publish)
     app.router.add_get("/ready", ready)

@@ -13,6 +13,10 @@ Both share (``_common``) how they start, answer and stop:
   reachable now: it stays true through an outage, during which requests get 503s.
 * The producer errors a request can meet map to the same HTTP answers in both
   (``ERROR_STATUS``): brokers down or shutting down is 503 with ``Retry-After``.
+* ``metrics_route="/metrics"`` (on ``producer_lifespan`` and ``setup_producer``) serves the
+  producer's metrics in Prometheus' text format on that path, from a registry of the route's
+  own holding a ``ProducerCollector`` (``aioproducer[prometheus]``; without it, ImportError at
+  the call that asked for the route).
 * Shutdown: ``flush()`` bounded by the close timeout, then ``close()`` with whatever is left
   of it, then one log line counting the records not delivered over the producer's life (and
   how many of them during the close). A web server's shutdown must end within what the

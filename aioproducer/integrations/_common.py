@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from aioproducer.errors import (
     KafkaConnectionError,
@@ -18,7 +19,20 @@ from aioproducer.errors import (
 from aioproducer.logs import client_logger
 from aioproducer.producer import Producer
 
-__all__ = ["ERROR_STATUS", "RETRY_AFTER", "error_status", "shutdown_producer", "start_for_request", "start_in_background", "stop_background"]
+if TYPE_CHECKING:
+    from aioproducer.metrics.prometheus import ProducerCollector
+
+__all__ = [
+    "ERROR_STATUS",
+    "RETRY_AFTER",
+    "MetricsEndpoint",
+    "check_metrics_route",
+    "error_status",
+    "shutdown_producer",
+    "start_for_request",
+    "start_in_background",
+    "stop_background",
+]
 
 _LOGGER = "aioproducer.integrations"
 
@@ -191,3 +205,58 @@ async def shutdown_producer(producer: Producer, name: str, close_timeout: float)
     else:
         log.info("aioproducer producer %r closed: every record delivered", name)
     return undelivered
+
+
+def check_metrics_route(metrics_route: Any) -> str:
+    """``metrics_route`` if it is a path and ``prometheus_client`` is installed; else the error, at the helper's call.
+
+    Checked where the application is put together, not at its first scrape: a route that
+    cannot work must stop the deployment, not answer 500s to Prometheus.
+    """
+    if not isinstance(metrics_route, str) or not metrics_route.startswith("/"):
+        raise ValueError(f"metrics_route must be a URL path starting with '/', got {metrics_route!r}")
+    try:
+        import prometheus_client  # noqa: F401
+
+        import aioproducer.metrics.prometheus  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"metrics_route={metrics_route!r} needs the prometheus_client library: pip install 'aioproducer[prometheus]'"
+        ) from exc
+    return metrics_route
+
+
+class MetricsEndpoint:
+    """What one ``/metrics`` route serves: its own registry with one ``ProducerCollector`` of the producers that asked for it.
+
+    Its own registry, not ``prometheus_client.REGISTRY``: the application's other metrics (and a
+    second app in the same process, as in tests) stay apart; the producers of one route are
+    told apart by their ``client_id`` label (two with the same ``client.id`` are refused).
+    """
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.registry = CollectorRegistry()
+        self._collector: ProducerCollector | None = None
+
+    def add(self, producer: Producer) -> None:
+        """Export ``producer`` on this route (ValueError if its ``client.id`` is already exported here)."""
+        from aioproducer.metrics.prometheus import ProducerCollector
+
+        if self._collector is None:
+            self._collector = ProducerCollector(producer)
+            self.registry.register(self._collector)
+        else:
+            self._collector.add(producer)
+
+    def remove(self, producer: Producer) -> None:
+        """Stop exporting ``producer`` (it closed)."""
+        if self._collector is not None:
+            self._collector.remove(producer)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition and its content type (``prometheus_client``'s text format)."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

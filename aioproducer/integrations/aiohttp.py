@@ -22,7 +22,8 @@ it with ``KafkaTimeoutError`` naming them and their last failures. ``wait_ready=
 the application serves at once while the producer starts in the background, retrying
 until it started (``Producer.ready`` turns true: the readiness probe) or the application
 stops; handlers then take the producer with :func:`started_producer`, which waits for the
-start or answers 503.
+start or answers 503. ``setup_producer(app, config, metrics_route="/metrics")`` also serves the
+producer's metrics in Prometheus' text format on that path (``aioproducer[prometheus]``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from aiohttp import web
 from aioproducer.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError, ProducerClosedError
 from aioproducer.integrations._common import (
     RETRY_AFTER,
+    MetricsEndpoint,
+    check_metrics_route,
     error_status,
     shutdown_producer,
     start_for_request,
@@ -44,10 +47,20 @@ from aioproducer.integrations._common import (
 )
 from aioproducer.producer import Producer
 
-__all__ = ["PRODUCER_KEY", "install_exception_handlers", "kafka_error_middleware", "setup_producer", "started_producer"]
+__all__ = [
+    "METRICS_KEY",
+    "PRODUCER_KEY",
+    "install_exception_handlers",
+    "kafka_error_middleware",
+    "setup_producer",
+    "started_producer",
+]
 
 #: Where :func:`setup_producer` puts the producer by default: ``request.app[PRODUCER_KEY]``.
 PRODUCER_KEY: web.AppKey[Producer] = web.AppKey("producer", Producer)
+
+#: ``{path: MetricsEndpoint}`` of the ``metrics_route``\ s of :func:`setup_producer`.
+METRICS_KEY: web.AppKey[dict[str, MetricsEndpoint]] = web.AppKey("aioproducer_metrics", dict)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -60,6 +73,7 @@ def setup_producer(
     close_timeout: float = 10.0,
     name: str = "default",
     wait_ready: bool = True,
+    metrics_route: str | None = None,
 ) -> None:
     """Register a ``cleanup_ctx`` that starts ``Producer(config)`` as ``app[key]`` and closes it on cleanup.
 
@@ -69,21 +83,54 @@ def setup_producer(
     Cleanup: ``flush()`` bounded by ``close_timeout`` seconds, then ``close()`` with what is
     left, then a log line counting the records not delivered (logger ``aioproducer.integrations``).
     Another ``key`` gives a second producer; ``name`` is how the log lines call it.
+
+    ``metrics_route``: a path (``"/metrics"``) where a GET answers with the producer's metrics
+    in Prometheus' text format (``ProducerCollector`` in a registry of the route's own, read at
+    each scrape). Producers given the same path share it, under their ``client_id`` labels.
+    ``ImportError`` here, at the call, without ``prometheus_client``; ``ValueError`` for a path
+    not starting with ``/``.
     """
-    app.cleanup_ctx.append(_producer_ctx(config, key, close_timeout, name, wait_ready))
+    endpoint = _metrics_endpoint(app, check_metrics_route(metrics_route)) if metrics_route is not None else None
+    app.cleanup_ctx.append(_producer_ctx(config, key, close_timeout, name, wait_ready, endpoint))
+
+
+def _metrics_endpoint(app: web.Application, path: str) -> MetricsEndpoint:
+    """The app's endpoint at ``path``, its GET route added the first time (the router freezes when the app starts)."""
+    endpoints = app.get(METRICS_KEY)
+    if endpoints is None:
+        endpoints = app[METRICS_KEY] = {}
+    endpoint = endpoints.get(path)
+    if endpoint is None:
+        endpoint = endpoints[path] = MetricsEndpoint()
+
+        async def metrics(request: web.Request) -> web.Response:
+            body, content_type = endpoint.render()
+            return web.Response(body=body, headers={"Content-Type": content_type})
+
+        app.router.add_get(path, metrics)
+    return endpoint
 
 
 def _producer_ctx(
-    config: Mapping[str, Any], key: web.AppKey[Producer], close_timeout: float, name: str, wait_ready: bool
+    config: Mapping[str, Any],
+    key: web.AppKey[Producer],
+    close_timeout: float,
+    name: str,
+    wait_ready: bool,
+    endpoint: MetricsEndpoint | None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         producer = Producer(config)
+        if endpoint is not None:
+            endpoint.add(producer)  # before start(): its first batches' latency counts too
         background: asyncio.Task[None] | None = None
         if wait_ready:
             try:
                 await producer.start()
             except BaseException:
                 await producer.close(timeout=0)  # nothing a failed start opened may outlive it
+                if endpoint is not None:
+                    endpoint.remove(producer)
                 raise
         else:
             background = start_in_background(producer, name)
@@ -93,6 +140,8 @@ def _producer_ctx(
         finally:
             await shutdown_producer(producer, name, close_timeout)
             await stop_background(background)  # close() ended its attempt; it may be waiting for the next
+            if endpoint is not None:
+                endpoint.remove(producer)
 
     return ctx
 

@@ -24,6 +24,11 @@ answered and a readiness probe follows the start::
         producer = request.app.state.aioproducer_producers["default"]
         return Response(status_code=200 if producer_ready(producer) else 503)
 
+``metrics_route="/metrics"`` also serves the producer's metrics in Prometheus' text format on
+that path (``prometheus_client`` needed: ``pip install 'aioproducer[prometheus]'``)::
+
+    app = FastAPI(lifespan=producer_lifespan(config, metrics_route="/metrics"))
+
 Nested in the application's own lifespan::
 
     @asynccontextmanager
@@ -40,13 +45,15 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from aioproducer.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError, ProducerClosedError
 from aioproducer.integrations._common import (
     ERROR_STATUS,
     RETRY_AFTER,
+    MetricsEndpoint,
+    check_metrics_route,
     shutdown_producer,
     start_for_request,
     start_in_background,
@@ -55,6 +62,7 @@ from aioproducer.integrations._common import (
 from aioproducer.producer import Producer
 
 __all__ = [
+    "METRICS_STATE_KEY",
     "STATE_KEY",
     "ProducerDep",
     "get_producer",
@@ -66,6 +74,9 @@ __all__ = [
 #: The lifespan-state key (and ``app.state`` attribute) holding ``{name: producer}``.
 STATE_KEY = "aioproducer_producers"
 
+#: The ``app.state`` attribute holding ``{path: MetricsEndpoint}`` of the ``metrics_route``\ s.
+METRICS_STATE_KEY = "aioproducer_metrics"
+
 Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[dict[str, Any]]]
 
 
@@ -75,6 +86,7 @@ def producer_lifespan(
     name: str = "default",
     close_timeout: float = 10.0,
     wait_ready: bool = True,
+    metrics_route: str | None = None,
 ) -> Lifespan:
     """A lifespan (pass it as ``FastAPI(lifespan=...)``) that starts ``Producer(config)`` and closes it.
 
@@ -93,7 +105,14 @@ def producer_lifespan(
     Shutdown: ``flush()`` bounded by ``close_timeout`` seconds, then ``close()`` with what is
     left, then a log line counting the records not delivered (logger ``aioproducer.integrations``).
     Several producers (different ``name``\\ s) share one ``{name: producer}`` dict.
+
+    ``metrics_route``: a path (``"/metrics"``) where a GET answers with the producer's metrics
+    in Prometheus' text format (``ProducerCollector`` in a registry of the route's own, read at
+    each scrape; the route is added when the app starts, outside the OpenAPI schema). Producers
+    given the same path share it, under their ``client_id`` labels. ``ImportError`` here, at the
+    call, without ``prometheus_client``; ``ValueError`` for a path not starting with ``/``.
     """
+    route = check_metrics_route(metrics_route) if metrics_route is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
@@ -103,11 +122,19 @@ def producer_lifespan(
         if name in producers:
             raise RuntimeError(f"an aioproducer producer named {name!r} is already registered on this app")
         producer = Producer(config)
+        endpoint = _metrics_endpoint(app, route) if route is not None else None
+        if endpoint is not None:
+            endpoint.add(producer)  # before start(): its first batches' latency counts too
         background: asyncio.Task[None] | None = None
-        if wait_ready:
-            await _start_or_close(producer)
-        else:
-            background = start_in_background(producer, name)
+        try:
+            if wait_ready:
+                await _start_or_close(producer)
+            else:
+                background = start_in_background(producer, name)
+        except BaseException:
+            if endpoint is not None:
+                endpoint.remove(producer)
+            raise
         producers[name] = producer
         setattr(app.state, STATE_KEY, producers)
         try:
@@ -116,8 +143,28 @@ def producer_lifespan(
             producers.pop(name, None)
             await shutdown_producer(producer, name, close_timeout)
             await stop_background(background)  # close() ended its attempt; it may be waiting for the next
+            if endpoint is not None:
+                endpoint.remove(producer)
 
     return lifespan
+
+
+def _metrics_endpoint(app: FastAPI, path: str) -> MetricsEndpoint:
+    """The app's endpoint at ``path``, its GET route added the first time (kept across restarts of the app)."""
+    endpoints: dict[str, MetricsEndpoint] | None = getattr(app.state, METRICS_STATE_KEY, None)
+    if endpoints is None:
+        endpoints = {}
+        setattr(app.state, METRICS_STATE_KEY, endpoints)
+    endpoint = endpoints.get(path)
+    if endpoint is None:
+        endpoint = endpoints[path] = MetricsEndpoint()
+
+        async def metrics() -> Response:
+            body, content_type = endpoint.render()
+            return Response(body, headers={"Content-Type": content_type})
+
+        app.add_api_route(path, metrics, methods=["GET"], include_in_schema=False)
+    return endpoint
 
 
 async def _start_or_close(producer: Producer) -> None:

@@ -29,7 +29,7 @@ import logging
 import sys
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
 
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
@@ -45,6 +45,18 @@ DeliveryCallback = Callable[[Optional["RecordMetadata"], Optional[BaseException]
 Headers = Sequence[tuple[str, Optional[bytes]]]
 
 NO_SEQUENCE = -1
+
+
+class RecordSpans(Protocol):
+    """The OpenTelemetry spans of a batch's traced records (``aioproducer.tracing.RecordSpans``).
+
+    A protocol here so that this module never imports the tracing one: a producer without
+    tracing leaves ``ProducerBatch.spans`` None and loads nothing of OpenTelemetry.
+    """
+
+    def end(self, batch: ProducerBatch) -> None: ...
+
+    def slice(self, start: int, end: int) -> RecordSpans | None: ...
 
 
 class RecordMetadata(NamedTuple):
@@ -290,6 +302,7 @@ class ProducerBatch:
         "settled",
         "parent",
         "pieces",
+        "spans",
         "log",
     )
 
@@ -354,6 +367,8 @@ class ProducerBatch:
         # A split batch: its pieces in record order, each with the relative offset it starts at;
         # it completes when the last piece does (futures that were not moved read from the pieces).
         self.pieces: list[tuple[int, ProducerBatch]] | None = None
+        # The OpenTelemetry spans of its records, for a producer with tracing on (aioproducer/tracing.py).
+        self.spans: RecordSpans | None = None
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -472,6 +487,11 @@ class ProducerBatch:
             pieces.append(piece)
             start = end
         self.pieces = list(zip(starts, pieces))
+        spans = self.spans
+        if spans is not None:  # each piece ends its own records' spans, with its own offsets
+            self.spans = None
+            for start, piece in self.pieces:
+                piece.spans = spans.slice(start, start + piece.record_count)
         self.futures = []
         self.callbacks = []
         waiting = self.done_callbacks or []
@@ -606,6 +626,10 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
+        spans = self.spans
+        if spans is not None:  # tracing on: each record's span ends at its acknowledgement, before any callback
+            self.spans = None
+            self._end_spans(spans)
         if self.callbacks:
             # on_delivery reports the record, which was sent even if its future was cancelled
             # (a wait_for() that timed out must not lose the report).
@@ -623,6 +647,15 @@ class ProducerBatch:
             self.parent = None  # no cycle: the split batch keeps its pieces, not the other way round
             parent._piece_complete()
         return True
+
+    def _end_spans(self, spans: RecordSpans) -> None:
+        """End the records' spans; what the tracing code raises is logged, never raised into the sender."""
+        try:
+            spans.end(self)
+        except LEAVING_LOOP as exc:
+            raise_from_loop(self.loop, exc)
+        except BaseException:
+            self.log.exception("ending the OpenTelemetry spans of %s-%s raised", self.topic, self.partition)
 
     def _report_delivery(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         """Call each record's ``on_delivery`` with its metadata or its error, in send order.

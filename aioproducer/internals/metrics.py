@@ -8,15 +8,19 @@ producer call; ``producer.metrics()`` reads its ``snapshot()``.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Final
 
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
+    "DELIVERY_LATENCY_BUCKETS",
     "METRIC_DEFS",
     "Avg",
     "ByteCounts",
+    "DeliveryLatency",
     "Max",
     "MetricDef",
     "ProducerMetrics",
@@ -27,13 +31,100 @@ __all__ = [
 
 
 class _TopicTotals:
-    __slots__ = ("send", "bytes", "error", "retry")
+    __slots__ = ("send", "bytes", "error", "retry", "send_rate", "byte_rate", "error_rate", "retry_rate", "compression")
 
-    def __init__(self) -> None:
+    def __init__(self, window_ms: int, num_samples: int) -> None:
         self.send = 0
         self.bytes = 0
         self.error = 0
         self.retry = 0
+        self.send_rate = Rate(window_ms, num_samples)
+        self.byte_rate = Rate(window_ms, num_samples)
+        self.error_rate = Rate(window_ms, num_samples)
+        self.retry_rate = Rate(window_ms, num_samples)
+        self.compression = Avg(window_ms, num_samples)
+
+
+#: The delivery-latency histogram's upper bounds, in seconds (``le``; +Inf is implied): from 1 ms
+#: to ``delivery.timeout.ms``'s default of 120 s, about 2.5x apart.
+DELIVERY_LATENCY_BUCKETS: Final[tuple[float, ...]] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+)
+
+
+class DeliveryLatency:
+    """A histogram of records' delivery latency (``send()`` to acknowledgement), filled per batch.
+
+    A batch's records are acknowledged together, at ``now``; what is known without per-record
+    work is the first record's latency, ``first_ms = now - created_ms`` (exact: the batch was
+    created at that record's append, on the monotonic clock), and the batch's timestamp spread
+    (its largest record timestamp minus its first, which the record batch header keeps anyway).
+    With the default timestamps (each record's send time) the latest record's latency is
+    ``last_ms = first_ms - spread`` to the millisecond; a user-supplied timestamp can make the
+    spread meaningless, so it is clamped to ``[0, first_ms]``. The batch's ``n`` records are then
+    taken to be spread evenly from ``last_ms`` to ``first_ms``: the two ends are exact, the
+    records between are off by at most ``first_ms - last_ms`` (how long the batch took records:
+    about ``linger.ms``, longer while its partition waited for an earlier request). ``sum_ms``
+    adds ``n * (first_ms + last_ms) / 2`` per batch, the sum of those modelled latencies (exact
+    when the records came at an even pace, always between ``n * last_ms`` and ``n * first_ms``);
+    ``count`` is exact. Cost: one ``bisect`` per batch end, a loop over the buckets between
+    them only when they differ (about 2 µs per batch with the windowed average and maximum,
+    measured; a batch of 100 B records at the default ``batch.size`` holds about 130 of them, so
+    about 0.02 µs per record): cheap enough to be always on.
+
+    The latency runs from the record's append to its batch, that is after ``send()`` waited for
+    metadata or buffer memory (``max.block.ms``), to the answer that acknowledged it (retries
+    included; with ``acks=0``, to the request's writing). A piece of a split batch keeps the split batch's creation time, so its first
+    record's latency is counted from the split batch's first record (an overstatement by at most
+    that batch's spread).
+    """
+
+    __slots__ = ("bounds_ms", "buckets", "count", "sum_ms", "avg", "max")
+
+    def __init__(
+        self, bounds_s: tuple[float, ...] = DELIVERY_LATENCY_BUCKETS, window_ms: int = 30000, num_samples: int = 2
+    ) -> None:
+        self.bounds_ms = tuple(b * 1000.0 for b in bounds_s)
+        self.buckets = [0] * (len(bounds_s) + 1)  # per bucket (not cumulative); the last is above every bound
+        self.count = 0
+        self.sum_ms = 0.0
+        self.avg = Avg(window_ms, num_samples)  # delivery-latency-avg: per record, over the window
+        self.max = Max(window_ms, num_samples)  # delivery-latency-max: a batch's first record's
+
+    def record(self, records: int, first_ms: float, last_ms: float, now_ms: float) -> None:
+        """A batch acknowledged at ``now_ms``: into the histogram and the windowed average and maximum."""
+        self.record_batch(records, first_ms, last_ms)
+        self.avg.record_many(records * (first_ms + last_ms) / 2, records, now_ms)
+        self.max.record(first_ms, now_ms)
+
+    def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
+        """``records`` records acknowledged, latencies from ``first_ms`` (the oldest's) down to ``last_ms``."""
+        bounds = self.bounds_ms
+        hi = bisect_left(bounds, first_ms)  # the first bucket whose bound is >= the latency
+        if hi == 0 or bounds[hi - 1] < last_ms or records == 1:  # the whole batch in one bucket (usual)
+            self.buckets[hi] += records
+        else:
+            buckets = self.buckets
+            lo = bisect_left(bounds, last_ms)
+            # record i (0 = the first) at first_ms - i * step: those <= bound are the i >= (first_ms - bound) / step
+            step = (first_ms - last_ms) / (records - 1)
+            below = 0
+            for i in range(lo, hi):
+                le = records - max(0, math.ceil((first_ms - bounds[i]) / step - 1e-9))
+                buckets[i] += le - below
+                below = le
+            buckets[hi] += records - below
+        self.count += records
+        self.sum_ms += records * (first_ms + last_ms) / 2
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound in seconds, records at or below it) per bucket, ``inf`` last: Prometheus' ``le`` buckets."""
+        out: list[tuple[float, int]] = []
+        total = 0
+        for bound, n in zip((*self.bounds_ms, math.inf), self.buckets):
+            total += n
+            out.append((bound / 1000.0, total))
+        return out
 
 
 class _NodeStats:
@@ -74,33 +165,56 @@ class ProducerMetrics:
         self.throttle_time_max = Max(w, n)
         self.bufferpool_wait_time_total_ns = 0
         self.bufferpool_wait_ratio = Rate(w, n, per_ns=True)
+        self.batch_split_total = 0
+        self.batch_split_rate = Rate(w, n)
+        self.delivery_latency = DeliveryLatency(window_ms=w, num_samples=n)
         self.topics: dict[str, _TopicTotals] = {}
         self.nodes: dict[int, _NodeStats] = {}
 
     def _topic(self, topic: str) -> _TopicTotals:
         totals = self.topics.get(topic)
         if totals is None:
-            totals = self.topics[topic] = _TopicTotals()
+            totals = self.topics[topic] = _TopicTotals(self.window_ms, self.num_samples)
         return totals
 
     # ------------------------------------------------------------ recording (per batch, per request)
-    def record_completed(self, topic: str, records: int, ok: bool, now_ms: float) -> None:
-        """A batch was acknowledged (``ok``) or failed: its records are sent or in error."""
+    def record_completed(
+        self, topic: str, records: int, ok: bool, now_ms: float, created_ms: float = NAN, spread_ms: float = 0.0
+    ) -> None:
+        """A batch was acknowledged (``ok``) or failed: its records are sent or in error.
+
+        An acknowledged batch created at ``created_ms``
+        (its first record's append), whose record timestamps span ``spread_ms``, adds its
+        records to it (see ``DeliveryLatency``). A failed record has no acknowledgement, so no
+        delivery latency: it counts in ``record-error-*`` only (Java keeps errors apart too).
+        """
         totals = self._topic(topic)
         if ok:
             self.record_send_total += records
             self.record_send_rate.record(records, now_ms)
             totals.send += records
+            totals.send_rate.record(records, now_ms)
+            first = now_ms - created_ms
+            if first >= 0.0 and records > 0:  # NaN (no creation time given) compares False
+                self.delivery_latency.record(records, first, first - min(max(spread_ms, 0.0), first), now_ms)
         else:
             self.record_error_total += records
             self.record_error_rate.record(records, now_ms)
             totals.error += records
+            totals.error_rate.record(records, now_ms)
 
     def record_retry(self, topic: str, records: int, now_ms: float) -> None:
         """A batch goes back to the queue to be sent again."""
         self.record_retry_total += records
         self.record_retry_rate.record(records, now_ms)
-        self._topic(topic).retry += records
+        totals = self._topic(topic)
+        totals.retry += records
+        totals.retry_rate.record(records, now_ms)
+
+    def record_split(self, now_ms: float) -> None:
+        """A batch the broker refused as too large (MESSAGE_TOO_LARGE) was split to be sent again."""
+        self.batch_split_total += 1
+        self.batch_split_rate.record(1, now_ms)
 
     def record_batch_sent(
         self, topic: str, records: int, size: int, compression_ratio: float, created_ms: float, now_ms: float
@@ -116,7 +230,10 @@ class ProducerMetrics:
         queued = now_ms - created_ms
         self.queue_time_avg.record(queued, now_ms)
         self.queue_time_max.record(queued, now_ms)
-        self._topic(topic).bytes += size
+        totals = self._topic(topic)
+        totals.bytes += size
+        totals.byte_rate.record(size, now_ms)
+        totals.compression.record(compression_ratio, now_ms)
 
     def record_request(self, records: int, now_ms: float) -> None:
         """A Produce request with ``records`` records was sent."""
@@ -157,6 +274,7 @@ class ProducerMetrics:
     ) -> dict[str, float | int]:
         """The Java names and their values now (see ``METRIC_DEFS``), per topic and per node keys after them."""
         outgoing = byte_counts.outgoing if byte_counts is not None else 0
+        latency = self.delivery_latency
         out: dict[str, float | int] = {
             "record-send-total": self.record_send_total,
             "record-send-rate": self.record_send_rate.measure(now_ms),
@@ -189,22 +307,37 @@ class ProducerMetrics:
             "outgoing-byte-rate": byte_counts.outgoing_rate.measure(now_ms) if byte_counts is not None else 0.0,
             "incoming-byte-total": byte_counts.incoming if byte_counts is not None else 0,
             "connection-count": connection_count,
+            "batch-split-total": self.batch_split_total,
+            "batch-split-rate": self.batch_split_rate.measure(now_ms),
+            "delivery-latency-avg": latency.avg.measure(now_ms) if latency is not None else NAN,
+            "delivery-latency-max": latency.max.measure(now_ms) if latency is not None else NAN,
         }
         for topic, totals in self.topics.items():
             prefix = f"topic.{topic}."
             out[prefix + "record-send-total"] = totals.send
+            out[prefix + "record-send-rate"] = totals.send_rate.measure(now_ms)
             out[prefix + "byte-total"] = totals.bytes
+            out[prefix + "byte-rate"] = totals.byte_rate.measure(now_ms)
+            out[prefix + "compression-rate"] = totals.compression.measure(now_ms)
             out[prefix + "record-error-total"] = totals.error
+            out[prefix + "record-error-rate"] = totals.error_rate.measure(now_ms)
             out[prefix + "record-retry-total"] = totals.retry
+            out[prefix + "record-retry-rate"] = totals.retry_rate.measure(now_ms)
         nodes = set(self.nodes)
         if byte_counts is not None:
             nodes.update(byte_counts.outgoing_by_node)
+            nodes.update(byte_counts.nodes)
         for node in sorted(nodes):
             prefix = f"node-{node}."
             stats = self.nodes.get(node)
+            counts = byte_counts.nodes.get(node) if byte_counts is not None else None
             out[prefix + "request-latency-avg"] = stats.latency_avg.measure(now_ms) if stats is not None else NAN
             out[prefix + "request-latency-max"] = stats.latency_max.measure(now_ms) if stats is not None else NAN
             out[prefix + "outgoing-byte-total"] = byte_counts.outgoing_by_node.get(node, 0) if byte_counts else 0
+            out[prefix + "outgoing-byte-rate"] = counts.outgoing_rate.measure(now_ms) if counts is not None else 0.0
+            out[prefix + "incoming-byte-total"] = counts.incoming if counts is not None else 0
+            out[prefix + "request-total"] = counts.requests if counts is not None else 0
+            out[prefix + "request-rate"] = counts.request_rate.measure(now_ms) if counts is not None else 0.0
         return out
 
 
@@ -251,13 +384,26 @@ METRIC_DEFS: Final[tuple[MetricDef, ...]] = (
     MetricDef("outgoing-byte-rate", "bytes/s", f"Those bytes' rate {_W}."),
     MetricDef("incoming-byte-total", "bytes", "Bytes read from the brokers."),
     MetricDef("connection-count", "connections", "Broker connections open now."),
+    MetricDef("batch-split-total", "batches", "Batches the broker refused as too large (`MESSAGE_TOO_LARGE`) and the producer split to send again."),
+    MetricDef("batch-split-rate", "batches/s", f"`batch-split-total`'s rate {_W}."),
+    MetricDef("delivery-latency-avg", "ms", f"Not in Java: from a record's `send()` to its acknowledgement, per record acknowledged {_W}, modelled per batch (see the Prometheus histogram `kafka_producer_delivery_latency_seconds`)."),
+    MetricDef("delivery-latency-max", "ms", f"Not in Java: the longest of those {_W} (a batch's first record's, exact)."),
     MetricDef("topic.{topic}.record-send-total", "records", "`record-send-total` of one topic."),
+    MetricDef("topic.{topic}.record-send-rate", "records/s", "`record-send-rate` of one topic."),
     MetricDef("topic.{topic}.byte-total", "bytes", "Wire bytes of the topic's batches sent (each attempt counts)."),
+    MetricDef("topic.{topic}.byte-rate", "bytes/s", f"Those bytes' rate {_W}."),
+    MetricDef("topic.{topic}.compression-rate", "ratio", "`compression-rate-avg` of the topic's batches."),
     MetricDef("topic.{topic}.record-error-total", "records", "`record-error-total` of one topic."),
+    MetricDef("topic.{topic}.record-error-rate", "records/s", "`record-error-rate` of one topic."),
     MetricDef("topic.{topic}.record-retry-total", "records", "`record-retry-total` of one topic."),
+    MetricDef("topic.{topic}.record-retry-rate", "records/s", "`record-retry-rate` of one topic."),
     MetricDef("node-{node}.request-latency-avg", "ms", "`request-latency-avg` of the Produce requests to one broker."),
     MetricDef("node-{node}.request-latency-max", "ms", "`request-latency-max` of the Produce requests to one broker."),
+    MetricDef("node-{node}.request-total", "requests", "Requests of every kind written to one broker (Metadata, Produce, …; `request-total` counts Produce requests only)."),
+    MetricDef("node-{node}.request-rate", "requests/s", f"Those requests' rate {_W}."),
     MetricDef("node-{node}.outgoing-byte-total", "bytes", "Bytes written to one broker (a bootstrap connection's, before its id is known, as `node--1` …)."),
+    MetricDef("node-{node}.outgoing-byte-rate", "bytes/s", f"Those bytes' rate {_W}."),
+    MetricDef("node-{node}.incoming-byte-total", "bytes", "Bytes read from one broker."),
 )
 
 

@@ -932,6 +932,8 @@ class Sender:
         if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
             accumulator.unmute(batch.topic, batch.partition)
             count = accumulator.split_and_reenqueue(batch, now)
+            if self.metrics is not None:
+                self.metrics.record_split(now)
             self._log.info("split a too-large batch for %s-%s into %d", batch.topic, batch.partition, count)
             return
         if getattr(error, "invalid_metadata", False):

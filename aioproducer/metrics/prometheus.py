@@ -10,6 +10,14 @@ with ``topic``, the per-node ones (``node-<id>.<name>``) ``kafka_producer_node_<
 loop. An average or maximum over an empty window is exported as NaN (Java's value;
 ``metadata-age`` before the first refresh is +Inf), so a series does not come and go.
 
+One series is not from ``METRIC_DEFS``: the histogram ``kafka_producer_delivery_latency_seconds``
+(``_bucket``, ``_count``, ``_sum``; label ``client_id`` only, as a per-topic histogram would
+multiply the series by the buckets for every topic), each acknowledged record's latency from
+``send()`` to its acknowledgement, modelled per batch as ``DeliveryLatency`` says: ``_count`` is
+exact, the ends of each batch exact, ``_sum`` the modelled latencies' sum. It is recorded from the
+moment the producer is added to a collector (it costs a little per batch, so only when exported):
+``_count`` is ``record_send_total`` minus the records acknowledged before.
+
 Several producers go into one collector, ``ProducerCollector(p1, p2)``, each under its
 ``client_id`` (which must differ): two collectors in one registry would export the same
 metric names, which ``CollectorRegistry.register`` refuses.
@@ -19,12 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 try:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
     from prometheus_client.registry import Collector
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides the library
     raise ImportError(
@@ -37,12 +46,17 @@ from aioproducer.internals.metrics import METRIC_DEFS, MetricDef
 if TYPE_CHECKING:
     from aioproducer.producer import Producer
 
-__all__ = ["PREFIX", "SERIES", "ProducerCollector", "PrometheusSeries", "prometheus_series"]
+__all__ = ["DELIVERY_LATENCY", "PREFIX", "SERIES", "ProducerCollector", "PrometheusSeries", "prometheus_series"]
 
 PREFIX: Final = "kafka_producer_"
+DELIVERY_LATENCY: Final = PREFIX + "delivery_latency_seconds"
+_DELIVERY_LATENCY_HELP: Final = (
+    "Acknowledged records' latency from send() to the broker's acknowledgement, modelled per batch: "
+    "each batch's first and last record exact, the records between spread evenly; _sum is the modelled sum"
+)
 
 _TIME_UNITS: Final = {"ms": 1e-3, "ns": 1e-9, "s": 1.0}
-_COUNT_UNITS: Final = frozenset({"records", "requests", "calls", "connections"})
+_COUNT_UNITS: Final = frozenset({"records", "requests", "calls", "connections", "batches"})
 
 
 @dataclass(frozen=True)
@@ -113,8 +127,19 @@ def _parse(key: str) -> tuple[str, str, str]:
 LOOP_WAIT_S: Final = 5.0
 
 
-def _read(producer: Producer) -> dict[str, Any]:
-    """``producer.metrics()``, taken on the producer's event loop when called from another thread.
+_Snapshot = tuple[dict[str, Any], list[tuple[str, int]], float]
+
+
+def _take(producer: Producer) -> _Snapshot:
+    """``producer.metrics()`` and the delivery-latency histogram (its ``le`` buckets, its sum in seconds)."""
+    metrics = producer.metrics()
+    latency = producer._metrics.delivery_latency
+    buckets = [("+Inf" if bound == math.inf else repr(bound), count) for bound, count in latency.cumulative()]
+    return metrics, buckets, latency.sum_ms / 1000.0
+
+
+def _read(producer: Producer) -> _Snapshot:
+    """``_take(producer)``, taken on the producer's event loop when called from another thread.
 
     ``start_http_server`` scrapes from its own thread, while the loop records into the same
     windowed statistics (which ``metrics()`` also purges) and adds topics and nodes to the dicts
@@ -122,18 +147,18 @@ def _read(producer: Producer) -> dict[str, Any]:
     """
     loop = producer._loop  # set by start(); None before
     if loop is None or loop.is_closed() or not loop.is_running():
-        return producer.metrics()
+        return _take(producer)
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is loop:
-        return producer.metrics()
-    result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        return _take(producer)
+    result: concurrent.futures.Future[_Snapshot] = concurrent.futures.Future()
 
     def take() -> None:
         try:
-            result.set_result(producer.metrics())
+            result.set_result(_take(producer))
         except BaseException as exc:  # handed to the scraping thread
             result.set_exception(exc)
 
@@ -141,7 +166,7 @@ def _read(producer: Producer) -> dict[str, Any]:
     try:
         return result.result(timeout=LOOP_WAIT_S)
     except concurrent.futures.TimeoutError:  # a loop blocked that long: a possibly torn reading beats none
-        return producer.metrics()
+        return _take(producer)
 
 
 class ProducerCollector(Collector):
@@ -165,20 +190,23 @@ class ProducerCollector(Collector):
 
     def describe(self) -> Iterable[Metric]:
         """The metric names (what ``CollectorRegistry.register`` checks for duplicates)."""
-        return list(self._families().values())
+        return [*self._families().values(), self._latency_family()]
 
     def collect(self) -> Iterable[Metric]:
         families = self._families()
+        latency = self._latency_family()
         for producer in self._producers:
             client_id = producer.config.client_id
-            for key, value in _read(producer).items():
+            metrics, buckets, latency_sum = _read(producer)
+            latency.add_metric([client_id], buckets, latency_sum)
+            for key, value in metrics.items():
                 scope, tag, name = _parse(key)
                 series = _BY_KEY.get((scope, name))
                 if series is None or not isinstance(value, (int, float)):
                     continue  # the producer's own counters (records_sent, last_error ...)
                 labels = [client_id, tag] if scope else [client_id]
                 families[series.name].add_metric(labels, value * series.scale if series.scale != 1.0 else value)
-        return list(families.values())
+        return [*families.values(), latency]
 
     @staticmethod
     def _families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
@@ -187,3 +215,7 @@ class ProducerCollector(Collector):
             cls = CounterMetricFamily if s.kind == "counter" else GaugeMetricFamily
             families[s.name] = cls(s.name, s.help, labels=_LABELS[s.scope])
         return families
+
+    @staticmethod
+    def _latency_family() -> HistogramMetricFamily:
+        return HistogramMetricFamily(DELIVERY_LATENCY, _DELIVERY_LATENCY_HELP, labels=["client_id"])

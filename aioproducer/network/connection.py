@@ -629,7 +629,7 @@ class BrokerConnection:
             while True:
                 data = await reader.read(_READ_SIZE)
                 if counts is not None:
-                    counts.incoming += len(data)
+                    counts.received(self.node_id, len(data))
                 events = protocol.receive_data(data, self._now())
                 if events:
                     self._handle(events)

@@ -285,8 +285,12 @@ async def test_message_too_large_splits_the_batch_and_delivers_everything(
         mock_cluster.push_request_errors(PRODUCE, *(MESSAGE_TOO_LARGE,) * times)
         await producer.flush()
         offsets = [f.result().offset for f in futures]
-        assert producer.metrics()["producer_epoch"] in (-1, 0)  # a split is no reason to bump the epoch
+        m = producer.metrics()
+        assert m["producer_epoch"] in (-1, 0)  # a split is no reason to bump the epoch
     assert offsets == list(range(40))
+    # each refusal split the batch it hit once (the first piece of the last split, for the second)
+    assert m["batch-split-total"] == times and m["batch-split-rate"] > 0
+    assert m["record-retry-total"] == 0 and m["record-send-total"] == 40
     # The refused batch (within batch.size) is halved at each refusal: each split makes progress.
     requests = len([r for r in mock_cluster.requests() if r.api_key == PRODUCE])
     assert times + 1 < requests <= 4 ** times + times  # halving gives 2-3 pieces (size estimates are conservative)

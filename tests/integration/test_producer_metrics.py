@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaTimeoutError, Producer
+from aioproducer.internals.metrics import DeliveryLatency
 from aioproducer.testing import MockCluster
 
 pytestmark = pytest.mark.integration
@@ -69,6 +70,52 @@ async def test_metrics_of_acknowledged_and_retried_records(mock_cluster: MockClu
     assert sum(v for k, v in m.items() if k.startswith("node-") and k.endswith(".outgoing-byte-total")) == m[
         "outgoing-byte-total"
     ]
+    assert sum(v for k, v in m.items() if k.startswith("node-") and k.endswith(".incoming-byte-total")) == m[
+        "incoming-byte-total"
+    ]
+    node_requests = sum(v for k, v in m.items() if k.startswith("node-") and k.endswith(".request-total"))
+    assert node_requests > m["request-total"]  # every kind of request (Metadata, ApiVersions ...), not Produce only
+    assert all(m[k] > 0 for k in m if k.startswith("node-") and k.endswith(".outgoing-byte-rate"))
+    assert m["topic.orders.record-send-rate"] > 0 and m["topic.orders.byte-rate"] > 0
+    assert m["topic.orders.record-retry-rate"] > 0 and m["topic.orders.record-error-rate"] == 0
+    assert m["topic.orders.compression-rate"] == 1.0 and m["batch-split-total"] == 0
+
+
+class _Observed(DeliveryLatency):
+    """The histogram, keeping what each batch recorded."""
+
+    __slots__ = ("observed",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observed: list[tuple[int, float, float]] = []
+
+    def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
+        self.observed.append((records, first_ms, last_ms))
+        super().record_batch(records, first_ms, last_ms)
+
+
+async def test_delivery_latency_of_acknowledged_records(mock_cluster: MockCluster) -> None:
+    started = time.monotonic()
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
+        await producer.send_and_wait(TOPIC, value=b"before", partition=0)
+        assert producer.metrics()["delivery-latency-avg"] > 0  # always recorded
+        histogram = producer._metrics.delivery_latency = _Observed()  # observes what each batch adds
+        observed = histogram.observed
+        mock_cluster.push_request_errors(PRODUCE, NOT_LEADER_OR_FOLLOWER)  # one batch is retried: still counted once
+        for _ in range(3):
+            futures = [await producer.send(TOPIC, value=b"v%d" % i, partition=i % 3) for i in range(50)]
+            await asyncio.gather(*futures)
+        await producer.send_and_wait("other", value=b"x")
+        m = producer.metrics()
+        wall_ms = (time.monotonic() - started) * 1000
+    assert m["record-send-total"] - 1 == 151 == histogram.count == sum(n for n, _, _ in observed)
+    assert len(observed) < 151  # per batch, not per record
+    assert all(0 <= last <= first < wall_ms and first > 0 for _, first, last in observed), observed
+    assert histogram.cumulative()[-1] == (math.inf, 151)
+    assert 0 < histogram.sum_ms <= 151 * max(first for _, first, _ in observed)
+    assert 0 < m["delivery-latency-avg"] <= m["delivery-latency-max"] < wall_ms
+    assert m["delivery-latency-max"] == max(first for _, first, _ in observed)
 
 
 async def test_metrics_of_records_expired_past_delivery_timeout(mock_cluster: MockCluster) -> None:

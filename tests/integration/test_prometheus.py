@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from aioproducer import Producer
 from aioproducer.internals.metrics import METRIC_DEFS
-from aioproducer.metrics.prometheus import SERIES, ProducerCollector
+from aioproducer.metrics.prometheus import DELIVERY_LATENCY, SERIES, ProducerCollector
 from aioproducer.testing import MockCluster
 
 pytestmark = pytest.mark.integration
@@ -84,6 +84,14 @@ async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
         assert 0 <= s[("kafka_producer_metadata_age_seconds", who)] < wall
         assert s[("kafka_producer_bufferpool_wait_time_seconds_total", who)] == 0
         assert s[("kafka_producer_outgoing_byte_total", who)] > 0 and s[("kafka_producer_record_send_per_second", who)] > 0
+    for who, acked in ((A, 31), (B, 7)):  # the delivery-latency histogram: one observation per acknowledged record
+        assert s[("kafka_producer_delivery_latency_seconds_count", who)] == acked
+        assert s[("kafka_producer_delivery_latency_seconds_bucket", (*who, ("le", "+Inf")))] == acked
+        assert 0 < s[("kafka_producer_delivery_latency_seconds_sum", who)] < acked * wall
+        buckets = sorted((float(dict(labels)["le"]), v) for (name, labels), v in s.items()
+                         if name == "kafka_producer_delivery_latency_seconds_bucket" and who[0] in labels)
+        assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
+        assert all(v == acked for le, v in buckets if le >= wall)  # every observation below the wall time
     nodes = {dict(labels).get("node_id") for (name, labels) in s if name == "kafka_producer_node_outgoing_byte_total"}
     assert nodes and all(n is not None and re.fullmatch(r"-?\d+", n) for n in nodes)
     node_sum = sum(v for (name, labels), v in s.items()
@@ -94,6 +102,27 @@ async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
     # a second collector in the same registry would repeat the names: refused, not merged silently
     with pytest.raises(ValueError, match="Duplicated"):
         registry.register(ProducerCollector(Producer(bootstrap_servers=mock_cluster.bootstrap_servers)))
+
+
+def test_delivery_latency_histogram_in_seconds_per_record() -> None:
+    producer = Producer(client_id="h")  # not started: the collector reads it directly
+    metrics = producer._metrics
+    assert math.isnan(producer.metrics()["delivery-latency-max"])  # nothing acknowledged yet
+    registry = CollectorRegistry()
+    registry.register(ProducerCollector(producer))
+    metrics.record_completed("t", 4, True, 130.0, created_ms=100.0, spread_ms=20)  # 30, 23.3, 16.7, 10 ms
+    metrics.record_completed("t", 1, True, 200.0, created_ms=199.5)  # 0.5 ms
+    metrics.record_completed("t", 9, False, 300.0, created_ms=0.0)  # failed: not delivered, not observed
+    s = _samples(registry)
+    H = "kafka_producer_delivery_latency_seconds"
+
+    def bucket(le: str) -> float:
+        return s[(H + "_bucket", (("client_id", "h"), ("le", le)))]
+
+    assert bucket("0.001") == 1 and bucket("0.005") == 1 and bucket("0.01") == 2 and bucket("0.025") == 4
+    assert bucket("0.05") == bucket("120.0") == bucket("+Inf") == 5
+    assert s[(H + "_count", (("client_id", "h"),))] == 5
+    assert s[(H + "_sum", (("client_id", "h"),))] == pytest.approx((4 * 20.0 + 0.5) / 1000)
 
 
 def test_one_client_id_twice_is_refused() -> None:
@@ -115,10 +144,12 @@ def test_readme_excerpt_names_exported_series() -> None:
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("\n### Prometheus\n") : readme.index("\n### Partitioning\n")]
+    start = readme.index("\n### Prometheus\n")
+    end = re.compile(r"^##+ ", re.M).search(readme, start + 2)  # the next heading, whichever it is
+    section = readme[start : end.start() if end else None]
     excerpt = section.split("```text\n", 1)[1].split("```", 1)[0]
     families = list(text_string_to_metric_families(excerpt))
-    names = {s.name for s in SERIES}
+    names = {s.name for s in SERIES} | {DELIVERY_LATENCY}
     assert families and all(f.name in names or f.name + "_total" in names for f in families)
     assert all("client_id" in s.labels for f in families for s in f.samples)
 

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import logging
 import re
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -136,6 +137,26 @@ async def wait_until_ready(client: httpx.AsyncClient, timeout: float = 15) -> No
         await asyncio.sleep(0.05)  # a probe's period: the condition is the answer, bounded above
 
 
+async def scrape(client: httpx.AsyncClient, path: str = "/metrics") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``GET /metrics`` as Prometheus scrapes it, parsed back: (sample name, sorted labels) -> value."""
+    from prometheus_client import CONTENT_TYPE_LATEST
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = await client.get(path)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == CONTENT_TYPE_LATEST
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def sent_by_client(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    """``kafka_producer_record_send_total`` per ``client_id``."""
+    return {dict(labels)["client_id"]: v for (name, labels), v in samples.items() if name == "kafka_producer_record_send_total"}
+
+
 async def post_events(client: httpx.AsyncClient, bootstrap: str) -> None:
     """Five events, one without a request-id (the service makes one): each read back as the service wrote it."""
     bodies = [json.dumps({"user_id": f"u{i % 3}", "n": i}).encode() for i in range(5)]
@@ -166,6 +187,11 @@ async def test_fastapi_example_publishes_requests(mock_cluster: MockCluster) -> 
         await wait_until_ready(client)
         assert (await client.get("/ready")).json() == {"ready": True}
         await post_events(client, mock_cluster.bootstrap_servers)
+        samples = await scrape(client)  # the example's metrics_route
+    [sent] = sent_by_client(samples).values()
+    assert sent == 5
+    [(_, labels)] = [key for key in samples if key[0] == "kafka_producer_delivery_latency_seconds_count"]
+    assert samples[("kafka_producer_delivery_latency_seconds_count", labels)] == 5
 
 
 async def test_fastapi_shutdown_with_brokers_down_is_bounded_and_counts_the_lost(
@@ -291,6 +317,9 @@ async def test_aiohttp_example_publishes_requests(mock_cluster: MockCluster) -> 
     async with aiohttp_server(app) as url, httpx.AsyncClient(base_url=url) as client:
         await wait_until_ready(client)
         await post_events(client, mock_cluster.bootstrap_servers)
+        samples = await scrape(client)  # the example's metrics_route
+    [sent] = sent_by_client(samples).values()
+    assert sent == 5
 
 
 async def test_aiohttp_cleanup_with_brokers_down_is_bounded_and_counts_the_lost(
@@ -403,7 +432,8 @@ async def test_two_named_producers_nested_in_the_apps_own_lifespan(mock_cluster:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         own_setup.append("up")  # the app's own resources, around the producers
-        async with producer_lifespan(events_config)(app) as state, producer_lifespan(audit_config, name="audit")(app):
+        async with producer_lifespan(events_config, metrics_route="/metrics")(app) as state, \
+                producer_lifespan(audit_config, name="audit", metrics_route="/metrics")(app):
             yield state
         own_setup.append("down")
 
@@ -420,10 +450,30 @@ async def test_two_named_producers_nested_in_the_apps_own_lifespan(mock_cluster:
 
     async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
         response = await client.post("/both")
+        samples = await scrape(client)  # both producers on one route, told apart by client_id
+        assert "/metrics" not in (await client.get("/openapi.json")).text
     assert response.status_code == 200, response.text
     ids = response.json()
     assert ids["audit"] == "audit" and ids["events"] != "audit"
+    assert sent_by_client(samples) == {"audit": 1, ids["events"]: 1}
     assert own_setup == ["up", "down"]
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "aiohttp"])
+def test_metrics_route_errors_name_the_argument(framework: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def attach(route: Any) -> None:
+        if framework == "fastapi":
+            producer_lifespan({}, metrics_route=route)
+        else:
+            aiohttp_integration.setup_producer(web.Application(), {}, metrics_route=route)
+
+    with pytest.raises(ValueError, match="metrics_route must be a URL path starting with '/', got 'metrics'"):
+        attach("metrics")
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=re.escape("metrics_route='/metrics' needs the prometheus_client library: "
+                                                    "pip install 'aioproducer[prometheus]'")):
+        attach("/metrics")
+    attach(None)  # without the route, nothing is needed
 
 
 # ------------------------------------------------------------------ brokers down

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from aioproducer.internals.metrics import Avg, ByteCounts, Max, ProducerMetrics, Rate
+from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
 def test_avg_and_max_over_the_live_samples() -> None:
@@ -86,3 +86,65 @@ def test_window_settings_are_validated() -> None:
     with pytest.raises(ValueError):
         Avg(1000, 0)
     assert ProducerMetrics(0, 1).window_ms == 1  # 0 (accepted by Java) is taken as 1 ms
+
+
+def test_delivery_latency_spreads_a_batch_between_its_first_and_last_record() -> None:
+    h = DeliveryLatency((0.001, 0.005, 0.01))  # bounds 1, 5, 10 ms
+    h.record_batch(1, 3.0, 3.0)  # one record at 3 ms
+    assert h.buckets == [0, 1, 0, 0]
+    h.record_batch(5, 12.0, 0.0)  # 12, 9, 6, 3, 0 ms: one above 10, two in (5, 10], two in (1, 5] and [0, 1]
+    assert h.buckets == [1, 2, 2, 1]
+    h.record_batch(3, 10.0, 5.0)  # 10, 7.5, 5 ms: the bounds themselves count in their bucket (le)
+    assert h.buckets == [1, 3, 4, 1]
+    assert h.count == 9 and h.sum_ms == pytest.approx(3.0 + 5 * 6.0 + 3 * 7.5)
+    assert h.cumulative() == [(0.001, 1), (0.005, 4), (0.01, 8), (math.inf, 9)]
+
+
+def test_producer_metrics_record_delivery_latency_per_record_of_acknowledged_batches() -> None:
+    m = ProducerMetrics(1000, 2)
+    h = m.delivery_latency
+    # created at 100 ms (the first record's append), acknowledged at 130: the first record waited
+    # 30 ms; the timestamps span 20 ms, so the last waited 10 ms; four records at 30, 23.3, 16.7, 10.
+    m.record_completed("t", 4, True, 130.0, created_ms=100.0, spread_ms=20)
+    m.record_completed("t", 2, True, 140.0, created_ms=139.5, spread_ms=7)  # spread clamped to 0.5 ms
+    m.record_completed("t", 3, False, 150.0, created_ms=0.0, spread_ms=0)  # failed: no acknowledgement
+    assert h.count == 6 == m.record_send_total
+    cumulative = dict(h.cumulative())
+    assert cumulative[0.001] == 2 and cumulative[0.005] == 2 and cumulative[0.01] == 3 and cumulative[0.025] == 5 and cumulative[0.05] == 6
+    assert h.sum_ms == pytest.approx(4 * 20.0 + 2 * 0.25)
+    snap = m.snapshot(
+        150, buffer_total=1, buffer_available=1, waiting=0, requests_in_flight=0,
+        metadata_age_ms=0, connection_count=0, byte_counts=None,
+    )
+    assert snap["delivery-latency-max"] == 30.0
+    assert snap["delivery-latency-avg"] == pytest.approx((4 * 20.0 + 2 * 0.25) / 6)  # per record, not per batch
+
+
+def test_split_topic_rates_and_node_counts() -> None:
+    m = ProducerMetrics(1000, 2)
+    counts = ByteCounts(1000, 2)
+    counts.sent(1, 300, 0)
+    counts.sent(1, 100, 10)
+    counts.received(1, 40)
+    counts.received(-1, 5)
+    m.record_batch_sent("t", 4, 400, 0.5, created_ms=0, now_ms=10)
+    m.record_batch_sent("t", 4, 200, 0.25, created_ms=0, now_ms=10)
+    m.record_split(20)
+    m.record_completed("t", 4, True, 30, created_ms=0)
+    m.record_retry("t", 2, 30)
+    m.record_completed("t", 3, False, 40, created_ms=0)
+    snap = m.snapshot(
+        500, buffer_total=1, buffer_available=1, waiting=0, requests_in_flight=0,
+        metadata_age_ms=0, connection_count=1, byte_counts=counts,
+    )
+    assert snap["batch-split-total"] == 1 and snap["batch-split-rate"] == pytest.approx(1 / 1.48)  # since 20 ms, + a window
+    assert snap["topic.t.compression-rate"] == pytest.approx(0.375)
+    assert snap["topic.t.byte-rate"] == pytest.approx(600 / 1.49)
+    assert snap["topic.t.record-send-rate"] == pytest.approx(4 / 1.47)
+    assert snap["topic.t.record-error-rate"] == pytest.approx(3 / 1.46)
+    assert snap["topic.t.record-retry-rate"] == pytest.approx(2 / 1.47)
+    assert snap["node-1.request-total"] == 2 and snap["node-1.request-rate"] == pytest.approx(2 / 1.5)
+    assert snap["node-1.outgoing-byte-rate"] == pytest.approx(400 / 1.5)
+    assert snap["node-1.incoming-byte-total"] == 40 and snap["node--1.incoming-byte-total"] == 5
+    assert snap["incoming-byte-total"] == 45
+    assert snap["node--1.request-total"] == 0 and snap["node--1.outgoing-byte-total"] == 0

@@ -57,7 +57,9 @@ def _section(title: str) -> str:
 
 
 def _keyword_accepted(name: str) -> bool:
-    """Whether ``ProducerConfig`` knows the keyword (a bad value is fine here: only "unknown" counts)."""
+    """Whether ``ProducerConfig`` or ``Producer`` itself (``tracing=``) knows the keyword (only "unknown" counts)."""
+    if name in inspect.signature(Producer.__init__).parameters:
+        return True
     try:
         ProducerConfig(**{name: None})
     except ConfigError as exc:
@@ -130,13 +132,13 @@ def test_every_dotted_key_string_in_the_readme_code_is_a_config_key() -> None:
 
 
 def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
-    """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning).
+    """Inline ``name=`` keywords and ``dotted.key`` names in "The API" (with its Delivery futures and Partitioning) and "Observability".
 
     A keyword must be a ``Producer(...)`` keyword or an argument of a public method; a dotted
     lower-case name (not a Python module's attribute) a config key. ``partitioner=`` was
     written here while the code refused it (#25 item 14).
     """
-    text = _section("## The API")
+    text = _section("## The API") + _section("## Observability")
     methods = _method_arguments()
     arguments = set().union(*methods.values(), *_integration_arguments())
     spans = re.findall(r"`([^`\n]+)`", text)
@@ -150,6 +152,8 @@ def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
             continue  # asyncio.gather and the like: Python names, not keys
         if name.startswith("producer.") and name not in CONFIG_KEYS:
             continue  # `producer.ready`: an attribute, checked below
+        if name.startswith(("messaging.", "server.", "error.")):
+            continue  # OpenTelemetry's attribute and metric names (### OpenTelemetry)
         assert name in CONFIG_KEYS, f"README, The API: `{name}` is not a config key"
     attributes = {span.split(".")[1] for span in spans if re.fullmatch(r"producer\.[a-z_]+", span)}
     assert {"ready", "brokers_reachable"} <= attributes  # the scan sees them
