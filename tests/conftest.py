@@ -66,7 +66,7 @@ def new_topic(cluster: KafkaCluster, partitions: int = PARTITIONS, **kwargs: Any
 
 
 #: Timeouts for producers of tests on a real broker (see BrokerUnderTest.timeouts).
-REAL_BROKER_TIMEOUTS = {"request_timeout_ms": 15_000, "delivery_timeout_ms": 60_000}
+REAL_BROKER_TIMEOUTS: dict[str, Any] = {"request_timeout_ms": 15_000, "delivery_timeout_ms": 60_000}
 
 
 @dataclass(frozen=True)
