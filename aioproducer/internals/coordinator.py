@@ -9,7 +9,7 @@ down at the last update): as Java's TransactionManager, which connects to the no
 names, instead of failing every request until ``metadata.max.age.ms`` refreshes the metadata. COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (the
 previous transaction is still being completed) and UNSTABLE_OFFSET_COMMIT (a group's offsets
 wait for a pending transaction, KIP-447) mean "the same broker, a little later". So
-:meth:`Coordinators.request` retries those, with the producer's backoff, until the caller's
+:meth:`Coordinators.send` retries those, with the producer's backoff, until the caller's
 deadline, and returns every other answer for the caller to judge: only it knows which
 errors are fatal or abortable for its request. A connection failure is retried the same way.
 A caller that needs a version of the API (a field older versions lack) says so, and a
@@ -96,7 +96,7 @@ class CoordinatorRequest(Generic[_T]):
     """One round trip to a coordinator, in the one shape they all have (Java's ``TxnRequestHandler``).
 
     ``body`` makes the request, per attempt (a body that carries the current producer epoch);
-    ``handle`` reads the answer that :meth:`Coordinators.request` returns (one that is not "moved"
+    ``handle`` reads the answer that :meth:`Coordinators.send` gets back (one that is not "moved"
     or "later"): the result, or the error it means, raised. A caller that needs a version of the
     API says so in ``min_version``.
     """
@@ -137,44 +137,33 @@ class Coordinators:
         self._known: dict[tuple[int, str], _Coordinator] = {}
 
     def deadline(self, timeout_ms: float) -> float:
-        """The point on the clock ``timeout_ms`` from now: what :meth:`request` takes (``math.inf``: none)."""
+        """The point on the clock ``timeout_ms`` from now: what :meth:`send` takes (``math.inf``: none)."""
         return self._clock() + timeout_ms
 
     def forget(self, key_type: int, key: str) -> None:
         self._known.pop((key_type, key), None)
 
     async def send(self, request: CoordinatorRequest[_T], deadline: float) -> _T:
-        """One round trip in its one shape: ``request.body`` sent (retried as :meth:`request` does), ``request.handle``'s reading of the answer."""
-        answer = await self.request(
-            request.key_type, request.key, request.api_key, request.body, deadline, request.what, request.min_version
-        )
-        return request.handle(answer)
+        """One round trip in its one shape: ``request.body`` sent until an answer that is not "moved" or "later", then handled.
 
-    async def request(
-        self,
-        key_type: int,
-        key: str,
-        api_key: int,
-        body: dict[str, Any] | Callable[[], dict[str, Any]],
-        deadline: float,
-        what: str,
-        min_version: int = 0,
-    ) -> dict[str, Any]:
-        """Send ``body`` to the coordinator of ``key`` until an answer that is not "moved" or "later".
-
-        ``deadline`` is a point on the clock in ms (:meth:`deadline`); past it, :class:`KafkaTimeoutError` naming
-        ``what`` and the last error. ``body`` may be a function, called per attempt (a body
+        ``deadline`` is a point on the clock in ms (:meth:`deadline`); past it, :class:`KafkaTimeoutError`
+        naming ``request.what`` and the last error. ``request.body`` is called per attempt (a body
         that carries the current producer epoch). A coordinator that speaks the API only below
-        ``min_version`` raises :class:`UnsupportedVersionError` naming ``what``.
+        ``request.min_version`` raises :class:`UnsupportedVersionError` naming ``request.what``.
         """
+        return request.handle(await self._answer(request, deadline))
+
+    async def _answer(self, request: CoordinatorRequest[Any], deadline: float) -> dict[str, Any]:
+        """The first answer to ``request`` that is not "moved" or "later" (see :meth:`send`)."""
+        key_type, key, api_key, what = request.key_type, request.key, request.api_key, request.what
         attempt = 0
         last: BaseException | None = None
         while True:
             try:
                 node = await self._find(key_type, key, deadline, what)
                 connection = await self._client.connection_to(node.node_id, node.host, node.port)
-                _require_version(connection, key, api_key, min_version, what)
-                answer: dict[str, Any] = await connection.send(api_key, body() if callable(body) else body)
+                _require_version(connection, key, api_key, request.min_version, what)
+                answer: dict[str, Any] = await connection.send(api_key, request.body())
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.forget(key_type, key)
                 last = exc

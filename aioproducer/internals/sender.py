@@ -67,9 +67,6 @@ from aioproducer.errors import (
     AuthenticationError,
     BrokerResponseError,
     DuplicateSequenceNumberError,
-    InvalidProducerEpochError,
-    ProducerFencedError,
-    TransactionalIdAuthorizationFailedError,
     InvalidRecordBrokerError,
     KafkaConnectionError,
     KafkaError,
@@ -870,20 +867,9 @@ class Sender:
         self._finish(batch, -1, -1, error)
 
     def _transaction_failed(self, tm: TransactionManager, error: BaseException) -> None:
-        """A batch of the transaction failed: unauthorized is fatal; anything else makes the transaction abortable.
-
-        A refused epoch too (KIP-588): it means fenced *or* timed out by the coordinator, and the
-        next commit or abort asks the coordinator which (``Transactions._resolve_rejected_epoch``).
-        """
-        if isinstance(error, TransactionalIdAuthorizationFailedError):
-            tm.fatal_error(error)
+        """A batch of the transaction failed (``TransactionManager.transaction_failed``); unauthorized refuses every record."""
+        if tm.transaction_failed(error):
             self.lifecycle.refuse(error)
-            return
-        if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
-            tm.epoch_rejected = True
-        tm.abortable_error(error)
-        if tm.epoch_bump_required:
-            tm.bump_on_abort = True  # KIP-360: InitProducerId with the current epoch when aborting
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         if batch.in_flight:

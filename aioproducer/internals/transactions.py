@@ -287,8 +287,7 @@ class Transactions:
         """
         tm = self.tm
         await self._init_producer_id(what, deadline)
-        tm.epoch_rejected = False
-        tm.coordinator_aborted = True
+        tm.aborted_by_coordinator()
         self.abort_undrained(TransactionAbortedError(
             f"the transaction coordinator aborted the transaction (transaction.timeout.ms="
             f"{tm.transaction_timeout_ms} ms) before this record was sent"
@@ -510,7 +509,7 @@ class Transactions:
             def handle(answer: dict[str, Any]) -> None:
                 code = first_error_code(answer)
                 if code in _EPOCH_REJECTED:
-                    tm.epoch_rejected = True  # fenced, or the coordinator aborted it already: InitProducerId tells
+                    tm.epoch_refused()  # fenced, or the coordinator aborted it already: InitProducerId tells
                 else:
                     self._check(code, what)
 
@@ -521,7 +520,7 @@ class Transactions:
         if tm.epoch_rejected or tm.bump_on_abort:  # KIP-588 / KIP-360: a new epoch, or PRODUCER_FENCED
             tm.transition(_S.INITIALIZING)
             await self._init_producer_id(what, math.inf)
-            tm.bump_on_abort = False
+            tm.epoch_bumped_at_abort()
         tm.end_transaction()
 
     # ------------------------------------------------------------------------------ offsets
@@ -548,7 +547,7 @@ class Transactions:
             ),
             deadline,
         )
-        tm.offsets_added = True
+        tm.offsets_added_to_transaction()
         await self._send(
             self._txn_request(
                 messages.TXN_OFFSET_COMMIT, what,
