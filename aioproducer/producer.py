@@ -317,9 +317,8 @@ class Producer:
         )
         sender = Sender(
             client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake, metrics=self._metrics,
-            log=client_logger("aioproducer.sender", cfg.client_id),
+            log=client_logger("aioproducer.sender", cfg.client_id), coordinators=coordinators,
         )
-        sender.coordinators = coordinators
         if transactions is not None:
             transactions.flush = self.flush
             transactions.abort_undrained = sender.abort_undrained

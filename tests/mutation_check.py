@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TM = "aioproducer/internals/transaction_manager.py"
 ACC = "aioproducer/internals/accumulator.py"
 SENDER = "aioproducer/internals/sender.py"
+TXN = "aioproducer/internals/transactions.py"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 
 
@@ -92,6 +93,12 @@ MUTATIONS = [
         ACC,
         "        for piece in pieces:\n            # Closed for appends",
         "        for piece in []:\n            # Closed for appends",
+    ),
+    Mutation(
+        "a failing InitProducerId asks the same broker forever",
+        TXN,
+        "        node = ready[attempt % len(ready)] if attempt == 0 else nodes[attempt % len(nodes)]\n",
+        "        node = ready[0]\n",
     ),
     Mutation(
         "an expired queued batch unmutes its partition",

@@ -27,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from types import MethodType
 from typing import Any, Optional, Protocol
 
+from aioproducer.clock import monotonic_ms
 from aioproducer.errors import RecordTooLargeError
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
@@ -50,10 +50,6 @@ __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "effective_b
 _BATCH_LOG = logging.getLogger("aioproducer")
 
 Headers = Sequence[tuple[str, Optional[bytes]]]
-
-
-def monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 class LeaderLookup(Protocol):

@@ -9,20 +9,25 @@ down at the last update): as Java's TransactionManager, which connects to the no
 names, instead of failing every request until ``metadata.max.age.ms`` refreshes the metadata. COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS (the
 previous transaction is still being completed) and UNSTABLE_OFFSET_COMMIT (a group's offsets
 wait for a pending transaction, KIP-447) mean "the same broker, a little later". So
-:meth:`Coordinators.request` retries those, with the producer's backoff, until the caller's
+:meth:`Coordinators.send` retries those, with the producer's backoff, until the caller's
 deadline, and returns every other answer for the caller to judge: only it knows which
 errors are fatal or abortable for its request. A connection failure is retried the same way.
 A caller that needs a version of the API (a field older versions lack) says so, and a
 coordinator too old for it is an :class:`UnsupportedVersionError`, not a silent downgrade.
+
+Every round trip has one shape, a :class:`CoordinatorRequest`: the request (made per attempt)
+and the handling of its answer, run by :meth:`Coordinators.send`. Deadlines are points on the
+producer's clock in milliseconds (``clock.py``), so tests reach them with a fake clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
@@ -36,7 +41,9 @@ from aioproducer.errors import (
 )
 from aioproducer.protocol import messages
 
-__all__ = ["GROUP", "TRANSACTION", "Coordinators", "first_error_code", "raise_for"]
+__all__ = ["GROUP", "TRANSACTION", "CoordinatorRequest", "Coordinators", "first_error_code", "raise_for"]
+
+_T = TypeVar("_T")
 
 #: FindCoordinator key types.
 GROUP = 0
@@ -84,44 +91,79 @@ class _Coordinator(NamedTuple):
     port: int
 
 
+@dataclass(frozen=True)
+class CoordinatorRequest(Generic[_T]):
+    """One round trip to a coordinator, in the one shape they all have (Java's ``TxnRequestHandler``).
+
+    ``body`` makes the request, per attempt (a body that carries the current producer epoch);
+    ``handle`` reads the answer that :meth:`Coordinators.send` gets back (one that is not "moved"
+    or "later"): the result, or the error it means, raised. A caller that needs a version of the
+    API says so in ``min_version``.
+    """
+
+    key_type: int
+    key: str
+    api_key: int
+    what: str
+    body: Callable[[], dict[str, Any]]
+    handle: Callable[[dict[str, Any]], _T]
+    min_version: int = 0
+
+
+async def _sleep_ms(ms: float) -> None:
+    await asyncio.sleep(ms / 1000.0)
+
+
 class Coordinators:
     """Finds coordinators and sends them requests, retrying what only needs time (see the module docstring)."""
 
-    def __init__(self, client: CoordinatorClient, retry_backoff_ms: int, retry_backoff_max_ms: int) -> None:
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        *,
+        clock: Clock = monotonic_ms,
+        sleep: Callable[[float], Awaitable[None]] = _sleep_ms,
+    ) -> None:
         self._client = client
+        #: The producer's clock (ms): every deadline here is a point on it (see ``deadline``); ``sleep``
+        #: waits out a backoff (ms). A test passes a fake pair and reaches any deadline without sleeping.
+        self._clock = clock
+        self._sleep = sleep
         self._backoff_ms = max(1, retry_backoff_ms)
         self._backoff_max_ms = max(self._backoff_ms, retry_backoff_max_ms)
         #: (key type, key) -> the coordinator, until it says it is not.
         self._known: dict[tuple[int, str], _Coordinator] = {}
 
+    def deadline(self, timeout_ms: float) -> float:
+        """The point on the clock ``timeout_ms`` from now: what :meth:`send` takes (``math.inf``: none)."""
+        return self._clock() + timeout_ms
+
     def forget(self, key_type: int, key: str) -> None:
         self._known.pop((key_type, key), None)
 
-    async def request(
-        self,
-        key_type: int,
-        key: str,
-        api_key: int,
-        body: dict[str, Any] | Callable[[], dict[str, Any]],
-        deadline: float,
-        what: str,
-        min_version: int = 0,
-    ) -> dict[str, Any]:
-        """Send ``body`` to the coordinator of ``key`` until an answer that is not "moved" or "later".
+    async def send(self, request: CoordinatorRequest[_T], deadline: float) -> _T:
+        """One round trip in its one shape: ``request.body`` sent until an answer that is not "moved" or "later", then handled.
 
-        ``deadline`` is ``time.monotonic()`` seconds; past it, :class:`KafkaTimeoutError` naming
-        ``what`` and the last error. ``body`` may be a function, called per attempt (a body
+        ``deadline`` is a point on the clock in ms (:meth:`deadline`); past it, :class:`KafkaTimeoutError`
+        naming ``request.what`` and the last error. ``request.body`` is called per attempt (a body
         that carries the current producer epoch). A coordinator that speaks the API only below
-        ``min_version`` raises :class:`UnsupportedVersionError` naming ``what``.
+        ``request.min_version`` raises :class:`UnsupportedVersionError` naming ``request.what``.
         """
+        return request.handle(await self._answer(request, deadline))
+
+    async def _answer(self, request: CoordinatorRequest[Any], deadline: float) -> dict[str, Any]:
+        """The first answer to ``request`` that is not "moved" or "later" (see :meth:`send`)."""
+        key_type, key, api_key, what = request.key_type, request.key, request.api_key, request.what
         attempt = 0
         last: BaseException | None = None
         while True:
             try:
                 node = await self._find(key_type, key, deadline, what)
                 connection = await self._client.connection_to(node.node_id, node.host, node.port)
-                _require_version(connection, key, api_key, min_version, what)
-                answer: dict[str, Any] = await connection.send(api_key, body() if callable(body) else body)
+                _require_version(connection, key, api_key, request.min_version, what)
+                answer: dict[str, Any] = await connection.send(api_key, request.body())
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.forget(key_type, key)
                 last = exc
@@ -169,12 +211,12 @@ class Coordinators:
     async def _wait(self, attempt: int, deadline: float, what: str, last: BaseException | None) -> None:
         await self._wait_ms(min(self._backoff_ms * 2.0 ** min(attempt - 1, 30), self._backoff_max_ms), deadline, what, last)
 
-    @staticmethod
-    async def _wait_ms(delay_ms: float, deadline: float, what: str, last: BaseException | None) -> None:
-        left = deadline - time.monotonic()
+    async def _wait_ms(self, delay_ms: float, deadline: float, what: str, last: BaseException | None) -> None:
+        """Back off ``delay_ms``, cut short at ``deadline``; the clock says when the deadline has passed."""
+        left = deadline - self._clock()
         if left <= 0:
             raise KafkaTimeoutError(f"{what} did not complete in time: the last attempt failed with {last}") from last
-        await asyncio.sleep(min(delay_ms / 1000, left))
+        await self._sleep(min(delay_ms, left))
 
 
 def _require_version(connection: Any, key: str, api_key: int, min_version: int, what: str) -> None:

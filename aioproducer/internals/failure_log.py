@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aioproducer.clock import monotonic_ms
 from aioproducer.errors import TransactionAbortedError
 from aioproducer.logs import LogLike
 
@@ -46,10 +46,6 @@ log = logging.getLogger("aioproducer.producer")
 DEFAULT_INTERVAL_MS = 10_000.0
 #: Partitions named in one line; more are counted ("and 12 more").
 _MAX_PARTITIONS_SHOWN = 8
-
-
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
 
 
 @dataclass(slots=True)
@@ -69,7 +65,7 @@ class DeliveryFailureLog:
         self,
         *,
         interval_ms: float = DEFAULT_INTERVAL_MS,
-        clock: Callable[[], float] = _monotonic_ms,
+        clock: Callable[[], float] = monotonic_ms,
         logger: LogLike = log,
     ) -> None:
         if interval_ms <= 0:

@@ -29,13 +29,17 @@ One pass, ``run_once(now)``:
    a ready/drain scan per request and lets the connection write them with
    one system call.
 
+Before step 1, the pass asks the transaction manager's side for its next request
+(``transactions.TransactionRequests.next_request``: InitProducerId of an idempotent
+producer, AddPartitionsToTxn), as Java's ``Sender.maybeSendAndPollTransactionalRequest``,
+and runs it in a task of its own, one at a time; a failure fails the queued records.
+
 Compression happens when a request is written (``ProducerBatch.records()``),
-on the event loop, up to a share per pass (``INLINE_COMPRESSION_BYTES``: a few
-milliseconds of the codec's work). A request that would take the pass past it
-is compressed in a thread of the sender's own (the codecs release the GIL)
-from copies of its sections, and written once the results are back; its node
-takes no other request meanwhile, so nothing overtakes it. A pass that used
-its share ends with a zero delay, letting the loop run other tasks first.
+on the event loop, up to a share per pass; a request that would take the pass
+past it is compressed in a thread and written once the results are back, its
+node taking no other request meanwhile (``compression_offload.py`` says why and
+how much). A pass that used its share ends with a zero delay, letting the loop
+run other tasks first.
 
 Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
 batch filled or opened, a response arrived, a connection came up, a flush or
@@ -56,18 +60,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from aioproducer.errors import (
     AuthenticationError,
     BrokerResponseError,
     DuplicateSequenceNumberError,
-    InvalidProducerEpochError,
-    ProducerFencedError,
-    TransactionalIdAuthorizationFailedError,
     InvalidRecordBrokerError,
     KafkaConnectionError,
     KafkaError,
@@ -76,14 +75,16 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.logs import LogLike
-from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
-from aioproducer.internals.coordinator import TRANSACTION, Coordinators, first_error_code
+from aioproducer.clock import monotonic_ms
+from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
+from aioproducer.internals.compression_offload import CompressionJobs, CompressionOffload
+from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.lifecycle import State
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
 from aioproducer.network.metadata import Node
-from aioproducer.protocol import compression, messages
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records, TopicData
 
@@ -98,17 +99,6 @@ DUPLICATE_SEQUENCE_NUMBER = DuplicateSequenceNumberError.errno
 
 # What _send_produce_request did with a request.
 _WRITTEN, _IN_TASK, _FAILED = "written", "in a task", "failed"
-
-#: Uncompressed bytes one pass compresses on the event loop; requests past it are compressed in a
-#: thread. About 3 ms of work at what each codec did on a busy 2-core machine (gzip ~20 MB/s,
-#: zstd ~150 MB/s, lz4 and snappy ~400 MB/s; see ``benchmarks/loop_stall.py``).
-INLINE_COMPRESSION_BYTES: dict[int, int] = {
-    compression.GZIP: 64 * 1024,
-    compression.ZSTD: 384 * 1024,
-    compression.LZ4: 1024 * 1024,
-    compression.SNAPPY: 1024 * 1024,
-}
-
 
 class SenderConfig(Protocol):
     acks: int
@@ -188,6 +178,8 @@ class Sender:
         wake: asyncio.Event | None = None,
         metrics: ProducerMetrics | None = None,
         log: LogLike = log,
+        coordinators: Coordinators | None = None,
+        inline_compression_bytes: float | None = None,
     ) -> None:
         self.client = client
         #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
@@ -213,31 +205,29 @@ class Sender:
         self._ended = False
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
-        #: InitProducerId: the attempt in flight, failed attempts so far (each asks the next
-        #: broker), when the next may start, and why the last one failed.
         #: Batches in a request (written or being written), and the earliest delivery deadline among
         #: them (a lower bound: batches leave without raising it). Past its deadline a batch fails
         #: at once, not when its request ends (up to request.timeout.ms later), as Java does.
         self._sent: dict[ProducerBatch, None] = {}
         self._sent_deadline = float("inf")
-        self._init_task: asyncio.Task[None] | None = None
-        #: Transactions: coordinator requests (given by the producer), the AddPartitionsToTxn under way,
-        #: and the transactional id each Produce request carries.
-        self.coordinators: Coordinators | None = None
-        self._add_partitions_task: asyncio.Task[None] | None = None
+        #: The transaction manager's requests (InitProducerId, AddPartitionsToTxn: ``transactions.py``),
+        #: asked for the next one each pass, and the one under way (its end wakes the sender).
+        self._txn_requests = (
+            None if transaction_manager is None else TransactionRequests(
+                transaction_manager, client, coordinators, accumulator.retry_backoff, config.delivery_timeout_ms,
+                clock=clock, log=log,
+            )
+        )
+        self._txn_task: asyncio.Task[None] | None = None
+        #: The transactional id each Produce request carries.
         self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
-        self._init_attempts = 0
-        self._init_not_before = float("-inf")
-        self._init_error: KafkaError | None = None
-        #: What a pass may still compress on the loop (inf: the producer does not compress).
-        self._inline_budget = float(INLINE_COMPRESSION_BYTES.get(accumulator.config.compression_type, float("inf")))
-        self._inline_left = self._inline_budget
-        #: Nodes whose next request is being compressed in the thread: nothing else goes to them meanwhile.
-        self._compressing: set[int] = set()
+        #: Compression off the loop past a share per pass (``compression_offload.py``); ``compressing`` is
+        #: its set of nodes whose request is in the thread, read here on every ready node.
+        self._offload = CompressionOffload(accumulator.config.compression_type, inline_compression_bytes)
+        self._compressing = self._offload.compressing
         #: Produce requests per node written or in a task and not answered yet: a node without any
         #: takes an awaited batch before its linger ends (``RecordAccumulator.ready``, ``_node_idle``).
         self._node_requests: dict[int, int] = {}
-        self._executor: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -290,9 +280,7 @@ class Sender:
         self.wakeup()
 
     async def _loop_once(self) -> None:
-        now = self._clock()
-        delay = min(self._maybe_init_producer_id(now), self.run_once(now))
-        await self._sleep(delay)
+        await self._sleep(self.run_once(self._clock()))
 
     async def _sleep(self, delay_ms: float) -> None:
         wake = self._wake
@@ -315,14 +303,16 @@ class Sender:
         accumulator = self.accumulator
         metadata: LeaderLookup = self.client.metadata
         tm = self.transaction_manager
+        delay = float("inf")
         if tm is not None:
             tm.maybe_resolve_sequences()
-            if tm.transactional:
-                self._maybe_add_partitions_to_txn(tm)  # a transactional epoch bump waits for the abort
-            elif tm.epoch_bump_required and tm.ready_to_bump():
-                tm.bump_epoch()  # local, as the Java idempotent producer; may drop the id at the last epoch
+            # Local, as the Java idempotent producer; may drop the id at the last epoch. A transactional
+            # epoch bump waits for the abort.
+            if not tm.transactional and tm.epoch_bump_required and tm.ready_to_bump():
+                tm.bump_epoch()
+            delay = self._maybe_send_transactional_request(now)
         result = accumulator.ready(metadata, now, self._node_idle)
-        delay = min(result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
+        delay = min(delay, result.next_ready_check_delay_ms, self._maybe_refresh_metadata(now))
         if result.unknown_leader_topics:
             for topic in result.unknown_leader_topics:
                 self.client.add_topic(topic)
@@ -331,7 +321,8 @@ class Sender:
 
         nodes = set()
         compressing = self._compressing
-        self._inline_left = self._inline_budget
+        offload = self._offload
+        offload.new_pass()
         for node in result.ready_nodes:
             can_drain = self.client.is_ready(node) and not (compressing and node in compressing)
             accumulator.update_node_latency(node, now, can_drain)
@@ -358,7 +349,7 @@ class Sender:
 
         written, in_tasks = self._send_all(batches_by_node)
         client = self.client
-        while written and self._inline_left > 0:
+        while written and not offload.spent:
             # Step 6: more requests to the nodes just written to, while they have room and are ready.
             # Room first: the scan in ready() is skipped once every such node is full (a response
             # wakes the sender then, and the other nodes' deadlines are in ``delay`` already).
@@ -372,7 +363,7 @@ class Sender:
                 break
             written, more_in_tasks = self._send_all(accumulator.drain(metadata, nodes, self.config.max_request_size, now))
             in_tasks = in_tasks or more_in_tasks
-        if in_tasks or self._inline_left <= 0:
+        if in_tasks or offload.spent:
             # A request went through a task that has not taken its in-flight slot yet (acks=0, or a
             # connection to replace), so its node may take more at once: pass again without sleeping.
             # Nodes written to synchronously were served above: a response or a timer wakes the sender.
@@ -476,8 +467,9 @@ class Sender:
         """
         last = batch.retry_error
         tm = self.transaction_manager
-        if last is None and tm is not None and not tm.has_producer_id:
-            last = self._init_error  # never sent: no producer id could be had
+        requests = self._txn_requests
+        if last is None and tm is not None and not tm.has_producer_id and requests is not None:
+            last = requests.init_error  # never sent: no producer id could be had
         if last is None:
             leader = self.client.metadata.leader_for(batch.topic, batch.partition)
             last = None if leader is None or leader < 0 else self.client.connection_error(leader)
@@ -496,10 +488,12 @@ class Sender:
         """One request per node: the nodes whose request was written now, and whether any went to a task."""
         written: set[int] = set()
         in_tasks = False
+        offload_active = self._offload.active
         for node, batches in batches_by_node.items():
             if not batches:
                 continue
-            if self._inline_budget != float("inf") and self._compress_in_thread(node, batches):
+            if offload_active and (jobs := self._offload.take(node, batches)) is not None:
+                self._track_request(self._compress_then_send(node, batches, jobs))
                 in_tasks = True
                 continue
             outcome = self._send_produce_request(node, batches)
@@ -510,55 +504,19 @@ class Sender:
         return written, in_tasks
 
     # ------------------------------------------------------------------ compression off the loop
-    def _compress_in_thread(self, node: int, batches: list[ProducerBatch]) -> bool:
-        """Whether the request goes to the compression thread: compressing it here would overrun the pass's share.
+    async def _compress_then_send(self, node: int, batches: list[ProducerBatch], jobs: CompressionJobs) -> None:
+        """The request past the pass's compression share (``compression_offload.py``): compressed in the thread, then sent.
 
-        gzip compresses ~20 MB/s: one pass writing up to brokers x in-flight requests
-        of 1 MB would hold the event loop for seconds. Below the share, compressing
-        here is cheaper than a trip to the thread.
+        The node takes no other request meanwhile, so none overtakes this one.
         """
-        pending = 0
-        for batch in batches:
-            pending += batch.builder.bytes_to_compress
-        if pending <= self._inline_left:
-            self._inline_left -= pending
-            return False
-        self._inline_left = 0.0  # the pass is over its share: it writes no more requests (see run_once)
-        jobs = [(batch, section) for batch in batches if (section := batch.builder.section_to_compress()) is not None]
-        self._compressing.add(node)
-        task = self._spawn(self._compress_then_send(node, batches, jobs))
-        self._requests.add(task)
-        task.add_done_callback(self._request_done)
-        return True
-
-    async def _compress_then_send(
-        self, node: int, batches: list[ProducerBatch], jobs: list[tuple[ProducerBatch, bytes]]
-    ) -> None:
-        """Compress copies of the sections in the thread, install the results here, then send.
-
-        The thread sees bytes only, never a batch: the batches stay the sender's
-        alone. The node takes no other request meanwhile, so none overtakes this one.
-        """
-        work = [(b.builder.compression_type, b.builder.compression_level, section) for b, section in jobs]
         try:
-            compressed = await asyncio.get_running_loop().run_in_executor(self._compression_executor(), _compress_all, work)
+            await self._offload.compress(node, jobs)
         except Exception as exc:  # noqa: BLE001 - as a request that could not be encoded
             self._request_failed(batches, KafkaError(f"compressing the Produce request failed: {exc!r}"))
             return
-        finally:
-            self._compressing.discard(node)
-        for (batch, section), data in zip(jobs, compressed):
-            if not batch.is_done:
-                batch.builder.install_compressed(section, data)
         live = [batch for batch in batches if not batch.is_done]
         if live and not self._ended:
             self._send_produce_request(node, live)
-
-    def _compression_executor(self) -> ThreadPoolExecutor:
-        """One thread, made on first use: compression releases the GIL, so it runs beside the loop."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aioproducer-compress")
-        return self._executor
 
     # ------------------------------------------------------------------ background helpers
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
@@ -615,126 +573,41 @@ class Sender:
 
         self._metadata_task = self._spawn(refresh())
 
-    # ------------------------------------------------------------------ transactions
-    def _maybe_add_partitions_to_txn(self, tm: TransactionManager) -> None:
-        """Send AddPartitionsToTxn for the partitions that got their first batch (one request at a time)."""
-        if self._add_partitions_task is not None or self.coordinators is None:
-            return
-        partitions = tm.take_pending_partitions()
-        if partitions:
-            self._add_partitions_task = self._spawn(self._add_partitions_to_txn(tm, partitions))
+    # ------------------------------------------------------------------ the transaction manager's requests
+    def _maybe_send_transactional_request(self, now: float) -> float:
+        """Start the transaction manager's next request, one at a time (Java's ``maybeSendAndPollTransactionalRequest``).
 
-    async def _add_partitions_to_txn(self, tm: TransactionManager, partitions: set[tuple[str, int]]) -> None:
-        assert self.coordinators is not None and tm.transactional_id is not None
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        body = {
-            "v3_and_below_transactional_id": tm.transactional_id,
-            "v3_and_below_producer_id": tm.producer_id,
-            "v3_and_below_producer_epoch": tm.producer_epoch,
-            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-        }
-        added: set[tuple[str, int]] = set()
-        retry: set[tuple[str, int]] = set()
+        Returns ms until one may become due. The request runs in a task (``transactions.TransactionRequests``);
+        its end wakes the sender.
+        """
+        requests = self._txn_requests
+        task = self._txn_task
+        if requests is None or (task is not None and not task.done()):
+            return float("inf")
+        request, delay = requests.next_request(now, self._has_requests())
+        if request is not None:
+            self._txn_task = self._spawn(self._run_transactional_request(request))
+        return delay
+
+    async def _run_transactional_request(self, request: SenderRequest) -> None:
+        """Run the request; a failure fails the queued records (the batches are the sender's)."""
         try:
-            answer = await self.coordinators.request(
-                TRANSACTION, tm.transactional_id, messages.ADD_PARTITIONS_TO_TXN, body,
-                time.monotonic() + self.config.delivery_timeout_ms / 1000, "AddPartitionsToTxn",
-            )
-            code = first_error_code(answer)
-            if code == 0:
-                added = partitions
-            else:
-                error = error_for_code(code)(f"AddPartitionsToTxn: {error_for_code(code).message}")
-                self._add_partitions_failed(tm, error)
-        except KafkaError as exc:
-            self._add_partitions_failed(tm, exc)
+            failed = await request
+            if failed is not None:
+                self._transactional_request_failed(failed)
         finally:
-            tm.partitions_added(added, retry)
-            self._add_partitions_task = None
             self.wakeup()
 
-    def _add_partitions_failed(self, tm: TransactionManager, error: KafkaError) -> None:
-        """The partitions could not be added: their batches fail, and the transaction must be aborted."""
-        self._log.warning("AddPartitionsToTxn failed: %s", error)
-        self._transaction_failed(tm, error)
-        for batch in self.accumulator.abort_undrained():
-            self._fail_batch(batch, error, outcome_unknown=False)
-
-    def _maybe_init_producer_id(self, now: float) -> float:
-        """Start an InitProducerId attempt when one is needed and due; ms until the next may start.
-
-        In a task of its own, one attempt at a time, so that the sender's passes go
-        on meanwhile: records still expire at ``delivery.timeout.ms`` and a close is
-        not held up by a coordinator that keeps answering with retriable errors.
-        Not while requests are in flight (after the epoch ran out, their answers
-        still count under the old producer id).
-        """
-        tm = self.transaction_manager
-        if tm is None or tm.transactional or tm.has_producer_id or self._has_requests():
-            return float("inf")  # a transactional producer's id comes from init_transactions()
-        if self._init_task is not None and not self._init_task.done():
-            return float("inf")  # its end wakes the sender
-        if now < self._init_not_before:
-            return self._init_not_before - now
-        self._init_task = self._spawn(self._init_producer_id())
-        return float("inf")
-
-    async def _init_producer_id(self) -> None:
-        """One InitProducerId attempt (at start, or after the epoch ran out); bumps are local (``bump_epoch``)."""
+    def _transactional_request_failed(self, failed: RequestFailed) -> None:
+        """Fatal: nothing can be sent any more. Else (AddPartitionsToTxn) the transaction must be aborted."""
+        if failed.fatal:
+            self._fatal(failed.error)
+            return
         tm = self.transaction_manager
         assert tm is not None
-        body = {
-            "transactional_id": None,
-            "transaction_timeout_ms": 2147483647,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
-        try:
-            response = await self._send_to_any_node(messages.INIT_PRODUCER_ID, body, self._init_attempts)
-            code = response.get("error_code", 0)
-            if code == NONE:
-                tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
-                self._log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
-                self._init_attempts, self._init_error = 0, None
-                return
-            error_class = error_for_code(code)
-            error = error_class(f"InitProducerId failed: {error_class.message}")
-            if not error_class.retriable:
-                self._fatal(error)
-                return
-            self._init_failed(error)
-        except AuthenticationError as exc:
-            self._fatal(exc)
-        except KafkaError as exc:
-            self._init_failed(exc)
-        finally:
-            self.wakeup()
-
-    def _init_failed(self, error: KafkaError) -> None:
-        """Back off (as a produce retry would) and ask the next broker next time."""
-        self._log.debug("InitProducerId attempt %d failed: %s", self._init_attempts + 1, error)
-        self._init_attempts += 1
-        self._init_error = error
-        self._init_not_before = self._clock() + self.accumulator.retry_backoff(self._init_attempts)
-
-    async def _send_to_any_node(self, api_key: int, body: dict[str, Any], attempt: int) -> dict[str, Any]:
-        """Send a cluster-wide request (InitProducerId): a ready node first, the next one on each retry.
-
-        Rotating over the known nodes by ``attempt`` means a broker that keeps
-        failing (or answering with a retriable error) is not asked forever.
-        """
-        nodes = sorted(self.client.metadata.nodes)
-        if not nodes:
-            raise KafkaConnectionError("no broker is known yet")
-        ready = [n for n in nodes if self.client.is_ready(n)] or nodes
-        node = ready[attempt % len(ready)] if attempt == 0 else nodes[attempt % len(nodes)]
-        connection = await self.client.connection(node)
-        response = await connection.send(api_key, body)
-        if response is None:  # only a request sent without expecting an answer has none
-            raise KafkaConnectionError(f"node {node} sent no answer to a request that expects one")
-        return response
+        self._transaction_failed(tm, failed.error)
+        for batch in self.accumulator.abort_undrained():
+            self._fail_batch(batch, failed.error, outcome_unknown=False)
 
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
@@ -744,15 +617,14 @@ class Sender:
 
     async def _shutdown_background(self) -> None:
         tasks = [*self._connecting.values(), *self._requests]
-        for task in (self._metadata_task, self._init_task, self._add_partitions_task):
+        for task in (self._metadata_task, self._txn_task):
             if task is not None:
                 tasks.append(task)
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._offload.shutdown()
 
     # ------------------------------------------------------------------ produce requests
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
@@ -763,9 +635,7 @@ class Sender:
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
             # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
-            task = self._spawn(self._produce(node, topic_data, batches))  # records it when it writes
-            self._requests.add(task)
-            task.add_done_callback(self._request_done)
+            self._track_request(self._produce(node, topic_data, batches))  # records it when it writes
             self._node_requests[node] = self._node_requests.get(node, 0) + 1
             return _IN_TASK
         sent_ms = self._record_sent(batches)
@@ -784,6 +654,12 @@ class Sender:
         self._callbacks_pending += 1
         self._node_requests[node] = self._node_requests.get(node, 0) + 1
         return _WRITTEN
+
+    def _track_request(self, coro: Any) -> None:
+        """Run a Produce request's coroutine in a task that a close waits for (``_requests``)."""
+        task = self._spawn(coro)
+        self._requests.add(task)
+        task.add_done_callback(self._request_done)
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         # The closing loop waits for ``_requests`` to empty: wake it when it shrinks.
@@ -991,20 +867,9 @@ class Sender:
         self._finish(batch, -1, -1, error)
 
     def _transaction_failed(self, tm: TransactionManager, error: BaseException) -> None:
-        """A batch of the transaction failed: unauthorized is fatal; anything else makes the transaction abortable.
-
-        A refused epoch too (KIP-588): it means fenced *or* timed out by the coordinator, and the
-        next commit or abort asks the coordinator which (``Transactions._resolve_rejected_epoch``).
-        """
-        if isinstance(error, TransactionalIdAuthorizationFailedError):
-            tm.fatal_error(error)
+        """A batch of the transaction failed (``TransactionManager.transaction_failed``); unauthorized refuses every record."""
+        if tm.transaction_failed(error):
             self.lifecycle.refuse(error)
-            return
-        if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
-            tm.epoch_rejected = True
-        tm.abortable_error(error)
-        if tm.epoch_bump_required:
-            tm.bump_on_abort = True  # KIP-360: InitProducerId with the current epoch when aborting
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         if batch.in_flight:
@@ -1067,11 +932,6 @@ def _record_errors(part: PartitionResponse, error: BrokerResponseError) -> Recor
     others = KafkaError(f"{_OTHER_RECORDS_FAILED}; the batch failed with {error}")
     others.__cause__ = error
     return RecordErrors(by_index, others)
-
-
-def _compress_all(work: list[tuple[int, int | None, bytes]]) -> list[bytes]:
-    """In the compression thread: (codec, level, section) -> compressed section. Touches nothing shared."""
-    return [compression.compress(codec, section, level) for codec, level, section in work]
 
 
 def _group_by_topic(

@@ -69,8 +69,10 @@ from dataclasses import dataclass, field
 
 from aioproducer.errors import (
     IllegalStateError,
+    InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
     ProducerFencedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownProducerIdError,
 )
 from aioproducer.internals.batch import ProducerBatch
@@ -165,22 +167,27 @@ class TransactionManager:
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.state = TransactionState.UNINITIALIZED
-        #: Why the state is ABORTABLE_ERROR or FATAL_ERROR.
+        #: Why the state is ABORTABLE_ERROR or FATAL_ERROR. Written by ``transition``, ``end_transaction``.
         self.last_error: BaseException | None = None
         #: Partitions the coordinator knows are in this transaction; partitions with records queued
-        #: that it does not know yet; those in the AddPartitionsToTxn request under way.
+        #: that it does not know yet; those in the AddPartitionsToTxn request under way. Written by
+        #: ``maybe_add_partition`` (the accumulator), ``take_pending_partitions`` and ``partitions_added``
+        #: (``TransactionRequests``), ``end_transaction``.
         self.partitions_in_transaction: set[tuple[str, int]] = set()
         self.pending_partitions: set[tuple[str, int]] = set()
         self.partitions_being_added: set[tuple[str, int]] = set()
         #: AddOffsetsToTxn succeeded in this transaction: it must be ended even without records.
+        #: Written by ``offsets_added_to_transaction`` (``Transactions.send_offsets``), ``end_transaction``.
         self.offsets_added = False
         #: A batch failed in a way that needs a new epoch: InitProducerId with the old one at abort.
+        #: Written by ``transaction_failed`` (the sender) and ``epoch_bumped_at_abort`` (``Transactions``).
         self.bump_on_abort = False
         #: A broker or the coordinator refused the epoch (fenced, or the transaction timed out):
-        #: the next commit or abort asks which (KIP-588, see the module docstring).
+        #: the next commit or abort asks which (KIP-588, see the module docstring). Written by
+        #: ``epoch_refused``, ``aborted_by_coordinator``, ``end_transaction``.
         self.epoch_rejected = False
         #: The coordinator had aborted this transaction (it timed out) and the producer holds its
-        #: new epoch already: aborting it sends nothing.
+        #: new epoch already: aborting it sends nothing. Written by ``aborted_by_coordinator``, ``end_transaction``.
         self.coordinator_aborted = False
         #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
@@ -234,6 +241,39 @@ class TransactionManager:
 
     def fatal_error(self, error: BaseException) -> None:
         self.transition(TransactionState.FATAL_ERROR, error)
+
+    def transaction_failed(self, error: BaseException) -> bool:
+        """A batch of the transaction failed: unauthorized is fatal (True: refuse every record); else abortable.
+
+        A refused epoch too (KIP-588): it means fenced *or* timed out by the coordinator, and the
+        next commit or abort asks the coordinator which (``Transactions._resolve_rejected_epoch``).
+        """
+        if isinstance(error, TransactionalIdAuthorizationFailedError):
+            self.fatal_error(error)
+            return True
+        if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
+            self.epoch_refused()
+        self.abortable_error(error)
+        if self.epoch_bump_required:
+            self.bump_on_abort = True  # KIP-360: InitProducerId with the current epoch when aborting
+        return False
+
+    def epoch_refused(self) -> None:
+        """A broker or the coordinator refused the epoch: the next commit or abort asks why (KIP-588)."""
+        self.epoch_rejected = True
+
+    def aborted_by_coordinator(self) -> None:
+        """InitProducerId told that the coordinator aborted the transaction (it timed out): its new epoch is held."""
+        self.epoch_rejected = False
+        self.coordinator_aborted = True
+
+    def epoch_bumped_at_abort(self) -> None:
+        """The abort's InitProducerId gave the new epoch a failed batch needed (KIP-360)."""
+        self.bump_on_abort = False
+
+    def offsets_added_to_transaction(self) -> None:
+        """AddOffsetsToTxn succeeded: the transaction must be ended even without records."""
+        self.offsets_added = True
 
     @property
     def transaction_started(self) -> bool:

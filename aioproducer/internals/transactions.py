@@ -40,6 +40,16 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
   and :class:`Coordinators` retries that until ``max.block.ms``: the answer is the committed
   or aborted outcome, never a guess.
 
+Every coordinator round trip has one shape, a ``CoordinatorRequest`` (``coordinator.py``): the
+request, made per attempt, and the handling of its answer, sent by ``Coordinators.send`` with
+its retries; a transaction call's answers are judged by ``Transactions._judged`` and a refused
+epoch told apart by ``Transactions._send``. Deadlines are points on the producer's clock (ms).
+
+The requests the sender's pass makes for the transaction manager are here too:
+:class:`TransactionRequests` (Java's ``TransactionManager.nextRequest``) gives it the next one,
+InitProducerId of an idempotent producer or AddPartitionsToTxn, and the sender runs it and
+fails the queued records if it fails (:class:`RequestFailed`).
+
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
 closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
 fails a transaction makes it abortable (``abort_transaction()`` and the producer works again).
@@ -48,17 +58,21 @@ fails a transaction makes it abortable (``abort_transaction()`` and the producer
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import math
 import sys
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from aioproducer.errors import (
+    AuthenticationError,
     IllegalStateError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     ProducerFencedError,
     ProtocolError,
@@ -67,19 +81,32 @@ from aioproducer.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
-from aioproducer.internals.coordinator import GROUP, TRANSACTION, Coordinators, first_error_code, raise_for
+from aioproducer.clock import Clock, monotonic_ms
+from aioproducer.internals.coordinator import (
+    GROUP,
+    TRANSACTION,
+    CoordinatorRequest,
+    Coordinators,
+    first_error_code,
+    raise_for,
+)
 from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
+from aioproducer.logs import LogLike
 from aioproducer.protocol import messages
 
 __all__ = [
     "GroupMetadata",
     "PreparedTransaction",
+    "RequestFailed",
+    "TransactionRequests",
     "Transactions",
     "committed_offsets",
     "complete_prepared",
     "offset_fetch_arguments",
 ]
 
+#: Where the sender's requests log when no producer hands its own logger (tests, used alone).
+_SENDER_LOG = logging.getLogger("aioproducer.sender")
 _FATAL = (ProducerFencedError, TransactionalIdAuthorizationFailedError, InvalidTxnStateError)
 #: A refused epoch: fenced, or the transaction timed out (told apart by ``_resolve_rejected_epoch``).
 _EPOCH_REJECTED = frozenset({ProducerFencedError.errno, InvalidProducerEpochError.errno})
@@ -168,6 +195,14 @@ class GroupMetadata:
         return cls(group_id.decode(), generation, member_id.decode(), instance)
 
 
+class _EpochRefused(Exception):
+    """A round trip's answer refused the producer's epoch: ``Transactions._send`` asks the coordinator why."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 @dataclass
 class _Pending:
     """A commit, abort or prepare under way: its round trips run on while its caller's wait (max.block.ms) ends."""
@@ -179,12 +214,16 @@ class _Pending:
 class Transactions:
     """The coordinator round trips of the transactional producer (see the module docstring)."""
 
-    def __init__(self, tm: TransactionManager, coordinators: Coordinators, max_block_ms: int) -> None:
+    def __init__(
+        self, tm: TransactionManager, coordinators: Coordinators, max_block_ms: int, *, clock: Clock = monotonic_ms
+    ) -> None:
         assert tm.transactional_id is not None
         self.tm = tm
         self.transactional_id: str = tm.transactional_id
         self._coordinators = coordinators
         self._max_block_ms = max_block_ms
+        #: The producer's clock (ms): it decides every deadline (``max.block.ms``) of these calls.
+        self._clock = clock
         #: Set by the producer once its accumulator and sender exist (``init`` needs neither):
         #: wait for every queued record; fail the queued ones; refuse every later record.
         self.flush: Callable[[], Awaitable[None]] = _nothing
@@ -194,19 +233,32 @@ class Transactions:
         self._pending: _Pending | None = None
 
     def _deadline(self) -> float:
-        return time.monotonic() + self._max_block_ms / 1000
+        """``max.block.ms`` from now, on the producer's clock."""
+        return self._clock() + self._max_block_ms
 
-    async def _request(self, api_key: int, body: Callable[[], dict[str, Any]], what: str, deadline: float) -> dict[str, Any]:
-        answer = await self._coordinators.request(TRANSACTION, self.transactional_id, api_key, body, deadline, what)
-        await self._judge(first_error_code(answer), what, deadline)
-        return answer
+    def _txn_request(
+        self, api_key: int, what: str, body: Callable[[], dict[str, Any]], key_type: int = TRANSACTION, key: str | None = None
+    ) -> CoordinatorRequest[None]:
+        """A round trip of a transaction call: its answer judged by ``_judged`` (see ``_send``)."""
+        return CoordinatorRequest(
+            key_type, self.transactional_id if key is None else key, api_key, what, body, functools.partial(self._judged, what)
+        )
 
-    async def _judge(self, code: int, what: str, deadline: float) -> None:
-        """Raise for an error answer; a refused epoch is told apart first (fenced, or the transaction timed out)."""
+    def _judged(self, what: str, answer: dict[str, Any]) -> None:
+        """Raise for an error answer; a refused epoch as ``_EpochRefused``, for ``_send`` to tell apart."""
+        code = first_error_code(answer)
         if code in _EPOCH_REJECTED:
-            await self._resolve_rejected_epoch(what, deadline)
-            raise self._aborted_by_coordinator(what)
+            raise _EpochRefused(code)
         self._check(code, what)
+
+    async def _send(self, request: CoordinatorRequest[_T], deadline: float) -> _T:
+        """Send a round trip; a refused epoch is told apart first (fenced, or the transaction timed out)."""
+        try:
+            return await self._coordinators.send(request, deadline)
+        except _EpochRefused:
+            pass
+        await self._resolve_rejected_epoch(request.what, deadline)
+        raise self._aborted_by_coordinator(request.what)
 
     def _check(self, code: int, what: str) -> None:
         if not code:
@@ -235,8 +287,7 @@ class Transactions:
         """
         tm = self.tm
         await self._init_producer_id(what, deadline)
-        tm.epoch_rejected = False
-        tm.coordinator_aborted = True
+        tm.aborted_by_coordinator()
         self.abort_undrained(TransactionAbortedError(
             f"the transaction coordinator aborted the transaction (transaction.timeout.ms="
             f"{tm.transaction_timeout_ms} ms) before this record was sent"
@@ -268,8 +319,9 @@ class Transactions:
             pending = self._pending = _Pending(what, task)
         elif pending.what != what:
             self.require_no_pending(what)
+        deadline = self._deadline()  # the clock decides the bound; the wait below uses it
         try:
-            async with asyncio.timeout(self._max_block_ms / 1000) as bound:
+            async with asyncio.timeout(max(0.0, deadline - self._clock()) / 1000) as bound:
                 result: _T = await asyncio.shield(pending.task)
         except TimeoutError:
             if not bound.expired():
@@ -337,20 +389,21 @@ class Transactions:
                 "producer_epoch": tm.producer_epoch,
             }
 
-        answer = await self._coordinators.request(
-            TRANSACTION, self.transactional_id, messages.INIT_PRODUCER_ID, body, deadline, what
-        )
-        code = first_error_code(answer)
-        if code in _EPOCH_REJECTED:
-            error = ProducerFencedError(
-                f"{what} for transactional.id {self.transactional_id!r}: a newer producer with the same "
-                f"transactional.id fenced this one (producer id {tm.producer_id}, epoch {tm.producer_epoch})"
-            )
-            tm.fatal_error(error)
-            self.on_fatal(error)
-            raise error
-        self._check(code, what)
-        tm.set_producer_id_and_epoch(int(answer["producer_id"]), int(answer["producer_epoch"]))
+        def handle(answer: dict[str, Any]) -> None:
+            code = first_error_code(answer)
+            if code in _EPOCH_REJECTED:
+                error = ProducerFencedError(
+                    f"{what} for transactional.id {self.transactional_id!r}: a newer producer with the same "
+                    f"transactional.id fenced this one (producer id {tm.producer_id}, epoch {tm.producer_epoch})"
+                )
+                tm.fatal_error(error)
+                self.on_fatal(error)
+                raise error
+            self._check(code, what)
+            tm.set_producer_id_and_epoch(int(answer["producer_id"]), int(answer["producer_epoch"]))
+
+        request = CoordinatorRequest(TRANSACTION, self.transactional_id, messages.INIT_PRODUCER_ID, what, body, handle)
+        await self._coordinators.send(request, deadline)
 
     # ------------------------------------------------------------------------ begin, commit
     def begin(self) -> None:
@@ -423,17 +476,18 @@ class Transactions:
     async def _end_txn(self, committed: bool) -> None:
         tm = self.tm
         what = "commit_transaction()" if committed else "abort_transaction()"
-        await self._request(
-            messages.END_TXN,
-            lambda: {
-                "transactional_id": self.transactional_id,
-                "producer_id": tm.producer_id,
-                "producer_epoch": tm.producer_epoch,
-                "committed": committed,
-            },
-            what,
-            math.inf,  # bounded by the caller's wait (``_run``), and retried after it as Java does
-        )
+        body = functools.partial(self._end_txn_body, committed)
+        # Bounded by the caller's wait (``_run``), and retried after it as Java does.
+        await self._send(self._txn_request(messages.END_TXN, what, body), math.inf)
+
+    def _end_txn_body(self, committed: bool) -> dict[str, Any]:
+        tm = self.tm
+        return {
+            "transactional_id": self.transactional_id,
+            "producer_id": tm.producer_id,
+            "producer_epoch": tm.producer_epoch,
+            "committed": committed,
+        }
 
     # -------------------------------------------------------------------------------- abort
     async def abort(self) -> None:
@@ -451,21 +505,22 @@ class Transactions:
         what = "abort_transaction()"
         await self.flush()  # what is in flight completes, one way or the other
         if tm.transaction_started and not (tm.epoch_rejected or tm.coordinator_aborted):
-            answer = await self._coordinators.request(
-                TRANSACTION, self.transactional_id, messages.END_TXN,
-                lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
-                         "producer_epoch": tm.producer_epoch, "committed": False},
-                math.inf, what,
+
+            def handle(answer: dict[str, Any]) -> None:
+                code = first_error_code(answer)
+                if code in _EPOCH_REJECTED:
+                    tm.epoch_refused()  # fenced, or the coordinator aborted it already: InitProducerId tells
+                else:
+                    self._check(code, what)
+
+            body = functools.partial(self._end_txn_body, False)
+            await self._coordinators.send(
+                CoordinatorRequest(TRANSACTION, self.transactional_id, messages.END_TXN, what, body, handle), math.inf
             )
-            code = first_error_code(answer)
-            if code in _EPOCH_REJECTED:
-                tm.epoch_rejected = True  # fenced, or the coordinator aborted it already: InitProducerId tells
-            else:
-                self._check(code, what)
         if tm.epoch_rejected or tm.bump_on_abort:  # KIP-588 / KIP-360: a new epoch, or PRODUCER_FENCED
             tm.transition(_S.INITIALIZING)
             await self._init_producer_id(what, math.inf)
-            tm.bump_on_abort = False
+            tm.epoch_bumped_at_abort()
         tm.end_transaction()
 
     # ------------------------------------------------------------------------------ offsets
@@ -484,25 +539,211 @@ class Transactions:
                  "committed_metadata": ""}
             )
         deadline = self._deadline()
-        await self._request(
-            messages.ADD_OFFSETS_TO_TXN,
-            lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
-                     "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
-            what, deadline,
+        await self._send(
+            self._txn_request(
+                messages.ADD_OFFSETS_TO_TXN, what,
+                lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
+                         "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
+            ),
+            deadline,
         )
-        tm.offsets_added = True
-        answer = await self._coordinators.request(
-            GROUP, group.group_id, messages.TXN_OFFSET_COMMIT,
-            lambda: {
-                "transactional_id": self.transactional_id, "group_id": group.group_id,
-                "producer_id": tm.producer_id, "producer_epoch": tm.producer_epoch,
-                "generation_id": group.generation_id, "member_id": group.member_id,
-                "group_instance_id": group.group_instance_id,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            },
-            deadline, what,
+        tm.offsets_added_to_transaction()
+        await self._send(
+            self._txn_request(
+                messages.TXN_OFFSET_COMMIT, what,
+                lambda: {
+                    "transactional_id": self.transactional_id, "group_id": group.group_id,
+                    "producer_id": tm.producer_id, "producer_epoch": tm.producer_epoch,
+                    "generation_id": group.generation_id, "member_id": group.member_id,
+                    "group_instance_id": group.group_instance_id,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                },
+                GROUP, group.group_id,
+            ),
+            deadline,
         )
-        await self._judge(first_error_code(answer), what, deadline)
+
+
+class RequestFailed(NamedTuple):
+    """A request of the sender's (``TransactionRequests``) failed for good: the queued records fail with ``error``.
+
+    The sender fails them: the batches are its own. ``fatal``: no record can be sent any more
+    (InitProducerId refused for good); else the transaction failed and must be aborted
+    (AddPartitionsToTxn).
+    """
+
+    error: BaseException
+    fatal: bool
+
+
+class NodeClient(Protocol):
+    """What the idempotent producer's InitProducerId needs of ``network.client.KafkaClient``: any broker."""
+
+    @property
+    def metadata(self) -> Any: ...
+
+    def is_ready(self, node_id: int) -> bool: ...
+
+    async def connection(self, node_id: int) -> Any: ...
+
+
+#: A request the sender runs in a task of its own: None, or how it failed.
+SenderRequest = Coroutine[Any, Any, "RequestFailed | None"]
+
+
+class TransactionRequests:
+    """The requests the sender makes for the transaction manager, one at a time (Java's ``TransactionManager.nextRequest``).
+
+    Each pass the sender asks :meth:`next_request` for the request due now and runs it in a
+    task of its own (Java's ``Sender.maybeSendAndPollTransactionalRequest``), so that its
+    passes go on meanwhile: records still expire at ``delivery.timeout.ms`` and a close is not
+    held up by a coordinator that keeps answering with retriable errors. The end of the task
+    wakes the sender. The requests:
+
+    * InitProducerId for an idempotent producer, at start and after the epoch ran out (a
+      transactional producer's comes from ``init_transactions()``, ``Transactions.init``). Not
+      while Produce requests are in flight (their answers still count under the old producer
+      id). To any broker, a ready one first and the next one after each failure, after the
+      producer's backoff: a broker that keeps failing is not asked forever.
+    * AddPartitionsToTxn for the partitions that got their first batch in the transaction
+      (``TransactionManager.take_pending_partitions``), to the transaction coordinator, until
+      ``delivery.timeout.ms``; a partition's batches are drained only once it is added.
+
+    Written by the sender's pass and the request it runs: ``init_error`` (read by the sender's
+    expiry message), the InitProducerId attempts and backoff.
+    """
+
+    def __init__(
+        self,
+        tm: TransactionManager,
+        client: NodeClient,
+        coordinators: Coordinators | None,
+        retry_backoff: Callable[[int], float],
+        delivery_timeout_ms: int,
+        *,
+        clock: Clock = monotonic_ms,
+        log: LogLike = _SENDER_LOG,
+    ) -> None:
+        self.tm = tm
+        self._client = client
+        #: Where AddPartitionsToTxn goes; None: nowhere (a transactional producer always has them).
+        self._coordinators = coordinators
+        #: The producer's backoff (ms) before attempt ``n + 1`` (``RecordAccumulator.retry_backoff``).
+        self._retry_backoff = retry_backoff
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self._clock = clock
+        self._log = log
+        #: InitProducerId: failed attempts so far (each asks the next broker), when the next may start,
+        #: and why the last one failed (None once one succeeded).
+        self._init_attempts = 0
+        self._init_not_before = float("-inf")
+        self.init_error: KafkaError | None = None
+
+    def next_request(self, now: float, requests_in_flight: bool) -> tuple[SenderRequest | None, float]:
+        """The request to run now (None if none is due), and ms until one may become due (inf: an event wakes the sender).
+
+        Called by the sender's pass while no request of this object is under way.
+        """
+        tm = self.tm
+        if tm.transactional:
+            partitions = tm.take_pending_partitions() if self._coordinators is not None else None
+            return (self._add_partitions_to_txn(partitions) if partitions else None), float("inf")
+        if tm.has_producer_id or requests_in_flight:
+            return None, float("inf")
+        if now < self._init_not_before:
+            return None, self._init_not_before - now
+        return self._init_producer_id(), float("inf")
+
+    # -------------------------------------------------------------------- AddPartitionsToTxn
+    async def _add_partitions_to_txn(self, partitions: set[tuple[str, int]]) -> RequestFailed | None:
+        """Add ``partitions`` to the transaction: on failure, their batches fail and the transaction must be aborted."""
+        tm = self.tm
+        coordinators = self._coordinators
+        assert coordinators is not None and tm.transactional_id is not None
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        body = {
+            "v3_and_below_transactional_id": tm.transactional_id,
+            "v3_and_below_producer_id": tm.producer_id,
+            "v3_and_below_producer_epoch": tm.producer_epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        request = CoordinatorRequest(
+            TRANSACTION, tm.transactional_id, messages.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn",
+            lambda: body, functools.partial(_partitions_added, partitions),
+        )
+        added: set[tuple[str, int]] = set()
+        retry: set[tuple[str, int]] = set()
+        try:
+            added = await coordinators.send(request, coordinators.deadline(self._delivery_timeout_ms))
+        except KafkaError as exc:
+            self._log.warning("AddPartitionsToTxn failed: %s", exc)
+            return RequestFailed(exc, fatal=False)
+        finally:
+            tm.partitions_added(added, retry)
+        return None
+
+    # ------------------------------------------------------------------ InitProducerId (idempotent)
+    async def _init_producer_id(self) -> RequestFailed | None:
+        """One InitProducerId attempt (at start, or after the epoch ran out); bumps are local (``bump_epoch``)."""
+        tm = self.tm
+        body = {
+            "transactional_id": None,
+            "transaction_timeout_ms": 2147483647,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+        try:
+            response = await self._send_to_any_node(messages.INIT_PRODUCER_ID, body, self._init_attempts)
+            code = response.get("error_code", 0)
+            if code == 0:
+                tm.set_producer_id_and_epoch(response["producer_id"], response["producer_epoch"])
+                self._log.debug("producer id %s epoch %s", tm.producer_id, tm.producer_epoch)
+                self._init_attempts, self.init_error = 0, None
+                return None
+            error_class = error_for_code(code)
+            error = error_class(f"InitProducerId failed: {error_class.message}")
+            if not error_class.retriable:
+                return RequestFailed(error, fatal=True)
+            self._init_failed(error)
+        except AuthenticationError as exc:
+            return RequestFailed(exc, fatal=True)
+        except KafkaError as exc:
+            self._init_failed(exc)
+        return None
+
+    def _init_failed(self, error: KafkaError) -> None:
+        """Back off (as a produce retry would) and ask the next broker next time."""
+        self._log.debug("InitProducerId attempt %d failed: %s", self._init_attempts + 1, error)
+        self._init_attempts += 1
+        self.init_error = error
+        self._init_not_before = self._clock() + self._retry_backoff(self._init_attempts)
+
+    async def _send_to_any_node(self, api_key: int, body: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """Send a cluster-wide request (InitProducerId): a ready node first, the next one on each retry.
+
+        Rotating over the known nodes by ``attempt`` means a broker that keeps
+        failing (or answering with a retriable error) is not asked forever.
+        """
+        nodes = sorted(self._client.metadata.nodes)
+        if not nodes:
+            raise KafkaConnectionError("no broker is known yet")
+        ready = [n for n in nodes if self._client.is_ready(n)] or nodes
+        node = ready[attempt % len(ready)] if attempt == 0 else nodes[attempt % len(nodes)]
+        connection = await self._client.connection(node)
+        response: dict[str, Any] | None = await connection.send(api_key, body)
+        if response is None:  # only a request sent without expecting an answer has none
+            raise KafkaConnectionError(f"node {node} sent no answer to a request that expects one")
+        return response
+
+
+def _partitions_added(partitions: set[tuple[str, int]], answer: dict[str, Any]) -> set[tuple[str, int]]:
+    """AddPartitionsToTxn's answer: every partition added, or the first error raised."""
+    code = first_error_code(answer)
+    if code:
+        raise error_for_code(code)(f"AddPartitionsToTxn: {error_for_code(code).message}")
+    return partitions
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -533,15 +774,18 @@ async def complete_prepared(
         "producer_epoch": prepared.producer_epoch,
         "committed": commit,
     }
-    deadline = time.monotonic() + max_block_ms / 1000
-    answer = await coordinators.request(TRANSACTION, prepared.transactional_id, messages.END_TXN, body, deadline, what)
-    code = first_error_code(answer)
-    if code:
-        cls = error_for_code(code)
-        raise cls(
-            f"{what} for transactional.id {prepared.transactional_id!r} (producer id {prepared.producer_id}, "
-            f"epoch {prepared.producer_epoch}): {cls.message}"
-        )
+
+    def handle(answer: dict[str, Any]) -> None:
+        code = first_error_code(answer)
+        if code:
+            cls = error_for_code(code)
+            raise cls(
+                f"{what} for transactional.id {prepared.transactional_id!r} (producer id {prepared.producer_id}, "
+                f"epoch {prepared.producer_epoch}): {cls.message}"
+            )
+
+    request = CoordinatorRequest(TRANSACTION, prepared.transactional_id, messages.END_TXN, what, lambda: body, handle)
+    await coordinators.send(request, coordinators.deadline(max_block_ms))
 
 
 def _pair(tp: Any) -> tuple[Any, Any] | None:
@@ -620,12 +864,13 @@ async def committed_offsets(
         "require_stable": require_stable,
     }
     what = f"committed_offsets(group_id={group_id!r}, require_stable={require_stable})"
-    deadline = time.monotonic() + max_block_ms / 1000
+    request = CoordinatorRequest(
+        GROUP, group_id, messages.OFFSET_FETCH, what, lambda: body,
+        functools.partial(_offsets_of, group_id=group_id, partitions=partitions),
+        _REQUIRE_STABLE_VERSION if require_stable else 0,
+    )
     try:
-        answer = await coordinators.request(
-            GROUP, group_id, messages.OFFSET_FETCH, body, deadline, what,
-            min_version=_REQUIRE_STABLE_VERSION if require_stable else 0,
-        )
+        return await coordinators.send(request, coordinators.deadline(max_block_ms))
     except KafkaTimeoutError as exc:
         if isinstance(exc.__cause__, UnstableOffsetCommitError):
             raise KafkaTimeoutError(
@@ -633,7 +878,6 @@ async def committed_offsets(
                 f"max.block.ms={max_block_ms} ms (UNSTABLE_OFFSET_COMMIT)"
             ) from exc
         raise
-    return _offsets_of(answer, group_id, partitions)
 
 
 def _offsets_of(answer: dict[str, Any], group_id: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:

@@ -11,7 +11,7 @@ to leaders.
 
 Times. Every duration here is in milliseconds, as in the Java client's
 ``NetworkClient``/``Metadata``, and every time *point* (``now``) is in
-milliseconds of the injected ``clock`` (default: ``time.monotonic() * 1000``),
+milliseconds of the injected ``clock`` (default: ``clock.monotonic_ms``),
 so backoff and staleness logic can be tested with a fake clock.
 
 Metadata follows ``org.apache.kafka.clients.Metadata``: the client tracks a
@@ -52,12 +52,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from aioproducer import errors
+from aioproducer.clock import monotonic_ms
 from aioproducer.errors import (
     AuthenticationError,
     KafkaConnectionError,
@@ -148,10 +148,6 @@ class NoBrokerAnsweredError(KafkaConnectionError):
         return not self.errors or any(isinstance(e, (KafkaConnectionError, KafkaTimeoutError)) for e in self.errors)
 
 
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000.0
-
-
 async def _sleep_ms(ms: float) -> None:
     await asyncio.sleep(ms / 1000.0)
 
@@ -168,7 +164,7 @@ class KafkaClient:
         self,
         config: ClientConfig,
         *,
-        clock: Callable[[], float] = _monotonic_ms,
+        clock: Callable[[], float] = monotonic_ms,
         rng: random.Random | None = None,
         allow_auto_topic_creation: bool = True,
         lifecycle: Lifecycle | None = None,

@@ -109,7 +109,7 @@ class Harness:
     async def step(self) -> None:
         """One sender pass (producer id, epoch bump, ready, drain, expire, send), and its InitProducerId."""
         await self.sender._loop_once()
-        init = self.sender._init_task
+        init = self.sender._txn_task
         if init is not None:
             await init
         if self.sender._wake.is_set():  # woken (by the InitProducerId's end): the real loop would not sleep
@@ -415,7 +415,7 @@ async def test_a_graceful_close_ends_while_init_producer_id_keeps_failing() -> N
     [a] = h.send(0)
 
     async def advance(delay_ms: float) -> None:
-        init = h.sender._init_task
+        init = h.sender._txn_task
         if init is not None and not init.done():
             await init
         h.clock.now += min(max(delay_ms, 1.0), 500.0)
