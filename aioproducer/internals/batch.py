@@ -370,7 +370,7 @@ class ProducerBatch:
         self.done_callbacks: list[Any] | None = None
         # Awaiters of pending records: add_waiter() (a record's __await__) adds, wake_waiters() empties.
         self.waiters: list[asyncio.Future[None]] = []
-        # -- the outcome. Written once, by complete() (which also makes it final); read by the futures.
+        # -- the outcome. Written once, by complete(); read by the futures, the sender and the accumulator.
         self.is_done = False
         self.base_offset = -1
         self.log_append_time = -1
