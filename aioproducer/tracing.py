@@ -123,10 +123,11 @@ class Tracing:
         batch = future._batch
         spans = cast("RecordSpans | None", batch.spans)  # only this class is ever put there
         if spans is None:
-            spans = batch.spans = RecordSpans(self)
+            spans = RecordSpans(self)
+            batch.set_spans(spans)
         spans.items += span, future._relative_offset, start
         if batch.is_done:  # cannot happen today (no await since the append): never leave a span open
-            batch.spans = None
+            batch.set_spans(None)
             spans.end(batch)
 
     def fail(self, span: Span, start: int, error: BaseException) -> None:

@@ -26,6 +26,7 @@ TM = "aioproducer/internals/transaction_manager.py"
 ACC = "aioproducer/internals/accumulator.py"
 SENDER = "aioproducer/internals/sender.py"
 TXN = "aioproducer/internals/transactions.py"
+BATCH = "aioproducer/internals/batch.py"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 
 
@@ -105,6 +106,19 @@ MUTATIONS = [
         SENDER,
         "        if batch.in_flight:\n            # Only the batch whose request muted",
         "        if True:\n            # Only the batch whose request muted",
+    ),
+    Mutation(
+        "a renumbered batch is not marked reset",
+        BATCH,
+        "        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)\n"
+        "        self.sequence_reset = True\n",
+        "        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)\n",
+    ),
+    Mutation(
+        "a reenqueued batch stays in flight",
+        BATCH,
+        "        self.retry_backoff_ms = retry_backoff_ms\n        self.in_flight = False\n",
+        "        self.retry_backoff_ms = retry_backoff_ms\n",
     ),
 ]
 

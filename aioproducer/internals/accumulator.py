@@ -333,13 +333,9 @@ class RecordAccumulator:
         here, when a fuller batch replaces it or the sender drains it. Until then they
         are the fixed overhead of one open batch per partition.
         """
-        if batch.settled:
-            return
-        batch.settled = True
-        extra = batch.builder.uncompressed_size_in_bytes + batch.object_bytes() - batch.reserved_bytes
+        extra = batch.settle()  # 0 once settled
         if extra > 0:
             self.pool.charge(extra)
-            batch.reserved_bytes += extra
 
     def _reservation_size(self, key: bytes | None, value: bytes | None, headers: Headers | None) -> int:
         """What a new batch for this record reserves: ``batch.size``, or more for a larger record.
@@ -549,7 +545,7 @@ class RecordAccumulator:
             self.settle(first)
             if tm is not None:
                 tm.assign_sequence(first)
-            first.in_flight = True
+            first.drained()
             size += batch_size
             ready.append(first)
             if self.config.guarantee_message_order:
@@ -577,10 +573,7 @@ class RecordAccumulator:
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
         """Put a batch that will be retried back at the front, in sequence order when numbered."""
-        batch.attempts += 1
-        batch.last_attempt_ms = now
-        batch.retry_backoff_ms = self.jittered_retry_backoff(batch.attempts)
-        batch.in_flight = False
+        batch.reenqueued(now, self.jittered_retry_backoff(batch.attempts + 1))
         self._insert_retry(batch)
 
     def _insert_retry(self, batch: ProducerBatch) -> None:
@@ -612,15 +605,12 @@ class RecordAccumulator:
         # The parent's reservation is shared out, so that each piece holds what its records
         # weigh until it completes (the last takes the rest): memory is released piece by
         # piece, never while records that were counted in it are still queued.
-        remaining = batch.reserved_bytes
+        remaining = batch.release_reservation()
         for piece in pieces[:-1]:
             share = min(remaining, piece.builder.uncompressed_size_in_bytes + piece.object_bytes())
-            piece.reserved_bytes = share
+            piece.take_reservation(share)  # settled: the parent's charge covers it
             remaining -= share
-        pieces[-1].reserved_bytes = remaining
-        batch.reserved_bytes = 0
-        for piece in pieces:
-            piece.settled = True  # the parent's charge covers them
+        pieces[-1].take_reservation(remaining)
         if self.transaction_manager is not None and batch.has_sequence:
             # The pieces take over the parent's sequence range, so batches numbered after it
             # (maybe in flight already) stay valid, as ``ProducerBatch.split`` in Java.
@@ -631,9 +621,7 @@ class RecordAccumulator:
             piece.records()
         backoff = self.jittered_retry_backoff(batch.attempts) if batch.attempts > 0 else 0.0
         for piece in reversed(pieces):
-            piece.attempts = batch.attempts
-            piece.last_attempt_ms = now
-            piece.retry_backoff_ms = backoff
+            piece.reenqueued_piece(batch.attempts, now, backoff)
             self._insert_retry(piece)
             self._incomplete.add(piece)
         self._incomplete.discard(batch)
@@ -645,9 +633,9 @@ class RecordAccumulator:
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch finished: release its memory and forget it."""
         self._incomplete.discard(batch)
-        if batch.reserved_bytes:
-            self.pool.deallocate(batch.reserved_bytes)
-            batch.reserved_bytes = 0
+        reserved = batch.release_reservation()
+        if reserved:
+            self.pool.deallocate(reserved)
 
     def mute(self, topic: str, partition: int) -> None:
         self._muted.add((topic, partition))

@@ -268,6 +268,22 @@ class ProducerBatch:
 
     Only the event loop touches a batch; between ``drain()`` and completion it is
     owned by the sender.
+
+    A batch changes itself: every field is written by this module only (its own methods, and
+    the record futures it makes), as ``tests/unit/test_batch_ownership.py`` checks. The
+    accumulator, the sender and the transaction manager move it through its states by the
+    transitions below, named after Java's ``ProducerBatch`` where Java has one:
+
+    - open (the last of its deque): ``try_append``; ``settle`` once it stops growing;
+    - queued: ``drained`` (into a request), numbered by ``set_producer_state`` at its first drain;
+      ``reset_producer_state`` when an epoch bump renumbers it;
+    - in a request: ``attempt_failed`` + ``mark_in_retry`` + ``reenqueued`` (queued again),
+      ``split`` (its pieces are queued: ``take_reservation``, ``reenqueued_piece``),
+      ``request_ended`` (it expired meanwhile), or
+    - done: ``complete`` (once; ``fail_per_record`` first for KIP-467), then
+      ``release_reservation`` and ``release``.
+
+    Each field's comment in ``__init__`` names its writers and when they write it.
     """
 
     __slots__ = (
@@ -316,6 +332,8 @@ class ProducerBatch:
         loop: asyncio.AbstractEventLoop,
         log: LogLike = log,
     ) -> None:
+        # Fixed at construction: topic, partition, builder (the object; it changes itself, see
+        # RecordBatchBuilder), loop, created_ms (a piece keeps its parent's), log.
         self.topic = topic
         #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
         self.log = log
@@ -323,12 +341,19 @@ class ProducerBatch:
         self.builder = builder
         self.loop = loop
         self.created_ms = now_ms
+        # -- the retry schedule. Written by reenqueued() (queued again after a failed attempt) and
+        # reenqueued_piece() (a split piece, before it is queued); read by RecordAccumulator.ready/drain.
         self.last_attempt_ms = now_ms
         self.attempts = 0
         # How long this attempt backs off before the batch may be sent again: jittered once per attempt
         # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
         self.retry_backoff_ms = 0.0
+        # -- memory. The bytes this batch holds of buffer.memory: set here (what the accumulator
+        # reserved), grown once by settle() when it stops growing, given by a split batch to its pieces
+        # (take_reservation) and handed back by release_reservation() (completion, or the split).
         self.reserved_bytes = reserved_bytes
+        # -- the records. Appended to by try_append() while open, moved to the pieces by split(),
+        # dropped by release() after completion.
         # The futures of records without on_delivery, in send order: split() moves them to the
         # piece that holds their record. Their callers usually hold them too (to await them).
         self.futures: list[FutureRecordMetadata] = []
@@ -340,34 +365,58 @@ class ProducerBatch:
         self.callbacks: list[Any] = []
         # Done-callbacks of records not yet complete, flat (future, fn, context) triples in the
         # order they were added: one list per batch, no object per record (see ``_Extras``).
+        # Written by FutureRecordMetadata.add_done_callback (pending), take_done_callbacks (cancel,
+        # remove), split() (to the pieces) and complete() (taken and scheduled).
         self.done_callbacks: list[Any] | None = None
+        # Awaiters of pending records: add_waiter() (a record's __await__) adds, wake_waiters() empties.
         self.waiters: list[asyncio.Future[None]] = []
+        # -- the outcome. Written once, by complete(); read by the futures, the sender and the accumulator.
         self.is_done = False
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
-        # Set only when the records failed each with an error of their own (KIP-467): see fail_per_record.
+        # Set only when the records failed each with an error of their own (KIP-467), by fail_per_record()
+        # just before a failing complete().
         self.record_errors: RecordErrors | None = None
+        # -- idempotence. Written by set_producer_state() (numbered at its first drain, or as a piece of a
+        # numbered split batch) and reset_producer_state() (an epoch bump renumbers it, while queued), both
+        # called by the TransactionManager only; read by records() and the TransactionManager.
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
         self.is_transactional = False
+        # A numbered batch whose retry is outstanding: new batches of its partition wait for it. Set by
+        # mark_in_retry() (the sender will retry it; a split's piece), cleared by clear_in_retry() (drained
+        # again); both called by the TransactionManager only, its only reader (should_stop_drain).
         self.in_retry = False
-        # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``).
+        # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``):
+        # set by reset_producer_state(), never cleared.
         self.sequence_reset = False
         # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
+        # Written by attempt_failed() (the sender, when it decides to retry); read by the sender's expiry.
         self.retry_error: BaseException | None = None
+        # In a request: set by drained(), cleared by reenqueued() and request_ended() (it expired while
+        # its request was out, and that request ended). Read by the sender (unmute) and the TransactionManager.
         self.in_flight = False
-        self._deferred: list[Any] | None = None  # flat (future, fn, context) triples
-        # Memory accounting beyond the encoded bytes (see ``object_bytes``).
+        # Done-callbacks of records already complete, waiting for their one scheduled call: flat
+        # (future, fn, context) triples, written by FutureRecordMetadata.add_done_callback and _run_deferred().
+        self._deferred: list[Any] | None = None
+        # Memory accounting beyond the encoded bytes (see ``object_bytes``): grown by try_append() (a record
+        # with on_delivery) and split() (for the pieces).
         self.callback_bytes = 0
+        # Charged for what it holds beyond its reservation: set once, by settle() (it stopped growing) or
+        # take_reservation() (a piece: its parent's charge covers it). Read by settle().
         self.settled = False
-        # A piece of a split batch: the batch it came from, told when this piece completes.
+        # A piece of a split batch: the batch it came from, told when this piece completes. Set by the
+        # parent's split(), cleared by complete() (no cycle once done).
         self.parent: ProducerBatch | None = None
         # A split batch: its pieces in record order, each with the relative offset it starts at;
         # it completes when the last piece does (futures that were not moved read from the pieces).
+        # Set once, by split().
         self.pieces: list[tuple[int, ProducerBatch]] | None = None
-        # The OpenTelemetry spans of its records, for a producer with tracing on (aioproducer/tracing.py).
+        # The OpenTelemetry spans of its records, for a producer with tracing on (aioproducer/tracing.py):
+        # set by set_spans() (Tracing.attach, after an append), moved to the pieces by split(), taken by
+        # complete() which ends them.
         self.spans: RecordSpans | None = None
 
     # -- appending -------------------------------------------------------------------
@@ -450,6 +499,76 @@ class ProducerBatch:
 
     def is_full(self, batch_size: int) -> bool:
         return self.builder.estimated_size_in_bytes >= batch_size
+
+    # -- memory: charged, shared out, handed back ---------------------------------------
+    def settle(self) -> int:
+        """It stopped growing: count what it holds beyond its reservation, once; the bytes to charge.
+
+        Its records' objects (``object_bytes``) and any bytes past the reservation: the
+        accumulator charges the pool what this returns (0 when settled already, or nothing
+        is past the reservation). See ``RecordAccumulator.settle``.
+        """
+        if self.settled:
+            return 0
+        self.settled = True
+        extra = self.builder.uncompressed_size_in_bytes + self.object_bytes() - self.reserved_bytes
+        if extra <= 0:
+            return 0
+        self.reserved_bytes += extra
+        return extra
+
+    def take_reservation(self, reserved_bytes: int) -> None:
+        """A piece of a split batch holds ``reserved_bytes`` of its parent's reservation, already charged."""
+        self.reserved_bytes = reserved_bytes
+        self.settled = True
+
+    def release_reservation(self) -> int:
+        """The bytes of ``buffer.memory`` it held, now held no more (completed, or shared out to its pieces)."""
+        reserved, self.reserved_bytes = self.reserved_bytes, 0
+        return reserved
+
+    # -- drain and retry ----------------------------------------------------------------
+    def drained(self) -> None:
+        """Taken from its deque into a request (Java's ``drained``)."""
+        self.in_flight = True
+
+    def reenqueued(self, now: float, retry_backoff_ms: float) -> None:
+        """Its attempt failed and it is queued again, to wait ``retry_backoff_ms`` from ``now`` (Java's ``reenqueued``).
+
+        ``retry_backoff_ms`` is the jittered backoff for the attempt count this call makes
+        (``RecordAccumulator.jittered_retry_backoff(attempts + 1)``).
+        """
+        self.attempts += 1
+        self.last_attempt_ms = now
+        self.retry_backoff_ms = retry_backoff_ms
+        self.in_flight = False
+
+    def reenqueued_piece(self, attempts: int, now: float, retry_backoff_ms: float) -> None:
+        """A piece of a split batch, queued at ``now``: it carries on its parent's ``attempts`` and backoff."""
+        self.attempts = attempts
+        self.last_attempt_ms = now
+        self.retry_backoff_ms = retry_backoff_ms
+
+    def attempt_failed(self, error: BaseException) -> None:
+        """The attempt failed with ``error`` and will be retried: the cause its expiry names, if it expires."""
+        self.retry_error = error
+
+    def request_ended(self) -> None:
+        """The request it was in ended after the batch completed (it expired while in flight)."""
+        self.in_flight = False
+
+    def mark_in_retry(self) -> None:
+        """A numbered batch to be sent again (a retry, a split's piece): its partition's new batches wait."""
+        self.in_retry = True
+
+    def clear_in_retry(self) -> None:
+        """Drained again: its retry is no longer outstanding."""
+        self.in_retry = False
+
+    # -- tracing ------------------------------------------------------------------------
+    def set_spans(self, spans: RecordSpans | None) -> None:
+        """Hold the spans of its traced records (``Tracing.attach``), or None once they were ended."""
+        self.spans = spans
 
     def split(self, max_batch_size: int) -> list[ProducerBatch]:
         """This batch's records, in order, in new batches of at most ``max_batch_size`` (MESSAGE_TOO_LARGE).
@@ -573,10 +692,16 @@ class ProducerBatch:
     def set_producer_state(
         self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool = False
     ) -> None:
+        """Numbered (Java's ``setProducerState``): at its first drain, or as a piece of a numbered split batch."""
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.is_transactional = is_transactional
+
+    def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Renumbered under a new epoch after it was first sent (Java's ``resetProducerState``)."""
+        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)
+        self.sequence_reset = True
 
     def records(self) -> bytes:
         """The wire bytes with this batch's producer state (the builder compresses once and caches them)."""

@@ -797,7 +797,7 @@ class Sender:
     ) -> None:
         if batch.is_done:
             if batch.in_flight:  # it expired while its request was out; the request has ended now
-                batch.in_flight = False
+                batch.request_ended()
                 self.accumulator.unmute(batch.topic, batch.partition)
                 if self.transaction_manager is not None:
                     self.transaction_manager.on_failed(batch, _code_of(error), outcome_unknown=True)
@@ -816,7 +816,7 @@ class Sender:
             self.client.request_update()
             self._refresh_metadata()
         if self._can_retry(batch, error, now, outcome_unknown, log_start_offset):
-            batch.retry_error = error
+            batch.attempt_failed(error)
             self._log.debug("retrying %s-%s (attempt %d) after %r", batch.topic, batch.partition, batch.attempts, error)
             if tm is not None:
                 tm.on_retry(batch)

@@ -146,8 +146,7 @@ class PartitionSequences:
         self.producer_epoch = producer_epoch
         sequence = 0
         for batch in self.unacked:
-            batch.set_producer_state(producer_id, producer_epoch, sequence, batch.is_transactional)
-            batch.sequence_reset = True
+            batch.reset_producer_state(producer_id, producer_epoch, sequence)
             sequence = increment_sequence(sequence, batch.record_count)
         self.next_sequence = sequence
         self.last_acked_sequence = NO_LAST_ACKED
@@ -411,7 +410,7 @@ class TransactionManager:
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Number a batch the first time it is drained, and track it until it is done."""
         if batch.has_sequence:
-            batch.in_retry = False
+            batch.clear_in_retry()
             return
         entry = self._entry(batch.topic, batch.partition)
         if self._is_stale(entry):  # its older batches are all done (should_stop_drain)
@@ -448,7 +447,7 @@ class TransactionManager:
         return None
 
     def on_retry(self, batch: ProducerBatch) -> None:
-        batch.in_retry = True
+        batch.mark_in_retry()
 
     def on_acknowledged(self, batch: ProducerBatch, base_offset: int) -> None:
         entry = self._partitions.get((batch.topic, batch.partition))
@@ -498,7 +497,7 @@ class TransactionManager:
         sequence = batch.base_sequence
         for piece in pieces:
             piece.set_producer_state(batch.producer_id, batch.producer_epoch, sequence, batch.is_transactional)
-            piece.in_retry = True  # new batches of the partition wait until the pieces went out
+            piece.mark_in_retry()  # new batches of the partition wait until the pieces went out
             sequence = increment_sequence(sequence, piece.record_count)
         try:
             index = entry.unacked.index(batch)

@@ -30,13 +30,14 @@ def drained(tm: TransactionManager, b: ProducerBatch) -> ProducerBatch:
     """What drain() does with a batch it may take."""
     assert not tm.should_stop_drain(b)
     tm.assign_sequence(b)
-    b.in_flight = True
+    b.drained()
     return b
 
 
 def retried(tm: TransactionManager, b: ProducerBatch) -> None:
+    """What the sender and reenqueue() do with a batch to retry."""
     tm.on_retry(b)
-    b.in_flight = False
+    b.reenqueued(0.0, 0.0)
 
 
 def tm_with_id() -> TransactionManager:
