@@ -78,10 +78,10 @@ from aioproducer.errors import (
 from aioproducer.logs import LogLike
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator, monotonic_ms
 from aioproducer.internals.coordinator import TRANSACTION, Coordinators, first_error_code
-from aioproducer.internals.lifecycle import State
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.lifecycle import State
 from aioproducer.network.metadata import Node
 from aioproducer.protocol import compression, messages
 from aioproducer.network.connection import ProduceCallback
@@ -188,6 +188,9 @@ class Sender:
         wake: asyncio.Event | None = None,
         metrics: ProducerMetrics | None = None,
         log: LogLike = log,
+        coordinators: Coordinators | None = None,
+        *,
+        on_fatal: Callable[[BaseException], None],
     ) -> None:
         self.client = client
         #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
@@ -203,8 +206,11 @@ class Sender:
         #: too (``Producer.start``), which sets it when a batch opens or fills: one object, made first.
         self._wake = wake if wake is not None else asyncio.Event()
         #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
-        #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED.
+        #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED. Read only: the
+        #: engine moves it (and wakes this sender when it does).
         self.lifecycle = accumulator.lifecycle
+        #: Told of an error no retry can fix; the engine then refuses every later record with it.
+        self._on_fatal = on_fatal
         self._requests: set[asyncio.Task[None]] = set()
         #: Produce requests written by send_produce() whose callback has not run yet.
         self._callbacks_pending = 0
@@ -221,9 +227,9 @@ class Sender:
         self._sent: dict[ProducerBatch, None] = {}
         self._sent_deadline = float("inf")
         self._init_task: asyncio.Task[None] | None = None
-        #: Transactions: coordinator requests (given by the producer), the AddPartitionsToTxn under way,
+        #: Transactions: coordinator requests (transactional producers), the AddPartitionsToTxn under way,
         #: and the transactional id each Produce request carries.
-        self.coordinators: Coordinators | None = None
+        self.coordinators = coordinators
         self._add_partitions_task: asyncio.Task[None] | None = None
         self._transactional_id = transaction_manager.transactional_id if transaction_manager is not None else None
         self._init_attempts = 0
@@ -273,21 +279,11 @@ class Sender:
         self._log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
         error = KafkaError(f"the producer's sender task failed: {exc!r}; create a new producer")
         error.__cause__ = exc
-        self.lifecycle.refuse(error)  # send() learns it at once, not at the task's end
+        self._on_fatal(error)  # send() learns it at once, not at the task's end
         self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
         return bool(self._requests) or self._callbacks_pending > 0
-
-    def initiate_close(self) -> None:
-        """Move the lifecycle to CLOSING (a repeat under a producer) and wake the loop to drain."""
-        self.lifecycle.close()
-        self.wakeup()
-
-    def force_close(self) -> None:
-        """Move the lifecycle to FORCED and wake the loop to stop."""
-        self.lifecycle.force()
-        self.wakeup()
 
     async def _loop_once(self) -> None:
         now = self._clock()
@@ -738,7 +734,7 @@ class Sender:
 
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
-        self.lifecycle.refuse(error)  # no record can be sent any more: send() says why at once
+        self._on_fatal(error)  # no record can be sent any more: send() says why at once
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=True)
 
@@ -998,7 +994,7 @@ class Sender:
         """
         if isinstance(error, TransactionalIdAuthorizationFailedError):
             tm.fatal_error(error)
-            self.lifecycle.refuse(error)
+            self._on_fatal(error)
             return
         if isinstance(error, (ProducerFencedError, InvalidProducerEpochError)):
             tm.epoch_rejected = True

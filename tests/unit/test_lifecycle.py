@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aioproducer.errors import KafkaError, ProducerClosedError
-from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.lifecycle import Lifecycle, State
 
 
 def state(lifecycle: Lifecycle) -> State:
