@@ -203,7 +203,7 @@ class Sender:
         self._on_complete = on_complete
         self._clock = clock
         #: What the sender sleeps on between passes. Created by whoever builds the accumulator
-        #: too (``Producer.start``), which sets it when a batch opens or fills: one object, made first.
+        #: too (``ProducerEngine.start``), which sets it when a batch opens or fills: one object, made first.
         self._wake = wake if wake is not None else asyncio.Event()
         #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
         #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED. Read only: the
