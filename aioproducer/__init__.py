@@ -4,6 +4,7 @@ The public API is what this module exports; everything under ``internals``,
 ``protocol`` and ``network`` may change without notice.
 """
 
+from aioproducer._version import __version__
 from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: users catch them)
 from aioproducer.errors import __all__ as _error_names
 from aioproducer.config import ProducerConfig
@@ -17,8 +18,6 @@ from aioproducer.serializers import (
     long_serializer,
     str_serializer,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Producer",

@@ -13,7 +13,6 @@ and the record goes into the partition's open batch synchronously.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import time
@@ -21,7 +20,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
@@ -29,28 +28,14 @@ from aioproducer.errors import (
     IllegalStateError,
     InvalidRecordError,
     InvalidTopicError,
-    KafkaError,
-    KafkaTimeoutError,
     ProducerClosedError,
     SerializationError,
-    WrongEventLoopError,
 )
-from aioproducer.internals.accumulator import (
-    RECORD_OVERHEAD_ESTIMATE,
-    AccumulatorConfig,
-    RecordAccumulator,
-    monotonic_ms,
-)
-from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch, RecordMetadata
-from aioproducer.internals.buffer_pool import BufferPool
-from aioproducer.internals.callbacks import LEAVING_LOOP, check_on_delivery, raise_from_loop
-from aioproducer.internals.failure_log import DeliveryFailureLog
-from aioproducer.logs import LogLike, client_logger
-from aioproducer.internals.lifecycle import Lifecycle, State
-from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
-from aioproducer.internals.sender import Sender
-from aioproducer.internals.coordinator import Coordinators
-from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
+from aioproducer.internals.accumulator import RECORD_OVERHEAD_ESTIMATE, RecordAccumulator, monotonic_ms
+from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
+from aioproducer.internals.callbacks import check_on_delivery
+from aioproducer.internals.engine import ProducerEngine, safe_call
+from aioproducer.internals.transaction_manager import TransactionState
 from aioproducer.internals.transactions import (
     PreparedTransaction,
     Transactions,
@@ -58,9 +43,11 @@ from aioproducer.internals.transactions import (
     complete_prepared,
     offset_fetch_arguments,
 )
+from aioproducer.lifecycle import State
+from aioproducer.logs import client_logger
 from aioproducer.network.client import ClientClosedError, KafkaClient
-from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.partitioner import MURMUR2_SEED, TopicPartitions, check_partition, murmur2_bits, partition_for_key
+from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.serializers import SerializeFn
 from aioproducer.topic import validate_topic
 
@@ -82,8 +69,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-_T = TypeVar("_T")
 
 HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
@@ -156,50 +141,52 @@ class Producer:
         **kwargs: Any,
     ) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
-        #: OpenTelemetry, or None (then nothing of it is imported and send() pays nothing for it).
-        self._tracing: Tracing | None = _make_tracing(cfg.client_id, tracing, tracer_provider, meter_provider)
-        # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
-        self._security = ConnectionSecurity.from_config(cfg)
+        tracing_class = _tracing_class(tracing, tracer_provider, meter_provider)  # checked first, as every argument
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
         self._partitioner = cfg.partitioner_class
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._interceptors: list[Any] = list(cfg.interceptor_classes)
         self._max_block_ms = cfg.max_block_ms
-        #: The one lifecycle state (see ``internals/lifecycle.py``), shared with the client, the
-        #: buffer pool, the accumulator and the sender; this producer moves it.
-        self._lifecycle = Lifecycle()
-        # send()'s fast-path gate, derived: the accumulator while the lifecycle is RUNNING, the sender
-        # task alive, the process the one start() ran in, and nothing per record to intercept,
-        # serialize, partition or size-check (see _start). Cleared by whatever ends one of these
-        # (close(), _sender_done, the fork hook), never set anywhere but _start.
-        self._plain_accumulator: RecordAccumulator | None = None
-        self._client: KafkaClient | None = None
-        self._accumulator: RecordAccumulator | None = None
-        self._sender: Sender | None = None
-        self._sender_task: asyncio.Task[None] | None = None
-        self._start_task: asyncio.Task[None] | None = None  # the one start() in progress or done
-        self._transaction_manager: TransactionManager | None = None
-        #: The transaction calls, with ``transactional.id`` only (their state: the transaction manager).
-        self._transactions: Transactions | None = None
-        #: Coordinator lookups and requests (their state: the known coordinators), made by start().
-        self._coordinators: Coordinators | None = None
-        # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
-        # update, each with its snapshot, which the metadata owns (not a copy). Emptied by the
-        # client's listener on every update; refilled by _wait_on_metadata.
-        self._topic_partitions: dict[str, TopicPartitions] = {}
-        # The event loop and process start() ran in: the producer works in those only (see _check_context).
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid = 0
-        self._records_sent = 0
-        self._records_failed = 0
-        self._last_error: BaseException | None = None  # of the last batch that failed (metrics())
-        #: The Java metrics (``metrics()``), recorded per batch and per request by the sender and the pool.
-        self._metrics = ProducerMetrics(self._config.metrics_sample_window_ms, self._config.metrics_num_samples)
-        #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
-        self._failure_log = DeliveryFailureLog(logger=client_logger("aioproducer.producer", cfg.client_id))
         #: Every line this producer's parts log names its client.id (see logs.py); built here, handed down.
         self._log = client_logger("aioproducer", cfg.client_id)
+        # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
+        # update, each with its snapshot, which the metadata owns (not a copy). Writers: filled by
+        # _wait_on_metadata; emptied by the client on every metadata update (given to the engine).
+        self._topic_partitions: dict[str, TopicPartitions] = {}
+        topic_partitions = self._topic_partitions
+        #: What runs under this facade: the parts, the sender task, the lifecycle (see internals/engine.py).
+        #: Nothing it holds may hold this producer (a dropped producer must be collectable: __del__).
+        self._engine = ProducerEngine(
+            cfg,
+            # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
+            ConnectionSecurity.from_config(cfg),
+            interceptors=self._interceptors,
+            on_metadata=lambda _metadata: topic_partitions.clear(),
+            on_stopped=_weak_callback(self._sender_done),
+            log=self._log,
+        )
+        #: The engine's lifecycle, read only here (the engine moves it).
+        self._lifecycle = self._engine.lifecycle
+        #: OpenTelemetry, or None (then nothing of it is imported and send() pays nothing for it).
+        self._tracing: Tracing | None = None if tracing_class is None else tracing_class(
+            cfg.client_id, tracer_provider, meter_provider, metadata=self._engine.cluster_metadata
+        )
+        #: Whether send()'s fast path may open once started: nothing per record to intercept,
+        #: serialize, partition, size-check, check against an open transaction or trace.
+        self._plain = not (
+            self._interceptors
+            or self._key_serializer is not None
+            or self._value_serializer is not None
+            or self._partitioner is not None
+            or self._ignore_keys
+            or cfg.transactional_id is not None  # every record checks that a transaction is open
+            or self._tracing is not None  # every record gets a span (in _send)
+        )
+        # send()'s fast-path gate, derived: the accumulator while the lifecycle is RUNNING, the sender
+        # task alive, the process the one start() ran in, and self._plain. Writers: set only by start()
+        # (_open_fast_path); cleared by whatever ends one of these (close(), _sender_done, the fork hook).
+        self._plain_accumulator: RecordAccumulator | None = None
 
     @property
     def config(self) -> ProducerConfig:
@@ -214,8 +201,7 @@ class Producer:
         It stays True while brokers are unreachable (records are queued and retried until
         ``delivery.timeout.ms``); :attr:`brokers_reachable` follows the brokers.
         """
-        task = self._sender_task
-        return self._lifecycle.accepting and task is not None and not task.done()
+        return self._engine.running
 
     @property
     def brokers_reachable(self) -> bool:
@@ -230,8 +216,7 @@ class Producer:
         finished and once ``close()`` began. Each node's outage is also logged, once at
         WARNING when it begins and once at INFO when it ends (logger ``aioproducer.network.client``).
         """
-        client = self._client
-        return client is not None and self._lifecycle.state is State.RUNNING and client.brokers_reachable
+        return self._engine.brokers_reachable
 
     # ------------------------------------------------------------------ lifecycle
     async def __aenter__(self) -> Producer:
@@ -248,140 +233,19 @@ class Producer:
         starting cancels it, and the waiting ``start()`` calls raise ``ProducerClosedError``.
         Waits at most ``max.block.ms`` for the first metadata, then raises ``KafkaTimeoutError``.
         """
-        lifecycle = self._lifecycle
-        if lifecycle.closing:  # checked first: a closed producer must not look started
-            raise ProducerClosedError("the producer is closed and cannot be restarted")
-        task = self._start_task
-        if lifecycle.state is State.RUNNING or (task is not None and not task.done()):
-            self._check_context()
-            if lifecycle.state is State.RUNNING:
-                return
-        if task is None or task.done():  # none yet, or an earlier one failed: try again
-            self._loop, self._pid = asyncio.get_running_loop(), os.getpid()
-            task = self._start_task = self._loop.create_task(self._start(), name="aioproducer-start")
-        try:
-            await task
-        except asyncio.CancelledError:
-            if lifecycle.closing and task.cancelled():
-                raise ProducerClosedError("the producer was closed while it was starting") from None
-            raise
-
-    async def _start(self) -> None:
-        cfg = self._config
-        security = self._security
-        client = KafkaClient(
-            cfg,
-            open_streams=security.open_streams(),
-            authenticator=security.authenticator(),
-            byte_counts=ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples),
-        )
-        # Nothing the loop holds (tasks, callbacks) may hold the producer: a dropped one must be collectable (__del__).
-        topic_partitions = self._topic_partitions
-        client.metadata_listeners.append(lambda _metadata: topic_partitions.clear())
-        tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
-        coordinators = Coordinators(client, cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
-        transactions = Transactions(tm, coordinators, cfg.max_block_ms) if tm is not None and tm.transactional else None
-        try:
-            await self._bootstrap(client)
-            if transactions is not None:
-                await transactions.init()  # init_transactions(): fences an earlier producer with this id
-        except BaseException:
-            await client.close()  # nothing may outlive a start that did not finish (closes its own lifecycle)
-            raise
-        lifecycle = client.lifecycle = self._lifecycle  # the producer's client now: one lifecycle for all
-        # The sender's wake-up, made first: the accumulator sets it (a batch opened, filled, or
-        # memory ran out), the sender sleeps on it. Neither needs the other to exist first.
-        wake = asyncio.Event()
-        client.on_sendable = wake.set  # a connection that re-authenticated takes requests again
-        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle)
-        pool.metrics = self._metrics
-        accumulator = RecordAccumulator(
-            AccumulatorConfig(
-                batch_size=cfg.batch_size,
-                linger_ms=cfg.linger_ms,
-                compression_type=cfg.compression_type,
-                compression_level=_compression_level(cfg),
-                retry_backoff_ms=cfg.retry_backoff_ms,
-                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-                delivery_timeout_ms=cfg.delivery_timeout_ms,
-                guarantee_message_order=cfg.max_in_flight_requests_per_connection == 1,
-                adaptive_partitioning=cfg.partitioner_adaptive_partitioning_enable,
-                availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
-                max_request_size=cfg.max_request_size,
-            ),
-            pool,
-            tm,
-            wake.set,
-            lifecycle=lifecycle,
-            log=self._log,
-        )
-        sender = Sender(
-            client, accumulator, tm, cfg, on_complete=_weak_callback(self._on_batch_complete), wake=wake, metrics=self._metrics,
-            log=client_logger("aioproducer.sender", cfg.client_id), coordinators=coordinators,
-        )
-        if transactions is not None:
-            transactions.flush = self.flush
-            transactions.abort_undrained = sender.abort_undrained
-            transactions.on_fatal = lifecycle.refuse
-            self._transactions = transactions
-        self._client, self._accumulator, self._sender, self._transaction_manager = client, accumulator, sender, tm
-        self._coordinators = coordinators
-        lifecycle.start()  # before the sender task: its loop runs while RUNNING
-        self._sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
-        self._sender_task.add_done_callback(_weak_callback(self._sender_done))
+        engine = self._engine
+        await engine.start()
         _live_producers.add(self)
-        plain = not (
-            self._interceptors
-            or self._key_serializer is not None
-            or self._value_serializer is not None
-            or self._partitioner is not None
-            or self._ignore_keys
-            or transactions is not None  # every record checks that a transaction is open
-            or self._tracing is not None  # every record gets a span (in _send)
-        )
-        if self._tracing is not None:
-            self._tracing.client = client
-        self._plain_accumulator = accumulator if plain else None
+        self._open_fast_path()
 
-    async def _bootstrap(self, client: KafkaClient) -> None:
-        """The first metadata, within ``max.block.ms`` in all, retrying servers that refuse or fail.
-
-        The client keeps trying every bootstrap server, backing off between rounds from
-        ``reconnect.backoff.ms`` to ``reconnect.backoff.max.ms``, until ``max.block.ms``: a
-        broker restarting for a few seconds must not fail the start (Java's producer keeps
-        trying as long). Each try of a silent server may take ``request.timeout.ms``, so
-        the bound is also enforced here, from outside: ``max.block.ms`` is what a caller
-        agreed to wait in the producer's own calls. An ``AuthenticationError`` is raised
-        at once (see :meth:`KafkaClient.bootstrap`).
-        """
-        max_block_ms = self._max_block_ms
-        try:
-            async with asyncio.timeout(max_block_ms / 1000) as bound:
-                await client.bootstrap(max_block_ms)
-        except TimeoutError as exc:
-            if not isinstance(exc, KafkaTimeoutError) and not bound.expired():
-                raise
-            servers = ",".join(f"{host}:{port}" for host, port in self._config.bootstrap_servers)
-            failure = client.bootstrap_failure
-            last = f"last failures: {failure}" if failure is not None else "no server answered or refused in time"
-            raise KafkaTimeoutError(
-                f"start(): no bootstrap server answered within max.block.ms={max_block_ms} ms "
-                f"(bootstrap.servers={servers}); {last}"
-            ) from None
+    def _open_fast_path(self) -> None:
+        """Open ``send()``'s fast path, if this producer has one and the engine runs (checked now, on the loop)."""
+        if self._plain and self._engine.running:
+            self._plain_accumulator = self._engine.accumulator
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""
-        accumulator = self._require_started()
-        since = monotonic_ms()
-        if not accumulator.incomplete_batches():
-            return  # nothing to wait for: done at once, whatever the timeout (0 included)
-        accumulator.begin_flush()
-        try:
-            await asyncio.wait_for(accumulator.await_flush_completion(since), timeout)
-        except TimeoutError:
-            raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
-        finally:
-            accumulator.end_flush()
+        await self._engine.flush(timeout)
 
     async def close(self, timeout: float | None = None) -> None:
         """Stop accepting records, deliver what is queued within ``timeout`` seconds, fail the rest.
@@ -393,96 +257,18 @@ class Producer:
         as Java's graceful close), a commit or abort that timed out is waited for, and a prepared
         one is left for ``complete_transaction()``.
         """
-        lifecycle = self._lifecycle
-        if lifecycle.closing:
+        if self._lifecycle.closing:
             return
         self._check_context()
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-        started = lifecycle.state is State.RUNNING
-        lifecycle.close()
         self._plain_accumulator = None
-        if not started:
-            starting = self._start_task
-            if starting is not None and not starting.done():
-                starting.cancel()
-                await asyncio.gather(starting, return_exceptions=True)
-            lifecycle.finish()
-            return
-        sender, task, accumulator = self._sender, self._sender_task, self._accumulator
-        assert sender is not None and task is not None and accumulator is not None and self._client is not None
-        self._client.interrupt_waits()  # a send() waiting for metadata now fails with ProducerClosedError
-        sender.initiate_close()
-        accumulator.pool.close()
-        try:
-            await self._end_transaction_on_close(deadline)
-            if timeout is None or timeout > 0:
-                left = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
-                await asyncio.wait_for(asyncio.shield(task), left)
-        except TimeoutError:
-            pass
-        finally:
-            if not task.done():
-                sender.force_close()
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-            sender.abort_incomplete(ProducerClosedError("the producer was closed before this record was delivered"))
-            self._failure_log.flush()  # what close() failed, and what was still counted, said now
-            for interceptor in self._interceptors:
-                _safe_call(self._log, interceptor, "close")
-            if self._client is not None:
-                await self._client.close(deadline)
-
-    async def _end_transaction_on_close(self, deadline: float | None) -> None:
-        """``close()`` with a transaction: abort an open one, wait for a pending commit or abort; best effort.
-
-        As Java's graceful close: an open transaction left to ``transaction.timeout.ms`` holds
-        back every read_committed consumer of its partitions until then. Bounded by the close's
-        ``deadline`` (event loop time), or by ``max.block.ms`` without one (a coordinator that
-        never answers must not hold ``close()`` forever); a prepared transaction
-        (``prepare_transaction()``) is left for ``complete_transaction()``. Nothing is raised:
-        the producer is closing either way.
-        """
-        transactions = self._transactions
-        if transactions is None:
-            return
-        if deadline is None:
-            deadline = asyncio.get_running_loop().time() + self._max_block_ms / 1000
-        try:
-            async with asyncio.timeout_at(deadline):
-                await transactions.end_for_close()
-        except Exception as exc:  # noqa: BLE001 - a timeout included: logged, the close goes on
-            self._log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "
-                        "consumers wait for transaction.timeout.ms", transactions.transactional_id, exc)
-        finally:
-            await transactions.cancel_pending()
+        await self._engine.close(timeout)
 
     def _check_context(self) -> None:
-        """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in.
-
-        Elsewhere, records would be queued for a sender task that runs on another loop (or
-        in the parent process, after ``os.fork()``) and never sent, and asyncio would raise
-        "attached to a different loop" from deep inside.
-        """
-        if self._loop is None:
-            return
-        pid = os.getpid()
-        if pid != self._pid:
-            raise WrongEventLoopError(
-                f"this producer was started in process {self._pid}; it is being used in process {pid}, "
-                "a fork: its connections and sender task stayed in the parent. Create a new producer in the child"
-            )
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            raise WrongEventLoopError(
-                f"this producer was started on event loop {self._loop!r}; it is being used from event loop "
-                f"{loop!r}. Its connections, sender task and futures belong to the first: create one producer per event loop"
-            )
+        """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in."""
+        self._engine.check_context()
 
     def _require_started(self) -> RecordAccumulator:
-        self._check_context()
-        if self._accumulator is None:
-            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
-        return self._accumulator
+        return self._engine.require_started()
 
     # ------------------------------------------------------------------ send
     async def send(
@@ -547,14 +333,14 @@ class Producer:
         self._check_context()
         if lifecycle.refusal is not None:  # the producer can send nothing any more
             raise lifecycle.refusal
-        if self._transactions is not None:
-            self._transactions.tm.require("send()", TransactionState.IN_TRANSACTION)
-        if self._sender_task is not None and self._sender_task.done():
+        if self._engine.transactions is not None:
+            self._engine.transactions.tm.require("send()", TransactionState.IN_TRANSACTION)
+        if self._engine.sender_task is not None and self._engine.sender_task.done():
             raise ProducerClosedError(
                 "the producer's sender task was cancelled without close() (did its event loop shut down?): "
                 "nothing can be sent any more; create a new producer"
             )
-        accumulator = self._accumulator
+        accumulator = self._engine.accumulator
         if accumulator is None:
             raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
         if type(topic) is not str and isinstance(topic, str):
@@ -612,7 +398,7 @@ class Producer:
                 partition = check_partition(partition, num_partitions, topic)
             elif self._partitioner is not None:
                 partition = check_partition(
-                    self._partitioner(topic, key, key_bytes, value, value_bytes, self._client.metadata),  # type: ignore[union-attr]
+                    self._partitioner(topic, key, key_bytes, value, value_bytes, self._engine.client.metadata),  # type: ignore[union-attr]
                     num_partitions,
                     topic,
                 )
@@ -780,11 +566,11 @@ class Producer:
         if self._lifecycle.closing:
             raise ProducerClosedError("complete_transaction() called on a closed producer")
         self._require_started()
-        coordinators = self._coordinators
+        coordinators = self._engine.coordinators
         assert coordinators is not None  # set with the accumulator
         await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._max_block_ms)
-        if self._transactions is not None:
-            self._transactions.completed(prepared)
+        if self._engine.transactions is not None:
+            self._engine.transactions.completed(prepared)
 
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
         """Commit a consumer's offsets (partition -> next offset to read) as part of the transaction.
@@ -818,7 +604,7 @@ class Producer:
         if self._lifecycle.closing:
             raise ProducerClosedError("committed_offsets() called on a closed producer")
         self._require_started()
-        coordinators = self._coordinators
+        coordinators = self._engine.coordinators
         assert coordinators is not None  # set with the accumulator
         if not requested:
             return {}
@@ -833,7 +619,7 @@ class Producer:
         try:
             yield self
         except BaseException:
-            transactions = self._transactions
+            transactions = self._engine.transactions
             if transactions is not None and transactions.tm.state in (
                 TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR
             ):
@@ -847,7 +633,7 @@ class Producer:
             raise IllegalStateError(f"{call} needs a transactional producer: set transactional.id")
         if self._lifecycle.closing:
             raise ProducerClosedError(f"{call} called on a closed producer")
-        transactions = self._transactions
+        transactions = self._engine.transactions
         if transactions is None:
             raise IllegalStateError(f"{call}: the producer is not started ('async with Producer(...)' or 'await start()')")
         return transactions
@@ -882,33 +668,7 @@ class Producer:
         The Java names (``record-send-total``, ``topic.<topic>.byte-total``,
         ``node-<id>.request-latency-avg`` …) are listed in ``aioproducer.internals.metrics.METRIC_DEFS``.
         """
-        accumulator = self._accumulator
-        pool = accumulator.pool if accumulator is not None else None
-        client, sender = self._client, self._sender
-        buffer_available = pool.available_memory if pool is not None else self._config.buffer_memory
-        waiting = pool.queued if pool is not None else 0
-        java = self._metrics.snapshot(
-            monotonic_ms(),
-            buffer_total=self._config.buffer_memory,
-            buffer_available=buffer_available,
-            waiting=waiting,
-            requests_in_flight=sender.requests_in_flight if sender is not None else 0,
-            metadata_age_ms=client.metadata_age() if client is not None else float("inf"),
-            connection_count=client.connection_count if client is not None else 0,
-            byte_counts=client.byte_counts if client is not None else None,
-        )
-        return {
-            "records_sent": self._records_sent,
-            "records_failed": self._records_failed,
-            "last_error": self._last_error,
-            "buffer_total_bytes": self._config.buffer_memory,
-            "buffer_available_bytes": buffer_available,
-            "waiting_for_buffer": waiting,
-            "incomplete_batches": len(accumulator.incomplete_batches()) if accumulator is not None else 0,
-            "producer_id": self._transaction_manager.producer_id if self._transaction_manager else -1,
-            "producer_epoch": self._transaction_manager.producer_epoch if self._transaction_manager else -1,
-            **java,
-        }
+        return self._engine.snapshot()
 
     # ------------------------------------------------------------------ send helpers
     async def _append_slow(
@@ -923,8 +683,8 @@ class Producer:
         deadline: float | None,
     ) -> FutureRecordMetadata:
         remaining = self._max_block_ms if deadline is None else max(0.0, deadline - monotonic_ms())
-        assert self._accumulator is not None
-        return await self._accumulator.append(
+        assert self._engine.accumulator is not None
+        return await self._engine.accumulator.append(
             topic, partition, timestamp_ms, key_bytes, value_bytes, headers, on_delivery, remaining
         )
 
@@ -937,7 +697,7 @@ class Producer:
         """
         # Before the name is tracked: one bad name must not make every later Metadata request fail.
         validate_topic(topic)
-        client = self._client
+        client = self._engine.client
         assert client is not None
         client.add_topic(topic)  # in use now: metadata.max.idle.ms counts from here
         deadline = monotonic_ms() + max_wait_ms
@@ -1014,36 +774,34 @@ class Producer:
     def _on_send_error(self, error: Exception) -> None:
         """A record that send() refused after the interceptors saw it: ``on_acknowledgement(None, error)``."""
         for interceptor in self._interceptors:
-            _safe_call(self._log, interceptor, "on_acknowledgement", None, error)
+            safe_call(self._log, interceptor, "on_acknowledgement", None, error)
 
     def __del__(self) -> None:
         """A producer dropped while started warns, as asyncio does for an unclosed transport, and stops its tasks.
 
         May run at any time, on any thread, during interpreter shutdown too: never raises,
-        and touches the loop only through ``call_soon_threadsafe`` and only while it is not
-        closed. In a forked child it does nothing: the parent owns the producer.
+        and leaves the loop to the engine's ``abandon()`` (``call_soon_threadsafe``, only
+        while the loop is not closed). In a forked child it does nothing: the parent owns the producer.
         """
         try:
-            if self._lifecycle.state is not State.RUNNING or self._pid != os.getpid():
+            engine = self._engine
+            if engine.lifecycle.state is not State.RUNNING or engine.pid != os.getpid():
                 return
-            self._lifecycle.force()  # what the scheduled abandon does; now, so that nothing else begins
+            pending = engine.pending_records()
+            engine.abandon()  # FORCED now, so that nothing else begins; the rest on the loop
             warnings.warn(
-                f"unclosed {self!r} with {self._pending_records()} records not yet delivered: "
+                f"unclosed {self!r} with {pending} records not yet delivered: "
                 "use 'async with Producer(...)' or 'await producer.close()'",
                 ResourceWarning,
                 source=self,
             )
-            _abandon_on_loop(self._loop, self._sender, self._sender_task, self._client)
         except Exception:  # noqa: BLE001 - __del__ must not raise, whatever state it finds
             pass
 
     def _pending_records(self) -> int:
-        accumulator = self._accumulator
-        if accumulator is None:
-            return 0
-        return sum(batch.record_count for batch in list(accumulator.incomplete_batches()))
+        return self._engine.pending_records()
 
-    def _sender_done(self, task: asyncio.Task[None]) -> None:
+    def _sender_done(self) -> None:
         """The sender task ended: every later ``send()`` takes the path that says why.
 
         Before ``close()``, it died or was cancelled from outside: ``asyncio.run()`` cancels
@@ -1052,30 +810,9 @@ class Producer:
         """
         self._plain_accumulator = None
 
-    def _on_batch_complete(self, batch: ProducerBatch) -> None:
-        builder = batch.builder
-        self._metrics.record_completed(
-            batch.topic,
-            batch.record_count,
-            batch.error is None,
-            monotonic_ms(),
-            batch.created_ms,
-            builder.max_timestamp - builder.base_timestamp,
-        )
-        if batch.error is None:
-            self._records_sent += batch.record_count
-        else:
-            self._records_failed += batch.record_count
-            self._last_error = batch.error
-            self._failure_log.record(batch.topic, batch.partition, batch.record_count, batch.error)
-        if self._interceptors:
-            for metadata, error in batch.outcomes():  # each record's own error (KIP-467), as Java's
-                for interceptor in self._interceptors:
-                    _safe_call(self._log, interceptor, "on_acknowledgement", metadata, error)
 
-
-def _make_tracing(client_id: str, tracing: Any, tracer_provider: Any, meter_provider: Any) -> Tracing | None:
-    """The producer's OpenTelemetry, from its keywords; None (nothing imported) when tracing is off."""
+def _tracing_class(tracing: Any, tracer_provider: Any, meter_provider: Any) -> type[Tracing] | None:
+    """The producer's OpenTelemetry class, its keywords checked; None (nothing imported) when tracing is off."""
     if tracing is not None and type(tracing) is not bool:
         raise ConfigError(f"tracing must be True or False, got {tracing!r}")
     if tracing is None:
@@ -1094,7 +831,7 @@ def _make_tracing(client_id: str, tracing: Any, tracer_provider: Any, meter_prov
             f"{argument}: OpenTelemetry tracing needs the opentelemetry-api library, which is not installed: "
             "pip install 'aioproducer[opentelemetry]'"
         ) from exc
-    return Tracing(client_id, tracer_provider, meter_provider)
+    return Tracing
 
 
 def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:
@@ -1188,60 +925,13 @@ def _iterate(name: str, argument: Any) -> Iterator[Any]:
         raise TypeError(f"send_many({name}=...) takes an iterable of {name}, got {kind}") from None
 
 
-def _compression_level(cfg: ProducerConfig) -> int | None:
-    from aioproducer.protocol.compression import GZIP, LZ4, ZSTD
-
-    level: int | None = {
-        GZIP: getattr(cfg, "compression_gzip_level", None),
-        LZ4: getattr(cfg, "compression_lz4_level", None),
-        ZSTD: getattr(cfg, "compression_zstd_level", None),
-    }.get(cfg.compression_type)
-    return level
-
-
-def _weak_callback(method: Callable[[_T], None]) -> Callable[[_T], None]:
+def _weak_callback(method: Callable[[], None]) -> Callable[[], None]:
     """``method`` through a weak reference to its object: the loop's tasks must not keep a dropped producer alive."""
     ref = weakref.WeakMethod(method)
 
-    def call(arg: _T) -> None:
+    def call() -> None:
         bound = ref()
         if bound is not None:
-            bound(arg)
+            bound()
 
     return call
-
-
-def _abandon_on_loop(
-    loop: asyncio.AbstractEventLoop | None, sender: Sender | None, task: asyncio.Task[None] | None, client: KafkaClient | None
-) -> None:
-    """What ``close(timeout=0)`` does, scheduled on ``loop`` from any thread, for a producer collected unclosed."""
-    if loop is None or loop.is_closed() or sender is None or task is None or client is None:
-        return  # a closed loop already cancelled the tasks (asyncio.run does) and must not be called
-
-    def abandon() -> None:
-        sender.force_close()
-        task.cancel()
-        sender.abort_incomplete(ProducerClosedError("the producer was garbage-collected without close(): record not delivered"))
-        client.abandon()
-
-    try:
-        loop.call_soon_threadsafe(abandon)
-    except RuntimeError:  # closed between the check and the call (another thread)
-        pass
-
-
-def _safe_call(log: LogLike, obj: Any, method: str, *args: Any) -> None:
-    """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
-
-    ``on_acknowledgement`` runs in the sender task, which a raise would end (see
-    ``internals/callbacks.py``): nothing an interceptor raises may stop delivery.
-    """
-    try:
-        fn = getattr(obj, method, None)
-        if fn is not None:
-            fn(*args)
-    except LEAVING_LOOP as exc:
-        raise_from_loop(None, exc)
-    except BaseException:
-        log.exception("interceptor %r raised in %s", obj, method)
-

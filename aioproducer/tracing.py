@@ -3,7 +3,7 @@
 Imported only by a producer made with ``tracing=True`` or ``tracer_provider=`` (``pip install
 'aioproducer[opentelemetry]'``, which brings ``opentelemetry-api``): a producer without tracing
 never imports this module nor the library, and its ``send()`` takes the fast path it takes today
-(``Producer._start`` leaves the fast path closed only to a traced producer).
+(``Producer.__init__`` keeps the fast path closed only to a traced producer: ``_plain``).
 
 Why the span ends where it does: the instrumentations of the other clients end it when the record
 is queued, which shows nothing of delivery. Here the record's span is started in ``send()`` (after
@@ -38,6 +38,7 @@ Metrics, on the meter provider passed or the global one: ``messaging.client.oper
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
 try:
@@ -49,11 +50,11 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
         "aioproducer.tracing needs the opentelemetry-api library: pip install 'aioproducer[opentelemetry]'"
     ) from exc
 
-from aioproducer import __version__
+from aioproducer._version import __version__
 
 if TYPE_CHECKING:
     from aioproducer.internals.batch import FutureRecordMetadata, ProducerBatch
-    from aioproducer.network.client import KafkaClient
+    from aioproducer.network.metadata import ClusterMetadata
 
 __all__ = ["Tracing", "RecordSpans"]
 
@@ -67,9 +68,16 @@ DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75
 class Tracing:
     """One producer's tracer, instruments and attributes: starts spans in ``send()``, ends them per batch."""
 
-    __slots__ = ("tracer", "client_id", "duration", "sent", "client", "_base")
+    __slots__ = ("tracer", "client_id", "duration", "sent", "_metadata", "_base")
 
-    def __init__(self, client_id: str, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+    def __init__(
+        self,
+        client_id: str,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        *,
+        metadata: Callable[[], ClusterMetadata | None],
+    ) -> None:
         # None: the global providers, looked up when used (a provider set after the producer was made counts).
         self.tracer = trace.get_tracer("aioproducer", __version__, tracer_provider=tracer_provider)
         meter = otel_metrics.get_meter("aioproducer", __version__, meter_provider=meter_provider)
@@ -85,8 +93,9 @@ class Tracing:
             description="Number of messages producer attempted to send to the broker.",
         )
         self.client_id = client_id
-        #: Set by ``Producer._start``: where the partition leaders listen (``server.address``).
-        self.client: KafkaClient | None = None
+        #: The producer's current cluster metadata (None before it started): where the partition
+        #: leaders listen (``server.address``). Given by the producer (its engine's client).
+        self._metadata = metadata
         self._base: dict[str, Any] = {
             "messaging.system": "kafka",
             "messaging.operation.name": "send",
@@ -141,10 +150,9 @@ class Tracing:
 
     def leader_address(self, topic: str, partition: int) -> tuple[str, int] | None:
         """Where the partition's leader listens, from the metadata; None when no leader is known."""
-        client = self.client
-        if client is None:
+        metadata = self._metadata()
+        if metadata is None:
             return None
-        metadata = client.metadata
         leader = metadata.leader_for(topic, partition)
         node = None if leader is None else metadata.nodes.get(leader)
         return None if node is None else (node.host, node.port)

@@ -39,7 +39,7 @@ from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, 
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
-from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder, estimate_size_in_bytes_upper_bound
@@ -134,7 +134,7 @@ class RecordAccumulator:
         wakeup: Callable[[], None],
         clock: Callable[[], float] = monotonic_ms,
         rng: random.Random | None = None,
-        lifecycle: Lifecycle | None = None,
+        lifecycle: LifecycleView | None = None,
         log: LogLike = _BATCH_LOG,
     ) -> None:
         #: Handed to each batch: where a raising ``on_delivery`` is reported (the producer's, naming its client.id).
@@ -159,7 +159,7 @@ class RecordAccumulator:
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
         #: The producer's lifecycle (read only here): appends are refused once it stops accepting.
-        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
+        self.lifecycle: LifecycleView = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The last on_delivery that check_on_delivery() accepted: one identity test per record after it.
         self._on_delivery_ok: object = None
@@ -637,9 +637,6 @@ class RecordAccumulator:
         if reserved:
             self.pool.deallocate(reserved)
 
-    def mute(self, topic: str, partition: int) -> None:
-        self._muted.add((topic, partition))
-
     def unmute(self, topic: str, partition: int) -> None:
         self._muted.discard((topic, partition))
 
@@ -675,9 +672,3 @@ class RecordAccumulator:
                 aborted.extend(dq)
                 dq.clear()
         return aborted
-
-    def queue_sizes(self, topic: str) -> dict[int, int]:
-        info = self._topics.get(topic)
-        if info is None:
-            return {}
-        return {p: len(dq) for p, dq in info.batches.items()}

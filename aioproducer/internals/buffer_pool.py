@@ -39,8 +39,8 @@ import time
 from collections import deque
 
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
-from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.internals.metrics import ProducerMetrics
+from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 
 __all__ = ["BufferPool"]
 
@@ -56,7 +56,13 @@ class _Waiter:
 class BufferPool:
     """A FIFO-fair budget of ``total`` bytes, reserved per batch."""
 
-    def __init__(self, total: int, pool_size: int, lifecycle: Lifecycle | None = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        pool_size: int,
+        lifecycle: LifecycleView | None = None,
+        metrics: ProducerMetrics | None = None,
+    ) -> None:
         # pool_size is batch.size, and batch.size=0 (no batching) is valid: every
         # reservation is then exactly the record's size.
         if total <= 0 or pool_size < 0:
@@ -68,10 +74,11 @@ class BufferPool:
         self._available = total
         self._overdraft = 0  # charged past the budget (see charge): owed, repaid before anything is free
         self._waiters: deque[_Waiter] = deque()
-        #: The producer's lifecycle (see ``lifecycle.py``): no memory is handed out once it is closing.
-        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
+        #: The producer's lifecycle, read only (see ``lifecycle.py``): no memory is handed out once it is
+        #: closing. A standalone pool (tests) reads one of its own that stays RUNNING.
+        self.lifecycle: LifecycleView = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
         #: Where a wait for memory is recorded (``bufferpool-wait-time-total``, ``-ratio``); only waits are.
-        self.metrics: ProducerMetrics | None = None
+        self.metrics = metrics
 
     @property
     def available_memory(self) -> int:
@@ -196,8 +203,10 @@ class BufferPool:
             head.future.set_result(None)
 
     def close(self) -> None:
-        """Fail every waiter: the producer is closing and no memory will be handed out."""
-        self.lifecycle.close()
+        """Fail every waiter: the producer is closing and no memory will be handed out.
+
+        The engine moved the lifecycle to CLOSING first, so no allocation queues after this.
+        """
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.future.done():

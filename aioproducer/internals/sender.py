@@ -79,11 +79,11 @@ from aioproducer.clock import monotonic_ms
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
 from aioproducer.internals.compression_offload import CompressionJobs, CompressionOffload
 from aioproducer.internals.coordinator import Coordinators
-from aioproducer.internals.lifecycle import State
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
+from aioproducer.lifecycle import State
 from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records, TopicData
@@ -180,6 +180,8 @@ class Sender:
         log: LogLike = log,
         coordinators: Coordinators | None = None,
         inline_compression_bytes: float | None = None,
+        *,
+        on_fatal: Callable[[BaseException], None],
     ) -> None:
         self.client = client
         #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
@@ -192,11 +194,14 @@ class Sender:
         self._on_complete = on_complete
         self._clock = clock
         #: What the sender sleeps on between passes. Created by whoever builds the accumulator
-        #: too (``Producer.start``), which sets it when a batch opens or fills: one object, made first.
+        #: too (``ProducerEngine.start``), which sets it when a batch opens or fills: one object, made first.
         self._wake = wake if wake is not None else asyncio.Event()
         #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
-        #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED.
+        #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED. Read only: the
+        #: engine moves it (and wakes this sender when it does).
         self.lifecycle = accumulator.lifecycle
+        #: Told of an error no retry can fix; the engine then refuses every later record with it.
+        self._on_fatal = on_fatal
         self._requests: set[asyncio.Task[None]] = set()
         #: Produce requests written by send_produce() whose callback has not run yet.
         self._callbacks_pending = 0
@@ -263,21 +268,11 @@ class Sender:
         self._log.error("the sender task failed; every record not yet delivered fails with it", exc_info=exc)
         error = KafkaError(f"the producer's sender task failed: {exc!r}; create a new producer")
         error.__cause__ = exc
-        self.lifecycle.refuse(error)  # send() learns it at once, not at the task's end
+        self._on_fatal(error)  # send() learns it at once, not at the task's end
         self.abort_incomplete(error)
 
     def _has_requests(self) -> bool:
         return bool(self._requests) or self._callbacks_pending > 0
-
-    def initiate_close(self) -> None:
-        """Move the lifecycle to CLOSING (a repeat under a producer) and wake the loop to drain."""
-        self.lifecycle.close()
-        self.wakeup()
-
-    def force_close(self) -> None:
-        """Move the lifecycle to FORCED and wake the loop to stop."""
-        self.lifecycle.force()
-        self.wakeup()
 
     async def _loop_once(self) -> None:
         await self._sleep(self.run_once(self._clock()))
@@ -611,7 +606,7 @@ class Sender:
 
     def _fatal(self, error: BaseException) -> None:
         """An error that no retry can fix: fail every queued record with it."""
-        self.lifecycle.refuse(error)  # no record can be sent any more: send() says why at once
+        self._on_fatal(error)  # no record can be sent any more: send() says why at once
         for batch in self.accumulator.abort_undrained():
             self._fail_batch(batch, error, outcome_unknown=True)
 
@@ -869,7 +864,7 @@ class Sender:
     def _transaction_failed(self, tm: TransactionManager, error: BaseException) -> None:
         """A batch of the transaction failed (``TransactionManager.transaction_failed``); unauthorized refuses every record."""
         if tm.transaction_failed(error):
-            self.lifecycle.refuse(error)
+            self._on_fatal(error)
 
     def _finish(self, batch: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         if batch.in_flight:

@@ -507,11 +507,6 @@ class TransactionManager:
         else:
             entry.unacked[index : index + 1] = pieces
 
-    def is_next_in_line(self, batch: ProducerBatch) -> bool:
-        """True when ``batch`` directly follows the last acknowledged sequence."""
-        entry = self._partitions.get((batch.topic, batch.partition))
-        return entry is None or entry.is_next_sequence(batch.base_sequence)
-
     @staticmethod
     def _remove(entry: PartitionSequences, batch: ProducerBatch) -> None:
         try:

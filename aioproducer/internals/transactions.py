@@ -215,7 +215,15 @@ class Transactions:
     """The coordinator round trips of the transactional producer (see the module docstring)."""
 
     def __init__(
-        self, tm: TransactionManager, coordinators: Coordinators, max_block_ms: int, *, clock: Clock = monotonic_ms
+        self,
+        tm: TransactionManager,
+        coordinators: Coordinators,
+        max_block_ms: int,
+        *,
+        flush: Callable[[], Awaitable[None]],
+        abort_undrained: Callable[[BaseException], None],
+        on_fatal: Callable[[BaseException], None],
+        clock: Clock = monotonic_ms,
     ) -> None:
         assert tm.transactional_id is not None
         self.tm = tm
@@ -224,11 +232,12 @@ class Transactions:
         self._max_block_ms = max_block_ms
         #: The producer's clock (ms): it decides every deadline (``max.block.ms``) of these calls.
         self._clock = clock
-        #: Set by the producer once its accumulator and sender exist (``init`` needs neither):
-        #: wait for every queued record; fail the queued ones; refuse every later record.
-        self.flush: Callable[[], Awaitable[None]] = _nothing
-        self.abort_undrained: Callable[[BaseException], None] = lambda _error: None
-        self.on_fatal: Callable[[BaseException], None] = lambda _error: None
+        #: From the engine: wait for every queued record (the engine's flush); fail the queued
+        #: ones (the sender's abort_undrained); report an error no retry can fix (the engine
+        #: refuses every later record). ``init`` needs none of them.
+        self.flush = flush
+        self.abort_undrained = abort_undrained
+        self.on_fatal = on_fatal
         #: The commit, abort or prepare whose outcome its caller has not received yet (it timed out).
         self._pending: _Pending | None = None
 
@@ -750,10 +759,6 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
     """A pending call's outcome is kept for its retry; retrieved here so that asyncio does not warn meanwhile."""
     if not task.cancelled():
         task.exception()
-
-
-async def _nothing() -> None:
-    return None
 
 
 async def complete_prepared(

@@ -133,7 +133,7 @@ _Snapshot = tuple[dict[str, Any], list[tuple[str, int]], float]
 def _take(producer: Producer) -> _Snapshot:
     """``producer.metrics()`` and the delivery-latency histogram (its ``le`` buckets, its sum in seconds)."""
     metrics = producer.metrics()
-    latency = producer._metrics.delivery_latency
+    latency = producer._engine.metrics.delivery_latency
     buckets = [("+Inf" if bound == math.inf else repr(bound), count) for bound, count in latency.cumulative()]
     return metrics, buckets, latency.sum_ms / 1000.0
 
@@ -145,7 +145,7 @@ def _read(producer: Producer) -> _Snapshot:
     windowed statistics (which ``metrics()`` also purges) and adds topics and nodes to the dicts
     it iterates: the snapshot is taken on the loop, as everything else the producer does.
     """
-    loop = producer._loop  # set by start(); None before
+    loop = producer._engine.loop  # set by start(); None before
     if loop is None or loop.is_closed() or not loop.is_running():
         return _take(producer)
     try:

@@ -4,10 +4,10 @@ Theory of operation. The client owns every :class:`BrokerConnection` (at most
 one per node id, opened on first use) and the current
 :class:`~aioproducer.network.metadata.ClusterMetadata` snapshot. It does no
 work on its own: there is no background task. Whoever drives the producer
-(the sender loop) calls :meth:`KafkaClient.maybe_refresh_metadata` on its
-wake-ups, asks :meth:`is_ready` / :meth:`connection_delay` to skip brokers in
-reconnect backoff without blocking, and calls :meth:`connection` to talk
-to leaders.
+(the sender loop) asks :meth:`KafkaClient.time_to_next_update` on its
+wake-ups and calls :meth:`refresh_metadata` when it is due, asks
+:meth:`is_ready` / :meth:`connection_delay` to skip brokers in reconnect
+backoff without blocking, and calls :meth:`connection` to talk to leaders.
 
 Times. Every duration here is in milliseconds, as in the Java client's
 ``NetworkClient``/``Metadata``, and every time *point* (``now``) is in
@@ -65,7 +65,6 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     ProtocolError,
 )
-from aioproducer.internals.lifecycle import Lifecycle, State
 from aioproducer.logs import client_logger
 from aioproducer.stats import ByteCounts
 from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
@@ -167,11 +166,12 @@ class KafkaClient:
         clock: Callable[[], float] = monotonic_ms,
         rng: random.Random | None = None,
         allow_auto_topic_creation: bool = True,
-        lifecycle: Lifecycle | None = None,
         open_streams: OpenStreams | None = None,
         authenticator: Authenticator | None = None,
         sleep: Callable[[float], Awaitable[None]] = _sleep_ms,
         byte_counts: ByteCounts | None = None,
+        on_sendable: Callable[[], None] | None = None,
+        on_metadata: Callable[[ClusterMetadata], None] | None = None,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
@@ -190,10 +190,10 @@ class KafkaClient:
         self._authenticator = authenticator
         self._metadata = ClusterMetadata.empty()
         #: Called with each new snapshot as it is installed (the producer drops its per-topic caches).
-        self.metadata_listeners: list[Callable[[ClusterMetadata], None]] = []
+        self._on_metadata = on_metadata
         #: The sender's wake-up: called when a connection takes requests again after re-authenticating,
         #: and when one is lost (metadata is then due: an idle producer must look for its brokers too).
-        self.on_sendable: Callable[[], None] | None = None
+        self._on_sendable = on_sendable
         #: Tracked topics and when each was last used (``add_topic``); idle ones are dropped.
         self._topics: dict[str, float] = {}
         self._last_refresh_ms = float("-inf")  # last successful refresh
@@ -211,9 +211,10 @@ class KafkaClient:
         self._backoff: dict[int, _NodeBackoff] = {}
         #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.
         self._throttled_until: dict[int, float] = {}
-        #: The lifecycle this client reads (see ``lifecycle.py``): once CLOSED, no connection opens and
-        #: no refresh starts. Its own until it becomes a started producer's client, then the producer's.
-        self.lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
+        #: Set by close() and abandon() only: no connection opens and no refresh starts any more. The
+        #: client's own fact, not the producer's lifecycle (which it does not read): the producer's
+        #: engine closes it when it moves the lifecycle to CLOSED, and after a start that failed.
+        self._closed = False
         # wait_for_metadata() callers, and those of them interrupt_waits() cancelled (see there).
         self._metadata_waiters: set[asyncio.Task[Any]] = set()
         self._interrupted: set[asyncio.Task[Any]] = set()
@@ -274,12 +275,12 @@ class KafkaClient:
 
     def _install(self, metadata: ClusterMetadata) -> None:
         self._metadata = metadata
-        for listener in self.metadata_listeners:
-            listener(metadata)
+        if self._on_metadata is not None:
+            self._on_metadata(metadata)
 
     def _wake_sender(self) -> None:
-        if self.on_sendable is not None:
-            self.on_sendable()
+        if self._on_sendable is not None:
+            self._on_sendable()
 
     def _connection_lost(self, conn: BrokerConnection, error: KafkaError) -> None:
         """A connection broke (EOF, reset, timeout): its broker may have left or lost leadership.
@@ -294,7 +295,7 @@ class KafkaClient:
         self._wake_sender()
 
     def request_update(self) -> None:
-        """Mark the metadata stale: the next :meth:`maybe_refresh_metadata` refreshes it.
+        """Mark the metadata stale: :meth:`time_to_next_update` says it is due (after ``retry.backoff.ms``).
 
         A refresh already in flight does not count: it may have been asked
         before the change that made the caller call this.
@@ -324,16 +325,6 @@ class KafkaClient:
         allow = self._last_attempt_ms + self._config.retry_backoff_ms - now
         return max(0.0, expire, allow)
 
-    async def maybe_refresh_metadata(self) -> bool:
-        """Refresh if an update was requested or the snapshot reached ``metadata.max.age.ms``.
-
-        Returns whether a refresh ran. Safe to call on every wake-up (``maybe``).
-        """
-        if self.time_to_next_update() > 0:
-            return False
-        await self.refresh_metadata()
-        return True
-
     async def bootstrap(self, timeout_ms: float = 0.0) -> ClusterMetadata:
         """Fetch the first metadata, trying every bootstrap server until one answers or ``timeout_ms`` passed.
 
@@ -356,7 +347,7 @@ class KafkaClient:
             try:
                 metadata = await self.refresh_metadata()
             except NoBrokerAnsweredError as exc:
-                if self.lifecycle.state is State.CLOSED or not exc.connection_level:
+                if self._closed or not exc.connection_level:
                     raise
                 self.bootstrap_failure = exc
                 rounds += 1
@@ -380,7 +371,7 @@ class KafkaClient:
         burst of callers costs at most two requests. Cancelling a caller does
         not cancel the shared request.
         """
-        if self.lifecycle.state is State.CLOSED:
+        if self._closed:
             raise KafkaConnectionError("the client is closed")
         for topic in topics or ():
             self.add_topic(topic)
@@ -451,7 +442,7 @@ class KafkaClient:
         lists a node at that address) or closed. Raises
         :class:`KafkaConnectionError` listing every failure when none answered.
         """
-        if self.lifecycle.state is State.CLOSED:
+        if self._closed:
             raise KafkaConnectionError("the client is closed")
         failures: list[tuple[str, KafkaError]] = []
         live = sorted(
@@ -623,9 +614,9 @@ class KafkaClient:
             # KIP-368: re-authenticate at 85-95 % of the session, drawn per connection as Java does.
             reauth_fraction=self._rng.uniform(0.85, 0.95),
             byte_counts=self.byte_counts,
+            on_lost=self._connection_lost,
+            on_sendable=self._wake_sender,
         )
-        conn.on_lost = self._connection_lost
-        conn.on_sendable = self._wake_sender
         return conn
 
     def connection_delay(self, node_id: int, now: float | None = None) -> float:
@@ -700,7 +691,7 @@ class KafkaClient:
         share one connect attempt. Raises :class:`KafkaConnectionError` when
         the node is not in the metadata or cannot be reached.
         """
-        if self.lifecycle.state is State.CLOSED:
+        if self._closed:
             raise KafkaConnectionError("the client is closed")
         conn = self._conns.get(node_id)
         if conn is not None:
@@ -764,7 +755,7 @@ class KafkaClient:
             self._attempt_failed()
             self.request_update()  # the broker may have moved or left
             raise
-        if self.lifecycle.state is State.CLOSED:
+        if self._closed:
             await conn.close()
             raise KafkaConnectionError("the client was closed while connecting")
         self._node_reachable(node_id, conn)
@@ -828,7 +819,7 @@ class KafkaClient:
         gracefully once the peer has read what is buffered, which a broker that stopped
         reading never does. What is not closed by then is dropped (:meth:`BrokerConnection.abort`).
         """
-        self.lifecycle.finish()
+        self._closed = True
         self.interrupt_waits()
         try:
             async with asyncio.timeout_at(deadline):
@@ -857,7 +848,7 @@ class KafkaClient:
 
     def abandon(self) -> None:
         """Drop everything now, synchronously: for a producer collected without ``close()``."""
-        self.lifecycle.finish()
+        self._closed = True
         self.interrupt_waits()
         self._background()
         for conn in [*self._conns.values(), *self._closing_conns]:

@@ -54,7 +54,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
-import aioproducer
+from aioproducer._version import __version__
 from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
 from aioproducer.logs import client_logger
 from aioproducer.stats import ByteCounts
@@ -71,7 +71,6 @@ from aioproducer.protocol.connection_state import (
     ResponseReceived,
     SaslMechanism,
     Throttled,
-    not_kafka_hint,
 )
 from aioproducer.protocol.produce import ProduceResponse, TopicData
 
@@ -91,10 +90,6 @@ _READ_SIZE = 256 * 1024
 
 _READY = ConnectionState.READY
 _CLOSED = ConnectionState.CLOSED
-
-#: Kept under its old name for callers that import it from here.
-_not_kafka_hint = not_kafka_hint
-
 
 def _settle(future: asyncio.Future[Any], result: Any, error: KafkaError | None) -> None:
     """The token callback of an awaitable request; a done future means the caller gave up."""
@@ -139,6 +134,8 @@ class BrokerConnection:
         authenticator: Authenticator | None = None,
         reauth_fraction: float = 0.9,
         byte_counts: ByteCounts | None = None,
+        on_lost: Callable[[BrokerConnection, KafkaError], None] | None = None,
+        on_sendable: Callable[[], None] | None = None,
     ) -> None:
         self.host = host
         #: Lines about this connection name the client.id it sends (see logs.py).
@@ -152,7 +149,7 @@ class BrokerConnection:
             node_id=node_id,
             max_in_flight=max_in_flight,
             request_timeout_ms=request_timeout_ms,
-            client_software_version=aioproducer.__version__,
+            client_software_version=__version__,
             reauth_fraction=reauth_fraction,
         )
         self.connect_timeout_ms = connect_timeout_ms
@@ -173,10 +170,10 @@ class BrokerConnection:
         self.on_throttle = on_throttle
         #: Called once if the connection breaks by itself (not by ``close()``): the client
         #: marks metadata stale, since the broker may have left or lost its leaderships.
-        self.on_lost: Callable[[BrokerConnection, KafkaError], None] | None = None
+        self.on_lost = on_lost
         #: Called when the connection takes requests again after re-authenticating (KIP-368): a
         #: sender that found it busy is asleep, and nothing else would wake it.
-        self.on_sendable: Callable[[], None] | None = None
+        self.on_sendable = on_sendable
 
         self._connect_called = False
         self._torn_down = False

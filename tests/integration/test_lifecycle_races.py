@@ -20,7 +20,7 @@ FAST: dict[str, Any] = {"request_timeout_ms": 1000, "delivery_timeout_ms": 3000,
 
 
 def client_of(producer: Producer) -> KafkaClient:
-    client = producer._client
+    client = producer._engine.client
     assert client is not None
     return client
 

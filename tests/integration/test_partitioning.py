@@ -285,8 +285,8 @@ async def test_keyless_records_fill_a_batch_per_partition_before_switching(mock_
         await producer.partitions_for("orders")
         # The sticky partition is drawn at random and may be drawn again (two turns then merge into
         # one run): seeded, so that how many runs merge is the same on every run of this test.
-        assert producer._accumulator is not None
-        producer._accumulator._rng.seed(seed)
+        assert producer._engine.accumulator is not None
+        producer._engine.accumulator._rng.seed(seed)
         futures = [await producer.send("orders", bytes(100)) for _ in range(n)]
         assert producer.metrics()["records_sent"] == 0, "linger.ms should have held everything back"
         await producer.flush()

@@ -159,7 +159,7 @@ async def test_no_more_than_max_in_flight_requests_per_connection(mock_cluster: 
         mock_cluster.start_request_tracking()
         futures = [await producer.send(TOPIC, value=b"%04d" % i + b"." * 60, partition=i % 2) for i in range(40)]
         await asyncio.gather(*futures)
-        connections = [c for c in producer._client._conns.values()]  # type: ignore[union-attr]
+        connections = [c for c in producer._engine.client._conns.values()]  # type: ignore[union-attr]
         observed = max(c.max_in_flight_observed for c in connections)
     assert observed == max_in_flight  # reached (the test can fail) and never exceeded
     # From the broker's side: request i + max_in_flight cannot arrive before response i left (rtt later).

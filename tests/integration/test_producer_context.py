@@ -133,7 +133,7 @@ async def test_a_dropped_unclosed_producer_warns_and_stops_its_tasks(mock_cluste
     producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **{**FAST, "linger_ms": 60_000, "delivery_timeout_ms": 70_000})
     await producer.start()
     futures = [await producer.send(TOPIC, value=b"%d" % i, partition=0) for i in range(3)]
-    sender_task = producer._sender_task
+    sender_task = producer._engine.sender_task
     assert sender_task is not None
     collect_earlier_garbage()
     with pytest.warns(ResourceWarning, match="unclosed .* with 3 records not yet delivered"):

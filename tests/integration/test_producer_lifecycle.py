@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadata
-from aioproducer.internals.lifecycle import State
+from aioproducer.lifecycle import State
 from aioproducer.protocol import messages
 from aioproducer.testing import MockCluster
 from helpers import eventually, other_tasks
@@ -99,7 +99,7 @@ async def test_nothing_leaks_after_close(mock_cluster: MockCluster) -> None:
     await asyncio.sleep(0.05)  # let the failures happen
     mock_cluster.broker_up(2)
     await asyncio.gather(*futures)
-    client = producer._client
+    client = producer._engine.client
     assert client is not None
     connections = list(client._conns.values())
     assert connections
@@ -225,7 +225,7 @@ async def test_a_sender_that_dies_fails_every_record_and_send_says_why(
         for future in queued:
             error = future.exception()
             assert isinstance(error, KafkaError) and error.__cause__ is boom
-        assert producer._sender_task is not None and producer._sender_task.done()
+        assert producer._engine.sender_task is not None and producer._engine.sender_task.done()
         for value, key in ((b"fast path", None), (b"keyed", b"k")):
             with pytest.raises(KafkaError, match="sender task failed"):
                 await producer.send("orders", value=value, key=key)
@@ -320,13 +320,13 @@ async def test_close_while_starting_cancels_the_start_and_leaves_nothing_running
     mock_cluster.set_rtt(3, 5000)
     producer = Producer(bootstrap_servers=mock_cluster.bootstrap_servers)
     starting = asyncio.create_task(producer.start())
-    await eventually(lambda: producer._start_task is not None, what="start() under way")
+    await eventually(lambda: producer._engine._start_task is not None, what="start() under way")
     started = time.monotonic()
     await producer.close()
     assert time.monotonic() - started < 3.0  # close() did not wait for the 5 s bootstrap
     with pytest.raises(ProducerClosedError, match="closed while it was starting"):
         await starting
-    assert producer._sender_task is None
+    assert producer._engine.sender_task is None
     assert not other_tasks()
     with pytest.raises(ProducerClosedError):
         await producer.start()
@@ -339,7 +339,7 @@ async def test_a_producer_id_refused_for_good_makes_every_later_send_say_why(
     cluster_authorization_failed = 31
     mock_cluster.push_request_errors(messages.INIT_PRODUCER_ID, cluster_authorization_failed)
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, enable_idempotence=True) as producer:
-        sender = producer._sender
+        sender = producer._engine.sender
         assert sender is not None
         await eventually(lambda: sender.lifecycle.refusal is not None)
         for value, key, headers in ((b"fast path", None, None), (b"keyed", b"k", None), (b"general", None, [("h", b"")])):
@@ -353,9 +353,10 @@ async def test_every_layer_reads_the_producers_one_lifecycle(mock_cluster: MockC
     lifecycle = producer._lifecycle
     states = [lifecycle.state]
     await producer.start()
-    client, accumulator, sender = producer._client, producer._accumulator, producer._sender
-    assert client is not None and accumulator is not None and sender is not None
-    assert client.lifecycle is lifecycle and accumulator.lifecycle is lifecycle
+    accumulator, sender = producer._engine.accumulator, producer._engine.sender
+    assert accumulator is not None and sender is not None
+    # The client reads none of it: the engine closes it when it moves the lifecycle to CLOSED.
+    assert accumulator.lifecycle is lifecycle
     assert accumulator.pool.lifecycle is lifecycle and sender.lifecycle is lifecycle
     states.append(lifecycle.state)
     await producer.close()

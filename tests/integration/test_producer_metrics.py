@@ -100,7 +100,7 @@ async def test_delivery_latency_of_acknowledged_records(mock_cluster: MockCluste
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
         await producer.send_and_wait(TOPIC, value=b"before", partition=0)
         assert producer.metrics()["delivery-latency-avg"] > 0  # always recorded
-        histogram = producer._metrics.delivery_latency = _Observed()  # observes what each batch adds
+        histogram = producer._engine.metrics.delivery_latency = _Observed()  # observes what each batch adds
         observed = histogram.observed
         mock_cluster.push_request_errors(PRODUCE, NOT_LEADER_OR_FOLLOWER)  # one batch is retried: still counted once
         for _ in range(3):

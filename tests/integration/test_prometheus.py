@@ -106,7 +106,7 @@ async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
 
 def test_delivery_latency_histogram_in_seconds_per_record() -> None:
     producer = Producer(client_id="h")  # not started: the collector reads it directly
-    metrics = producer._metrics
+    metrics = producer._engine.metrics
     assert math.isnan(producer.metrics()["delivery-latency-max"])  # nothing acknowledged yet
     registry = CollectorRegistry()
     registry.register(ProducerCollector(producer))

@@ -398,7 +398,7 @@ async def test_no_more_than_max_in_flight_requests_per_connection(healthy: Kafka
             results = await asyncio.gather(*futures)
         finally:
             cluster.proxy(leader).set_delay(0)
-        conns = list(producer._client._conns.values())  # type: ignore[union-attr]
+        conns = list(producer._engine.client._conns.values())  # type: ignore[union-attr]
         observed = max(c.max_in_flight_observed for c in conns)
     assert observed == max_in_flight  # reached (the test can fail) and never exceeded
     assert [md.offset for md in results] == list(range(1, 61))  # in order, once each

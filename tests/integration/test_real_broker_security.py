@@ -223,20 +223,20 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
     }
     async with Producer(config, sasl_oauth_token_provider=token, linger_ms=5) as producer:
         await producer.partitions_for(topic)
-        client = producer._client
+        client = producer._engine.client
         assert client is not None
         first = dict(client._conns)  # the broker's connection(s): the same objects must carry on
         # After each re-authentication the sender must be woken (it found the connection busy and
         # slept; without this it stalled until something else woke it, measured: 122 s for this test).
         reauthenticated: list[None] = []
-        wake = client.on_sendable
+        wake = client._on_sendable
         assert wake is not None
 
         def counting() -> None:
             reauthenticated.append(None)
             wake()
 
-        client.on_sendable = counting
+        client._on_sendable = counting
         futures = []
         deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
         while time.monotonic() < deadline:

@@ -202,7 +202,7 @@ async def test_records_queued_when_a_transaction_is_aborted_fail_with_transactio
 # ---------------------------------------------------------------- the coordinator dies; the transaction times out
 def coordinator_of(producer: Producer) -> int:
     """The node id of the producer's transaction coordinator as last found."""
-    transactions = producer._transactions
+    transactions = producer._engine.transactions
     assert transactions is not None
     node = transactions._coordinators.coordinator(1, transactions.transactional_id)  # TRANSACTION key type
     assert node is not None
@@ -285,7 +285,7 @@ async def test_a_coordinator_the_producers_metadata_lacks_is_reached_at_the_addr
             assert coordinator_of(producer) in others
             await asyncio.to_thread(cluster.start_broker, preferred)
             await asyncio.to_thread(elect_preferred_leader, cluster, partition, preferred)
-            assert preferred not in producer._client.metadata.nodes  # type: ignore[union-attr]  # the setting of the bug
+            assert preferred not in producer._engine.client.metadata.nodes  # type: ignore[union-attr]  # the setting of the bug
             async with producer.transaction():
                 await producer.send(topic, b"after", key=b"k")
             assert coordinator_of(producer) == preferred

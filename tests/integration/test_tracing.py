@@ -264,7 +264,7 @@ async def test_kip_467_each_record_span_gets_its_own_error() -> None:
     from aioproducer.tracing import Tracing
 
     otel = Otel()
-    tracing = Tracing("c", otel.tracer_provider, otel.meter_provider)
+    tracing = Tracing("c", otel.tracer_provider, otel.meter_provider, metadata=lambda: None)
     batch = ProducerBatch("orders", 4, RecordBatchBuilder(compression.NONE, 1 << 16), 0.0, 0, asyncio.get_running_loop())
     for _ in range(3):
         span, start = tracing.start("orders", None, b"v")

@@ -595,11 +595,11 @@ async def test_the_background_start_retries_until_the_producer_started(caplog: p
             assert not task.done() and not producer.ready
 
             def attempt_under_way() -> bool:
-                attempt = producer._start_task
+                attempt = producer._engine._start_task
                 return attempt is not None and not attempt.done()
 
             await eventually(attempt_under_way, what="an attempt under way")
-            attempt = producer._start_task
+            attempt = producer._engine._start_task
             request = asyncio.create_task(start_for_request(producer))
             for _ in range(3):  # the request's task, then its start() call: both now wait on that attempt
                 await asyncio.sleep(0)

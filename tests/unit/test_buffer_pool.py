@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.lifecycle import Lifecycle, State
 
 
 async def test_try_allocate_within_budget_and_deallocate_restores() -> None:
@@ -91,10 +92,12 @@ async def test_memory_granted_then_cancelled_is_returned() -> None:
 
 
 async def test_close_fails_waiters_with_a_clear_error() -> None:
-    pool = BufferPool(1000, 100)
+    lifecycle = Lifecycle(State.RUNNING)  # the test plays the engine, which moves it before closing the pool
+    pool = BufferPool(1000, 100, lifecycle)
     assert pool.try_allocate(1000)
     waiter = asyncio.create_task(pool.allocate(10, 10_000))
     await asyncio.sleep(0)
+    lifecycle.close()
     pool.close()
     with pytest.raises(ProducerClosedError, match="closed"):
         await waiter

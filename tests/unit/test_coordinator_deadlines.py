@@ -83,6 +83,14 @@ class Client:
         return self.coordinator
 
 
+async def _never() -> None:
+    raise AssertionError("init() must not flush")
+
+
+def _never_called(error: BaseException) -> None:
+    raise AssertionError(f"init() must not report {error!r}")
+
+
 def coordinators(clock: FakeClock, coordinator: Coordinator) -> Coordinators:
     return Coordinators(Client(coordinator), 100, 1000, clock=clock, sleep=clock.sleep)
 
@@ -91,7 +99,10 @@ async def test_init_transactions_gives_up_at_max_block_ms_on_the_clock_after_bac
     clock = FakeClock()
     coordinator = Coordinator(clock, COORDINATOR_LOAD_IN_PROGRESS)
     tm = TransactionManager("tx-1")
-    transactions = Transactions(tm, coordinators(clock, coordinator), max_block_ms=5_000, clock=clock)
+    transactions = Transactions(
+        tm, coordinators(clock, coordinator), max_block_ms=5_000, clock=clock,
+        flush=_never, abort_undrained=_never_called, on_fatal=_never_called,  # init() uses none of them
+    )
     start = clock.now
     with pytest.raises(KafkaTimeoutError, match=r"init_transactions\(\) did not complete in time") as raised:
         await transactions.init()

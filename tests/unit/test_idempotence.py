@@ -27,6 +27,7 @@ from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulat
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import MAX_SEQUENCE, TransactionManager, increment_sequence
+from aioproducer.lifecycle import Lifecycle, State
 from broker_model import (
     INVALID_PRODUCER_EPOCH,
     MESSAGE_TOO_LARGE,
@@ -81,9 +82,14 @@ class Harness:
             delivery_timeout_ms=delivery_timeout_ms,
             guarantee_message_order=max_in_flight == 1,
         )
-        self.pool = BufferPool(1 << 22, batch_size)
-        self.acc = RecordAccumulator(config, self.pool, self.tm, lambda: None, clock=self.clock)
-        self.sender = Sender(self.net, self.acc, self.tm, Config(delivery_timeout_ms=delivery_timeout_ms), clock=self.clock)
+        #: The test plays the engine: it alone moves the lifecycle, and refuses records on a fatal error.
+        self.lifecycle = Lifecycle(State.RUNNING)
+        self.pool = BufferPool(1 << 22, batch_size, self.lifecycle)
+        self.acc = RecordAccumulator(config, self.pool, self.tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle)
+        self.sender = Sender(
+            self.net, self.acc, self.tm, Config(delivery_timeout_ms=delivery_timeout_ms), clock=self.clock,
+            on_fatal=self.lifecycle.refuse,
+        )
         self.delay = 0.0
         self.sender._sleep = self._record_delay  # type: ignore[method-assign]
         self.sent: dict[tuple[str, int], list[tuple[bytes, Any]]] = defaultdict(list)
@@ -421,7 +427,8 @@ async def test_a_graceful_close_ends_while_init_producer_id_keeps_failing() -> N
         h.clock.now += min(max(delay_ms, 1.0), 500.0)
 
     h.sender._sleep = advance  # type: ignore[method-assign]
-    h.sender.initiate_close()
+    h.lifecycle.close()  # as the engine's close() does
+    h.sender.wakeup()
     await asyncio.wait_for(h.sender.run(), timeout=10)
     assert isinstance(a.exception(), KafkaTimeoutError)
 

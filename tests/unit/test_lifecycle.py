@@ -1,11 +1,14 @@
-"""The one lifecycle state: forward-only moves and what a refused record gets (the layers sharing it: test_producer_lifecycle)."""
+"""The one lifecycle state: forward-only moves, what a refused record gets, and its one writer (the layers sharing it: test_producer_lifecycle)."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import pytest
 
 from aioproducer.errors import KafkaError, ProducerClosedError
-from aioproducer.internals.lifecycle import Lifecycle, State
+from aioproducer.lifecycle import Lifecycle, State
 
 
 def state(lifecycle: Lifecycle) -> State:
@@ -43,3 +46,35 @@ def test_a_closed_lifecycle_without_refusal_refuses_with_producer_closed() -> No
     lifecycle.close()
     error = lifecycle.refused()
     assert isinstance(error, ProducerClosedError) and "closed" in str(error)
+
+
+#: The methods that move a lifecycle; only ``ProducerEngine`` may call them (see lifecycle.py).
+MOVES = frozenset({"start", "close", "force", "finish", "refuse"})
+PACKAGE = Path(__file__).resolve().parents[2] / "aioproducer"
+
+
+def lifecycle_moves(source: str) -> list[int]:
+    """Lines of ``source`` calling a move on something named ``lifecycle`` (``lifecycle.close()``, ``self.lifecycle.force()`` ...)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MOVES:
+            receiver = node.func.value
+            name = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", "")
+            if "lifecycle" in name.lower():
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_engine_moves_the_lifecycle() -> None:
+    """One writer: the parts read the lifecycle (typed ``LifecycleView``) and report; a move anywhere else fails here."""
+    movers = {
+        str(path.relative_to(PACKAGE.parent)): moves
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (moves := lifecycle_moves(path.read_text()))
+    }
+    assert list(movers) == ["aioproducer/internals/engine.py"]
+
+
+def test_a_move_outside_the_engine_is_seen() -> None:
+    assert lifecycle_moves("def close(self):\n    self.lifecycle.close()\n    self.lifecycle.state\n") == [2]
+    assert lifecycle_moves("lifecycle = Lifecycle()\nlifecycle.refuse(error)\npool.close()\n") == [2]

@@ -31,6 +31,7 @@ from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.compression_offload import INLINE_COMPRESSION_BYTES
+from aioproducer.lifecycle import Lifecycle, State
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.network.metadata import Node
 from aioproducer.protocol.compression import GZIP
@@ -185,9 +186,11 @@ class FakeClient:
 
 
 def make(
-    acks: int = 1, linger_ms: float = 0, compression_type: int = 0
+    acks: int = 1, linger_ms: float = 0, compression_type: int = 0, lifecycle: Lifecycle | None = None
 ) -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock]:
+    """A sender over a fake client; ``lifecycle`` (RUNNING if not given) is the test's to move, as the engine's is."""
     clock = FakeClock()
+    lifecycle = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
     acc = RecordAccumulator(
         AccumulatorConfig(
             batch_size=1024, linger_ms=linger_ms, retry_backoff_ms=100, delivery_timeout_ms=120_000,
@@ -197,10 +200,11 @@ def make(
         None,
         lambda: None,
         clock=clock,
+        lifecycle=lifecycle,
     )
     client = FakeClient()
     client.clock = clock
-    sender = Sender(client, acc, None, Config(acks=acks), clock=clock)
+    sender = Sender(client, acc, None, Config(acks=acks), clock=clock, on_fatal=lifecycle.refuse)
     return sender, acc, client, clock
 
 
@@ -366,10 +370,12 @@ async def test_topics_with_the_same_partition_numbers_are_told_apart() -> None:
 
 
 async def test_a_late_answer_after_a_forced_close_is_ignored() -> None:
-    sender, acc, client, clock = make()
+    lifecycle = Lifecycle(State.RUNNING)
+    sender, acc, client, clock = make(lifecycle=lifecycle)
     future = append(acc, "t", 0)
     sent = list(in_flight(sender, acc, clock))
-    sender.force_close()
+    lifecycle.force()  # as the engine's close does at its timeout
+    sender.wakeup()
     await sender.run()  # forced: ends at once
     batch: ProducerBatch = future._batch
     batch.complete(-1, -1, KafkaError("closed"))  # as the producer's abort_incomplete does
@@ -628,7 +634,7 @@ def with_interceptor() -> tuple[Sender, RecordAccumulator, FakeClock, list[tuple
 
     producer = Producer(bootstrap_servers="127.0.0.1:1", interceptors=[Recorder()])  # never started
     sender, acc, _, clock = make()
-    sender._on_complete = producer._on_batch_complete
+    sender._on_complete = producer._engine._on_batch_complete
     return sender, acc, clock, acks
 
 

@@ -1,26 +1,30 @@
-"""The producer's lifecycle: one state that every layer reads, moved forward only.
+"""The producer's lifecycle: one state that every layer reads, moved forward only, by one writer.
 
 Before this object, "closed" was a flag in each layer (the producer, the accumulator, the
 buffer pool, three in the sender, the client), each set by whoever closed that layer, and
 the layers could disagree for a while (the sender still retrying what the producer had
-given up on). Now there is one :class:`Lifecycle` per producer, made in
-``Producer.__init__`` and handed to the client, the buffer pool, the accumulator and the
-sender, which read ``state`` and ``refusal`` and keep no copy.
+given up on). Now there is one :class:`Lifecycle` per producer, made by its engine
+(``internals/engine.py``), which alone moves it; the buffer pool, the accumulator and the
+sender get it as a :class:`LifecycleView` (read only: ``state``, ``refusal``), keep no copy,
+and report an error no retry can fix to the engine (``on_fatal``), which refuses records.
+The client reads none of it: it is closed when the engine closes it, its own fact.
+
+It lives at the bottom of the package (it imports only ``errors``), so that any layer may read it.
 
 Who moves it, and why no two movers can disagree::
 
     NEW ──start() done──► RUNNING ──close()──► CLOSING ──timeout / dropped──► FORCED ──► CLOSED
      └──────────────── close() before start() finished ──────────────────────────────────┘
 
-* ``Producer.start`` moves NEW → RUNNING; ``Producer.close`` moves to CLOSING, to FORCED
-  when its timeout runs out (``__del__`` of a dropped producer does the same), and to CLOSED
-  once the client is closed. The components' own ``close()`` methods (``BufferPool.close``,
-  ``Sender.initiate_close``/``force_close``, ``KafkaClient.close``) call the same moves, so
-  each works standalone in tests; under a producer they repeat a move already made.
+* ``ProducerEngine.start`` moves NEW → RUNNING; ``ProducerEngine.close`` moves to CLOSING,
+  to FORCED when its timeout runs out (``ProducerEngine.abandon``, for a dropped producer,
+  does the same), and to CLOSED when it closes the client. Nothing else calls these methods:
+  a component that stops (``BufferPool.close`` failing its waiters) or fails for good
+  (``Sender``'s and ``Transactions``' ``on_fatal``) only reports, and the engine moves the state.
 * A move never goes back (``_advance`` ignores a state behind the current one), so calls in
   any order leave the furthest state: nothing can reopen a closed producer.
-* ``refusal`` is why records are refused while RUNNING: the sender set it when an error no
-  retry can fix arrived (``Sender._fatal``) or its loop itself failed (``Sender._die``). The
+* ``refusal`` is why records are refused while RUNNING: the engine sets it when a part reported
+  an error no retry can fix (the sender's ``_fatal`` or ``_die``, a fenced transaction). The
   first reason stays.
 
 What each state means to the layers:
@@ -42,9 +46,11 @@ from __future__ import annotations
 
 import enum
 
+from typing import Protocol
+
 from aioproducer.errors import ProducerClosedError
 
-__all__ = ["Lifecycle", "State"]
+__all__ = ["Lifecycle", "LifecycleView", "State"]
 
 
 class State(enum.IntEnum):
@@ -57,15 +63,33 @@ class State(enum.IntEnum):
     CLOSED = 4
 
 
+class LifecycleView(Protocol):
+    """What a component may do with the lifecycle: read it. Only the engine holds it as a :class:`Lifecycle`."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def refusal(self) -> BaseException | None: ...
+
+    @property
+    def accepting(self) -> bool: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def refused(self) -> BaseException: ...
+
+
 class Lifecycle:
-    """One producer's lifecycle state; see the module docstring for who moves it."""
+    """One producer's lifecycle state; see the module docstring for who moves it (its engine)."""
 
     __slots__ = ("state", "refusal")
 
     def __init__(self, state: State = State.NEW) -> None:
-        #: Read by every layer, written only through the methods below (forward only).
+        #: Read by every layer; written only through the methods below (forward only), which the engine alone calls.
         self.state = state
-        #: Why records are refused while RUNNING (an unrecoverable error); None while they are not.
+        #: Why records are refused while RUNNING (an unrecoverable error); None while they are not. Writer: ``refuse``.
         self.refusal: BaseException | None = None
 
     def __repr__(self) -> str:
@@ -87,7 +111,7 @@ class Lifecycle:
         return self.refusal or ProducerClosedError("the producer is closed: no more records are accepted")
 
     def start(self) -> None:
-        """NEW → RUNNING: the sender task runs (``Producer.start``)."""
+        """NEW → RUNNING: the sender task runs (``ProducerEngine.start``)."""
         self._advance(State.RUNNING)
 
     def close(self) -> None:
