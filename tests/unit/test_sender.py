@@ -734,7 +734,7 @@ async def test_a_pass_that_used_its_compression_share_stops_and_asks_to_run_agai
             assert acc.try_append("t", p, 1, None, big_value(2 * p + i, GZIP_SHARE // 4), None, None) is not None
     firsts = [acc.topic_info("t").batches[p][0] for p in (0, 1)]
     share = sum(b.builder.bytes_to_compress for b in firsts)  # one request per node, exactly
-    sender = Sender(client, acc, None, Config(acks=1), clock=clock, inline_compression_bytes=share)
+    sender = Sender(client, acc, None, Config(acks=1), clock=clock, inline_compression_bytes=share, on_fatal=sender._on_fatal)
     assert sender.run_once(clock.now) == 0  # the share is spent: no sleep, but no more work in this pass
     assert len(client.sent) == 2 and not sender._requests  # neither more requests here nor in the thread
     assert sender.run_once(clock.now) == 0
