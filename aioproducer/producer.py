@@ -36,7 +36,7 @@ from aioproducer.errors import (
     WrongEventLoopError,
 )
 from aioproducer.internals.accumulator import (
-    RECORD_OVERHEAD_ESTIMATE,
+    UNKNOWN_PARTITION,
     AccumulatorConfig,
     RecordAccumulator,
     monotonic_ms,
@@ -85,7 +85,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _T = TypeVar("_T")
 
-HeaderPairs = Sequence[tuple[str, Optional[bytes]]]
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
 
 #: Kafka timestamps are int64 milliseconds.
@@ -114,17 +113,17 @@ def _append_plain(
 ) -> FutureRecordMetadata | None:
     """``send()``'s fast path, for ``send()`` and ``send_many()``: a record that needs nothing but partitioning.
 
-    What ``_send()`` does for a ``bytes`` value with a ``bytes`` key (murmur2) or none (sticky
-    partition), on a producer with nothing per record to intercept, serialize, partition or
-    size-check (see ``Producer.start``). None when the key is of another kind or memory must
-    be waited for: the caller then takes the general path.
+    What ``_send()`` does for a ``bytes`` value with a ``bytes`` key (murmur2) or none (the
+    accumulator's sticky partition), on a producer with nothing per record to intercept,
+    serialize, partition or size-check (see ``Producer.start``). None when the key is of
+    another kind or memory must be waited for: the caller then takes the general path.
     """
     if type(key) is bytes:
         # partition_for_key(key, n) without its frame and checks (a bytes key, n >= 1 here): 5 % of a send().
         partition = (murmur2_bits(key, MURMUR2_SEED) & 0x7FFFFFFF) % partitions.num_partitions
         return accumulator.try_append(topic, partition, _now_ns() // 1_000_000, key, value, None, on_delivery)
     if key is None:
-        return accumulator.try_append_sticky(topic, partitions, _now_ns() // 1_000_000, None, value, None, on_delivery)
+        return accumulator.try_append(topic, UNKNOWN_PARTITION, _now_ns() // 1_000_000, None, value, None, on_delivery, partitions)
     return None
 
 
@@ -619,19 +618,14 @@ class Producer:
                 )
             elif key_bytes is not None and not self._ignore_keys:
                 partition = partition_for_key(key_bytes, num_partitions)
-            if partition is None:  # no partition, key or partitioner: the sticky partition
-                future = accumulator.try_append_sticky(topic, partitions, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
-                if future is None:  # waits for memory: peek, append, then count (another append may switch meanwhile)
-                    sticky = accumulator.sticky_partition(topic, partitions)
-                    future = await self._append_slow(
-                        topic, sticky.partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline
-                    )
-                    size = (len(value_bytes) if value_bytes is not None else 0) + (len(key_bytes) if key_bytes is not None else 0)
-                    accumulator.update_sticky(topic, sticky, partitions, size + RECORD_OVERHEAD_ESTIMATE)
-            else:
-                future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery)
-                if future is None:
-                    future = await self._append_slow(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, deadline)
+            else:  # no partition, key or partitioner: the accumulator's sticky partition
+                partition = UNKNOWN_PARTITION
+            future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, partitions)
+            if future is None:  # memory must be waited for, within what is left of max.block.ms
+                remaining = self._max_block_ms if deadline is None else max(0.0, deadline - monotonic_ms())
+                future = await accumulator.append(
+                    topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, remaining, partitions
+                )
         except BaseException as exc:  # a cancelled wait for metadata or memory ends the span too
             if tracing is not None:
                 tracing.fail(span, span_start, exc)
@@ -700,27 +694,21 @@ class Producer:
     ) -> list[FutureRecordMetadata]:
         """``send_many()`` without keys: a record opens or joins the sticky batch, the ones after it fill that batch.
 
-        The records that follow a record into its batch take only the batch's append (see
-        ``RecordAccumulator.try_append_sticky_run``), with the create time of the record
-        that led them. Anything else (a value not ``bytes``, no memory now) goes through
-        ``send()``, in order.
+        Each run is one ``RecordAccumulator.try_append_run`` (the sticky partition's batch
+        filled, its records counted once), with the create time of the record that led it.
+        Anything else (a value not ``bytes``, no memory now) goes through ``send()``, in order.
         """
         values = values if isinstance(values, (list, tuple)) else list(values)
         accumulator = self._plain_accumulator
         partitions = self._topic_partitions.get(topic)
         i, count = 0, len(values)
         while i < count:
-            value = values[i]
-            if accumulator is not None and partitions is not None and type(value) is bytes:
-                timestamp = _now_ns() // 1_000_000
-                future = accumulator.try_append_sticky(topic, partitions, timestamp, None, value, None, on_delivery)
-                if future is not None:
-                    futures.append(future)
-                    i = accumulator.try_append_sticky_run(
-                        topic, partitions, future._batch, timestamp, values, i + 1, on_delivery, futures
-                    )
+            if accumulator is not None and partitions is not None:
+                stop = accumulator.try_append_run(topic, partitions, _now_ns() // 1_000_000, values, i, on_delivery, futures)
+                if stop > i:
+                    i = stop
                     continue
-            futures.append(await self.send(topic, value, on_delivery=on_delivery))
+            futures.append(await self.send(topic, values[i], on_delivery=on_delivery))
             # send() may have waited: the producer may be closed, the metadata newer.
             accumulator = self._plain_accumulator
             partitions = self._topic_partitions.get(topic)
@@ -912,23 +900,6 @@ class Producer:
         }
 
     # ------------------------------------------------------------------ send helpers
-    async def _append_slow(
-        self,
-        topic: str,
-        partition: int,
-        timestamp_ms: int,
-        key_bytes: bytes | None,
-        value_bytes: bytes | None,
-        headers: HeaderPairs | None,
-        on_delivery: DeliveryCallback | None,
-        deadline: float | None,
-    ) -> FutureRecordMetadata:
-        remaining = self._max_block_ms if deadline is None else max(0.0, deadline - monotonic_ms())
-        assert self._accumulator is not None
-        return await self._accumulator.append(
-            topic, partition, timestamp_ms, key_bytes, value_bytes, headers, on_delivery, remaining
-        )
-
     async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> TopicPartitions:
         """The topic's partitions from metadata, waiting (and refreshing) up to ``max_wait_ms``.
 

@@ -1,4 +1,4 @@
-"""Plant known bugs in the idempotence code and check that the tests catch each one.
+"""Plant known bugs in the idempotence code and the sticky partitioner, and check that the tests catch each one.
 
 A test suite that passes with the sequence bookkeeping broken proves nothing
 about it. Each mutation below is a small source edit that reintroduces a bug
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TM = "aioproducer/internals/transaction_manager.py"
 ACC = "aioproducer/internals/accumulator.py"
 SENDER = "aioproducer/internals/sender.py"
+PARTITIONER = "aioproducer/partitioner.py"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 
 
@@ -98,6 +99,30 @@ MUTATIONS = [
         SENDER,
         "        if batch.in_flight:\n            # Only the batch whose request muted",
         "        if True:\n            # Only the batch whose request muted",
+    ),
+    Mutation(
+        "sticky byte count without the per-record overhead",
+        PARTITIONER,
+        "        appended = payload_bytes + records * RECORD_OVERHEAD_ESTIMATE\n",
+        "        appended = payload_bytes\n",
+    ),
+    Mutation(
+        "sticky byte count leaves the key out",
+        ACC,
+        "        payload = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)\n",
+        "        payload = len(value) if value is not None else 0\n",
+    ),
+    Mutation(
+        "a send_many run counts the overhead once",
+        ACC,
+        "sum(map(len, values[start:stop])), stop - start,",
+        "sum(map(len, values[start:stop])), 1,",
+    ),
+    Mutation(
+        "no sticky count or switch after a wait for memory",
+        ACC,
+        "        partitioner.count_appended(sticky, payload, 1, partitions, future._batch)\n",
+        "        if not reserved:\n            partitioner.count_appended(sticky, payload, 1, partitions, future._batch)\n",
     ),
 ]
 
