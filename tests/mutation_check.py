@@ -109,8 +109,8 @@ MUTATIONS = [
     Mutation(
         "sticky byte count leaves the key out",
         ACC,
-        "        payload = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)\n",
-        "        payload = len(value) if value is not None else 0\n",
+        "            sticky, (len(key) if key is not None else 0) + (len(value) if value is not None else 0), 1,",
+        "            sticky, (len(value) if value is not None else 0), 1,",
     ),
     Mutation(
         "a send_many run counts the overhead once",
@@ -121,8 +121,8 @@ MUTATIONS = [
     Mutation(
         "no sticky count or switch after a wait for memory",
         ACC,
-        "        partitioner.count_appended(sticky, payload, 1, partitions, future._batch)\n",
-        "        if not reserved:\n            partitioner.count_appended(sticky, payload, 1, partitions, future._batch)\n",
+        "        partitioner.count_appended(\n            sticky,",
+        "        if reserved:\n            return future\n        partitioner.count_appended(\n            sticky,",
     ),
 ]
 
