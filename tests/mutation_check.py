@@ -119,6 +119,14 @@ MUTATIONS = [
         "sum(map(len, values[start:stop])), 1,",
     ),
     Mutation(
+        "the sticky partition peeked before a wait for memory, kept after it",
+        ACC,
+        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+        "        if partition < 0:\n"
+        "            partition = self.topic_info(topic).partitioner.peek_current_partition(partitions).partition\n"
+        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+    ),
+    Mutation(
         "no sticky count or switch after a wait for memory",
         ACC,
         "        partitioner.count_appended(\n            sticky,",

@@ -567,6 +567,38 @@ async def test_a_keyless_record_that_waited_for_memory_is_counted_and_switches_a
     assert partitioner.peek_current_partition(snapshot) is not sticky  # 19 x 108 = 2052 >= 2 x 1024
 
 
+async def test_a_record_that_waited_for_memory_goes_to_the_sticky_partition_as_it_is_after_the_wait() -> None:
+    """Another append may switch the sticky partition while one waits: the waiter goes where it now points.
+
+    18 records of 100 bytes bring the sticky partition to 1944 counted bytes; a 900-byte record
+    does not fit its open batch and waits for memory. Meanwhile a 100-byte record fits that
+    batch and reaches 2052, twice batch.size: the switch. The waiter, once memory is free, is
+    appended to and counted on the new partition (Java's loop re-peeks after its wait).
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, rng=random.Random(7))
+    snapshot = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    partitioner = acc.topic_info("t").partitioner
+    for _ in range(18):
+        assert acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) is not None
+    before = partitioner.peek_current_partition(snapshot)
+    assert before.produced_bytes == 18 * 108
+    held = acc.pool.available_memory
+    assert acc.pool.try_allocate(held)
+    big = b"w" * 900
+    waiting = asyncio.ensure_future(acc.append("t", UNKNOWN_PARTITION, 1, None, big, None, None, 10_000, snapshot))
+    await asyncio.sleep(0)
+    assert acc.pool.queued == 1 and not waiting.done()
+    small = acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot)  # fits the open batch
+    assert small is not None and small._batch.partition == before.partition
+    after = partitioner.peek_current_partition(snapshot)
+    assert after is not before and after.partition != before.partition
+    acc.pool.deallocate(held)
+    waited = await waiting
+    assert waited._batch.partition == after.partition
+    assert partitioner.peek_current_partition(snapshot) is after and after.produced_bytes == 900 + 8
+
+
 async def test_send_many_runs_count_their_records_by_the_same_rule() -> None:
     """``try_append_run``: a run fills the sticky batch and is counted as its records would be one by one.
 
