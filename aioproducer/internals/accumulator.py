@@ -202,8 +202,7 @@ class RecordAccumulator:
         headers: Headers | None,
         on_delivery: DeliveryCallback | None,
         partitions: TopicPartitions = NO_PARTITIONS,
-        *,
-        reserved: int = 0,
+        reserved: int = 0,  # positional: a keyword-only parameter keeps CPython 3.11 from specializing the call
     ) -> FutureRecordMetadata | None:
         """The one door for a record: append to its partition's open batch, or to a new one if memory is free now.
 
@@ -310,7 +309,7 @@ class RecordAccumulator:
             await self.pool.allocate(size, max_block_ms)
         finally:
             self._appends_in_progress -= 1
-        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, reserved=size)
+        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, size)
         assert future is not None  # with memory reserved, a new batch is always possible
         return future
 
@@ -336,7 +335,7 @@ class RecordAccumulator:
         value = values[start]
         if type(value) is not bytes:
             return start
-        future = self.try_append(topic, UNKNOWN_PARTITION, timestamp, None, value, None, on_delivery, partitions)
+        future = self.try_append(topic, UNKNOWN_PARTITION, timestamp, None, value, None, on_delivery, partitions, 0)
         if future is None:
             return start
         out.append(future)
