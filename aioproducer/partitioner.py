@@ -23,12 +23,13 @@ A record that names its partition goes there. Otherwise, as in the Java producer
 Everything here is sans-I/O and synchronous: no clock is read (times are passed in), randomness
 comes from an injected :class:`random.Random`, so tests are deterministic and need no sleeps.
 
-How the RecordAccumulator uses :class:`BuiltInPartitioner` (Java's ``RecordAccumulator.append``)::
+How the RecordAccumulator uses :class:`BuiltInPartitioner` (Java's ``RecordAccumulator.append``),
+in one place, ``RecordAccumulator.try_append`` with ``UNKNOWN_PARTITION``::
 
     info = bip.peek_current_partition(partitions)       # 1. which partition to append to
-    ... append to info.partition's deque; if that needs to wait for buffer memory (an await),
-    ... check bip.is_partition_changed(info) afterwards and start over if it changed
-    bip.update_partition_info(info, appended_bytes, partitions, enable_switch)   # 2. maybe switch
+    ... append to info.partition's deque (never across an await: a record that waited for
+    ... buffer memory comes back through try_append and peeks again, as Java's loop does)
+    bip.count_appended(info, key_and_value_bytes, 1, partitions, batch)   # 2. count, maybe switch
 
 and in ``ready()`` (sender side), per topic, after looking at every partition's deque::
 
@@ -51,10 +52,12 @@ from aioproducer.serializers import import_dotted
 
 __all__ = [
     "BuiltInPartitioner",
+    "FillingBatch",
     "NodeLatencyStats",
     "PartitionerFn",
     "PartitionerLike",
     "PartitionsSnapshot",
+    "RECORD_OVERHEAD_ESTIMATE",
     "StickyPartitionInfo",
     "TopicPartitions",
     "check_partition",
@@ -272,18 +275,31 @@ class TopicPartitions:
     available: tuple[int, ...]
 
 
+#: Per-record framing beyond key and value bytes, for the sticky partitioner's byte count
+#: (Java counts the record's exact size; this estimate spares encoding it twice).
+RECORD_OVERHEAD_ESTIMATE = 8
+
+
+class FillingBatch(Protocol):
+    """The batch a keyless record went to, as :meth:`BuiltInPartitioner.count_appended` sees it."""
+
+    def is_full(self, batch_size: int) -> bool: ...
+
+
 class StickyPartitionInfo:
     """The current sticky partition of a topic and the bytes appended to it so far.
 
     Identity matters: :meth:`BuiltInPartitioner.is_partition_changed` compares objects, which is
-    how an ``append`` that had to wait (for buffer memory) finds out that another append switched
-    the partition meanwhile — the asyncio analogue of Java's race check under the deque lock.
+    how a caller that let other appends run between its peek and its count would find out that
+    one of them switched the partition (the asyncio analogue of Java's race check under the
+    deque lock). The accumulator never does: it peeks and counts in one synchronous call.
     """
 
     __slots__ = ("partition", "produced_bytes")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
+        #: Written only by its BuiltInPartitioner (count_appended, update_partition_info).
         self.produced_bytes = 0
 
     def __repr__(self) -> str:
@@ -434,6 +450,31 @@ class BuiltInPartitioner:
         size = self.sticky_batch_size
         if (produced >= size and enable_switch) or produced >= 2 * size:
             self._sticky = StickyPartitionInfo(self.next_partition(partitions))
+
+    def count_appended(
+        self,
+        info: StickyPartitionInfo,
+        payload_bytes: int,
+        records: int,
+        partitions: PartitionsSnapshot,
+        batch: FillingBatch,
+    ) -> None:
+        """Count keyless records just appended to ``batch`` on the sticky partition; switch when due.
+
+        The sticky rule and its byte count, in one place for every keyless append (one record,
+        or ``send_many()``'s run of records into one batch): ``payload_bytes`` (keys and values)
+        plus :data:`RECORD_OVERHEAD_ESTIMATE` per record. Below ``sticky_batch_size`` no switch
+        is possible, so counting is all there is to do (the common case, kept to one compare).
+        Past it the switch waits for ``batch``, the partition's last, to be full, so that it
+        lines up with a batch boundary (Java's ``allBatchesFull``), or for twice the size.
+        ``info`` is the current sticky partition, peeked in the same synchronous section.
+        """
+        appended = payload_bytes + records * RECORD_OVERHEAD_ESTIMATE
+        produced = info.produced_bytes + appended
+        if produced < self.sticky_batch_size:
+            info.produced_bytes = produced
+            return
+        self.update_partition_info(info, appended, partitions, batch.is_full(self.sticky_batch_size))
 
     # -- adaptive load statistics -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Plant known bugs in the idempotence code and check that the tests catch each one.
+"""Plant known bugs in the idempotence code and the sticky partitioner, and check that the tests catch each one.
 
 A test suite that passes with the sequence bookkeeping broken proves nothing
 about it. Each mutation below is a small source edit that reintroduces a bug
@@ -27,6 +27,7 @@ ACC = "aioproducer/internals/accumulator.py"
 SENDER = "aioproducer/internals/sender.py"
 TXN = "aioproducer/internals/transactions.py"
 BATCH = "aioproducer/internals/batch.py"
+PARTITIONER = "aioproducer/partitioner.py"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 
 
@@ -119,6 +120,38 @@ MUTATIONS = [
         BATCH,
         "        self.retry_backoff_ms = retry_backoff_ms\n        self.in_flight = False\n",
         "        self.retry_backoff_ms = retry_backoff_ms\n",
+    ),
+    Mutation(
+        "sticky byte count without the per-record overhead",
+        PARTITIONER,
+        "        appended = payload_bytes + records * RECORD_OVERHEAD_ESTIMATE\n",
+        "        appended = payload_bytes\n",
+    ),
+    Mutation(
+        "sticky byte count leaves the key out",
+        ACC,
+        "            sticky, (len(key) if key is not None else 0) + (len(value) if value is not None else 0), 1,",
+        "            sticky, (len(value) if value is not None else 0), 1,",
+    ),
+    Mutation(
+        "a send_many run counts the overhead once",
+        ACC,
+        "sum(map(len, values[start:stop])), stop - start,",
+        "sum(map(len, values[start:stop])), 1,",
+    ),
+    Mutation(
+        "the sticky partition peeked before a wait for memory, kept after it",
+        ACC,
+        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+        "        if partition < 0:\n"
+        "            partition = self.topic_info(topic).partitioner.peek_current_partition(partitions).partition\n"
+        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+    ),
+    Mutation(
+        "no sticky count or switch after a wait for memory",
+        ACC,
+        "        partitioner.count_appended(\n            sticky,",
+        "        if reserved:\n            return future\n        partitioner.count_appended(\n            sticky,",
     ),
 ]
 

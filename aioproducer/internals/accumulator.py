@@ -6,12 +6,24 @@ Each topic has a ``TopicInfo`` holding one deque of ``ProducerBatch`` per
 partition. ``send()`` appends to the last batch of a deque; when it has no
 room, a new batch is opened with memory reserved from the ``BufferPool``.
 
+One door for a record (Java's ``RecordAccumulator.append``): ``try_append(topic,
+partition, ...)`` takes the record's partition, or ``UNKNOWN_PARTITION`` for the
+topic's sticky partition (KIP-794): then it peeks the partition, appends and
+counts the record's bytes (``BuiltInPartitioner.count_appended``, the one place
+of the sticky rule, which may switch the partition), all in one call. It never
+waits: None means memory must be waited for, with nothing appended or counted.
+
 Everything runs on one event loop thread, so a synchronous section is already
 atomic: the only place that needs care is the one suspension point, waiting
-for buffer memory. ``try_append()`` is the synchronous fast path; ``append()``
-may wait for memory, and after waiting tries the last batch again (another
-``send()`` may have opened one meanwhile) before opening its own, giving the
-memory back if it was not needed. No lock is held across that wait.
+for buffer memory. ``append()`` is ``try_append()`` with that wait: with the
+memory in hand it goes through ``try_append()`` again, which tries the last
+batch first (another ``send()`` may have opened one meanwhile; the memory is
+then given back) and, for ``UNKNOWN_PARTITION``, peeks the sticky partition
+again and counts the record where it went, as Java's loop re-checks after its
+wait. No lock is held across that wait. ``send_many()``'s keyless records take
+``try_append_run()``: one record through ``try_append()``, the ones after it into
+the same batch while its partition is still the sticky one, counted together
+by the same rule.
 
 The sender asks ``ready()`` which leaders have a sendable batch (full, linger
 expired, memory exhausted, flush or close in progress, not backing off; or
@@ -41,10 +53,10 @@ from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike
-from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, StickyPartitionInfo, TopicPartitions
+from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, TopicPartitions
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder, estimate_size_in_bytes_upper_bound
 
-__all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "effective_batch_size", "monotonic_ms"]
+__all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "UNKNOWN_PARTITION", "effective_batch_size", "monotonic_ms"]
 
 #: Where batches report a raising ``on_delivery`` when no producer hands its own logger (tests, used alone).
 _BATCH_LOG = logging.getLogger("aioproducer")
@@ -95,8 +107,11 @@ class AccumulatorConfig:
 #: ±20 %: the random spread of each retry backoff (KIP-580; Java's ``ExponentialBackoff`` jitter 0.2).
 RETRY_BACKOFF_JITTER = 0.2
 
-#: Per-record framing beyond key and value bytes, for the sticky partitioner's byte count.
-RECORD_OVERHEAD_ESTIMATE = 8
+#: Java's ``RecordMetadata.UNKNOWN_PARTITION``: ``try_append``/``append`` choose the sticky partition (KIP-794).
+UNKNOWN_PARTITION = -1
+
+#: ``try_append``'s default ``partitions``: none known, enough for a record whose partition is given.
+NO_PARTITIONS = TopicPartitions(0, ())
 
 
 def ensure_valid_record_size(size: int, max_request_size: int, buffer_memory: int) -> None:
@@ -166,93 +181,12 @@ class RecordAccumulator:
 
     # ================================================================ append (hot path)
     def topic_info(self, topic: str) -> TopicInfo:
+        """The topic's deques and partitioner, made on its first record."""
         info = self._topics.get(topic)
         if info is None:
             partitioner = BuiltInPartitioner(topic, max(1, self.config.batch_size), self._rng)
             info = self._topics[topic] = TopicInfo(partitioner)
         return info
-
-    def sticky_partition(self, topic: str, partitions: TopicPartitions) -> StickyPartitionInfo:
-        """The partition for a keyless record (KIP-794), chosen inside the accumulator as in Java."""
-        return self.topic_info(topic).partitioner.peek_current_partition(partitions)
-
-    def update_sticky(
-        self, topic: str, sticky: StickyPartitionInfo, partitions: TopicPartitions, appended_bytes: int
-    ) -> None:
-        """Count a keyless record's bytes; switch partition once a batch's worth went to it.
-
-        The switch is allowed only when the partition's last batch is full, so that it happens on
-        a batch boundary (Java's ``allBatchesFull``); past twice ``batch.size`` it happens anyway.
-        ``partitions`` is the snapshot the append started with, as Java passes its ``cluster``.
-        """
-        info = self._topics[topic]
-        partitioner = info.partitioner
-        if partitioner.is_partition_changed(sticky):
-            return  # another append switched it while this one waited for memory
-        dq = info.batches.get(sticky.partition)
-        all_full = not dq or dq[-1].builder.estimated_size_in_bytes >= self.config.batch_size
-        partitioner.update_partition_info(sticky, appended_bytes, partitions, all_full)
-
-    def try_append_sticky(
-        self,
-        topic: str,
-        partitions: TopicPartitions,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        on_delivery: DeliveryCallback | None,
-    ) -> FutureRecordMetadata | None:
-        """``try_append`` for a record without a key: sticky partition, append, count its bytes.
-
-        The keyless hot path in one call (``sticky_partition`` + ``try_append`` +
-        ``update_sticky``, as Java's ``append`` does it inside the accumulator). Nothing awaits
-        in between, so the partition peeked is still current when the bytes are counted, and
-        the batch just appended to is the partition's last. None: memory must be waited for,
-        nothing was counted; the caller takes the three-step path.
-        """
-        info = self._topics.get(topic)
-        if info is None:
-            info = self.topic_info(topic)
-        partitioner = info.partitioner
-        sticky = partitioner.peek_current_partition(partitions)
-        future = self.try_append(topic, sticky.partition, timestamp, key, value, headers, on_delivery)
-        if future is not None:
-            appended = (len(key) if key is not None else 0) + (len(value) if value is not None else 0) + RECORD_OVERHEAD_ESTIMATE
-            if sticky.produced_bytes + appended < partitioner.sticky_batch_size:
-                # Below batch.size no switch is possible: counting is all update_partition_info would do.
-                sticky.produced_bytes += appended
-            else:
-                all_full = future._batch.builder.estimated_size_in_bytes >= self.config.batch_size
-                partitioner.update_partition_info(sticky, appended, partitions, all_full)
-        return future
-
-    def try_append_sticky_run(
-        self,
-        topic: str,
-        partitions: TopicPartitions,
-        batch: ProducerBatch,
-        timestamp: int,
-        values: Sequence[Any],
-        start: int,
-        on_delivery: DeliveryCallback | None,
-        out: list[FutureRecordMetadata],
-    ) -> int:
-        """After ``try_append_sticky`` put a keyless record in ``batch``: append ``values[start:]`` there too.
-
-        ``send_many()``'s bulk path. Only while ``batch``'s partition is still the sticky one
-        (the record before may have switched it); the records are counted as
-        ``try_append_sticky`` would count them, below ``batch.size`` where no switch happens.
-        The first record that does not fit goes back through ``try_append_sticky``, which
-        switches. Returns the index of the first value not appended.
-        """
-        sticky = self._topics[topic].partitioner.peek_current_partition(partitions)
-        if sticky.partition != batch.partition:
-            return start
-        stop = batch.try_append_many(timestamp, values, start, on_delivery, out)
-        if stop > start:
-            sticky.produced_bytes += sum(map(len, values[start:stop])) + (stop - start) * RECORD_OVERHEAD_ESTIMATE
-        return stop
 
     def try_append(
         self,
@@ -263,12 +197,22 @@ class RecordAccumulator:
         value: bytes | None,
         headers: Headers | None,
         on_delivery: DeliveryCallback | None,
+        partitions: TopicPartitions = NO_PARTITIONS,
+        reserved: int = 0,  # positional: a keyword-only parameter keeps CPython 3.11 from specializing the call
     ) -> FutureRecordMetadata | None:
-        """Append to the partition's open batch, or to a new one if memory is free now.
+        """The one door for a record: append to its partition's open batch, or to a new one if memory is free now.
 
-        Returns None only when memory must be waited for: then call ``append()``.
-        Raises ``TypeError`` for an ``on_delivery`` that cannot be called as
-        ``on_delivery(metadata, error)``, before the record is queued.
+        ``partition`` is the record's partition, or ``UNKNOWN_PARTITION`` for the topic's
+        sticky partition (KIP-794), chosen from ``partitions`` (needed then: with the default,
+        no partitions, the first peek raises ``ValueError``). Peek, append
+        and count in one synchronous call (``BuiltInPartitioner.count_appended``), so the
+        partition peeked is still current when the bytes are counted and may switch. Java's
+        ``RecordAccumulator.append`` without its wait: None when memory must be waited for,
+        with nothing appended or counted; then call ``append()``, which comes back here.
+        ``reserved`` is memory ``append()`` already took for this record: used for the new
+        batch, or given back if an open batch takes the record. Raises ``TypeError`` for an
+        ``on_delivery`` that cannot be called as ``on_delivery(metadata, error)``, before the
+        record is queued.
         """
         if on_delivery is not None and on_delivery is not self._on_delivery_ok:
             # A bound method is a new object per access, equal to the last only when it is the same method.
@@ -277,18 +221,58 @@ class RecordAccumulator:
         info = self._topics.get(topic)
         if info is None:
             info = self.topic_info(topic)
+        if partition >= 0:
+            dq = info.batches.get(partition)
+            if dq:
+                # No wake-up per record: opening the next batch wakes the sender, and a full batch
+                # that nothing follows is sent at its linger deadline (ready() treats it as full).
+                future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
+                if future is not None:
+                    if reserved:
+                        self.pool.deallocate(reserved)  # someone opened a batch while append() waited
+                    return future
+            return self._open_batch(info, topic, partition, dq, timestamp, key, value, headers, on_delivery, reserved)
+        # UNKNOWN_PARTITION: the sticky partition (KIP-794), peeked, appended to and counted here only.
+        partitioner = info.partitioner
+        sticky = partitioner.peek_current_partition(partitions)
+        partition = sticky.partition
         dq = info.batches.get(partition)
-        if dq:
-            # No wake-up per record: opening the next batch wakes the sender, and a full batch
-            # that nothing follows is sent at its linger deadline (ready() treats it as full).
-            last = dq[-1]
-            future = last.try_append(timestamp, key, value, headers, on_delivery)
-            if future is not None:
-                return future
+        future = dq[-1].try_append(timestamp, key, value, headers, on_delivery) if dq else None
+        if future is None:
+            future = self._open_batch(info, topic, partition, dq, timestamp, key, value, headers, on_delivery, reserved)
+            if future is None:
+                return None  # nothing appended, nothing counted
+        elif reserved:
+            self.pool.deallocate(reserved)  # someone opened a batch while append() waited
+        partitioner.count_appended(
+            sticky, (len(key) if key is not None else 0) + (len(value) if value is not None else 0), 1, partitions, future._batch
+        )
+        return future
+
+    def _open_batch(
+        self,
+        info: TopicInfo,
+        topic: str,
+        partition: int,
+        dq: deque[ProducerBatch] | None,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+        reserved: int,
+    ) -> FutureRecordMetadata | None:
+        """``try_append`` when the partition's open batch (if any) refused the record: a new batch.
+
+        Its memory is ``reserved`` (what ``append()`` waited for) or taken now; None when
+        there is none free now.
+        """
         size = self._reservation_size(key, value, headers)  # raises if the record can never be sent
         if dq:
             self.settle(dq[-1])  # it refused a record: it will not grow any more
-        if not self.pool.try_allocate(size):
+        if reserved:
+            size = reserved
+        elif not self.pool.try_allocate(size):
             return None
         return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
 
@@ -302,9 +286,16 @@ class RecordAccumulator:
         headers: Headers | None,
         on_delivery: DeliveryCallback | None,
         max_block_ms: float,
+        partitions: TopicPartitions = NO_PARTITIONS,
     ) -> FutureRecordMetadata:
-        """The slow path of ``try_append()``: wait up to ``max_block_ms`` for buffer memory."""
-        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery)
+        """``try_append()``, waiting up to ``max_block_ms`` for buffer memory when it must.
+
+        After the wait, with the memory in hand, the record goes through ``try_append`` again:
+        another ``send()`` may have opened a batch meanwhile (the memory is then given back),
+        and for ``UNKNOWN_PARTITION`` the sticky partition is peeked again and the record
+        counted there, as Java's loop re-checks after its wait. No lock is held across it.
+        """
+        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions)
         if future is not None:
             return future
         size = self._reservation_size(key, value, headers)
@@ -314,16 +305,46 @@ class RecordAccumulator:
             await self.pool.allocate(size, max_block_ms)
         finally:
             self._appends_in_progress -= 1
-        info = self.topic_info(topic)
-        dq = info.batches.get(partition)
-        if dq:
-            last = dq[-1]
-            future = last.try_append(timestamp, key, value, headers, on_delivery)
-            if future is not None:
-                self.pool.deallocate(size)  # someone opened a batch while we waited
-                return future
-            self.settle(last)
-        return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
+        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, size)
+        assert future is not None  # with memory reserved, a new batch is always possible
+        return future
+
+    def try_append_run(
+        self,
+        topic: str,
+        partitions: TopicPartitions,
+        timestamp: int,
+        values: Sequence[Any],
+        start: int,
+        on_delivery: DeliveryCallback | None,
+        out: list[FutureRecordMetadata],
+    ) -> int:
+        """``send_many()``'s bulk fill: keyless ``bytes`` values from ``values[start]`` on, to the sticky partition.
+
+        The first record goes through ``try_append`` (peek, append, count, maybe switch);
+        while its batch's partition is still the sticky one, the records after it fill that
+        batch through ``ProducerBatch.try_append_many`` alone, and are counted together by the
+        same rule (``BuiltInPartitioner.count_appended``). Futures go to ``out``. Returns the
+        index of the first value not appended: ``start`` itself when that value is not
+        ``bytes`` or memory must be waited for (the caller then sends it the general way).
+        """
+        value = values[start]
+        if type(value) is not bytes:
+            return start
+        future = self.try_append(topic, UNKNOWN_PARTITION, timestamp, None, value, None, on_delivery, partitions, 0)
+        if future is None:
+            return start
+        out.append(future)
+        start += 1
+        batch = future._batch
+        partitioner = self._topics[topic].partitioner
+        sticky = partitioner.peek_current_partition(partitions)
+        if sticky.partition != batch.partition:
+            return start  # the first record switched it: the next run starts a batch there
+        stop = batch.try_append_many(timestamp, values, start, on_delivery, out)
+        if stop > start:
+            partitioner.count_appended(sticky, sum(map(len, values[start:stop])), stop - start, partitions, batch)
+        return stop
 
     def settle(self, batch: ProducerBatch) -> None:
         """Charge what a batch holds beyond its reservation to the pool, once it stops growing.

@@ -14,7 +14,7 @@ import pytest
 from aioproducer.errors import KafkaError
 from aioproducer.internals.batch import RecordMetadata
 from aioproducer.partitioner import TopicPartitions
-from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
+from aioproducer.internals.accumulator import UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.protocol.records import decode_batches
@@ -492,7 +492,7 @@ async def test_a_record_too_large_to_send_is_refused_before_it_takes_memory(memo
 
 
 async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes() -> None:
-    """try_append_sticky counts key + value + 8 bytes per record against the sticky partition (KIP-794).
+    """try_append(UNKNOWN_PARTITION) counts key + value + 8 bytes per record against the sticky partition (KIP-794).
 
     With 1024-byte batches, 100-byte values fill a batch at 8 records and the 9th opens a new one,
     which is never full when the count passes batch.size (10 records, 1080 bytes): the switch then
@@ -506,7 +506,7 @@ async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes()
     acc, _ = make(clock, batch_size=1024, memory=1 << 20)
     acc._rng = random.Random(7)
     partitions = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
-    chosen = [acc.try_append_sticky("t", partitions, 1, None, VALUE, None, None) for _ in range(60)]
+    chosen = [acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, partitions) for _ in range(60)]
     runs: list[list[int]] = []  # partition of each record, grouped by consecutive partition
     for f in chosen:
         assert f is not None
@@ -515,6 +515,111 @@ async def test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes()
         else:
             runs.append([f._batch.partition])
     assert [len(r) for r in runs[:-1]] == [19, 19] and len(runs[-1]) == 60 - 38
+
+
+def sticky_runs(partitions: list[int]) -> list[int]:
+    """Lengths of the runs of consecutive equal partitions."""
+    return [len(list(run)) for _, run in itertools.groupby(partitions)]
+
+
+async def test_keyed_records_on_the_sticky_partition_count_their_key_bytes_too() -> None:
+    """``partitioner.ignore.keys``: a keyed record with UNKNOWN_PARTITION counts key + value + 8 bytes.
+
+    A 40-byte key with a 60-byte value is counted, and encoded, as the 100-byte value above:
+    the same 19 records per partition.
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, rng=random.Random(7))
+    partitions = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    chosen = [acc.try_append("t", UNKNOWN_PARTITION, 1, b"k" * 40, b"x" * 60, None, None, partitions) for _ in range(60)]
+    runs = sticky_runs([f._batch.partition for f in chosen if f is not None])
+    assert len(chosen) == 60 and runs[:2] == [19, 19]
+
+
+async def test_a_keyless_record_that_waited_for_memory_is_counted_and_switches_as_any_other() -> None:
+    """``append()`` after its wait: the sticky partition peeked again, the record counted, the switch on time.
+
+    16 records fill two 1024-byte batches; the 17th needs a third and no memory is free, so it
+    waits in ``append()``. Once memory is given back it lands on the sticky partition and is
+    counted (17 x 108 bytes), and the 19th record switches, as without the wait.
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, rng=random.Random(7))
+    snapshot = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    partitioner = acc.topic_info("t").partitioner
+    first = [acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) for _ in range(16)]
+    sticky = partitioner.peek_current_partition(snapshot)
+    assert [f._batch.partition for f in first if f is not None] == [sticky.partition] * 16
+    held = acc.pool.available_memory
+    assert acc.pool.try_allocate(held)  # nothing free: the next batch must wait
+    assert acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) is None
+    assert sticky.produced_bytes == 16 * 108  # a record that must wait is not counted
+    waiting = asyncio.ensure_future(acc.append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, 10_000, snapshot))
+    await asyncio.sleep(0)
+    assert acc.pool.queued == 1 and not waiting.done()
+    acc.pool.deallocate(held)
+    seventeenth = await waiting
+    assert seventeenth._batch.partition == sticky.partition
+    assert partitioner.peek_current_partition(snapshot) is sticky and sticky.produced_bytes == 17 * 108
+    for _ in range(2):
+        future = acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot)
+        assert future is not None and future._batch.partition == sticky.partition
+    assert partitioner.peek_current_partition(snapshot) is not sticky  # 19 x 108 = 2052 >= 2 x 1024
+
+
+async def test_a_record_that_waited_for_memory_goes_to_the_sticky_partition_as_it_is_after_the_wait() -> None:
+    """Another append may switch the sticky partition while one waits: the waiter goes where it now points.
+
+    18 records of 100 bytes bring the sticky partition to 1944 counted bytes; a 900-byte record
+    does not fit its open batch and waits for memory. Meanwhile a 100-byte record fits that
+    batch and reaches 2052, twice batch.size: the switch. The waiter, once memory is free, is
+    appended to and counted on the new partition (Java's loop re-peeks after its wait).
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, rng=random.Random(7))
+    snapshot = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    partitioner = acc.topic_info("t").partitioner
+    for _ in range(18):
+        assert acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) is not None
+    before = partitioner.peek_current_partition(snapshot)
+    assert before.produced_bytes == 18 * 108
+    held = acc.pool.available_memory
+    assert acc.pool.try_allocate(held)
+    big = b"w" * 900
+    waiting = asyncio.ensure_future(acc.append("t", UNKNOWN_PARTITION, 1, None, big, None, None, 10_000, snapshot))
+    await asyncio.sleep(0)
+    assert acc.pool.queued == 1 and not waiting.done()
+    small = acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot)  # fits the open batch
+    assert small is not None and small._batch.partition == before.partition
+    after = partitioner.peek_current_partition(snapshot)
+    assert after is not before and after.partition != before.partition
+    acc.pool.deallocate(held)
+    waited = await waiting
+    assert waited._batch.partition == after.partition
+    assert partitioner.peek_current_partition(snapshot) is after and after.produced_bytes == 900 + 8
+
+
+async def test_send_many_runs_count_their_records_by_the_same_rule() -> None:
+    """``try_append_run``: a run fills the sticky batch and is counted as its records would be one by one.
+
+    The run is counted at its end: 8 records fill a batch (864 bytes, no switch), the next run's
+    8 reach 1728, past batch.size but their batch is not full (no switch), and the third run
+    passes twice batch.size: the switch, after 24 records on the partition.
+    """
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=1024, rng=random.Random(7))
+    snapshot = TopicPartitions(6, (0, 1, 2, 3, 4, 5))
+    partitioner = acc.topic_info("t").partitioner
+    values: list[Any] = [VALUE] * 60
+    out: list[Any] = []
+    stops = [0]
+    while stops[-1] < len(values):
+        stops.append(acc.try_append_run("t", snapshot, 1, values, stops[-1], None, out))
+    assert stops[:5] == [0, 8, 16, 24, 32] and len(out) == 60
+    runs = sticky_runs([f._batch.partition for f in out])
+    assert runs[:2] == [24, 24]
+    assert partitioner.peek_current_partition(snapshot).produced_bytes == (60 - 48) * 108
+    assert acc.try_append_run("t", snapshot, 1, [b"v", "not bytes"], 1, None, out) == 1  # sent the general way
 
 
 class SnapshotLeaders(Leaders):
@@ -537,7 +642,7 @@ async def test_ready_weights_keyless_records_by_queue_length_from_the_metadata_s
     clock = FakeClock()
     acc, _ = make(clock, batch_size=1024)
     snapshot = TopicPartitions(3, (0, 1, 2))
-    assert acc.try_append_sticky("t", snapshot, 1, None, VALUE, None, None) is not None  # keyless: stats matter
+    assert acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) is not None  # keyless: stats matter
     big = b"y" * 1000  # one record per 1 KiB batch
     for partition, batches in ((0, 4), (1, 1), (2, 1)):
         for _ in range(batches):
@@ -563,7 +668,7 @@ async def test_a_node_the_sender_could_not_drain_past_the_availability_timeout_l
         clock=clock,
     )
     snapshot = TopicPartitions(4, (0, 1, 2, 3))
-    assert acc.try_append_sticky("t", snapshot, 1, None, VALUE, None, None) is not None
+    assert acc.try_append("t", UNKNOWN_PARTITION, 1, None, VALUE, None, None, snapshot) is not None
     for partition in range(4):
         assert acc.try_append("t", partition, 1, None, b"y" * 1000, None, None) is not None
     partitioner = acc.topic_info("t").partitioner
