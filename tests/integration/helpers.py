@@ -35,3 +35,15 @@ def closed_port() -> int:
 def other_tasks() -> set[asyncio.Task[Any]]:
     """Tasks still running besides the current one: what a clean close must leave none of."""
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+#: Mock-cluster producers whose retries, timeouts and reconnects come within a test's patience.
+FAST_RETRIES: dict[str, Any] = {
+    "request_timeout_ms": 1000,
+    "delivery_timeout_ms": 3000,
+    "retry_backoff_ms": 20,
+    "retry_backoff_max_ms": 100,
+    "reconnect_backoff_ms": 10,
+    "reconnect_backoff_max_ms": 100,
+    "linger_ms": 2,
+}

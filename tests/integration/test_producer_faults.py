@@ -19,7 +19,7 @@ import pytest
 from aioproducer import KafkaTimeoutError, MessageTooLargeError, Producer
 from aioproducer.integrations.fastapi import producer_ready
 from aioproducer.testing import MockCluster
-from helpers import eventually
+from helpers import FAST_RETRIES, eventually
 from readback import read_all_values
 
 pytestmark = pytest.mark.integration
@@ -32,15 +32,7 @@ REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
 NETWORK_EXCEPTION = 13
 
-FAST: dict[str, Any] = {
-    "request_timeout_ms": 1000,
-    "delivery_timeout_ms": 3000,
-    "retry_backoff_ms": 20,
-    "retry_backoff_max_ms": 100,
-    "reconnect_backoff_ms": 10,
-    "reconnect_backoff_max_ms": 100,
-    "linger_ms": 2,
-}
+FAST = FAST_RETRIES
 
 # With several requests in flight per partition, order under faults is the broker's job: a real
 # broker refuses batch N+1 with OUT_OF_ORDER_SEQUENCE_NUMBER while batch N is being retried, and

@@ -12,21 +12,14 @@ import pytest
 from aioproducer import KafkaTimeoutError, Producer
 from aioproducer.internals.metrics import DeliveryLatency
 from aioproducer.testing import MockCluster
+from helpers import FAST_RETRIES
 
 pytestmark = pytest.mark.integration
 
 TOPIC = "orders"
 PRODUCE = 0
 NOT_LEADER_OR_FOLLOWER = 6
-FAST: dict[str, Any] = {
-    "request_timeout_ms": 1000,
-    "delivery_timeout_ms": 3000,
-    "retry_backoff_ms": 20,
-    "retry_backoff_max_ms": 100,
-    "reconnect_backoff_ms": 10,
-    "reconnect_backoff_max_ms": 100,
-    "linger_ms": 2,
-}
+FAST = FAST_RETRIES
 
 
 async def test_metrics_of_acknowledged_and_retried_records(mock_cluster: MockCluster) -> None:
