@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import bisect
 import random
-import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from aioproducer import _native
 from aioproducer.errors import ConfigError, InvalidRecordError
 from aioproducer.serializers import import_dotted
 
@@ -62,7 +62,6 @@ __all__ = [
     "TopicPartitions",
     "check_partition",
     "murmur2",
-    "murmur2_py",
     "partition_for_key",
     "resolve_partitioner",
     "to_positive",
@@ -70,76 +69,14 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------- murmur2
 
-# Java Utils.murmur2 constants: seed 0x9747b28c, m 0x5bd1e995, r 24 (inlined as literals below).
-
-# Little-endian 32-bit word readers, one per word count, built on first use. ``struct`` keeps only
-# a small internal cache of compiled formats, and key lengths vary, so we keep our own.
-_WORD_READERS: dict[int, Callable[[Any, int], tuple[int, ...]]] = {}
-
-
-def _word_reader(n_words: int) -> Callable[[Any, int], tuple[int, ...]]:
-    reader = _WORD_READERS.get(n_words)
-    if reader is None:
-        reader = struct.Struct(f"<{n_words}I").unpack_from
-        if n_words <= 1024:  # keys longer than 4 KiB are rare; do not grow the cache without bound
-            _WORD_READERS[n_words] = reader
-    return reader
-
-
-def murmur2_py(data: bytes | bytearray | memoryview) -> int:
+def murmur2(data: bytes | bytearray | memoryview) -> int:
     """MurmurHash2 of ``data`` exactly as Java's ``org.apache.kafka.common.utils.Utils.murmur2``.
 
     Returns the *signed* 32-bit result, as Java does (``murmur2(b"21") == -973932308``), so values
     can be compared with Java logs and tests; use :func:`to_positive` before taking a modulo.
-
-    Why it looks like this: it runs once per keyed record, so the 4-byte words are read in one
-    ``struct.unpack_from`` call (little-endian, as Java assembles ``k`` from ``data[i4..i4+3]``)
-    and the mixing uses plain Python ints masked to 32 bits — Java's wrapping ``int`` multiply is
-    ``(a * b) & 0xffffffff`` and its ``>>>`` is ``>>`` on the unsigned value. The 1-3 tail bytes
-    fall through from 3 to 1 like the Java ``switch`` without ``break``.
+    Computed by the native module (``native/src/murmur.rs``): about 0.05 µs a key.
     """
-    # The literals are _SEED and _M: constants load faster than globals in this loop. Masking
-    # distributes over XOR, so `(h*m) ^ (k*m)` is masked once per word.
-    length = len(data)
-    h = 0x9747B28C ^ length
-    n_words = length >> 2
-    if n_words:
-        for k in _word_reader(n_words)(data, 0):
-            k = (k * 0x5BD1E995) & 0xFFFFFFFF
-            h = ((h * 0x5BD1E995) ^ ((k ^ (k >> 24)) * 0x5BD1E995)) & 0xFFFFFFFF
-    rem = length & 3
-    if rem:
-        base = length - rem
-        if rem == 3:
-            h ^= data[base + 2] << 16
-        if rem >= 2:
-            h ^= data[base + 1] << 8
-        h = ((h ^ data[base]) * 0x5BD1E995) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * 0x5BD1E995) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-_c_murmurhash2: Callable[[bytes, int], int] | None
-try:  # optional C speedup (``aioproducer[speedups]``): the same MurmurHash2, about 6x faster
-    from murmurhash2 import murmurhash2 as _c_murmurhash2
-except ImportError:  # pragma: no cover - depends on the environment
-    _c_murmurhash2 = None
-
-MURMUR2_SEED = 0x9747B28C  # Kafka's murmur2 seed
-
-
-def _murmur2_c(data: bytes | bytearray | memoryview) -> int:
-    assert _c_murmurhash2 is not None
-    h: int = _c_murmurhash2(bytes(data) if type(data) is not bytes else data, MURMUR2_SEED)
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-#: Java's ``Utils.murmur2``: the C implementation from the ``murmurhash2`` package when it is
-#: installed (standard MurmurHash2 with Kafka's seed gives the same bits), else :func:`murmur2_py`.
-#: Both are checked against the same Java-derived key table in the tests.
-murmur2: Callable[[bytes | bytearray | memoryview], int] = _murmur2_c if _c_murmurhash2 is not None else murmur2_py
+    return _native.murmur2(data if type(data) is bytes else bytes(data))
 
 
 def to_positive(number: int) -> int:
@@ -151,24 +88,12 @@ def to_positive(number: int) -> int:
     return number & 0x7FFFFFFF
 
 
-#: Murmur2 of ``bytes`` with Kafka's seed, as an int whose low 32 bits are Java's (signed or not):
-#: what :func:`partition_for_key` masks, and ``send()``'s keyed fast path (``producer._append_plain``), which
-#: inlines it. The C function when installed, else :func:`murmur2_py`.
-murmur2_bits: Callable[[bytes, int], int] = (
-    _c_murmurhash2 if _c_murmurhash2 is not None else (lambda data, _seed: murmur2_py(data))
-)
-
-
 def partition_for_key(key_bytes: bytes | bytearray | memoryview, num_partitions: int) -> int:
     """The partition Java's default partitioner picks for a serialized key (``BuiltInPartitioner.partitionForKey``).
 
     The one place of ``toPositive(murmur2(key)) % numPartitions``: ``send()``'s fast path calls it too.
     """
-    if num_partitions <= 0:
-        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
-    if type(key_bytes) is not bytes:
-        key_bytes = bytes(key_bytes)
-    return (murmur2_bits(key_bytes, MURMUR2_SEED) & 0x7FFFFFFF) % num_partitions
+    return _native.partition_for_key(key_bytes if type(key_bytes) is bytes else bytes(key_bytes), num_partitions)
 
 
 # --------------------------------------------------------------------- custom partitioners

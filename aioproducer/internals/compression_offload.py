@@ -8,7 +8,7 @@ for seconds, and every other coroutine of the application with it
 the loop (``INLINE_COMPRESSION_BYTES``: a few milliseconds of the codec's work;
 below it, compressing there is cheaper than a trip to a thread), and a request
 that would take the pass past its share is compressed in a thread of its own
-(the codecs release the GIL), from copies of its sections. Its node takes no
+(the codecs release the GIL), from read-only views of its sections (no copy). Its node takes no
 other request meanwhile, so nothing overtakes it.
 
 The thread sees bytes only, never a batch: the results are installed into the
@@ -37,8 +37,9 @@ INLINE_COMPRESSION_BYTES: dict[int, int] = {
     compression.SNAPPY: 1024 * 1024,
 }
 
-#: A request's sections to compress in the thread: (batch, a copy of its uncompressed section).
-CompressionJobs = list[tuple[ProducerBatch, bytes]]
+#: A request's sections to compress in the thread: (batch, a read-only view of its uncompressed section;
+#: the builder refuses appends while the view lives, and keeps the bytes until it is released).
+CompressionJobs = list[tuple[ProducerBatch, memoryview]]
 
 
 class CompressionOffload:
@@ -87,7 +88,7 @@ class CompressionOffload:
         return [(batch, section) for batch in batches if (section := batch.builder.section_to_compress()) is not None]
 
     async def compress(self, node: int, jobs: CompressionJobs) -> None:
-        """Compress copies of the sections in the thread, then install the results into live batches here.
+        """Compress the sections in the thread, then install the results into live batches here.
 
         Raises what the codec raised (the request then fails as one that could not be
         encoded); ``node`` takes requests again either way.
@@ -100,6 +101,7 @@ class CompressionOffload:
         for (batch, section), data in zip(jobs, compressed):
             if not batch.is_done:
                 batch.builder.install_compressed(section, data)
+            section.release()  # the builder may drop its section bytes now
 
     def _thread(self) -> ThreadPoolExecutor:
         """One thread, made on first use: compression releases the GIL, so it runs beside the loop."""
@@ -113,6 +115,6 @@ class CompressionOffload:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _compress_all(work: list[tuple[int, int | None, bytes]]) -> list[bytes]:
+def _compress_all(work: list[tuple[int, int | None, memoryview]]) -> list[bytes]:
     """In the compression thread: (codec, level, section) -> compressed section. Touches nothing shared."""
     return [compression.compress(codec, section, level) for codec, level, section in work]

@@ -154,13 +154,13 @@ def validate_level(codec: int, level: int | None) -> None:
 # ------------------------------------------------------------------ compress
 
 
-def _gzip_compress(data: bytes, level: int) -> bytes:
+def _gzip_compress(data: bytes | memoryview, level: int) -> bytes:
     # wbits 31 = 16 (gzip wrapper) + 15 (32 KiB window), the format of GZIPOutputStream.
     compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
     return compressor.compress(data) + compressor.flush()
 
 
-def _snappy_compress(data: bytes) -> bytes:
+def _snappy_compress(data: bytes | memoryview) -> bytes:
     if _SNAPPY is None:
         check_available(SNAPPY)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -175,7 +175,7 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_compress(data: bytes, level: int) -> bytes:
+def _lz4_compress(data: bytes | memoryview, level: int) -> bytes:
     import lz4.frame
 
     # The default level means LZ4's fast compressor, as in Java: its lz4 stream picks
@@ -205,7 +205,7 @@ class _ZstdCompressors(threading.local):
 _zstd_compressors = _ZstdCompressors()
 
 
-def _zstd_compress(data: bytes, level: int) -> bytes:
+def _zstd_compress(data: bytes | memoryview, level: int) -> bytes:
     # One compressor per level, reused: making one allocates its context each time. Per
     # thread, because a ZstdCompressor must not compress two inputs at once.
     compressors = _zstd_compressors.by_level
@@ -217,7 +217,7 @@ def _zstd_compress(data: bytes, level: int) -> bytes:
     return bytes(compressor.compress(data))
 
 
-def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
     """Compress a records section with ``codec`` at ``level`` (``None``: Java's default).
 
     ``NONE`` returns ``data`` unchanged (as bytes). Raises :class:`ConfigError`

@@ -31,9 +31,12 @@ def _module_of(path: Path) -> str:
 
 
 def _is_module(name: str) -> bool:
-    """Whether ``name`` (dotted, under ``aioproducer``) is a module or a package of the source tree."""
+    """Whether ``name`` (dotted, under ``aioproducer``) is a module or a package of the source tree.
+
+    The native module (``aioproducer._native``, built from ``native/``) counts by its type stub.
+    """
     base = PACKAGE.parent.joinpath(*name.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return base.with_suffix(".py").is_file() or base.with_suffix(".pyi").is_file() or (base / "__init__.py").is_file()
 
 
 def imported_modules(source: str, module: str) -> list[str]:

@@ -351,7 +351,7 @@ def test_build_twice_restamps_header_and_keeps_the_section(monkeypatch: pytest.M
         calls.append(codec)
         return real_compress(codec, data, level)
 
-    monkeypatch.setattr(records, "compress", counting_compress)
+    monkeypatch.setattr(compression, "compress", counting_compress)
     builder = RecordBatchBuilder(LZ4, compression_level=1)
     for i in range(50):
         builder.append(TS + i, b"k%d" % i, b"value %d" % i, [("h", b"%d" % i)])
@@ -576,11 +576,34 @@ def test_a_stale_compressed_section_is_ignored_and_build_compresses_what_the_bui
     builder = RecordBatchBuilder(GZIP)
     builder.append(1, None, b"first")
     section = builder.section_to_compress()
-    assert section is not None
-    builder.append(2, None, b"second")  # grew after the copy
-    builder.install_compressed(section, compression.compress(GZIP, section))
+    assert section is not None and section.readonly
+    # While the compression thread may read the section, it cannot grow under it.
+    assert builder.try_append(2, None, b"second") == -1
+    with pytest.raises(RuntimeError, match="being compressed"):
+        builder.append(2, None, b"second")
+    copy = bytes(section)
+    section.release()
+    builder.append(2, None, b"second")  # grew after the section was taken
+    builder.install_compressed(copy, compression.compress(GZIP, copy))
+    assert not builder.is_closed
     assert [r.value for r in decode_batches(builder.build())[0].records] == [b"first", b"second"]
     assert RecordBatchBuilder(NONE).section_to_compress() is None
+
+
+def test_the_section_view_outlives_a_release_of_its_builder() -> None:
+    """The compression thread's view stays readable if the batch completes meanwhile (no dangling bytes)."""
+    builder = RecordBatchBuilder(LZ4)
+    builder.append(1, b"k", b"v" * 1000)
+    section = builder.section_to_compress()
+    assert section is not None
+    expected = bytes(section)
+    builder.release()
+    assert bytes(section) == expected
+    compressed = compression.compress(LZ4, section)
+    builder.install_compressed(section, compressed)  # released: ignored
+    section.release()
+    with pytest.raises(RuntimeError, match="released"):
+        builder.build()
 
 
 def test_zstd_compressors_are_per_thread() -> None:

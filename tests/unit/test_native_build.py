@@ -1,0 +1,36 @@
+"""The native module in use was built from the crate in this tree.
+
+With an editable install (``pip install -e .``), Python edits take effect at once but a Rust
+edit under ``native/`` only after cargo runs again: the suite would otherwise test a stale
+extension without saying so. ``native/build.rs`` records a fingerprint of the crate's sources
+in the module; this recomputes it from the tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aioproducer import _native
+
+NATIVE = Path(__file__).resolve().parents[2] / "native"
+
+
+def _fnv1a(value: int, data: bytes) -> int:
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def source_hash() -> str:
+    """``native/build.rs``'s fingerprint: each ``src/*.rs`` (sorted), then ``Cargo.toml``, name then bytes."""
+    value = 0xCBF29CE484222325
+    for path in [*sorted((NATIVE / "src").glob("*.rs")), NATIVE / "Cargo.toml"]:
+        value = _fnv1a(value, path.name.encode())
+        value = _fnv1a(value, path.read_bytes())
+    return f"{value:016x}"
+
+
+def test_the_native_module_is_built_from_these_sources() -> None:
+    assert _native.SOURCE_HASH == source_hash(), (
+        "aioproducer/_native was built from other sources than native/: run `pip install -e .` again"
+    )
