@@ -7,11 +7,20 @@ use pyo3::prelude::*;
 pub mod murmur;
 pub mod records;
 
+/// Panics on purpose, for the test that a Rust panic reaches Python as an exception
+/// (`pyo3_runtime.PanicException`) and never aborts the process: the release profile keeps
+/// `panic = "unwind"` for that (native/Cargo.toml).
+#[pyfunction]
+fn _panic_for_test() {
+    panic!("a deliberate panic in aioproducer._native");
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", records::RECORD_BATCH_OVERHEAD)?;
     m.add_class::<records::PyRecordBatchBuilder>()?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     Ok(())
