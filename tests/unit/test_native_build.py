@@ -32,6 +32,7 @@ def source_hash() -> str:
     return f"{value:016x}"
 
 
+@pytest.mark.source_tree
 def test_the_native_module_is_built_from_these_sources() -> None:
     assert _native.SOURCE_HASH == source_hash(), (
         "aioproducer/_native was built from other sources than native/: run `pip install -e .` again"
