@@ -449,7 +449,6 @@ class RecordAccumulator:
             info = self.topic_info(topic)
         partitioner = info.partitioner
         sticky = None
-        batch_size = self.config.batch_size
         while start < stop:
             if partition >= 0:
                 target = partition
@@ -459,31 +458,48 @@ class RecordAccumulator:
             dq = info.batches.get(target)
             batch = dq[-1] if dq else None
             count = batch.try_append_arrow(records, start, stop, delivery) if batch is not None else 0
-            if count:
+            if batch is not None and count:
                 if reserved:
                     self.pool.deallocate(reserved)  # someone opened a batch while append_arrow() waited
                     reserved = 0
             else:
                 if batch is not None:
                     self.settle(batch)  # it refused a row: it will not grow any more
-                size = reserved or records.reservation(start, batch_size)
-                if not reserved and not self.pool.try_allocate(size):
-                    return start
+                batch = self._open_arrow_batch(info, topic, target, records, start, stop, delivery, reserved)
+                if batch is None:
+                    return start  # memory must be waited for
                 reserved = 0
-                if not self.lifecycle.accepting:
-                    self.pool.deallocate(size)
-                    raise self.lifecycle.refused()
-                batch = self._new_batch(info, topic, target, size)
-                count = batch.try_append_arrow(records, start, stop, delivery)
-                if not count:  # impossible: an empty builder always has room
-                    raise AssertionError("a new batch refused its first row")
-                self._queue_new_batch(info, topic, target, batch)
+                count = batch.arrow_records
             if sticky is not None:
                 partitioner.count_appended(sticky, records.payload_bytes(start, start + count), count, partitions, batch)
             start += count
         if reserved:
             self.pool.deallocate(reserved)
         return start
+
+    def _open_arrow_batch(
+        self,
+        info: TopicInfo,
+        topic: str,
+        partition: int,
+        records: ArrowRecords,
+        start: int,
+        stop: int,
+        delivery: ArrowDelivery,
+        reserved: int,
+    ) -> ProducerBatch | None:
+        """A new batch for ``partition`` filled from row ``start``, with ``reserved`` or newly taken memory; None without."""
+        size = reserved or records.reservation(start, self.config.batch_size)
+        if not reserved and not self.pool.try_allocate(size):
+            return None
+        if not self.lifecycle.accepting:
+            self.pool.deallocate(size)
+            raise self.lifecycle.refused()
+        batch = self._new_batch(info, topic, partition, size)
+        if not batch.try_append_arrow(records, start, stop, delivery):  # impossible: an empty builder has room
+            raise AssertionError("a new batch refused its first row")
+        self._queue_new_batch(info, topic, partition, batch)
+        return batch
 
     async def append_arrow(
         self,

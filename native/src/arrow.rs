@@ -664,11 +664,15 @@ impl Rows {
             }
             let timestamp = match batch.timestamp.and_then(|(v, mul, div)| v.get(i).map(|t| (t, mul, div))) {
                 None => Ok(self.now_ms),
-                Some((t, mul, div)) => t
-                    .checked_mul(mul)
-                    .map(|t| t.div_euclid(div))
-                    .filter(|t| *t >= 0)
-                    .ok_or_else(|| format!("row {} has timestamp {t} before 1970 or out of range", self.starts[b] + r)),
+                Some((t, mul, div)) => match t.checked_mul(mul).map(|t| t.div_euclid(div)) {
+                    Some(ms) if ms >= 0 => Ok(ms),
+                    // send()'s words for the same refusal (Kafka has no timestamps before 1970).
+                    Some(ms) => Err(format!(
+                        "row {}: invalid timestamp_ms {ms}: it must be an integer in 0..2**63-1 (ms since the epoch)",
+                        self.starts[b] + r
+                    )),
+                    None => Err(format!("row {}: timestamp {t} does not fit int64 milliseconds", self.starts[b] + r)),
+                },
             };
             Ok(Row {
                 key: batch.key.and_then(|k| k.get(i)),

@@ -71,7 +71,7 @@ async def test_rows_read_back_with_their_keys_headers_timestamps_in_order(mock_c
 
 
 async def test_a_polars_frame_read_back_by_confluent_kafka(mock_cluster: MockCluster) -> None:
-    pl = pytest.importorskip("polars")
+    import polars as pl
     frame = pl.DataFrame({"value": ["a", None, "a value longer than twelve bytes"], "key": ["k", "k", "k"]})
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as producer:
         report = await (await producer.send_arrow(TOPIC, frame))

@@ -121,7 +121,7 @@ def test_headers_of_every_layout_with_null_values_null_lists_and_a_slice(large: 
 
 
 def test_polars_dataframe_with_view_columns() -> None:
-    pl = pytest.importorskip("polars")
+    import polars as pl
     df = pl.DataFrame({"value": ["a", None, "long value, longer than twelve"], "key": [b"k", None, b"k2"],
                        "partition": pl.Series([0, 0, 0], dtype=pl.Int32)})
     assert [(r[1], r[2]) for r in rows(df)] == [(b"k", b"a"), (None, None), (b"k2", b"long value, longer than twelve")]
@@ -187,7 +187,8 @@ def test_not_arrow_data_is_a_type_error() -> None:
     [
         (pa.table({"value": [b"a", b"b"], "partition": [0, 4]}), InvalidRecordError, ["row 1", "partition 4", "0..3"]),
         (pa.table({"value": [b"a", b"b"], "partition": [-1, 0]}), InvalidRecordError, ["row 0", "partition -1"]),
-        (pa.table({"value": [b"a"], "timestamp": pa.array([-5], pa.int64())}), InvalidRecordError, ["row 0", "timestamp"]),
+        (pa.table({"value": [b"a"], "timestamp": pa.array([-5], pa.int64())}), InvalidRecordError, ["row 0", "invalid timestamp_ms -5"]),
+        (pa.table({"value": [b"a", b"b"], "timestamp": pa.array([0, 2**62], pa.timestamp("s"))}), InvalidRecordError, ["row 1", "does not fit"]),
         (pa.table({"value": [b"a", b"b"], "headers": pa.array([[], [{"key": None, "value": b"v"}]], HEADERS)}), InvalidRecordError, ["row 1", "header"]),
         (pa.table({"value": [b"a", b"x" * 2000]}), RecordTooLargeError, ["row 1", "1000"]),
     ],
