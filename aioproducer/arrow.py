@@ -64,7 +64,8 @@ class ArrowDelivery:
         self.delivered = 0
         self.failed = 0
         self.errors: list[tuple[int, BaseException]] = []
-        self._records = records
+        #: The planned order and per-row offsets, until the report is made (then dropped).
+        self._records: ArrowRecords | None = records
         self._future: asyncio.Future[ArrowDeliveryReport] = loop.create_future()
         if self.rows == 0:
             self._finish()
@@ -72,6 +73,7 @@ class ArrowDelivery:
     def run_done(self, start: int, count: int, base_offset: int, error: BaseException | None) -> None:
         """A run of ``count`` rows from planned position ``start`` completed: at ``base_offset`` on, or with ``error``."""
         records = self._records
+        assert records is not None  # no run completes after the last one
         if error is None:
             self.delivered += count
         else:
@@ -91,7 +93,8 @@ class ArrowDelivery:
     def _finish(self) -> None:
         if self._future.done():
             return
-        raw = self._records.offsets()
+        records, self._records = self._records, None
+        raw = records.offsets() if records is not None else None
         offsets = None
         if raw is not None:
             offsets = array.array("q")

@@ -162,6 +162,8 @@ async def test_a_bad_row_queues_nothing(mock_cluster: MockCluster) -> None:
         assert producer.metrics()["record-send-total"] == 0
         await (await producer.send_arrow(TOPIC, table.slice(0, 2)))  # the producer is fine
         assert producer.metrics()["record-send-total"] == 2
+        empty = await (await producer.send_arrow(TOPIC, table.slice(0, 0)))
+        assert (empty.rows, empty.delivered, empty.failed) == (0, 0, 0)
 
 
 async def test_per_record_hooks_are_refused_not_skipped(mock_cluster: MockCluster) -> None:

@@ -238,3 +238,12 @@ def test_row_outcomes_map_planned_positions_back_to_rows() -> None:
     offsets = array.array("q")
     offsets.frombytes(raw)
     assert list(offsets) == [40, -2, 41]
+
+
+def test_headers_whose_entries_and_their_fields_have_offsets_of_their_own() -> None:
+    keys = pa.array(["x", "x", "a", "b", "c"])
+    values = pa.array([b"x", b"x", b"1", None, b"3"])
+    entries = pa.StructArray.from_arrays([keys.slice(1), values.slice(1)], names=["key", "value"]).slice(1)
+    headers = pa.ListArray.from_arrays(pa.array([0, 1, 3], pa.int32()), entries)  # rows: [a], [b, c]
+    table = pa.table({"value": [b"0", b"1"], "headers": headers, "partition": pa.array([0, 0], pa.int8())})
+    assert [r[3] for r in rows(table)] == [[("a", b"1")], [("b", None), ("c", b"3")]]
