@@ -45,16 +45,16 @@ BINARY_TYPES = [pa.binary(), pa.large_binary(), pa.string(), pa.large_string(), 
 @pytest.mark.parametrize("value_type", BINARY_TYPES, ids=str)
 @pytest.mark.parametrize("key_type", BINARY_TYPES, ids=str)
 def test_every_binary_layout_for_value_and_key_with_nulls_and_a_slice(value_type: pa.DataType, key_type: pa.DataType) -> None:
-    text = ["a", None, "", "a value longer than twelve bytes", "é"]
+    text = ["a", None, "", "a value longer than twelve bytes", "twelve bytes", "thirteen byte", "é"]
     as_type = (lambda t, xs: pa.array([None if x is None else (x if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t) else x.encode()) for x in xs], t))
     batch = pa.record_batch({
         "value": as_type(value_type, text),
         "key": as_type(key_type, list(reversed(text))),
-        "partition": pa.array([0] * 5, pa.int8()),
+        "partition": pa.array([0] * len(text), pa.int8()),
     })
-    sliced = batch.slice(1, 3)  # offset 1 on every column
+    sliced = batch.slice(1, 5)  # offset 1 on every column; views inline up to 12 bytes, then out of line
     want = [(NOW, (k.encode() if k is not None else None), (v.encode() if v is not None else None), [])
-            for v, k in zip(text[1:4], list(reversed(text))[1:4])]
+            for v, k in zip(text[1:6], list(reversed(text))[1:6])]
     assert rows(sliced) == want
 
 
@@ -189,6 +189,8 @@ def test_not_arrow_data_is_a_type_error() -> None:
         (pa.table({"value": [b"a", b"b"], "partition": [-1, 0]}), InvalidRecordError, ["row 0", "partition -1"]),
         (pa.table({"value": [b"a"], "timestamp": pa.array([-5], pa.int64())}), InvalidRecordError, ["row 0", "invalid timestamp_ms -5"]),
         (pa.table({"value": [b"a", b"b"], "timestamp": pa.array([0, 2**62], pa.timestamp("s"))}), InvalidRecordError, ["row 1", "does not fit"]),
+        # Rounded down, as Spark's unix_millis: 1 us before 1970 is -1 ms, refused.
+        (pa.table({"value": [b"a"], "timestamp": pa.array([-1], pa.timestamp("us"))}), InvalidRecordError, ["row 0", "invalid timestamp_ms -1"]),
         (pa.table({"value": [b"a", b"b"], "headers": pa.array([[], [{"key": None, "value": b"v"}]], HEADERS)}), InvalidRecordError, ["row 1", "header"]),
         (pa.table({"value": [b"a", b"x" * 2000]}), RecordTooLargeError, ["row 1", "1000"]),
     ],
