@@ -199,3 +199,17 @@ async def test_keyless_rows_fill_sticky_batches_and_move_on(mock_cluster: MockCl
     for values in got.values():
         assert values == sorted(values)  # keyless rows keep their order in each partition
     assert sum(len(v) for v in got.values()) == n
+
+
+async def test_concurrent_calls_waiting_for_memory_give_every_byte_back(mock_cluster: MockCluster) -> None:
+    """Two calls fill the same partition through a small buffer.memory: one opens the batch the other
+    waited memory for, which then gives its reservation back. Every byte is free at the end."""
+    table = pa.table({"value": [b"x" * 200] * 3000, "partition": [0] * 3000})
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, buffer_memory=40_000, batch_size=4096) as producer:
+        deliveries = await asyncio.gather(*(producer.send_arrow(TOPIC, table) for _ in range(3)))
+        reports = [await d for d in deliveries]
+        await producer.flush()
+        metrics = producer.metrics()
+    assert [r.delivered for r in reports] == [3000] * 3
+    assert metrics["bufferpool-wait-time-total"] > 0
+    assert metrics["buffer-available-bytes"] == metrics["buffer-total-bytes"]
