@@ -126,7 +126,7 @@ async def test_per_row_errors_are_counted_with_the_first_rows_named(mock_cluster
     table = pa.table({"value": [b"v%d" % i for i in range(n)], "partition": pa.array([0] * 50 + [1] * 50, pa.int8())})
     for p in range(PARTITIONS):
         mock_cluster.set_partition_leader(TOPIC, p, 1)  # one broker: the error hits the one request
-    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=50, **{"enable_idempotence": False}) as producer:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=50, enable_idempotence=False) as producer:
         await producer.partitions_for(TOPIC)
         mock_cluster.push_request_errors(PRODUCE, INVALID_TIMESTAMP)
         report = await (await producer.send_arrow(TOPIC, table, row_outcomes=True))
