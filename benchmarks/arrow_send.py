@@ -9,10 +9,11 @@ Not timed: making the rows (an Arrow table for ``send_arrow``; Python ``bytes`` 
 produce loop, which takes nothing else), starting the client, metadata and a warm-up record.
 
 Same settings for both: ``acks=all``, idempotence on, ``linger.ms=5``; batch sizes are each
-client's default (Java's 16 KB for aioproducer, librdkafka's 1 MB), as a user would run them.
+client's default (Java's 16 KB for aioproducer, librdkafka's 1 MB), as a user would run them,
+unless ``--batch-size`` sets aioproducer's (``--batch-size 1048576``: librdkafka's default).
 CPU is the process's user + system time (``time.process_time``: librdkafka's threads too).
 
-    python -m benchmarks.arrow_send [--rows 1000000] [--rounds 3]
+    python -m benchmarks.arrow_send [--rows 1000000] [--rounds 3] [--batch-size BYTES]
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ def _values(rows: int) -> list[bytes]:
     return [b"%08d" % i + b"v" * (VALUE_BYTES - 8) for i in range(rows)]
 
 
-async def _aioproducer(bootstrap: str, rows: int) -> dict[str, Any]:
+async def _aioproducer(bootstrap: str, rows: int, batch_size: int | None) -> dict[str, Any]:
     import pyarrow as pa
 
     from aioproducer import Producer
 
     table = pa.table({"key": pa.array(_keys(rows), pa.binary()), "value": pa.array(_values(rows), pa.binary())})
-    async with Producer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5) as producer:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    if batch_size is not None:
+        config["batch.size"] = batch_size
+    async with Producer(config) as producer:
         await producer.partitions_for(TOPIC)
         await (await producer.send(TOPIC, b"warm-up", b"warm-up"))
         cpu0, t0 = process_time(), perf_counter()
@@ -87,12 +91,12 @@ def _confluent(bootstrap: str, rows: int) -> dict[str, Any]:
 CLIENTS = {"aioproducer send_arrow": "aioproducer", "confluent Producer (C)": "confluent"}
 
 
-def _run_client(client: str, bootstrap: str, rows: int) -> dict[str, Any]:
+def _run_client(client: str, bootstrap: str, rows: int, batch_size: int | None) -> dict[str, Any]:
     """One client run in a fresh process: its result line."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.arrow_send", "--client", client, "--bootstrap", bootstrap, "--rows", str(rows)],
-        capture_output=True, text=True, timeout=900,
-    )
+    command = [sys.executable, "-m", "benchmarks.arrow_send", "--client", client, "--bootstrap", bootstrap, "--rows", str(rows)]
+    if batch_size is not None:
+        command += ["--batch-size", str(batch_size)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise SystemExit(f"{client} failed: {proc.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -105,12 +109,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=None, help="aioproducer's batch.size (default: its own, 16384)")
     parser.add_argument("--client", choices=sorted(CLIENTS.values()), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client is not None:  # a child: run one client, print its result as the last line
         if args.client == "aioproducer":
-            result = asyncio.run(_aioproducer(args.bootstrap, args.rows))
+            result = asyncio.run(_aioproducer(args.bootstrap, args.rows, args.batch_size))
         else:
             result = _confluent(args.bootstrap, args.rows)
         print(json.dumps(result))
@@ -119,9 +124,10 @@ def main() -> None:
     with ClusterProcess([TOPIC], partitions=PARTITIONS) as cluster:
         for _ in range(args.rounds):
             for name, client in CLIENTS.items():
-                runs[name].append(_run_client(client, cluster.bootstrap_servers, args.rows))
+                runs[name].append(_run_client(client, cluster.bootstrap_servers, args.rows, args.batch_size))
     rate = {name: statistics.median(args.rows / r["elapsed"] for r in rs) for name, rs in runs.items()}
-    print(f"{args.rows:,} rows x {VALUE_BYTES} B keyed, librdkafka mock, median of {args.rounds} interleaved rounds")
+    sized = "default batch.size" if args.batch_size is None else f"aioproducer batch.size={args.batch_size}"
+    print(f"{args.rows:,} rows x {VALUE_BYTES} B keyed, librdkafka mock, {sized}, median of {args.rounds} interleaved rounds")
     print(f"{'client':<26}{'rows/s':>12}{'CPU us/row':>12}")
     for name, rs in runs.items():
         cpu_us = statistics.median(r["cpu"] / args.rows * 1e6 for r in rs)
