@@ -90,3 +90,19 @@ async def test_a_failed_batch_reports_its_rows_failed_with_their_indices() -> No
     assert (report.delivered, report.failed) == (1, 2)
     assert report.errors == ((0, error), (2, error))
     assert report.offsets is not None and list(report.offsets) == [-1, 7, -1]
+
+
+async def test_records_the_broker_named_fail_with_their_own_error_the_others_with_the_batchs() -> None:
+    from aioproducer.internals.batch import RecordErrors
+
+    acc = make(batch_size=1 << 16)
+    records = ArrowRecords(pa.table({"value": [b"a", b"b", b"c"], "partition": [0, 0, 0]}))
+    delivery = ArrowDelivery(records, asyncio.get_running_loop())
+    [(partition, start, stop)] = records.plan(4, 1 << 20, "t")
+    acc.try_append_arrow("t", partition, records, start, stop, delivery, PARTITIONS)
+    batch = acc.topic_info("t").batches[0][0]
+    bad, others = ValueError("row 1 is bad"), RuntimeError("not written with the bad one")
+    batch.fail_per_record(RecordErrors({1: bad}, others))
+    batch.complete(-1, -1, bad)
+    report = await delivery
+    assert report.failed == 3 and report.errors == ((0, others), (1, bad), (2, others))
