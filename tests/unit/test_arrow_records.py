@@ -254,3 +254,17 @@ def test_headers_whose_entries_and_their_fields_have_offsets_of_their_own() -> N
     headers = pa.ListArray.from_arrays(pa.array([0, 1, 3], pa.int32()), entries)  # rows: [a], [b, c]
     table = pa.table({"value": [b"0", b"1"], "headers": headers, "partition": pa.array([0, 0], pa.int8())})
     assert [r[3] for r in rows(table)] == [[("a", b"1")], [("b", None), ("c", b"3")]]
+
+
+def test_a_stream_reader_is_read_whole_and_its_failure_is_a_clear_error() -> None:
+    schema = pa.schema([("value", pa.binary()), ("partition", pa.int8())])
+    batches = [pa.record_batch({"value": [b"a", b"b"], "partition": pa.array([0, 0], pa.int8())}, schema=schema)] * 3
+    reader = pa.RecordBatchReader.from_batches(schema, iter(batches))
+    assert [r[2] for r in rows(reader)] == [b"a", b"b"] * 3
+
+    def failing() -> Any:
+        yield batches[0]
+        raise OSError("the source went away")
+
+    with pytest.raises(ValueError, match="reading the Arrow stream failed.*the source went away"):
+        ArrowRecords(pa.RecordBatchReader.from_batches(schema, failing()))
