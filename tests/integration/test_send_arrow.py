@@ -109,7 +109,7 @@ async def test_a_small_buffer_memory_makes_send_arrow_wait_and_everything_arrive
 
 async def test_max_block_ms_out_while_waiting_for_memory_hands_back_the_queued_rows(mock_cluster: MockCluster) -> None:
     table = pa.table({"value": [b"x" * 1000] * 200, "partition": [0] * 200})
-    config = {**FAST_RETRIES, "delivery_timeout_ms": 2000, "buffer_memory": 32768, "batch_size": 8192, "max_block_ms": 300}
+    config = {**FAST_RETRIES, "delivery_timeout_ms": 1100, "buffer_memory": 32768, "batch_size": 8192, "max_block_ms": 300}
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
         await producer.partitions_for(TOPIC)  # metadata while the brokers are up
         for broker in (1, 2, 3):
