@@ -23,7 +23,8 @@ again and counts the record where it went, as Java's loop re-checks after its
 wait. No lock is held across that wait. ``send_many()``'s keyless records take
 ``try_append_run()``: one record through ``try_append()``, the ones after it into
 the same batch while its partition is still the sticky one, counted together
-by the same rule.
+by the same rule. ``send_arrow()``'s rows take ``try_append_arrow()``: a run of one
+partition's rows per open batch, appended natively, counted per run for the sticky partition.
 
 The sender asks ``ready()`` which leaders have a sendable batch (full, linger
 expired, memory exhausted, flush or close in progress, not backing off; or
