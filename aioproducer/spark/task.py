@@ -229,9 +229,13 @@ async def _send_arrow_batch(
         except (KafkaError, ValueError, TypeError) as exc:
             if tally is None:
                 raise
+            queued: ArrowDelivery | None = getattr(exc, "delivery", None)
             if topic is None:
                 tally.add_rows(rows.num_rows, exc)
-            else:  # a row the producer refused: each row on its own, so that only the bad ones are counted
+            elif queued is not None:  # it failed while queuing (max.block.ms): the rows queued are delivered
+                deliveries.append(queued)
+                tally.add_rows(rows.num_rows - queued.rows, exc)
+            else:  # a row the producer refused, before any was queued: each row on its own, only the bad ones counted
                 await _send_each(producer, RecordColumns.from_batch(rows, canonical_columns(rows)), topic, tally.on_delivery, tally)
 
 

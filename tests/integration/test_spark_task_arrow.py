@@ -58,3 +58,23 @@ def test_fail_fails_the_task_for_a_null_topic_after_delivering_what_it_queued() 
         got = worker.run(read_all_values(mock.bootstrap_servers, "orders", range(6)))
         _close_shared(plan)
     assert got[0] == [b"a"] and got[1] == [b"b"]  # the rows of known topics went before the null ones
+
+
+def test_count_after_max_block_ms_counts_what_was_queued_once() -> None:
+    """send_arrow failed while queuing: the rows it queued are counted by their delivery, the rest as failed,
+    none sent again one by one (that would queue the queued ones twice)."""
+    with MockCluster(brokers=1, topics={"orders": 6}) as mock:
+        config = {"bootstrap.servers": mock.bootstrap_servers, "buffer.memory": 32768, "batch.size": 8192,
+                  "max.block.ms": 300, "request.timeout.ms": 500, "delivery.timeout.ms": 600, "linger.ms": 0,
+                  "retry.backoff.ms": 20, "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50}
+        plan = TaskPlan(config, "arrow-blocked", SinkColumns("value", partition="partition"), "orders", "count")
+        producer = worker.run(worker.shared_producer(plan.config_key, plan.config))
+        worker.run(producer.partitions_for("orders"))
+        mock.broker_down(1)
+        batch = pa.record_batch({"value": [b"x" * 1000] * 200, "partition": pa.array([0] * 200, pa.int32())})
+        stats = worker.run(write_task(plan, iter([batch]), 0, 0))
+        queued = producer.metrics()["records_failed"]  # every row the producer ever took failed
+        _close_shared(plan)
+    assert (stats.records, stats.failed) == (0, 200)
+    # Only what buffer.memory held when max.block.ms ran out: 4 batches of at most 8 rows each.
+    assert 0 < queued <= 32
