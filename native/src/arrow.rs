@@ -31,6 +31,11 @@ use crate::records::{varint_size, PyRecordBatchBuilder, RECORD_BATCH_OVERHEAD};
 /// Java's `DefaultRecord.MAX_RECORD_OVERHEAD`: worst-case varints of a record's framing.
 const MAX_RECORD_OVERHEAD: usize = 21;
 
+/// Rows grouped by partition together (see `Rows::plan`): about 200 KB of 100 B rows, so that a
+/// chunk's rows stay in cache while each partition's group is appended. Measured on 1M keyed
+/// 100 B rows over 6 partitions (append only): 140 ns a row unchunked, 80 with 8192, 75 with 2048.
+const PLAN_CHUNK: usize = 2048;
+
 // ------------------------------------------------------------------ the C Data Interface structs
 
 #[repr(C)]
@@ -683,61 +688,68 @@ impl Rows {
         }
     }
 
-    /// Checks every row, then groups them by partition: (partition or -1 for the sticky
-    /// partition, start, stop) over `order`. Nothing is appended, so an error queues nothing.
+    /// Checks every row, then groups them by partition, chunk by chunk of `PLAN_CHUNK` rows:
+    /// `(partition or -1 for the sticky partition, start, stop)` over `order`, in row order of
+    /// the chunks, keyed groups in partition order then the keyless one within a chunk. So each
+    /// partition's rows keep their order, and appending a group reads rows from one chunk's
+    /// memory: grouping the whole data at once made each partition's pass touch every cache
+    /// line of it (see `PLAN_CHUNK`; one partition: 40 ns a row). Nothing is appended, so an
+    /// error queues nothing.
     fn plan(&mut self, num_partitions: u32, max_record_size: usize, topic: &str) -> Result<Vec<(i64, usize, usize)>, ArrowError> {
         let n = num_partitions as usize;
-        let mut partitions: Vec<u32> = Vec::with_capacity(self.total); // bucket: n for keyless
-        let mut counts = vec![0usize; n + 1];
+        let mut buckets: Vec<Vec<u64>> = vec![Vec::new(); n + 1]; // n: keyless
+        let mut order = Vec::with_capacity(self.total);
+        let mut groups = Vec::new();
         let mut headers = Vec::new();
         for b in 0..self.batches.len() {
-            for r in 0..self.batches[b].rows {
-                let row = self.row(b, r, &mut headers).map_err(ArrowError::Row)?;
-                let global = self.starts[b] + r;
-                row.timestamp.clone().map_err(ArrowError::Row)?;
-                let size = upper_bound(row.key, row.value, &headers);
-                if size > max_record_size {
-                    return Err(ArrowError::TooLarge(format!(
-                        "row {global} is {size} bytes when serialized, larger than the largest record allowed ({max_record_size}: max.request.size or buffer.memory)"
-                    )));
+            let rows = self.batches[b].rows;
+            for chunk in (0..rows).step_by(PLAN_CHUNK) {
+                for r in chunk..rows.min(chunk + PLAN_CHUNK) {
+                    let bucket = self.check_row(b, r, num_partitions, max_record_size, topic, &mut headers)?;
+                    buckets[bucket as usize].push(((b as u64) << 32) | r as u64);
                 }
-                let bucket = match (row.partition, row.key) {
-                    (Some(p), _) if p < 0 || p >= num_partitions as i64 => {
-                        return Err(ArrowError::Row(format!(
-                            "row {global} has partition {p}; topic {topic:?} has partitions 0..{}",
-                            num_partitions as i64 - 1
-                        )))
+                for (bucket, rows) in buckets.iter_mut().enumerate() {
+                    if !rows.is_empty() {
+                        groups.push((if bucket == n { -1 } else { bucket as i64 }, order.len(), order.len() + rows.len()));
+                        order.append(rows);
                     }
-                    (Some(p), _) => p as u32,
-                    (None, Some(key)) if !self.ignore_keys => partition_for_key(key, num_partitions),
-                    _ => num_partitions,
-                };
-                counts[bucket as usize] += 1;
-                partitions.push(bucket);
-            }
-        }
-        let mut next = Vec::with_capacity(n + 1);
-        let mut groups = Vec::new();
-        let mut at = 0;
-        for (bucket, count) in counts.iter().enumerate() {
-            next.push(at);
-            if *count > 0 {
-                groups.push((if bucket == n { -1 } else { bucket as i64 }, at, at + count));
-            }
-            at += count;
-        }
-        let mut order = vec![0u64; self.total];
-        let mut i = 0;
-        for (b, batch) in self.batches.iter().enumerate() {
-            for r in 0..batch.rows {
-                let slot = &mut next[partitions[i] as usize];
-                order[*slot] = ((b as u64) << 32) | r as u64;
-                *slot += 1;
-                i += 1;
+                }
             }
         }
         self.order = order;
         Ok(groups)
+    }
+
+    /// Checks row `r` of batch `b` as `plan` does: its partition bucket (`num_partitions` for keyless).
+    fn check_row<'a>(
+        &'a self,
+        b: usize,
+        r: usize,
+        num_partitions: u32,
+        max_record_size: usize,
+        topic: &str,
+        headers: &mut Vec<(&'a [u8], Option<&'a [u8]>)>,
+    ) -> Result<u32, ArrowError> {
+        let row = self.row(b, r, headers).map_err(ArrowError::Row)?;
+        let global = self.starts[b] + r;
+        row.timestamp.clone().map_err(ArrowError::Row)?;
+        let size = upper_bound(row.key, row.value, headers);
+        if size > max_record_size {
+            return Err(ArrowError::TooLarge(format!(
+                "row {global} is {size} bytes when serialized, larger than the largest record allowed ({max_record_size}: max.request.size or buffer.memory)"
+            )));
+        }
+        Ok(match (row.partition, row.key) {
+            (Some(p), _) if p < 0 || p >= num_partitions as i64 => {
+                return Err(ArrowError::Row(format!(
+                    "row {global} has partition {p}; topic {topic:?} has partitions 0..{}",
+                    num_partitions as i64 - 1
+                )))
+            }
+            (Some(p), _) => p as u32,
+            (None, Some(key)) if !self.ignore_keys => partition_for_key(key, num_partitions),
+            _ => num_partitions,
+        })
     }
 
     /// Appends the rows at `order[start..stop]` while `append` takes them (returns >= 0):
@@ -881,7 +893,7 @@ impl ArrowRecords {
     }
 
     /// Check every row and group them by partition: `[(partition or -1, start, stop)]` over
-    /// the planned order, keyed groups in partition order, the keyless (sticky) group last.
+    /// the planned order, chunk by chunk (`Rows::plan`): a partition's groups in row order.
     /// InvalidRecordError / RecordTooLargeError naming the row; nothing is queued then.
     fn plan(&mut self, py: Python<'_>, num_partitions: u32, max_record_size: usize, topic: &str) -> PyResult<Vec<(i64, usize, usize)>> {
         self.rows.plan(num_partitions, max_record_size, topic).map_err(|e| e.to_py(py))

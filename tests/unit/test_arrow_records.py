@@ -22,15 +22,18 @@ NOW = 1_700_000_000_000
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
 
-def encoded(data: Any, num_partitions: int = 4, **options: Any) -> dict[int, list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]]:
-    """Plan ``data`` and append every group into its own batch: partition -> records as decoded."""
+Decoded = list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]
+
+
+def encoded(data: Any, num_partitions: int = 4, **options: Any) -> dict[int, Decoded]:
+    """Plan ``data`` and append every group into a batch of its own: partition -> records as decoded, in order."""
     records = ArrowRecords(data, now_ms=NOW, **options)
-    out = {}
+    out: dict[int, Decoded] = {}
     for partition, start, stop in records.plan(num_partitions, 1 << 20, "t"):
         builder = RecordBatchBuilder(batch_size=1 << 20)
         assert records.append_rows(builder, start, stop) == stop - start
         builder.build()
-        out[partition] = [(r.timestamp, r.key, r.value, list(r.headers)) for r in builder.records()]
+        out.setdefault(partition, []).extend((r.timestamp, r.key, r.value, list(r.headers)) for r in builder.records())
     return out
 
 
@@ -149,9 +152,13 @@ def test_a_single_record_batch_through_arrow_c_array() -> None:
     assert [r[2] for r in rows(OnlyArray(pa.record_batch({"value": [b"a"], "partition": pa.array([0], pa.int8())})))] == [b"a"]
 
 
-def test_keyed_rows_keep_their_order_per_partition() -> None:
-    keys = [b"k%d" % (i % 7) for i in range(200)]
-    out = encoded(pa.table({"value": [b"%d" % i for i in range(200)], "key": keys}), num_partitions=5)
+def test_keyed_rows_keep_their_order_per_partition_across_planning_chunks() -> None:
+    n = 20_000  # several planning chunks (PLAN_CHUNK rows), in two record batches
+    keys = [b"k%d" % (i % 7) for i in range(n)]
+    table = pa.table({"value": [b"%d" % i for i in range(n)], "key": keys})
+    table = pa.Table.from_batches(table.to_batches(max_chunksize=12_000))
+    out = encoded(table, num_partitions=5)
+    assert sum(map(len, out.values())) == n
     for partition, records in out.items():
         indices = [int(r[2] or b"") for r in records]
         assert indices == sorted(indices)
