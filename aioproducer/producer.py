@@ -546,8 +546,8 @@ class Producer:
         Each row is partitioned, encoded and appended natively, as ``send()`` would: the
         ``partition`` column, else murmur2 of the key (``partitioner.ignore.keys`` honoured),
         else the sticky partition, run by run. Rows keep their order within each partition;
-        keyed and keyless rows that land on the same partition are not interleaved in data
-        order (keyless ones follow). Batches, ``buffer.memory`` (waited for within
+        rows are grouped by partition 2,048 at a time, so within such a chunk the keyless rows
+        that land on a partition follow its keyed rows rather than interleave with them. Batches, ``buffer.memory`` (waited for within
         ``max.block.ms``, as ``send()`` waits), idempotence, transactions and retries are the
         same path as ``send()``'s. A producer with interceptors, serializers, a custom
         partitioner or tracing is refused (``ConfigError``): they are per-record Python hooks.
