@@ -9,7 +9,7 @@ data said. Faults are the librdkafka mock's (``push_request_errors``), as in
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -166,10 +166,41 @@ async def test_a_bad_row_queues_nothing(mock_cluster: MockCluster) -> None:
         assert (empty.rows, empty.delivered, empty.failed) == (0, 0, 0)
 
 
-async def test_per_record_hooks_are_refused_not_skipped(mock_cluster: MockCluster) -> None:
-    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=lambda t, v: v) as producer:
-        with pytest.raises(ConfigError, match="value.serializer"):
+class _PassThrough:
+    """An interceptor that changes nothing: still a per-record hook send_arrow could not call."""
+
+    def on_send(self, record: Any) -> Any:
+        return record
+
+    def on_acknowledgement(self, metadata: Any, error: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "hook, named",
+    [
+        ({"value_serializer": lambda topic, value: value}, "value.serializer"),
+        ({"key_serializer": lambda topic, key: key}, "key.serializer"),
+        ({"partitioner_class": lambda *args: 0}, "partitioner.class"),
+        ({"interceptor_classes": [_PassThrough()]}, "interceptor.classes"),
+    ],
+    ids=["value.serializer", "key.serializer", "partitioner.class", "interceptor.classes"],
+)
+async def test_per_record_hooks_are_refused_not_skipped(mock_cluster: MockCluster, hook: dict[str, Any], named: str) -> None:
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **hook) as producer:
+        with pytest.raises(ConfigError, match=re.escape(named)):
             await producer.send_arrow(TOPIC, pa.table({"value": [b"a"]}))
+        await producer.flush()
+        assert producer.metrics()["record-send-total"] == 0
+
+
+async def test_partitioner_ignore_keys_sends_keyed_rows_to_the_sticky_partition(mock_cluster: MockCluster) -> None:
+    table = pa.table({"value": [b"v%d" % i for i in range(50)], "key": [b"k%d" % i for i in range(50)]})
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, partitioner_ignore_keys=True, linger_ms=50) as producer:
+        report = await (await producer.send_arrow(TOPIC, table, row_outcomes=True))
+    assert report.delivered == 50
+    got = await read_all_values(mock_cluster.bootstrap_servers, TOPIC, range(PARTITIONS))
+    assert [values for values in got.values() if values] == [[b"v%d" % i for i in range(50)]]  # one sticky batch
 
 
 async def test_send_arrow_in_a_transaction_and_outside_one(mock_cluster: MockCluster) -> None:
