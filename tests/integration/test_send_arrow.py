@@ -183,8 +183,9 @@ class _PassThrough:
         ({"key_serializer": lambda topic, key: key}, "key.serializer"),
         ({"partitioner_class": lambda *args: 0}, "partitioner.class"),
         ({"interceptor_classes": [_PassThrough()]}, "interceptor.classes"),
+        ({"tracing": True}, "tracing"),
     ],
-    ids=["value.serializer", "key.serializer", "partitioner.class", "interceptor.classes"],
+    ids=["value.serializer", "key.serializer", "partitioner.class", "interceptor.classes", "tracing"],
 )
 async def test_per_record_hooks_are_refused_not_skipped(mock_cluster: MockCluster, hook: dict[str, Any], named: str) -> None:
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **hook) as producer:
