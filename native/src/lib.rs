@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+pub mod arrow;
 pub mod murmur;
 pub mod records;
 
@@ -21,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RECORD_BATCH_OVERHEAD", records::RECORD_BATCH_OVERHEAD)?;
     m.add_class::<records::PyRecordBatchBuilder>()?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_class::<arrow::ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     Ok(())
