@@ -8,6 +8,7 @@ offsets (slices) and nulls. The independent decoders read the same rows back fro
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pyarrow as pa
@@ -275,3 +276,30 @@ def test_a_stream_reader_is_read_whole_and_its_failure_is_a_clear_error() -> Non
 
     with pytest.raises(ValueError, match="reading the Arrow stream failed.*the source went away"):
         ArrowRecords(pa.RecordBatchReader.from_batches(schema, failing()))
+
+
+def _view(length: int, index: int, start: int) -> bytes:
+    """One 16-byte binary view that is not inline: length, 4-byte prefix, buffer index, offset."""
+    return struct.pack("<i4sii", length, b"abcd", index, start)
+
+
+@pytest.mark.parametrize(
+    ("views", "why"),
+    [
+        (_view(20, 3, 0), "a view outside its data buffers"),  # names a buffer the array does not have
+        (_view(20, 0, 30), "a view outside its data buffers"),  # runs past its buffer's end
+        (_view(-5, 0, 0), "a view of negative length"),
+    ],
+)
+def test_a_view_outside_its_buffers_is_refused_not_read(views: bytes, why: str) -> None:
+    """Malformed data is refused at import: read as it is, these would read memory the array does not own."""
+    array = pa.Array.from_buffers(pa.binary_view(), 1, [None, pa.py_buffer(views), pa.py_buffer(b"x" * 40)])
+    with pytest.raises(ValueError, match=why):
+        ArrowRecords(pa.RecordBatch.from_arrays([array], names=["value"]))
+
+
+def test_offsets_that_decrease_are_refused_not_read() -> None:
+    offsets = pa.py_buffer(struct.pack("<3i", 0, 10, 5))
+    array = pa.Array.from_buffers(pa.binary(), 2, [None, offsets, pa.py_buffer(b"x" * 40)])
+    with pytest.raises(ValueError, match="offsets that decrease"):
+        ArrowRecords(pa.RecordBatch.from_arrays([array], names=["value"]))
