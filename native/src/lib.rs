@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+pub mod future;
 pub mod murmur;
 pub mod records;
 
@@ -12,6 +13,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", records::RECORD_BATCH_OVERHEAD)?;
     m.add_class::<records::PyRecordBatchBuilder>()?;
+    m.add_class::<future::FutureRecordMetadata>()?;
+    m.add_class::<future::BatchOutcome>()?;
+    m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     Ok(())
