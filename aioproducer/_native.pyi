@@ -107,3 +107,14 @@ def append_record(
     headers: Sequence[tuple[str, bytes | None]] | None,
     on_delivery: Callable[..., Any] | None,
 ) -> FutureRecordMetadata | None: ...
+def append_values(
+    builder: RecordBatchBuilder,
+    batch: ProducerBatch,
+    outcome: BatchOutcome,
+    held: list[Any],
+    timestamp: int,
+    values: Sequence[Any],
+    start: int,
+    on_delivery: Callable[..., Any] | None,
+    out: list[FutureRecordMetadata],
+) -> int: ...

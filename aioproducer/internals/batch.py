@@ -32,7 +32,7 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, NamedTuple, Optional, Protocol
 
-from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record
+from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
@@ -395,22 +395,16 @@ class ProducerBatch:
 
         ``send_many()``'s bulk path: the records go where the first one went, so the
         accumulator's per-record steps (partition, deque, sticky count) are skipped; each
-        record still takes :meth:`try_append`. Futures are appended to ``out``; returns the
-        index of the first value not appended (the batch is full, or it is not ``bytes``).
+        record is appended as :meth:`try_append` appends it, in one native call for the run
+        (``append_values``; see ``benchmarks/micro_send.py``'s ``send_many keyless``). Futures
+        are appended to ``out``; returns the index of the first value not appended (the batch is
+        full, or it is not ``bytes``).
         """
-        append = self.try_append
-        add = out.append
-        i, stop = start, len(values)
-        while i < stop:
-            value = values[i]
-            if type(value) is not bytes:
-                break
-            future = append(timestamp, None, value, None, on_delivery)
-            if future is None:
-                break
-            add(future)
-            i += 1
-        return i
+        if on_delivery is None:
+            return append_values(self.builder, self, self.outcome, self.futures, timestamp, values, start, None, out)
+        stop = append_values(self.builder, self, self.outcome, self.callbacks, timestamp, values, start, on_delivery, out)
+        self.callback_bytes += (stop - start) * _callback_bytes(on_delivery)
+        return stop
 
     @property
     def record_count(self) -> int:

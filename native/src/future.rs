@@ -21,7 +21,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::records::{Header, PyRecordBatchBuilder};
@@ -308,4 +308,34 @@ pub fn append_record(
         }
     }
     Ok(Some(future))
+}
+
+/// `send_many()`'s bulk path: appends keyless `values[start..]` (one create time) to `batch`
+/// while each is exactly `bytes` and fits, each as `append_record` would, its future appended
+/// to `out`; the index of the first value not appended. No Python call per record.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, outcome, held, timestamp, values, start, on_delivery, out))]
+#[allow(clippy::too_many_arguments)] // append_record's arguments, and the run's
+pub fn append_values(
+    builder: &Bound<'_, PyRecordBatchBuilder>,
+    batch: &Bound<'_, PyAny>,
+    outcome: &Bound<'_, BatchOutcome>,
+    held: &Bound<'_, PyList>,
+    timestamp: i64,
+    values: &Bound<'_, PyAny>,
+    start: usize,
+    on_delivery: Option<&Bound<'_, PyAny>>,
+    out: &Bound<'_, PyList>,
+) -> PyResult<usize> {
+    let stop = values.len()?;
+    let mut i = start;
+    while i < stop {
+        let item = values.get_item(i)?;
+        let Ok(value) = item.cast_exact::<PyBytes>() else { break };
+        let appended = append_record(builder, batch, outcome, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
+        let Some(future) = appended else { break };
+        out.append(future)?;
+        i += 1;
+    }
+    Ok(i)
 }

@@ -16,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<future::FutureRecordMetadata>()?;
     m.add_class::<future::BatchOutcome>()?;
     m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
+    m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     Ok(())

@@ -121,3 +121,33 @@ async def test_a_future_its_caller_dropped_is_freed_at_once() -> None:
 def test_record_futures_are_not_made_directly() -> None:
     with pytest.raises(TypeError, match="Producer.send"):
         FutureRecordMetadata(1, key=2)
+
+
+async def test_a_run_of_values_stops_at_a_value_not_bytes_or_a_full_batch() -> None:
+    """``try_append_many`` (send_many's bulk path): each record as try_append makes it, in one native call."""
+    from aioproducer.internals.batch import _callback_bytes
+
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop, batch_size=1000)
+    out: list[FutureRecordMetadata] = []
+    values: list[Any] = [b"a", b"b", bytearray(b"c"), b"d"]
+    assert batch.try_append_many(5, values, 0, None, out) == 2  # stops at the bytearray
+    assert batch.try_append_many(5, values, 3, None, out) == 4
+    large = [bytes(300)] * 10
+    stop = batch.try_append_many(5, large, 0, None, out)
+    assert 0 < stop < 10 and batch.record_count == 3 + stop == len(out)  # stops when full
+    assert batch.futures == out
+    batch.complete(10, -1, None)
+    assert [(f.result().offset, f.result().timestamp) for f in out] == [(10 + i, 5) for i in range(len(out))]
+
+    reported: list[int] = []
+
+    def on_delivery(metadata: Any, error: Any) -> None:
+        reported.append(metadata.offset)
+
+    other = _batch(loop)
+    got: list[FutureRecordMetadata] = []
+    assert other.try_append_many(5, (b"x", b"yy", b"zzz"), 1, on_delivery, got) == 3  # any sequence
+    assert other.futures == [] and other.callback_bytes == 2 * _callback_bytes(on_delivery)
+    other.complete(0, -1, None)
+    assert reported == [0, 1] and [f.result().serialized_value_size for f in got] == [2, 3]
