@@ -84,7 +84,11 @@ impl BatchOutcome {
 }
 
 /// A record's delivery future: `await` it for its `RecordMetadata`.
-#[pyclass(module = "aioproducer._native", freelist = 1024)]
+///
+/// No `freelist`: pyo3 0.30.1's freelist hands out a reused object without tracking it for the
+/// collector again, so a cycle through it would leak (tests/unit/test_native_future.py caught
+/// it); without one a future costs the same (benchmarks/record_future.py, within noise).
+#[pyclass(module = "aioproducer._native")]
 pub struct FutureRecordMetadata {
     /// The `ProducerBatch` holding the record: the piece that holds it once its batch was split.
     /// None only after the collector cleared it (`__clear__`).

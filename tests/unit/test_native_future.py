@@ -89,7 +89,10 @@ def test_a_cycle_through_record_futures_is_collected() -> None:
     loop = asyncio.new_event_loop()
     try:
         batch = _batch(loop)
+        for _ in range(3):  # futures freed first: a freelist would hand one out again (untracked, in pyo3 0.30.1)
+            _append(batch, on_delivery=lambda md, err: None)
         future = _append(batch)
+        assert gc.is_tracked(future)
 
         class Holder:
             def __init__(self, held: Any) -> None:
@@ -116,11 +119,6 @@ async def test_a_future_its_caller_dropped_is_freed_at_once() -> None:
     assert sys.getrefcount(future) == 2  # this frame's name and getrefcount's argument: nothing else holds it
     kept = _append(batch)
     assert kept in batch.futures  # without on_delivery the batch keeps it, for split() to move it
-
-
-def test_record_futures_are_not_made_directly() -> None:
-    with pytest.raises(TypeError, match="Producer.send"):
-        FutureRecordMetadata(1, key=2)
 
 
 async def test_a_run_of_values_stops_at_a_value_not_bytes_or_a_full_batch() -> None:
