@@ -50,10 +50,13 @@ def _fill(loop: asyncio.AbstractEventLoop, keys: list[bytes], on_delivery: Any) 
 
 
 def _complete(batches: list[ProducerBatch]) -> None:
+    """Complete and release each batch, as the sender does: release() breaks the batch <-> futures cycle."""
     offset = 0
     for batch in batches:
+        count = batch.record_count
         batch.complete(offset, -1, None)
-        offset += batch.record_count
+        batch.release()
+        offset += count
 
 
 def _best(repeat: int, records: int, run: Callable[[], float]) -> float:
@@ -70,13 +73,17 @@ async def measure(records: int, repeat: int) -> dict[str, float]:
 
     def append_kept() -> float:
         t = time.process_time()
-        _fill(loop, keys, None)
-        return time.process_time() - t
+        batches, _ = _fill(loop, keys, None)
+        elapsed = time.process_time() - t
+        _complete(batches)
+        return elapsed
 
     def append_callback() -> float:
         t = time.process_time()
-        _fill(loop, keys, on_delivery)
-        return time.process_time() - t
+        batches, _ = _fill(loop, keys, on_delivery)
+        elapsed = time.process_time() - t
+        _complete(batches)
+        return elapsed
 
     def complete_plain() -> float:
         batches, _ = _fill(loop, keys, None)
@@ -102,11 +109,13 @@ async def measure(records: int, repeat: int) -> dict[str, float]:
         return time.process_time() - t
 
     def done() -> float:
-        _, futures = _fill(loop, keys, None)
+        batches, futures = _fill(loop, keys, None)
         t = time.process_time()
         for future in futures:
             future.done()
-        return time.process_time() - t
+        elapsed = time.process_time() - t
+        _complete(batches)
+        return elapsed
 
     rows = {
         "try_append, kept": _best(repeat, records, append_kept),
