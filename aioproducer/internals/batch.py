@@ -91,12 +91,12 @@ _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata]
 # too, set on the type at import (_install_future_methods): they are called now and then, and
 # they keep the batch's done-callback lists, which only this module writes.
 #
-# Measured against the slotted Python future it replaced (benchmarks/record_future.py, CPU time,
-# 3 interleaved rounds on a shared 2-core machine, abi3-py311): done() 0.03 µs against 0.05,
-# result() 0.18-0.28 against 0.23-0.26; try_append about 0.07 µs less a record over pre-made
-# batches (0.27-0.30 against 0.34-0.36), within noise in that script. Completion costs nothing
-# per future. on_delivery stays a Python loop (_report_delivery): the same loop in Rust cost
-# 0.22 µs a record against 0.20, since abi3-py311 calls Python without vectorcall.
+# Measured against the slotted Python future it replaced (CPU time, interleaved rounds on a shared
+# 2-core machine, abi3-py311): benchmarks/record_future.py gives done() 0.03 µs against 0.05 and
+# result() 0.18-0.28 against 0.23-0.26; try_append alone in a loop over pre-made batches 0.27-0.30
+# against 0.34-0.36 (in record_future.py, which makes the batches too, within noise). Completion
+# costs nothing per future. on_delivery stays a Python loop (_report_delivery): the same loop in
+# Rust cost 0.22 µs a record against 0.20, since abi3-py311 calls Python without vectorcall.
 
 
 def _cancel(self: FutureRecordMetadata, msg: Any = None) -> bool:
