@@ -7,6 +7,7 @@ The public API is what this module exports; everything under ``internals``,
 from aioproducer._version import __version__
 from aioproducer.errors import *  # noqa: F401,F403  (re-exported on purpose: users catch them)
 from aioproducer.errors import __all__ as _error_names
+from aioproducer.arrow import ArrowDelivery, ArrowDeliveryReport
 from aioproducer.config import ProducerConfig
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
 from aioproducer.internals.transactions import GroupMetadata, PreparedTransaction
@@ -26,6 +27,8 @@ __all__ = [
     "DeliveryCallback",
     "RecordMetadata",
     "FutureRecordMetadata",
+    "ArrowDelivery",
+    "ArrowDeliveryReport",
     "GroupMetadata",
     "PreparedTransaction",
     "bytes_serializer",

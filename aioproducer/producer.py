@@ -13,6 +13,7 @@ and the record goes into the partition's open batch synchronously.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -46,7 +47,9 @@ from aioproducer.internals.transactions import (
 from aioproducer.lifecycle import State
 from aioproducer.logs import client_logger
 from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer._native import ArrowRecords
 from aioproducer._native import partition_for_key as _partition_for_key
+from aioproducer.arrow import ArrowDelivery
 from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.serializers import SerializeFn
@@ -502,6 +505,104 @@ class Producer:
             partitions = self._topic_partitions.get(topic)
             i += 1
         return futures
+
+    def _arrow_refusal(self) -> str | None:
+        """Why this producer cannot take ``send_arrow()``, or None: per-record Python hooks it would skip."""
+        hooks = [
+            name
+            for name, present in (
+                ("interceptor.classes", bool(self._interceptors)),
+                ("key.serializer", self._key_serializer is not None),
+                ("value.serializer", self._value_serializer is not None),
+                ("partitioner.class", self._partitioner is not None),
+                ("tracing", self._tracing is not None),
+            )
+            if present
+        ]
+        if not hooks:
+            return None
+        return (
+            f"send_arrow() appends rows natively, with no Python call per row, so it cannot honour this "
+            f"producer's {', '.join(hooks)}: use send() or send_many(), or a producer without them"
+        )
+
+    async def send_arrow(self, topic: str, data: Any, *, row_outcomes: bool = False) -> ArrowDelivery:
+        """Queue every row of an Arrow table, record batch or stream to ``topic``, with no Python object per row.
+
+        ``data`` is anything with the Arrow PyCapsule interface (``__arrow_c_stream__``, or
+        ``__arrow_c_array__`` for one record batch): a pyarrow Table or RecordBatch, a polars or
+        pandas DataFrame, a DuckDB result. Its columns are named as Spark's Kafka sink names them:
+        ``value`` (required; binary or string, any of the large/view layouts; null: a tombstone),
+        ``key`` (same types; null: keyless), ``partition`` (int8..int64; null: the partitioner
+        decides), ``headers`` (``list<struct<key: string, value: binary>>``) and ``timestamp``
+        (timestamp of any unit and zone, or int64 milliseconds; null: now). Any other column,
+        type or a dictionary-encoded column is a ``TypeError``/``ValueError`` naming it; a row
+        with an out-of-range partition, a negative timestamp or a null header key is an
+        ``InvalidRecordError``, a row too large a ``RecordTooLargeError``, each naming the row.
+        All of it is checked before the first row is queued: an error queues nothing. A stream
+        is read whole first (zero copy for in-memory data); pass record batches one by one to
+        bound what is held.
+
+        Each row is partitioned, encoded and appended natively, as ``send()`` would: the
+        ``partition`` column, else murmur2 of the key (``partitioner.ignore.keys`` honoured),
+        else the sticky partition, run by run. Rows keep their order within each partition;
+        rows are grouped by partition 2,048 at a time, so within such a chunk the keyless rows
+        that land on a partition follow its keyed rows rather than interleave with them. Batches, ``buffer.memory`` (waited for within
+        ``max.block.ms``, as ``send()`` waits), idempotence, transactions and retries are the
+        same path as ``send()``'s. A producer with interceptors, serializers, a custom
+        partitioner or tracing is refused (``ConfigError``): they are per-record Python hooks.
+
+        Returns once every row is queued, with an ``ArrowDelivery``: ``await`` it for the
+        ``ArrowDeliveryReport`` (rows delivered and failed, the first errors with their row
+        index, and each row's offset when ``row_outcomes=True``). If the call fails after rows
+        were queued (``max.block.ms`` ran out waiting for memory, the producer closed), the error
+        carries the delivery of the rows queued so far as ``error.delivery``.
+        """
+        if type(topic) is not str or topic not in self._topic_partitions:
+            topic = _topic_argument(topic)
+        refusal = self._arrow_refusal()
+        if refusal is not None:
+            raise ConfigError(refusal)
+        records = ArrowRecords(data, ignore_keys=self._ignore_keys, now_ms=_now_ns() // 1_000_000, row_outcomes=row_outcomes)
+        accumulator = self._ready_for_arrow()
+        deadline = self._engine.clock() + self._max_block_ms
+        partitions = self._topic_partitions.get(topic)
+        if partitions is None:
+            partitions = await self._wait_on_metadata(topic, self._max_block_ms)
+            accumulator = self._ready_for_arrow()  # the wait may have seen the producer close
+        groups = records.plan(partitions.num_partitions, min(accumulator.config.max_request_size, accumulator.pool.total), topic)
+        delivery = ArrowDelivery(records, asyncio.get_running_loop())
+        at = 0
+        try:
+            for partition, start, stop in groups:
+                at = accumulator.try_append_arrow(topic, partition, records, start, stop, delivery, partitions)
+                while at < stop:
+                    remaining = max(0.0, deadline - self._engine.clock())
+                    at = await accumulator.append_arrow(topic, partition, records, at, stop, delivery, partitions, remaining)
+        except BaseException as exc:
+            delivery.truncate(at)
+            exc.delivery = delivery  # type: ignore[attr-defined]
+            raise
+        finally:
+            records.release_data()  # the rows are encoded: the Arrow buffers go back to their owner now
+        return delivery
+
+    def _ready_for_arrow(self) -> RecordAccumulator:
+        """``_send()``'s checks, once per ``send_arrow()`` call: the accumulator, if rows may be queued now."""
+        lifecycle = self._lifecycle
+        if lifecycle.closing:
+            raise ProducerClosedError("send_arrow() called on a closed producer")
+        self._check_context()
+        if lifecycle.refusal is not None:
+            raise lifecycle.refusal
+        if self._engine.transactions is not None:
+            self._engine.transactions.tm.require("send_arrow()", TransactionState.IN_TRANSACTION)
+        if self._engine.sender_task is not None and self._engine.sender_task.done():
+            raise ProducerClosedError("the producer's sender task ended without close(): nothing can be sent any more")
+        accumulator = self._engine.accumulator
+        if accumulator is None:
+            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+        return accumulator
 
     # ------------------------------------------------------------------ transactions
     def begin_transaction(self) -> None:

@@ -24,6 +24,16 @@ import pytest
 
 from aioproducer.testing import KafkaCluster, KafkaUnavailableError, MockCluster
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``.ci/wheel-check`` the package is the installed wheel and the tests a copy: skip what reads the source tree."""
+    if os.environ.get("AIOPRODUCER_FROM_WHEEL") != "1":
+        return
+    skip = pytest.mark.skip(reason="reads the source tree; .ci/wheel-check tests the installed wheel")
+    for item in items:
+        if item.get_closest_marker("source_tree") is not None:
+            item.add_marker(skip)
+
+
 #: The topic every BrokerUnderTest offers: 6 partitions, as the mock fixture's ``orders``.
 PARTITIONS = 6
 

@@ -23,7 +23,8 @@ again and counts the record where it went, as Java's loop re-checks after its
 wait. No lock is held across that wait. ``send_many()``'s keyless records take
 ``try_append_run()``: one record through ``try_append()``, the ones after it into
 the same batch while its partition is still the sticky one, counted together
-by the same rule.
+by the same rule. ``send_arrow()``'s rows take ``try_append_arrow()``: a run of one
+partition's rows per open batch, appended natively, counted per run for the sticky partition.
 
 The sender asks ``ready()`` which leaders have a sendable batch (full, linger
 expired, memory exhausted, flush or close in progress, not backing off; or
@@ -43,7 +44,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from types import MethodType
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from aioproducer.clock import monotonic_ms
 from aioproducer.errors import RecordTooLargeError
@@ -55,6 +56,10 @@ from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, TopicPartitions
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder, estimate_size_in_bytes_upper_bound
+
+if TYPE_CHECKING:
+    from aioproducer._native import ArrowRecords
+    from aioproducer.arrow import ArrowDelivery
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "UNKNOWN_PARTITION", "effective_batch_size", "monotonic_ms"]
 
@@ -386,15 +391,24 @@ class RecordAccumulator:
         if not self.lifecycle.accepting:
             self.pool.deallocate(reserved)
             raise self.lifecycle.refused()
+        batch = self._new_batch(info, topic, partition, reserved)
+        future = batch.try_append(timestamp, key, value, headers, on_delivery)
+        if future is None:  # impossible: an empty builder always has room
+            raise AssertionError("a new batch refused its first record")
+        self._queue_new_batch(info, topic, partition, batch)
+        return future
+
+    def _new_batch(self, info: TopicInfo, topic: str, partition: int, reserved: int) -> ProducerBatch:
+        """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first record."""
         config = self.config
         builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        batch = ProducerBatch(topic, partition, builder, self._clock(), reserved, loop, self.log)
-        future = batch.try_append(timestamp, key, value, headers, on_delivery)
-        if future is None:  # impossible: an empty builder always has room
-            raise AssertionError("a new batch refused its first record")
+        return ProducerBatch(topic, partition, builder, self._clock(), reserved, loop, self.log)
+
+    def _queue_new_batch(self, info: TopicInfo, topic: str, partition: int, batch: ProducerBatch) -> None:
+        """Queue a new batch as its partition's open one, and wake the sender."""
         dq = info.batches.get(partition)
         if dq is None:
             dq = info.batches[partition] = deque()
@@ -405,7 +419,112 @@ class RecordAccumulator:
         if tm is not None and tm.transactional_id is not None:
             tm.maybe_add_partition(topic, partition)  # the coordinator must know it before the batch goes
         self._wakeup()
-        return future
+
+    # ================================================================ send_arrow (bulk, native rows)
+    def try_append_arrow(
+        self,
+        topic: str,
+        partition: int,
+        records: ArrowRecords,
+        start: int,
+        stop: int,
+        delivery: ArrowDelivery,
+        partitions: TopicPartitions,
+        reserved: int = 0,
+    ) -> int:
+        """``send_arrow()``'s door: the planned rows ``start:stop`` of one partition (or the sticky one) into batches.
+
+        Each open batch is filled by one native call (``ProducerBatch.try_append_arrow``) until it
+        is full; then the next is opened with memory reserved as ``try_append`` reserves it (the
+        row's ``reservation``: ``batch.size`` or its upper bound), so Python runs per batch, not
+        per row. For ``UNKNOWN_PARTITION`` each run goes to the sticky partition peeked for it and
+        is counted there by the one sticky rule (``BuiltInPartitioner.count_appended``), which
+        may switch the partition for the next run. Rows stay in their planned order, which is
+        their order in the data for each partition. Returns the position of the first row not
+        appended: ``stop``, or less when memory must be waited for (``append_arrow``).
+        ``reserved`` is memory already taken for the row at ``start``: used for its new batch,
+        or given back.
+        """
+        info = self._topics.get(topic)
+        if info is None:
+            info = self.topic_info(topic)
+        partitioner = info.partitioner
+        sticky = None
+        while start < stop:
+            if partition >= 0:
+                target = partition
+            else:
+                sticky = partitioner.peek_current_partition(partitions)
+                target = sticky.partition
+            dq = info.batches.get(target)
+            batch = dq[-1] if dq else None
+            count = batch.try_append_arrow(records, start, stop, delivery) if batch is not None else 0
+            if batch is not None and count:
+                if reserved:
+                    self.pool.deallocate(reserved)  # someone opened a batch while append_arrow() waited
+                    reserved = 0
+            else:
+                if batch is not None:
+                    self.settle(batch)  # it refused a row: it will not grow any more
+                batch = self._open_arrow_batch(info, topic, target, records, start, stop, delivery, reserved)
+                if batch is None:
+                    return start  # memory must be waited for
+                reserved = 0
+                count = batch.arrow_records
+            if sticky is not None:
+                partitioner.count_appended(sticky, records.payload_bytes(start, start + count), count, partitions, batch)
+            start += count
+        if reserved:
+            self.pool.deallocate(reserved)
+        return start
+
+    def _open_arrow_batch(
+        self,
+        info: TopicInfo,
+        topic: str,
+        partition: int,
+        records: ArrowRecords,
+        start: int,
+        stop: int,
+        delivery: ArrowDelivery,
+        reserved: int,
+    ) -> ProducerBatch | None:
+        """A new batch for ``partition`` filled from row ``start``, with ``reserved`` or newly taken memory; None without."""
+        size = reserved or records.reservation(start, self.config.batch_size)
+        if not reserved and not self.pool.try_allocate(size):
+            return None
+        if not self.lifecycle.accepting:
+            self.pool.deallocate(size)
+            raise self.lifecycle.refused()
+        batch = self._new_batch(info, topic, partition, size)
+        if not batch.try_append_arrow(records, start, stop, delivery):  # impossible: an empty builder has room
+            raise AssertionError("a new batch refused its first row")
+        self._queue_new_batch(info, topic, partition, batch)
+        return batch
+
+    async def append_arrow(
+        self,
+        topic: str,
+        partition: int,
+        records: ArrowRecords,
+        start: int,
+        stop: int,
+        delivery: ArrowDelivery,
+        partitions: TopicPartitions,
+        max_block_ms: float,
+    ) -> int:
+        """``try_append_arrow()`` after waiting up to ``max_block_ms`` for the next batch's memory, as ``append()`` waits.
+
+        Returns the position of the first row not appended (``start`` once more memory is needed).
+        """
+        size = records.reservation(start, self.config.batch_size)
+        self._appends_in_progress += 1
+        self._wakeup()  # memory is exhausted: the sender should drain rather than linger
+        try:
+            await self.pool.allocate(size, max_block_ms)
+        finally:
+            self._appends_in_progress -= 1
+        return self.try_append_arrow(topic, partition, records, start, stop, delivery, partitions, size)
 
     # ================================================================ sender side
     def ready(

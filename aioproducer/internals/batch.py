@@ -30,12 +30,16 @@ import logging
 import sys
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
 
 from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
+
+if TYPE_CHECKING:
+    from aioproducer._native import ArrowRecords
+    from aioproducer.arrow import ArrowDelivery
 
 __all__ = [
     "RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordErrors", "DeliveryCallback", "RECORD_OBJECT_BYTES"
@@ -263,6 +267,8 @@ class ProducerBatch:
         "pieces",
         "spans",
         "log",
+        "arrow_runs",
+        "arrow_records",
     )
 
     def __init__(
@@ -363,6 +369,13 @@ class ProducerBatch:
         # set by set_spans() (Tracing.attach, after an append), moved to the pieces by split(), taken by
         # complete() which ends them.
         self.spans: RecordSpans | None = None
+        # Rows of send_arrow() calls, flat (delivery, first planned position, count, relative offset of the
+        # first) per run of rows appended together: no object per row. Appended to by try_append_arrow(),
+        # taken by complete(), which reports each run to its delivery once. A split batch keeps them: it
+        # completes after its pieces, and then answers row by row from them.
+        self.arrow_runs: list[Any] | None = None
+        # How many of its records came from send_arrow() (they have no future: see object_bytes).
+        self.arrow_records = 0
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -409,6 +422,21 @@ class ProducerBatch:
         self.callback_bytes += (stop - start) * _callback_bytes(on_delivery)
         return stop
 
+    def try_append_arrow(self, records: ArrowRecords, start: int, stop: int, delivery: ArrowDelivery) -> int:
+        """Append the planned rows ``start:stop`` of a ``send_arrow()`` call while the batch has room: how many.
+
+        One native call for the run (``ArrowRecords.append_rows``) and one run entry, whatever its length.
+        """
+        relative_offset = self.builder.record_count
+        count = records.append_rows(self.builder, start, stop)
+        if count:
+            runs = self.arrow_runs
+            if runs is None:
+                runs = self.arrow_runs = []
+            runs += delivery, start, count, relative_offset
+            self.arrow_records += count
+        return count
+
     @property
     def record_count(self) -> int:
         return self.builder.record_count
@@ -425,7 +453,11 @@ class ProducerBatch:
         A shared callback is counted once per record that holds it: the estimate errs
         towards earlier backpressure, never towards unbounded memory.
         """
-        return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
+        arrow = self.arrow_records
+        if not arrow:
+            return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
+        # send_arrow() rows have no future: a planned position and, on request, an offset each.
+        return (self.builder.record_count - arrow) * RECORD_OBJECT_BYTES + arrow * ARROW_ROW_BYTES + self.callback_bytes
 
     def is_full(self, batch_size: int) -> bool:
         return self.builder.estimated_size_in_bytes >= batch_size
@@ -689,6 +721,8 @@ class ProducerBatch:
             # on_delivery reports the record, which was sent even if its future was cancelled
             # (a wait_for() that timed out must not lose the report).
             self._report_delivery(base_offset, log_append_time, error)
+        if self.arrow_runs is not None:  # send_arrow() rows: one report per run, not per row
+            self._report_arrow(base_offset, error)
         waiting = self.done_callbacks
         if waiting:
             # One loop callback for the whole batch, not one per record: the done-callbacks
@@ -743,6 +777,37 @@ class ProducerBatch:
                 raise_from_loop(self.loop, exc)
             except BaseException:  # a user's callback must never break delivery of the others
                 self.log.exception("on_delivery callback %r raised", on_delivery)
+
+    def _report_arrow(self, base_offset: int, error: BaseException | None) -> None:
+        """Report each ``send_arrow()`` run to its delivery: a count, or row by row when records differ.
+
+        A run is reported whole when its records share an outcome (success, or the batch's one
+        error); row by row only when the broker named bad records (KIP-467) or the batch was
+        split (each piece has its own offset and outcome). Never raises (the sender runs it).
+        """
+        runs, self.arrow_runs = self.arrow_runs, None
+        assert runs is not None
+        it = iter(runs)
+        for delivery, start, count, relative_offset in zip(it, it, it, it):
+            try:
+                if self.pieces is None and (error is None or self.record_errors is None):
+                    delivery.run_done(start, count, base_offset + relative_offset if base_offset >= 0 else -1, error)
+                else:
+                    for k in range(count):
+                        record_error = self.error_of(relative_offset + k)
+                        offset = -1 if record_error is not None else self.metadata_at_record(relative_offset + k)
+                        delivery.run_done(start + k, 1, offset, record_error)
+            except LEAVING_LOOP as exc:
+                raise_from_loop(self.loop, exc)
+            except BaseException:
+                self.log.exception("reporting send_arrow() rows of %s-%s raised", self.topic, self.partition)
+
+    def metadata_at_record(self, relative_offset: int) -> int:
+        """The offset of the record at ``relative_offset`` of this completed batch, through its pieces if split."""
+        batch, offset = self, relative_offset
+        while batch.pieces is not None:
+            batch, offset = batch.piece_of(offset)
+        return batch.base_offset + offset if batch.base_offset >= 0 else -1
 
     def fail_per_record(self, errors: RecordErrors) -> None:
         """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
@@ -808,6 +873,9 @@ _GC_HEADER_BYTES = 16  # what sys.getsizeof adds to a collected object's __basic
 RECORD_OBJECT_BYTES: int = (
     FutureRecordMetadata.__basicsize__ + _GC_HEADER_BYTES + _POINTER_BYTES + sys.getsizeof(1_700_000_000_000)
 )
+#: What one send_arrow() row holds besides its encoded bytes: its planned position (8 bytes, in
+#: ``ArrowRecords``) and, when per-row outcomes are asked for, its offset (8 more); counted as 16.
+ARROW_ROW_BYTES = 16
 #: Code object -> what a plain function with that code holds besides itself (closure, defaults).
 _FUNCTION_EXTRA_BYTES: dict[Any, int] = {}
 _FUNCTION_CACHE_LIMIT = 1024

@@ -95,7 +95,7 @@ def codec_from_name(name: str) -> int:
 # Resolved once at import: (compress_raw, decompress_raw) or None.
 
 
-def _load_snappy() -> tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]] | None:
+def _load_snappy() -> tuple[Callable[[bytes | memoryview], bytes], Callable[[bytes], bytes]] | None:
     try:
         import cramjam
 
@@ -110,7 +110,7 @@ def _load_snappy() -> tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]] 
         import snappy
 
         sn: ModuleType = snappy
-        return (lambda data: bytes(sn.compress(data)), lambda data: bytes(sn.decompress(data)))
+        return (lambda data: bytes(sn.compress(bytes(data))), lambda data: bytes(sn.decompress(data)))
     except ImportError:
         return None
 
@@ -169,7 +169,7 @@ def _snappy_compress(data: bytes | memoryview) -> bytes:
     parts = [_XERIAL_HEADER]
     pack = _INT32.pack
     for start in range(0, len(data), _XERIAL_BLOCK):
-        block = raw(bytes(view[start : start + _XERIAL_BLOCK]))
+        block = raw(view[start : start + _XERIAL_BLOCK])  # cramjam reads the view: no copy
         parts.append(pack(len(block)))
         parts.append(block)
     return b"".join(parts)

@@ -1,4 +1,8 @@
-"""One Arrow record batch of sink columns → the Python values ``send()`` takes (runs on the executors).
+"""One Arrow record batch of sink columns → what the producer takes (runs on the executors).
+
+The task hands each batch to ``Producer.send_arrow()`` as Arrow (``sink_batches_by_topic``:
+the columns renamed as ``send_arrow`` names them, split by topic, no copy but the split). For
+a producer ``send_arrow()`` refuses, ``RecordColumns`` turns it into Python values:
 
 Spark hands each task its rows as Arrow record batches (``mapInArrow``, or a data source's
 Arrow writer). Columns are converted whole, by pyarrow, not row by row: strings to their UTF-8
@@ -16,7 +20,12 @@ import pyarrow.compute as pc
 
 from aioproducer.spark.columns import SinkColumns
 
-__all__ = ["RecordColumns"]
+__all__ = ["RecordColumns", "canonical_columns", "sink_batches_by_topic", "sink_payload_bytes"]
+
+
+def canonical_columns(batch: pa.RecordBatch) -> SinkColumns:
+    """The sink columns of a batch ``sink_batches_by_topic`` renamed (their own names, no topic)."""
+    return SinkColumns(**{name: name for name in batch.schema.names})
 
 _UNITS_PER_MS = {"s": 1, "ms": 1, "us": 1000, "ns": 1_000_000}
 
@@ -92,3 +101,40 @@ def _headers(array: pa.Array) -> tuple[list[list[tuple[str, bytes | None]] | Non
         size += sum(len(v) for _, v in pairs if v is not None)
         out.append(pairs)
     return out, size
+
+
+def sink_batches_by_topic(
+    batch: pa.RecordBatch, columns: SinkColumns, topic: str | None
+) -> list[tuple[str | None, pa.RecordBatch]]:
+    """``batch`` as ``send_arrow()`` takes it: (topic, rows) per topic, the columns under their sink names.
+
+    The DataFrame's names (any case) become ``value``, ``key``, ... without copying a column.
+    With a ``topic`` column the rows are split by topic by Arrow (a filter per distinct topic;
+    order within a topic kept); rows with a null topic come last, under None.
+    """
+    named = [(name, canonical) for name, canonical in zip(
+        (columns.value, columns.key, columns.partition, columns.headers, columns.timestamp),
+        ("value", "key", "partition", "headers", "timestamp"),
+    ) if name is not None]
+    rows = pa.RecordBatch.from_arrays([batch.column(name) for name, _ in named], names=[c for _, c in named])
+    if columns.topic is None:
+        return [(topic, rows)]
+    topics = batch.column(columns.topic)
+    out: list[tuple[str | None, pa.RecordBatch]] = []
+    for name in pc.unique(topics.drop_null()).to_pylist():
+        out.append((name, rows.filter(pc.equal(topics, name))))
+    if topics.null_count:
+        out.append((None, rows.filter(pc.is_null(topics))))
+    return out
+
+
+def sink_payload_bytes(batch: pa.RecordBatch, columns: SinkColumns) -> int:
+    """Key, value and header value bytes of ``batch``, summed by Arrow: the task's ``bytes`` statistic."""
+    size = _byte_count(batch.column(columns.value))
+    if columns.key is not None:
+        size += _byte_count(batch.column(columns.key))
+    if columns.headers is not None:
+        entries = pc.list_flatten(batch.column(columns.headers))
+        if len(entries):
+            size += _byte_count(pc.struct_field(entries, "value"))
+    return size

@@ -40,7 +40,8 @@ from pyspark import TaskContext
 from aioproducer.errors import KafkaError
 from aioproducer.internals.batch import RecordMetadata
 from aioproducer.producer import Producer
-from aioproducer.spark.arrow import RecordColumns
+from aioproducer.arrow import ArrowDelivery
+from aioproducer.spark.arrow import RecordColumns, canonical_columns, sink_batches_by_topic, sink_payload_bytes
 from aioproducer.spark.columns import SinkColumns
 from aioproducer.spark.stats import TaskStats
 from aioproducer.spark.worker import input_reader, run, shared_producer
@@ -94,7 +95,10 @@ class _Tally:
             self.add(error)
 
     def add(self, error: BaseException) -> None:
-        self.failed += 1
+        self.add_rows(1, error)
+
+    def add_rows(self, count: int, error: BaseException) -> None:
+        self.failed += count
         if self.first_error is None:
             self.first_error = error
 
@@ -189,22 +193,68 @@ async def _send_batches(
 ) -> tuple[int, int]:
     """Queue every row; return (rows, payload bytes).
 
-    With ``tally`` (``on_error="count"``), each record's failure and each row ``send()`` refuses
-    is counted there; without it, a refused row raises and failures are the producer's count.
+    Each Arrow batch goes to ``send_arrow()`` as it is (one call per topic of the batch): no
+    Python object per row. A producer that ``send_arrow()`` refuses (interceptors, serializers,
+    a custom partitioner, tracing) takes the per-row path (``RecordColumns``), as does a batch
+    with a row the producer refuses when ``tally`` counts refusals (``on_error="count"``: each
+    row is then counted on its own). With ``tally``, each row's delivery failure is counted
+    there once the rows are delivered (``_count_deliveries``); without it, a refused row raises
+    and failures are the producer's count.
     """
     records = size = 0
-    on_delivery = tally.on_delivery if tally is not None else None
-    count_refusals = tally is not None
+    arrow = producer._arrow_refusal() is None
+    deliveries: list[ArrowDelivery] = []
     async for batch in _pulled(rows):
-        columns = RecordColumns.from_batch(batch, plan.columns)
-        records += len(columns.values)
-        size += columns.payload_bytes
-        if columns.plain and not count_refusals:
-            assert plan.topic is not None  # plain: no topic column, so the call's topic
-            await producer.send_many(plan.topic, columns.values, columns.keys, on_delivery=on_delivery)
+        records += batch.num_rows
+        size += sink_payload_bytes(batch, plan.columns)
+        if arrow:
+            await _send_arrow_batch(producer, batch, plan, tally, deliveries)
         else:
-            await _send_each(producer, columns, plan.topic, on_delivery, tally if count_refusals else None)
+            await _send_python(producer, RecordColumns.from_batch(batch, plan.columns), plan.topic, tally)
+    if tally is not None:
+        await producer.flush()
+        await _count_deliveries(deliveries, tally)
     return records, size
+
+
+async def _send_arrow_batch(
+    producer: Producer, batch: pa.RecordBatch, plan: TaskPlan, tally: _Tally | None, deliveries: list[ArrowDelivery]
+) -> None:
+    """One Spark Arrow batch through ``send_arrow()``, one call per topic (a ``topic`` column is split by Arrow)."""
+    for topic, rows in sink_batches_by_topic(batch, plan.columns, plan.topic):
+        try:
+            if topic is None:
+                raise ValueError(f"{rows.num_rows} row(s) have a null 'topic'; give topic=... to the call or fill the column")
+            deliveries.append(await producer.send_arrow(topic, rows))
+        except (KafkaError, ValueError, TypeError) as exc:
+            if tally is None:
+                raise
+            queued: ArrowDelivery | None = getattr(exc, "delivery", None)
+            if topic is None:
+                tally.add_rows(rows.num_rows, exc)
+            elif queued is not None:  # it failed while queuing (max.block.ms): the rows queued are delivered
+                deliveries.append(queued)
+                tally.add_rows(rows.num_rows - queued.rows, exc)
+            else:  # a row the producer refused, before any was queued: each row on its own, only the bad ones counted
+                await _send_each(producer, RecordColumns.from_batch(rows, canonical_columns(rows)), topic, tally.on_delivery, tally)
+
+
+async def _count_deliveries(deliveries: list[ArrowDelivery], tally: _Tally) -> None:
+    """Add the failed rows of delivered ``send_arrow()`` calls to ``tally``."""
+    for delivery in deliveries:
+        report = await delivery
+        if report.failed:
+            tally.add_rows(report.failed, report.errors[0][1])
+
+
+async def _send_python(producer: Producer, columns: RecordColumns, topic: str | None, tally: _Tally | None) -> None:
+    """The rows of one batch as Python values: ``send_many()`` when it can take them, else ``send()`` each."""
+    on_delivery = tally.on_delivery if tally is not None else None
+    if columns.plain and tally is None:
+        assert topic is not None  # plain: no topic column, so the call's topic
+        await producer.send_many(topic, columns.values, columns.keys, on_delivery=on_delivery)
+    else:
+        await _send_each(producer, columns, topic, on_delivery, tally)
 
 
 async def _pulled(rows: Iterator[pa.RecordBatch]) -> AsyncIterator[pa.RecordBatch]:

@@ -4,15 +4,26 @@
 
 use pyo3::prelude::*;
 
+pub mod arrow;
 pub mod future;
 pub mod murmur;
 pub mod records;
+
+/// Panics on purpose, for the test that a Rust panic reaches Python as an exception
+/// (`pyo3_runtime.PanicException`) and never aborts the process: the release profile keeps
+/// `panic = "unwind"` for that (native/Cargo.toml).
+#[pyfunction]
+fn _panic_for_test() {
+    panic!("a deliberate panic in aioproducer._native");
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", records::RECORD_BATCH_OVERHEAD)?;
     m.add_class::<records::PyRecordBatchBuilder>()?;
+    m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;
     m.add_class::<future::BatchOutcome>()?;
     m.add_function(wrap_pyfunction!(future::append_record, m)?)?;

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftest.py
+
 PACKAGE = Path(__file__).resolve().parents[2] / "aioproducer"
 BATCH_PY = PACKAGE / "internals" / "batch.py"
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftest.py
+
 PACKAGE = Path(__file__).resolve().parents[2] / "aioproducer"
 
 #: Layer -> what it must not import: a module named here, or anything under it.

@@ -65,6 +65,7 @@ def lifecycle_moves(source: str) -> list[int]:
     return lines
 
 
+@pytest.mark.source_tree
 def test_only_the_engine_moves_the_lifecycle() -> None:
     """One writer: the parts read the lifecycle (typed ``LifecycleView``) and report; a move anywhere else fails here."""
     movers = {

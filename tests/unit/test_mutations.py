@@ -10,6 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import mutation_check  # noqa: E402
 
+pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftest.py
+
 
 @pytest.mark.parametrize("mutation", mutation_check.MUTATIONS, ids=lambda m: m.name.replace(" ", "-"))
 def test_the_idempotence_tests_catch_the_planted_bug(mutation: mutation_check.Mutation) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from aioproducer import _native
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
@@ -30,7 +32,16 @@ def source_hash() -> str:
     return f"{value:016x}"
 
 
+@pytest.mark.source_tree
 def test_the_native_module_is_built_from_these_sources() -> None:
     assert _native.SOURCE_HASH == source_hash(), (
         "aioproducer/_native was built from other sources than native/: run `pip install -e .` again"
     )
+
+
+def test_a_rust_panic_is_a_python_exception_not_an_abort() -> None:
+    with pytest.raises(BaseException, match="deliberate panic") as caught:
+        _native._panic_for_test()
+    assert type(caught.value).__name__ == "PanicException"
+    # The module still works after it.
+    assert _native.murmur2(b"21") == -973932308

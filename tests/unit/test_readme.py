@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ast
 import importlib.util
 import inspect
@@ -13,6 +15,8 @@ from aioproducer import Producer
 from aioproducer.config import CONFIG_DEFS, ProducerConfig, render_markdown_table
 from aioproducer.internals.metrics import render_markdown_table as render_metrics_table
 from aioproducer.errors import ConfigError
+
+pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftest.py
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CONFIG_KEYS = {d.key for d in CONFIG_DEFS}

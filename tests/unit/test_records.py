@@ -526,6 +526,44 @@ def test_we_read_aiokafka_batches(codec: int) -> None:
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch.records] == _expected(0)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(record_strategy, min_size=1, max_size=25),
+    st.sampled_from(ALL_CODECS),
+    st.tuples(st.integers(-1, (1 << 63) - 1), st.integers(-1, (1 << 15) - 1), st.integers(-1, (1 << 31) - 1)),
+    st.booleans(),
+    st.integers(0, 1 << 40),
+)
+def test_hypothesis_the_independent_decoders_read_what_the_native_builder_writes(
+    recs: list[tuple[int, bytes | None, bytes | None, Hdrs]],
+    codec: int,
+    state: tuple[int, int, int],
+    transactional: bool,
+    base_offset: int,
+) -> None:
+    """The native builder's oracles: aiokafka's and kafka-python's decoders, every codec, any producer state.
+
+    Keys, values and header values null, empty or not; header keys any text; timestamps out of
+    order and far from the first (deltas beyond the one-byte varints).
+    """
+    producer_id, epoch, sequence = state
+    data = build_with(
+        codec,
+        [(TS + dt, k, v, h) for dt, k, v, h in recs],
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=transactional,
+        base_offset=base_offset,
+    )
+    expected = [(base_offset + i, TS + dt, k, v, h) for i, (dt, k, v, h) in enumerate(recs)]
+    for batch in (AiokafkaBatch(data), KafkaPythonBatch(bytearray(data))):
+        assert batch.validate_crc()
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == state
+        assert batch.compression_type == codec and batch.is_transactional == transactional
+        assert _their_records(batch) == expected
+
+
 def test_snappy_batch_payload_is_xerial() -> None:
     data = build_with(SNAPPY, MIXED)
     assert data[RECORD_BATCH_OVERHEAD : RECORD_BATCH_OVERHEAD + 8] == b"\x82SNAPPY\x00"

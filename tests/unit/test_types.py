@@ -6,10 +6,14 @@ type users annotate with) is a bug as real as a failing assertion.
 
 from __future__ import annotations
 
+import pytest
+
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftest.py
 
 ROOT = Path(__file__).resolve().parents[2]
 
