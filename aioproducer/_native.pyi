@@ -1,8 +1,10 @@
 """Types of the native data plane, the Rust crate in ``native/`` (``native/src/lib.rs``)."""
 
-from collections.abc import Sequence
-from typing import Final
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
+from aioproducer.internals.batch import ProducerBatch, RecordMetadata
 from aioproducer.protocol.records import Record
 
 #: Fingerprint of the crate's sources this module was built from (``native/build.rs``).
@@ -80,3 +82,52 @@ class ArrowRecords:
     def release_data(self) -> None: ...
     def set_offsets(self, start: int, count: int, base_offset: int) -> None: ...
     def offsets(self) -> bytes | None: ...
+
+class BatchOutcome:
+    def __init__(self, topic: str, partition: int) -> None: ...
+    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None: ...
+    @property
+    def done(self) -> bool: ...
+
+# For type checkers the asyncio.Future it stands in for (asyncio.wait, gather, shield accept it).
+class FutureRecordMetadata(asyncio.Future[RecordMetadata]):
+    @property
+    def _batch(self) -> ProducerBatch: ...
+    @property
+    def _relative_offset(self) -> int: ...
+    @property
+    def _timestamp(self) -> int: ...
+    @property
+    def _key_size(self) -> int: ...
+    @property
+    def _value_size(self) -> int: ...
+    @property
+    def _cancel_message(self) -> Any: ...
+    def _mark_cancelled(self, message: Any) -> None: ...
+    def _move_to(self, piece: ProducerBatch, outcome: BatchOutcome, start: int) -> None: ...
+    def _result_of_failed_or_split(self) -> RecordMetadata: ...
+    def record_error(self, batch_error: BaseException) -> BaseException | None: ...
+    def metadata(self) -> RecordMetadata: ...
+
+def append_record(
+    builder: RecordBatchBuilder,
+    batch: ProducerBatch,
+    outcome: BatchOutcome,
+    held: list[Any],
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+    on_delivery: Callable[..., Any] | None,
+) -> FutureRecordMetadata | None: ...
+def append_values(
+    builder: RecordBatchBuilder,
+    batch: ProducerBatch,
+    outcome: BatchOutcome,
+    held: list[Any],
+    timestamp: int,
+    values: Sequence[Any],
+    start: int,
+    on_delivery: Callable[..., Any] | None,
+    out: list[FutureRecordMetadata],
+) -> int: ...

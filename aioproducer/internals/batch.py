@@ -3,9 +3,10 @@
 Why a custom future: an ``asyncio.Future`` per record costs allocation, a loop
 reference and callback bookkeeping on the hottest path. As in the Java client
 (one ``ProduceRequestResult`` per batch, a ``FutureRecordMetadata`` holding a
-relative offset), a record's future here is a small slotted object that points
-at its batch; the batch completes once and every record's metadata follows
-from it (offset = base offset + relative offset).
+relative offset), a record's future here is a small native object
+(``native/src/future.rs``) that points at its batch and its batch's one outcome;
+the batch completes once, with no work per future, and every record's metadata
+follows from it (offset = base offset + relative offset).
 
 It still behaves like a future to users and to asyncio: it can be awaited, has
 ``done()``, ``result()``, ``exception()``, ``cancelled()``, ``cancel()``,
@@ -31,9 +32,14 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
 
+from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
+
+if TYPE_CHECKING:
+    from aioproducer._native import ArrowRecords
+    from aioproducer.arrow import ArrowDelivery
 
 __all__ = [
     "RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordErrors", "DeliveryCallback", "RECORD_OBJECT_BYTES"
@@ -82,188 +88,125 @@ class RecordMetadata(NamedTuple):
 _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata] = tuple.__new__
 
 
-class _Extras:
-    """A record future's rarely used state: its cancellation.
+# The record future is native (native/src/future.rs): a batch reference, the record's offset delta,
+# create time and sizes, its cancellation, and its batch's BatchOutcome, shared by every future of
+# the batch and written once by complete(). done(), result(), exception(), cancelled() and
+# get_loop(), which asyncio calls once per record, are native; the methods below are its methods
+# too, set on the type at import (_install_future_methods): they are called now and then, and
+# they keep the batch's done-callback lists, which only this module writes.
+#
+# Measured against the slotted Python future it replaced (CPU time, interleaved rounds on a shared
+# 2-core machine, abi3-py311): benchmarks/record_future.py gives done() 0.03 µs against 0.05 and
+# result() 0.18-0.28 against 0.23-0.26; try_append alone in a loop over pre-made batches 0.27-0.30
+# against 0.34-0.36 (in record_future.py, which makes the batches too, within noise). Completion
+# costs nothing per future. on_delivery stays a Python loop (_report_delivery): the same loop in
+# Rust cost 0.22 µs a record against 0.20, since abi3-py311 calls Python without vectorcall.
 
-    Kept out of line so that the common future (awaited, gathered, or with ``on_delivery``)
-    has six slots, not seven: a full GC pass over futures costs less the smaller they are.
-    ``on_delivery`` is not the future's at all: the batch keeps it with what the callback
-    reports (see ``ProducerBatch.callbacks``). Done-callbacks are not here but in the batch (``ProducerBatch.done_callbacks``): a
-    ``gather()`` adds one to every record, and an object and a list per record would double
-    what the garbage collector scans while they wait.
+
+def _cancel(self: FutureRecordMetadata, msg: Any = None) -> bool:
+    """Stop waiting for this record (it is still delivered): callbacks run, awaiters get CancelledError.
+
+    ``on_delivery`` still reports the record's outcome when its batch completes.
     """
-
-    __slots__ = ("cancelled", "cancel_message")
-
-    def __init__(self) -> None:
-        self.cancelled = False
-        self.cancel_message: Any = None
-
-
-if TYPE_CHECKING:
-    from aioproducer._native import ArrowRecords
-    from aioproducer.arrow import ArrowDelivery
-
-    # For type checkers it is the asyncio.Future it stands in for (asyncio.wait, gather, shield
-    # accept it); at run time it is a plain slotted object, a fraction of a Future's cost.
-    _FutureBase = asyncio.Future[RecordMetadata]
-else:
-    _FutureBase = object
+    if self.done():
+        return False
+    self._mark_cancelled(msg)
+    batch = self._batch
+    mine = batch.take_done_callbacks(self, None)
+    if mine:
+        batch.loop.call_soon(_invoke_all, mine)
+    return True
 
 
-class FutureRecordMetadata(_FutureBase):
-    """A record's delivery future, backed by its batch's single completion."""
+def _make_cancelled_error(self: FutureRecordMetadata) -> asyncio.CancelledError:
+    # asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for this.
+    message = self._cancel_message
+    return asyncio.CancelledError() if message is None else asyncio.CancelledError(message)
 
-    __slots__ = ("_batch", "_relative_offset", "_timestamp", "_key_size", "_value_size", "_extra")
 
-    _batch: ProducerBatch
-    _relative_offset: int
-    _timestamp: int
-    _key_size: int
-    _value_size: int
-    _extra: _Extras | None
+def _result_of_failed_or_split(self: FutureRecordMetadata) -> RecordMetadata:
+    """``result()`` of a completed record whose batch failed or gave no offset: the native result()'s rare path."""
+    error = self._batch.error_of(self._relative_offset)
+    if error is not None:  # None: its piece of a split batch was written
+        raise error
+    return self.metadata()
 
-    # Duck-typing marker read by asyncio.isfuture(): lets gather/wait_for/shield use us directly.
-    _asyncio_future_blocking = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Made only by ProducerBatch.try_append, which fills the slots itself: a Python
-        # __init__ frame would cost a third of the future's price, once per record.
-        raise TypeError("record futures are made by Producer.send(), not directly")
+def _record_error(self: FutureRecordMetadata, batch_error: BaseException) -> BaseException | None:
+    """What this record failed with when its batch failed with ``batch_error``.
 
-    def _extras(self) -> _Extras:
-        extra = self._extra
-        if extra is None:
-            extra = self._extra = _Extras()
-        return extra
+    That same error, unless the broker refused the batch record by record (KIP-467) or the
+    batch was split and its pieces ended each their own way (``ProducerBatch.error_of``).
+    """
+    return self._batch.error_of(self._relative_offset)
 
-    # -- future protocol ---------------------------------------------------------------
-    def get_loop(self) -> asyncio.AbstractEventLoop:
-        return self._batch.loop
 
-    def done(self) -> bool:
-        extra = self._extra
-        return self._batch.is_done or (extra is not None and extra.cancelled)
+def _metadata(self: FutureRecordMetadata) -> RecordMetadata:
+    """The record's metadata from its completed batch (no error check)."""
+    batch, offset = self._batch, self._relative_offset
+    while batch.pieces is not None:  # split after MESSAGE_TOO_LARGE: the piece that holds the record
+        batch, offset = batch.piece_of(offset)
+    return batch.metadata_at(offset, self._timestamp, self._key_size, self._value_size)
 
-    def cancelled(self) -> bool:
-        extra = self._extra
-        return extra is not None and extra.cancelled
 
-    def cancel(self, msg: Any = None) -> bool:
-        """Stop waiting for this record (it is still delivered): callbacks run, awaiters get CancelledError.
+def _add_done_callback(self: FutureRecordMetadata, fn: Callable[[Any], Any], *, context: Any = None) -> None:
+    batch = self._batch
+    if self.done():
+        # Soon, not now, as asyncio does; batched so that gathering many finished
+        # records schedules one loop callback per batch instead of one per record.
+        # Flat (future, fn, context) triples: a tuple per record would be one more
+        # GC-tracked object per record alive until the loop runs them.
+        pending = batch._deferred
+        if pending is None:
+            pending = batch._deferred = []
+            batch.loop.call_soon(batch._run_deferred)
+        pending += self, fn, context
+        return
+    waiting = batch.done_callbacks
+    if waiting is None:
+        waiting = batch.done_callbacks = []
+    waiting += self, fn, context
 
-        ``on_delivery`` still reports the record's outcome when its batch completes.
-        """
-        if self.done():
-            return False
-        extra = self._extras()
-        extra.cancelled = True
-        extra.cancel_message = msg
-        mine = self._batch.take_done_callbacks(self, None)
-        if mine:
-            self._batch.loop.call_soon(_invoke_all, mine)
-        return True
 
-    # asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for these.
-    @property
-    def _cancel_message(self) -> Any:
-        extra = self._extra
-        return None if extra is None else extra.cancel_message
+def _remove_done_callback(self: FutureRecordMetadata, fn: Callable[[Any], Any]) -> int:
+    """Remove ``fn`` wherever it waits on this record; 0 once it ran or was scheduled, as asyncio's."""
+    return len(self._batch.take_done_callbacks(self, fn)) // 3
 
-    def _make_cancelled_error(self) -> asyncio.CancelledError:
-        message = self._cancel_message
-        return asyncio.CancelledError() if message is None else asyncio.CancelledError(message)
 
-    def exception(self) -> BaseException | None:
-        extra = self._extra
-        if extra is not None and extra.cancelled:
-            raise self._make_cancelled_error()
-        batch = self._batch
-        if not batch.is_done:
-            raise asyncio.InvalidStateError("delivery of this record is not complete yet")
-        error = batch.error
-        return None if error is None else self.record_error(error)
+def _await(self: FutureRecordMetadata) -> Generator[Any, None, RecordMetadata]:
+    # Each suspension waits on a fresh loop future so that cancelling the awaiting
+    # task never cancels anything shared by other records of the batch.
+    while not self.done():
+        waiter = self._batch.add_waiter()
+        yield from waiter
+    return self.result()
 
-    def result(self) -> RecordMetadata:
-        extra = self._extra
-        if extra is not None and extra.cancelled:
-            raise self._make_cancelled_error()
-        batch = self._batch
-        if not batch.is_done:
-            raise asyncio.InvalidStateError("delivery of this record is not complete yet")
-        error = batch.error
-        if error is not None:
-            error = self.record_error(error)
-            if error is not None:  # None: its piece of a split batch was written
-                raise error
-        base = batch.base_offset
-        if base < 0:
-            return self.metadata()  # no offset known, or a split batch
-        # metadata(), inlined: result() runs once per record in every gather().
-        ts = batch.log_append_time
-        return _new_metadata(
-            RecordMetadata,
-            (
-                batch.topic,
-                batch.partition,
-                base + self._relative_offset,
-                ts if ts >= 0 else self._timestamp,
-                self._key_size,
-                self._value_size,
-            ),
-        )
 
-    def record_error(self, batch_error: BaseException) -> BaseException | None:
-        """What this record failed with when its batch failed with ``batch_error``.
+def _repr(self: FutureRecordMetadata) -> str:
+    batch = self._batch
+    state = "cancelled" if self.cancelled() else ("done" if batch.is_done else "pending")
+    return f"<FutureRecordMetadata {batch.topic}-{batch.partition} {state}>"
 
-        That same error, unless the broker refused the batch record by record (KIP-467) or the
-        batch was split and its pieces ended each their own way (``ProducerBatch.error_of``).
-        """
-        return self._batch.error_of(self._relative_offset)
 
-    def metadata(self) -> RecordMetadata:
-        """The record's metadata from its completed batch (no error check)."""
-        batch, offset = self._batch, self._relative_offset
-        while batch.pieces is not None:  # split after MESSAGE_TOO_LARGE: the piece that holds the record
-            batch, offset = batch.piece_of(offset)
-        return batch.metadata_at(offset, self._timestamp, self._key_size, self._value_size)
+def _install_future_methods() -> None:
+    """Give the native record future its Python methods (see the comment above ``_cancel``)."""
+    methods: dict[str, Any] = {
+        "cancel": _cancel,
+        "_make_cancelled_error": _make_cancelled_error,
+        "_result_of_failed_or_split": _result_of_failed_or_split,
+        "record_error": _record_error,
+        "metadata": _metadata,
+        "add_done_callback": _add_done_callback,
+        "remove_done_callback": _remove_done_callback,
+        "__await__": _await,
+        "__iter__": _await,
+        "__repr__": _repr,
+    }
+    for name, method in methods.items():
+        setattr(FutureRecordMetadata, name, method)
 
-    def add_done_callback(self, fn: Callable[[Any], Any], *, context: Any = None) -> None:
-        batch = self._batch
-        extra = self._extra
-        if batch.is_done or (extra is not None and extra.cancelled):  # done(), inlined: once per gathered record
-            # Soon, not now, as asyncio does; batched so that gathering many finished
-            # records schedules one loop callback per batch instead of one per record.
-            # Flat (future, fn, context) triples: a tuple per record would be one more
-            # GC-tracked object per record alive until the loop runs them.
-            pending = batch._deferred
-            if pending is None:
-                pending = batch._deferred = []
-                batch.loop.call_soon(batch._run_deferred)
-            pending += self, fn, context
-            return
-        waiting = batch.done_callbacks
-        if waiting is None:
-            waiting = batch.done_callbacks = []
-        waiting += self, fn, context
 
-    def remove_done_callback(self, fn: Callable[[Any], Any]) -> int:
-        """Remove ``fn`` wherever it waits on this record; 0 once it ran or was scheduled, as asyncio's."""
-        return len(self._batch.take_done_callbacks(self, fn)) // 3
-
-    def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        # Each suspension waits on a fresh loop future so that cancelling the awaiting
-        # task never cancels anything shared by other records of the batch.
-        while not self.done():
-            waiter = self._batch.add_waiter()
-            yield from waiter
-        return self.result()
-
-    __iter__ = __await__
-
-    def __repr__(self) -> str:
-        state = "cancelled" if self.cancelled() else ("done" if self._batch.is_done else "pending")
-        return f"<FutureRecordMetadata {self._batch.topic}-{self._batch.partition} {state}>"
+_install_future_methods()
 
 
 class ProducerBatch:
@@ -307,6 +250,7 @@ class ProducerBatch:
         "base_offset",
         "log_append_time",
         "error",
+        "outcome",
         "record_errors",
         "producer_id",
         "producer_epoch",
@@ -369,7 +313,7 @@ class ProducerBatch:
         # time in the collector). A future its caller kept finds its record through ``pieces``.
         self.callbacks: list[Any] = []
         # Done-callbacks of records not yet complete, flat (future, fn, context) triples in the
-        # order they were added: one list per batch, no object per record (see ``_Extras``).
+        # order they were added: one list per batch, no object per record.
         # Written by FutureRecordMetadata.add_done_callback (pending), take_done_callbacks (cancel,
         # remove), split() (to the pieces) and complete() (taken and scheduled).
         self.done_callbacks: list[Any] | None = None
@@ -380,6 +324,8 @@ class ProducerBatch:
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # The same outcome for the record futures (native, shared by all of them): written by complete().
+        self.outcome = BatchOutcome(topic, partition)
         # Set only when the records failed each with an error of their own (KIP-467), by fail_per_record()
         # just before a failing complete().
         self.record_errors: RecordErrors | None = None
@@ -444,21 +390,12 @@ class ProducerBatch:
 
         ``on_delivery`` was checked by the accumulator (``check_on_delivery``), once per callable.
         """
-        relative_offset = self.builder.try_append(timestamp, key, value, headers)
-        if relative_offset < 0:
-            return None
-        # The future's constructor, inlined (see FutureRecordMetadata.__init__): every slot is set here.
-        future = _new_object(FutureRecordMetadata)
-        future._batch = self
-        future._relative_offset = relative_offset
-        future._timestamp = timestamp
-        future._key_size = len(key) if key is not None else -1
-        future._value_size = len(value) if value is not None else -1
-        future._extra = None
+        # One native call encodes the record and makes its future, kept in self.futures, or its
+        # on_delivery row added to self.callbacks (see __init__).
         if on_delivery is None:
-            self.futures.append(future)
-        else:
-            self.callbacks += (on_delivery, relative_offset, timestamp, future._key_size, future._value_size)
+            return append_record(self.builder, self, self.outcome, self.futures, timestamp, key, value, headers, None)
+        future = append_record(self.builder, self, self.outcome, self.callbacks, timestamp, key, value, headers, on_delivery)
+        if future is not None:
             self.callback_bytes += _callback_bytes(on_delivery)
         return future
 
@@ -474,22 +411,16 @@ class ProducerBatch:
 
         ``send_many()``'s bulk path: the records go where the first one went, so the
         accumulator's per-record steps (partition, deque, sticky count) are skipped; each
-        record still takes :meth:`try_append`. Futures are appended to ``out``; returns the
-        index of the first value not appended (the batch is full, or it is not ``bytes``).
+        record is appended as :meth:`try_append` appends it, in one native call for the run
+        (``append_values``; see ``benchmarks/micro_send.py``'s ``send_many keyless``). Futures
+        are appended to ``out``; returns the index of the first value not appended (the batch is
+        full, or it is not ``bytes``).
         """
-        append = self.try_append
-        add = out.append
-        i, stop = start, len(values)
-        while i < stop:
-            value = values[i]
-            if type(value) is not bytes:
-                break
-            future = append(timestamp, None, value, None, on_delivery)
-            if future is None:
-                break
-            add(future)
-            i += 1
-        return i
+        if on_delivery is None:
+            return append_values(self.builder, self, self.outcome, self.futures, timestamp, values, start, None, out)
+        stop = append_values(self.builder, self, self.outcome, self.callbacks, timestamp, values, start, on_delivery, out)
+        self.callback_bytes += (stop - start) * _callback_bytes(on_delivery)
+        return stop
 
     def try_append_arrow(self, records: ArrowRecords, start: int, stop: int, delivery: ArrowDelivery) -> int:
         """Append the planned rows ``start:stop`` of a ``send_arrow()`` call while the batch has room: how many.
@@ -623,8 +554,7 @@ class ProducerBatch:
             end = start + builder.record_count
             while moved < len(futures) and futures[moved]._relative_offset < end:
                 future = futures[moved]
-                future._relative_offset -= start
-                future._batch = piece
+                future._move_to(piece, piece.outcome, start)
                 piece.futures.append(future)
                 moved += 1
             while taken < len(callbacks) and callbacks[taken + 1] < end:
@@ -671,7 +601,7 @@ class ProducerBatch:
     def metadata_at(self, relative_offset: int, timestamp: int, key_size: int, value_size: int) -> RecordMetadata:
         """A record's metadata from this completed batch: offset -1 when unknown, the broker's time when it gave one.
 
-        What ``FutureRecordMetadata.result()`` and ``_report_delivery`` compute inline, once per record.
+        What ``FutureRecordMetadata.result()`` (native) and ``_report_delivery`` compute inline, once per record.
         """
         base, appended = self.base_offset, self.log_append_time
         return _new_metadata(
@@ -782,6 +712,7 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
+        self.outcome.complete(base_offset, log_append_time, error)
         spans = self.spans
         if spans is not None:  # tracing on: each record's span ends at its acknowledgement, before any callback
             self.spans = None
@@ -932,14 +863,15 @@ class RecordErrors:
 
 
 _getsizeof = sys.getsizeof
-_new_object = object.__new__
 _POINTER_BYTES = 8  # a list slot
+_GC_HEADER_BYTES = 16  # what sys.getsizeof adds to a collected object's __basicsize__
 
-#: What one queued record costs in Python objects besides its encoded bytes: its future, its
-#: slot in the batch's list of futures, and its create time (an int of its own, 13 digits of
-#: milliseconds: measured with tracemalloc at 36 bytes a record in a full buffer).
+#: What one queued record costs in Python objects besides its encoded bytes: its future (native,
+#: its create time inside), its slot in the batch's list of futures, and an int of 13 digits of
+#: milliseconds (what a record with ``on_delivery`` holds in ``callbacks`` for its create time;
+#: measured with tracemalloc at 36 bytes a record in a full buffer when the future held it too).
 RECORD_OBJECT_BYTES: int = (
-    sys.getsizeof(object.__new__(FutureRecordMetadata)) + _POINTER_BYTES + sys.getsizeof(1_700_000_000_000)
+    FutureRecordMetadata.__basicsize__ + _GC_HEADER_BYTES + _POINTER_BYTES + sys.getsizeof(1_700_000_000_000)
 )
 #: What one send_arrow() row holds besides its encoded bytes: its planned position (8 bytes, in
 #: ``ArrowRecords``) and, when per-row outcomes are asked for, its offset (8 more); counted as 16.
@@ -993,10 +925,10 @@ def _invoke_all(calls: list[Any]) -> None:
         except LEAVING_LOOP:
             rest = list(it)  # what zip() has not taken yet: the calls after this one
             if rest:
-                future._batch.loop.call_soon(_invoke_all, rest)
+                future.get_loop().call_soon(_invoke_all, rest)
             raise
         except BaseException as exc:
-            future._batch.loop.call_exception_handler(
+            future.get_loop().call_exception_handler(
                 {"message": f"Exception in callback {fn!r}", "exception": exc, "future": future}
             )
 

@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 pub mod arrow;
+pub mod future;
 pub mod murmur;
 pub mod records;
 
@@ -23,6 +24,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<records::PyRecordBatchBuilder>()?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
+    m.add_class::<future::FutureRecordMetadata>()?;
+    m.add_class::<future::BatchOutcome>()?;
+    m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
+    m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     Ok(())

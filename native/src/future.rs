@@ -1,0 +1,345 @@
+//! The per-record delivery future (`FutureRecordMetadata`) and its batch's one outcome.
+//!
+//! As in the Java client (one `ProduceRequestResult` per batch, a `FutureRecordMetadata` per
+//! record holding a relative offset), a record's future is small: its batch, its offset delta,
+//! its create time and sizes, and the batch's [`BatchOutcome`], shared by every future of the
+//! batch and written once when the batch completes. Completing a batch therefore costs nothing
+//! per future, and a future its caller dropped is already gone.
+//!
+//! asyncio accepts the future as one of its own: `asyncio.isfuture()` reads
+//! `_asyncio_future_blocking` on the class, and `gather`, `wait`, `wait_for`, `shield` then use
+//! the duck-typed Future API. The methods asyncio calls once per record (`done`, `result`,
+//! `exception`, `cancelled`, `get_loop`) are here; the ones users call now and then
+//! (`add_done_callback`, `cancel`, `__await__`, ...) are Python, in `aioproducer/internals/batch.py`,
+//! set on this type when that module is imported: they keep the batch's done-callback lists,
+//! which only batch.py writes.
+//!
+//! `append_record` appends a record to a batch's builder and makes its future in one call from
+//! Python: the append door's per-record native call.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::{intern, PyTraverseError, PyVisit};
+
+use crate::records::{Header, PyRecordBatchBuilder};
+
+pyo3::import_exception!(asyncio, CancelledError);
+pyo3::import_exception!(asyncio, InvalidStateError);
+
+/// `RecordMetadata` (a named tuple of batch.py) and `tuple.__new__`, which makes one without the
+/// named tuple's Python-level `__new__` frame.
+static RECORD_METADATA: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    let (cls, new) = RECORD_METADATA.get_or_try_init(py, || -> PyResult<_> {
+        let cls = py.import("aioproducer.internals.batch")?.getattr("RecordMetadata")?;
+        let new = py.get_type::<PyTuple>().getattr("__new__")?;
+        Ok((cls.unbind(), new.unbind()))
+    })?;
+    new.bind(py).call1((cls.bind(py), fields))
+}
+
+/// A batch's outcome, written once by `ProducerBatch.complete` and read by every future of it.
+#[pyclass(module = "aioproducer._native")]
+pub struct BatchOutcome {
+    topic: Py<PyAny>,
+    partition: i64,
+    done: bool,
+    base_offset: i64,
+    log_append_time: i64,
+    error: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl BatchOutcome {
+    #[new]
+    fn new(topic: Py<PyAny>, partition: i64) -> Self {
+        BatchOutcome { topic, partition, done: false, base_offset: -1, log_append_time: -1, error: None }
+    }
+
+    /// Every future of the batch is complete once this returns (there is nothing per future to do).
+    #[pyo3(signature = (base_offset, log_append_time, error))]
+    fn complete(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) {
+        self.done = true;
+        self.base_offset = base_offset;
+        self.log_append_time = log_append_time;
+        self.error = error;
+    }
+
+    #[getter]
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.error)
+    }
+
+    fn __clear__(&mut self) {
+        self.error = None;
+    }
+}
+
+/// A record's delivery future: `await` it for its `RecordMetadata`.
+///
+/// No `freelist`: pyo3 0.30.1's freelist hands out a reused object without tracking it for the
+/// collector again, so a cycle through it would leak (tests/unit/test_native_future.py caught
+/// it); without one a future costs the same (benchmarks/record_future.py, within noise).
+#[pyclass(module = "aioproducer._native")]
+pub struct FutureRecordMetadata {
+    /// The `ProducerBatch` holding the record: the piece that holds it once its batch was split.
+    /// None only after the collector cleared it (`__clear__`).
+    batch: Option<Py<PyAny>>,
+    outcome: Option<Py<BatchOutcome>>,
+    relative_offset: i64,
+    timestamp: i64,
+    key_size: i64,
+    value_size: i64,
+    cancelled: bool,
+    cancel_message: Option<Py<PyAny>>,
+}
+
+fn cleared() -> PyErr {
+    InvalidStateError::new_err("this record future was cleared by the garbage collector")
+}
+
+impl FutureRecordMetadata {
+    fn cancelled_error(&self, py: Python<'_>) -> PyErr {
+        match &self.cancel_message {
+            None => CancelledError::new_err(()),
+            Some(message) => CancelledError::new_err((message.clone_ref(py),)),
+        }
+    }
+
+    fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
+        self.batch.as_ref().map(|b| b.bind(py)).ok_or_else(cleared)
+    }
+}
+
+#[pymethods]
+impl FutureRecordMetadata {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        Err(PyTypeError::new_err("record futures are made by Producer.send(), not directly"))
+    }
+
+    /// What `asyncio.isfuture()` looks for: `gather`, `wait_for` and `shield` use the future as it is.
+    #[classattr]
+    fn _asyncio_future_blocking() -> bool {
+        false
+    }
+
+    fn get_loop(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.batch(py)?.getattr(intern!(py, "loop"))?.unbind())
+    }
+
+    fn done(&self, py: Python<'_>) -> bool {
+        self.cancelled || self.outcome.as_ref().is_some_and(|o| o.borrow(py).done)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    fn result<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        if this.cancelled {
+            return Err(this.cancelled_error(py));
+        }
+        let outcome = this.outcome.as_ref().ok_or_else(cleared)?.borrow(py);
+        if !outcome.done {
+            return Err(InvalidStateError::new_err("delivery of this record is not complete yet"));
+        }
+        if outcome.error.is_some() || outcome.base_offset < 0 {
+            // A failed batch (the record's own error, KIP-467, or its piece's), or no offset known
+            // (acks=0, a duplicate, a split batch): the rare path, in Python.
+            drop(outcome);
+            drop(this);
+            return slf.call_method0(intern!(py, "_result_of_failed_or_split"));
+        }
+        let timestamp = if outcome.log_append_time >= 0 { outcome.log_append_time } else { this.timestamp };
+        let fields = (
+            outcome.topic.bind(py),
+            outcome.partition,
+            outcome.base_offset + this.relative_offset,
+            timestamp,
+            this.key_size,
+            this.value_size,
+        )
+            .into_pyobject(py)?;
+        record_metadata(py, fields)
+    }
+
+    fn exception<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        if this.cancelled {
+            return Err(this.cancelled_error(py));
+        }
+        let outcome = this.outcome.as_ref().ok_or_else(cleared)?.borrow(py);
+        if !outcome.done {
+            return Err(InvalidStateError::new_err("delivery of this record is not complete yet"));
+        }
+        if outcome.error.is_none() {
+            return Ok(None);
+        }
+        drop(outcome);
+        let (batch, relative_offset) = (this.batch(py)?.clone(), this.relative_offset);
+        drop(this);
+        let error = batch.call_method1(intern!(py, "error_of"), (relative_offset,))?;
+        Ok((!error.is_none()).then_some(error))
+    }
+
+    #[getter]
+    fn _batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(self.batch(py)?.clone().unbind())
+    }
+
+    #[getter]
+    fn _relative_offset(&self) -> i64 {
+        self.relative_offset
+    }
+
+    #[getter]
+    fn _timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    #[getter]
+    fn _key_size(&self) -> i64 {
+        self.key_size
+    }
+
+    #[getter]
+    fn _value_size(&self) -> i64 {
+        self.value_size
+    }
+
+    /// What asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for.
+    #[getter]
+    fn _cancel_message(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.cancel_message.as_ref().map(|m| m.clone_ref(py))
+    }
+
+    /// Marks it cancelled (`cancel()` in batch.py runs its done-callbacks).
+    fn _mark_cancelled(&mut self, message: Option<Py<PyAny>>) {
+        self.cancelled = true;
+        self.cancel_message = message;
+    }
+
+    /// Its record moved to `piece` (a split batch's), where it starts at offset delta `start`.
+    fn _move_to(&mut self, piece: Py<PyAny>, outcome: Py<BatchOutcome>, start: i64) {
+        self.batch = Some(piece);
+        self.outcome = Some(outcome);
+        self.relative_offset -= start;
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.batch)?;
+        visit.call(&self.outcome)?;
+        visit.call(&self.cancel_message)
+    }
+
+    fn __clear__(&mut self) {
+        self.batch = None;
+        self.outcome = None;
+        self.cancel_message = None;
+    }
+}
+
+/// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
+type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
+
+/// Appends a record to `builder` (`batch`'s) and makes its future, in one call: the future, or
+/// None when the batch has no room (full, closed, or being compressed).
+///
+/// The record is kept where `ProducerBatch.try_append` says: without `on_delivery` its future is
+/// appended to `held` (the batch's futures); with it, `held` (the batch's callbacks) gets
+/// `on_delivery, offset delta, create time, key size, value size`, and the future is not kept.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, outcome, held, timestamp, key, value, headers, on_delivery))]
+#[allow(clippy::too_many_arguments)] // one call per record: each argument saves a Python attribute read
+pub fn append_record(
+    builder: &Bound<'_, PyRecordBatchBuilder>,
+    batch: &Bound<'_, PyAny>,
+    outcome: &Bound<'_, BatchOutcome>,
+    held: &Bound<'_, PyList>,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: Option<PyHeaders>,
+    on_delivery: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+    let py = batch.py();
+    let relative_offset = match &headers {
+        None => builder.try_borrow_mut()?.append_record(timestamp, key, value, &[]),
+        Some(hs) => {
+            let slices: Vec<Header<'_>> = hs.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+            builder.try_borrow_mut()?.append_record(timestamp, key, value, &slices)
+        }
+    };
+    if relative_offset < 0 {
+        return Ok(None);
+    }
+    let key_size = key.map_or(-1, |k| k.len() as i64);
+    let value_size = value.map_or(-1, |v| v.len() as i64);
+    let future = Py::new(
+        py,
+        FutureRecordMetadata {
+            batch: Some(batch.clone().unbind()),
+            outcome: Some(outcome.clone().unbind()),
+            relative_offset,
+            timestamp,
+            key_size,
+            value_size,
+            cancelled: false,
+            cancel_message: None,
+        },
+    )?;
+    match on_delivery {
+        None => held.append(&future)?,
+        Some(callback) => {
+            held.append(callback)?;
+            held.append(relative_offset)?;
+            held.append(timestamp)?;
+            held.append(key_size)?;
+            held.append(value_size)?;
+        }
+    }
+    Ok(Some(future))
+}
+
+/// `send_many()`'s bulk path: appends keyless `values[start..]` (one create time) to `batch`
+/// while each is exactly `bytes` and fits, each as `append_record` would, its future appended
+/// to `out`; the index of the first value not appended. No Python call per record.
+#[pyfunction]
+#[pyo3(signature = (builder, batch, outcome, held, timestamp, values, start, on_delivery, out))]
+#[allow(clippy::too_many_arguments)] // append_record's arguments, and the run's
+pub fn append_values(
+    builder: &Bound<'_, PyRecordBatchBuilder>,
+    batch: &Bound<'_, PyAny>,
+    outcome: &Bound<'_, BatchOutcome>,
+    held: &Bound<'_, PyList>,
+    timestamp: i64,
+    values: &Bound<'_, PyAny>,
+    start: usize,
+    on_delivery: Option<&Bound<'_, PyAny>>,
+    out: &Bound<'_, PyList>,
+) -> PyResult<usize> {
+    let stop = values.len()?;
+    let mut i = start;
+    while i < stop {
+        let item = values.get_item(i)?;
+        let Ok(value) = item.cast_exact::<PyBytes>() else { break };
+        let appended = append_record(builder, batch, outcome, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
+        let Some(future) = appended else { break };
+        out.append(future)?;
+        i += 1;
+    }
+    Ok(i)
+}
