@@ -149,3 +149,22 @@ async def test_a_run_of_values_stops_at_a_value_not_bytes_or_a_full_batch() -> N
     assert other.futures == [] and other.callback_bytes == 2 * _callback_bytes(on_delivery)
     other.complete(0, -1, None)
     assert reported == [0, 1] and [f.result().serialized_value_size for f in got] == [2, 3]
+
+
+async def test_each_on_delivery_is_charged_its_own_size_even_when_one_callable_repeats() -> None:
+    """The batch computes a callable's charge once for a run of it, and again for any other callable."""
+    from aioproducer.internals.batch import _callback_bytes
+
+    loop = asyncio.get_running_loop()
+    batch = _batch(loop)
+    small = print
+    captured = list(range(50))
+
+    def large(metadata: Any, error: Any, _defaults: tuple[int, ...] = tuple(range(100))) -> None:
+        captured.append(len(_defaults))
+
+    callbacks: list[Any] = [small, small, large, small, large, large]
+    for callback in callbacks:
+        _append(batch, on_delivery=callback)
+    assert _callback_bytes(large) > _callback_bytes(small)
+    assert batch.callback_bytes == sum(_callback_bytes(callback) for callback in callbacks)
