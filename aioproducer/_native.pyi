@@ -4,8 +4,13 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from aioproducer.internals.batch import ProducerBatch, RecordMetadata
-from aioproducer.protocol.records import Record
+
+from aioproducer.record_types import RecordMetadata
+from aioproducer.record_types import Record
+
+#: The ``ProducerBatch`` a record future belongs to: the native side holds it as an object and
+#: never calls it, and this stub does not import ``internals/`` (the data plane stands below it).
+_Batch = Any
 
 #: Fingerprint of the crate's sources this module was built from (``native/build.rs``).
 SOURCE_HASH: Final[str]
@@ -92,7 +97,7 @@ class BatchOutcome:
 # For type checkers the asyncio.Future it stands in for (asyncio.wait, gather, shield accept it).
 class FutureRecordMetadata(asyncio.Future[RecordMetadata]):
     @property
-    def _batch(self) -> ProducerBatch: ...
+    def _batch(self) -> _Batch: ...
     @property
     def _relative_offset(self) -> int: ...
     @property
@@ -104,14 +109,14 @@ class FutureRecordMetadata(asyncio.Future[RecordMetadata]):
     @property
     def _cancel_message(self) -> Any: ...
     def _mark_cancelled(self, message: Any) -> None: ...
-    def _move_to(self, piece: ProducerBatch, outcome: BatchOutcome, start: int) -> None: ...
+    def _move_to(self, piece: _Batch, outcome: BatchOutcome, start: int) -> None: ...
     def _result_of_failed_or_split(self) -> RecordMetadata: ...
     def record_error(self, batch_error: BaseException) -> BaseException | None: ...
     def metadata(self) -> RecordMetadata: ...
 
 def append_record(
     builder: RecordBatchBuilder,
-    batch: ProducerBatch,
+    batch: _Batch,
     outcome: BatchOutcome,
     held: list[Any],
     timestamp: int,
@@ -122,7 +127,7 @@ def append_record(
 ) -> FutureRecordMetadata | None: ...
 def append_values(
     builder: RecordBatchBuilder,
-    batch: ProducerBatch,
+    batch: _Batch,
     outcome: BatchOutcome,
     held: list[Any],
     timestamp: int,

@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from aioproducer import _native
+from aioproducer._native import murmur2 as _murmur2, partition_for_key as _partition_for_key
 from aioproducer.errors import ConfigError, InvalidRecordError
 from aioproducer.serializers import import_dotted
 
@@ -76,7 +76,7 @@ def murmur2(data: bytes | bytearray | memoryview) -> int:
     can be compared with Java logs and tests; use :func:`to_positive` before taking a modulo.
     Computed by the native module (``native/src/murmur.rs``): about 0.05 µs a key.
     """
-    return _native.murmur2(data if type(data) is bytes else bytes(data))
+    return _murmur2(data if type(data) is bytes else bytes(data))
 
 
 def to_positive(number: int) -> int:
@@ -93,7 +93,7 @@ def partition_for_key(key_bytes: bytes | bytearray | memoryview, num_partitions:
 
     The one place of ``toPositive(murmur2(key)) % numPartitions``: ``send()``'s fast path calls it too.
     """
-    return _native.partition_for_key(key_bytes if type(key_bytes) is bytes else bytes(key_bytes), num_partitions)
+    return _partition_for_key(key_bytes if type(key_bytes) is bytes else bytes(key_bytes), num_partitions)
 
 
 # --------------------------------------------------------------------- custom partitioners

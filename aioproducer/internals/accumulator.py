@@ -341,7 +341,7 @@ class RecordAccumulator:
             return start
         out.append(future)
         start += 1
-        batch = future._batch
+        batch: ProducerBatch = future._batch
         partitioner = self._topics[topic].partitioner
         sticky = partitioner.peek_current_partition(partitions)
         if sticky.partition != batch.partition:

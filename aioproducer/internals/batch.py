@@ -30,12 +30,13 @@ import logging
 import sys
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
+from aioproducer.record_types import RecordMetadata  # handed on: its home is at the bottom of the package
 
 if TYPE_CHECKING:
     from aioproducer._native import ArrowRecords
@@ -63,24 +64,6 @@ class RecordSpans(Protocol):
     def end(self, batch: ProducerBatch) -> None: ...
 
     def slice(self, start: int, end: int) -> RecordSpans | None: ...
-
-
-class RecordMetadata(NamedTuple):
-    """Where a record landed: what ``await future`` returns.
-
-    ``offset`` is -1 when the broker did not say (``acks=0``, or a duplicate
-    the broker had already written). ``timestamp`` is the broker's log-append
-    time when it reports one, else the record's create time (as in Java).
-    A named tuple because one is made per acknowledged record: it is the
-    cheapest immutable object with named fields.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    serialized_key_size: int
-    serialized_value_size: int
 
 
 # What RecordMetadata(...) does, minus the Python-level __new__ frame the named tuple adds
@@ -138,12 +121,14 @@ def _record_error(self: FutureRecordMetadata, batch_error: BaseException) -> Bas
     That same error, unless the broker refused the batch record by record (KIP-467) or the
     batch was split and its pieces ended each their own way (``ProducerBatch.error_of``).
     """
-    return self._batch.error_of(self._relative_offset)
+    batch: ProducerBatch = self._batch
+    return batch.error_of(self._relative_offset)
 
 
 def _metadata(self: FutureRecordMetadata) -> RecordMetadata:
     """The record's metadata from its completed batch (no error check)."""
-    batch, offset = self._batch, self._relative_offset
+    batch: ProducerBatch = self._batch
+    offset = self._relative_offset
     while batch.pieces is not None:  # split after MESSAGE_TOO_LARGE: the piece that holds the record
         batch, offset = batch.piece_of(offset)
     return batch.metadata_at(offset, self._timestamp, self._key_size, self._value_size)

@@ -22,7 +22,7 @@ Deltas are relative to the first record's timestamp and offset.
 
 Appending is the hottest path of the library (once per ``send()``), so the
 builder is native: :class:`RecordBatchBuilder` is the Rust class of
-``native/src/records.rs`` (``aioproducer._native``), which encodes each record
+``native/src/batch_builder.rs`` (``aioproducer._native``), which encodes each record
 straight into the batch's records section and keeps the size bookkeeping that
 decides whether a record fits. It compresses through
 :mod:`aioproducer.protocol.compression` (a read-only view of its section, no
@@ -46,13 +46,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import Final
 
 from crc32c import crc32c
 
-from aioproducer import _native
+from aioproducer._native import RecordBatchBuilder
 from aioproducer.errors import ProtocolError
 from aioproducer.protocol.compression import NONE, decompress
+from aioproducer.record_types import Record  # handed on: made by the native builder
 
 __all__ = [
     "RECORD_BATCH_OVERHEAD",
@@ -154,18 +155,9 @@ def estimate_size_in_bytes_upper_bound(
 # ------------------------------------------------------------------ builder
 
 
-class Record(NamedTuple):
-    """One appended record, as :meth:`RecordBatchBuilder.records` gives it back (the split path)."""
-
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
-
-
-#: The record batch builder: ``native/src/records.rs``. ``records()`` gives :class:`Record`\ s; ``split()`` new open builders; ``section_to_compress()`` a read-only
-#: view of the open section (the builder refuses appends while a view is alive).
-RecordBatchBuilder = _native.RecordBatchBuilder
+# RecordBatchBuilder (imported above) is native/src/batch_builder.rs: ``records()`` gives Records,
+# ``split()`` new open builders, ``section_to_compress()`` a read-only view of the open section
+# (the builder refuses appends while a view is alive).
 
 
 # ------------------------------------------------------------------ decoding

@@ -26,7 +26,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyTuple};
 
 use crate::murmur::partition_for_key;
-use crate::records::{varint_size, PyRecordBatchBuilder, RECORD_BATCH_OVERHEAD};
+use crate::batch_builder::{varint_size, PyRecordBatchBuilder, RECORD_BATCH_OVERHEAD};
 
 /// Java's `DefaultRecord.MAX_RECORD_OVERHEAD`: worst-case varints of a record's framing.
 const MAX_RECORD_OVERHEAD: usize = 21;

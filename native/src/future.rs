@@ -24,18 +24,19 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use crate::records::{Header, PyRecordBatchBuilder};
+use crate::batch_builder::{Header, PyRecordBatchBuilder};
 
 pyo3::import_exception!(asyncio, CancelledError);
 pyo3::import_exception!(asyncio, InvalidStateError);
 
-/// `RecordMetadata` (a named tuple of batch.py) and `tuple.__new__`, which makes one without the
+/// `RecordMetadata` (a named tuple of aioproducer/record_types.py, at the bottom of the
+/// package: this module imports nothing from `internals/`) and `tuple.__new__`, which makes one without the
 /// named tuple's Python-level `__new__` frame.
 static RECORD_METADATA: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
 
 fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
     let (cls, new) = RECORD_METADATA.get_or_try_init(py, || -> PyResult<_> {
-        let cls = py.import("aioproducer.internals.batch")?.getattr("RecordMetadata")?;
+        let cls = py.import("aioproducer.record_types")?.getattr("RecordMetadata")?;
         let new = py.get_type::<PyTuple>().getattr("__new__")?;
         Ok((cls.unbind(), new.unbind()))
     })?;

@@ -5,9 +5,9 @@
 use pyo3::prelude::*;
 
 pub mod arrow;
+pub mod batch_builder;
 pub mod future;
 pub mod murmur;
-pub mod records;
 
 /// Panics on purpose, for the test that a Rust panic reaches Python as an exception
 /// (`pyo3_runtime.PanicException`) and never aborts the process: the release profile keeps
@@ -20,8 +20,8 @@ fn _panic_for_test() {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
-    m.add("RECORD_BATCH_OVERHEAD", records::RECORD_BATCH_OVERHEAD)?;
-    m.add_class::<records::PyRecordBatchBuilder>()?;
+    m.add("RECORD_BATCH_OVERHEAD", batch_builder::RECORD_BATCH_OVERHEAD)?;
+    m.add_class::<batch_builder::PyRecordBatchBuilder>()?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;

@@ -373,10 +373,10 @@ fn decode_section(data: &[u8], count: i32) -> Result<Vec<DecodedRecord<'_>>, Dec
 static COMPRESSION: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 static RECORD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// `aioproducer.protocol.records.Record`, the named tuple `records()` gives back.
+/// `aioproducer.record_types.Record`, the named tuple `records()` gives back.
 fn record_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     Ok(RECORD
-        .get_or_try_init(py, || py.import("aioproducer.protocol.records")?.getattr("Record").map(Bound::unbind))?
+        .get_or_try_init(py, || py.import("aioproducer.record_types")?.getattr("Record").map(Bound::unbind))?
         .bind(py))
 }
 

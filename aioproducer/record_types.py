@@ -1,0 +1,42 @@
+"""The record tuples the native data plane makes: ``Record`` (an appended record, given back for a
+split) and ``RecordMetadata`` (where a record landed, what ``await future`` returns).
+
+At the bottom of the package, beside ``lifecycle.py``, because the native module
+(``native/src/batch_builder.rs``, ``native/src/future.rs``) makes them and imports nothing
+from above it: a data plane that reached up into ``protocol/`` or ``internals/`` would tie
+itself to what stands on it. ``aioproducer.protocol.records``, ``aioproducer.internals.batch``
+and ``aioproducer`` hand them on.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Record", "RecordMetadata"]
+
+
+class Record(NamedTuple):
+    """One appended record, as ``RecordBatchBuilder.records()`` gives it back (the split path)."""
+
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+class RecordMetadata(NamedTuple):
+    """Where a record landed: what ``await future`` returns.
+
+    ``offset`` is -1 when the broker did not say (``acks=0``, or a duplicate
+    the broker had already written). ``timestamp`` is the broker's log-append
+    time when it reports one, else the record's create time (as in Java).
+    A named tuple because one is made per acknowledged record: it is the
+    cheapest immutable object with named fields.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
