@@ -26,10 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyTuple};
 
 use crate::murmur::partition_for_key;
-use crate::batch_builder::{varint_size, PyRecordBatchBuilder, RECORD_BATCH_OVERHEAD};
+use crate::batch_builder::{size_upper_bound as upper_bound, PyRecordBatchBuilder};
 
-/// Java's `DefaultRecord.MAX_RECORD_OVERHEAD`: worst-case varints of a record's framing.
-const MAX_RECORD_OVERHEAD: usize = 21;
 
 /// Rows grouped by partition together (see `Rows::plan`): about 200 KB of 100 B rows, so that a
 /// chunk's rows stay in cache while each partition's group is appended. Measured on 1M keyed
@@ -674,16 +672,6 @@ impl Batch {
 }
 
 // ------------------------------------------------------------------ the rows, planned and appended
-
-/// Upper bound of a batch holding just this record (Java's `estimateSizeInBytesUpperBound`).
-fn upper_bound(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[(&[u8], Option<&[u8]>)]) -> usize {
-    let blob = |b: Option<&[u8]>| b.map_or(1, |b| varint_size(b.len() as i64) + b.len());
-    let mut size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + blob(key) + blob(value) + varint_size(headers.len() as i64);
-    for (k, v) in headers {
-        size += blob(Some(k)) + blob(*v);
-    }
-    size
-}
 
 /// Rows in Arrow memory: what `plan` and `append_rows` read. Pure Rust (tests link it).
 struct Rows {

@@ -105,6 +105,19 @@ fn put_blob(buf: &mut Vec<u8>, blob: Option<&[u8]>) {
     }
 }
 
+/// Java's `DefaultRecord.MAX_RECORD_OVERHEAD`: worst-case varints of a record's framing (length 5,
+/// attributes 1, timestamp delta 10, offset delta 5).
+pub const MAX_RECORD_OVERHEAD: usize = 21;
+
+/// Key, value and headers as encoded in a record (each blob with its length varint).
+fn key_value_headers_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
+    let mut size = blob_size(key) + blob_size(value) + varint_size(headers.len() as i64);
+    for (hk, hv) in headers {
+        size += blob_size(Some(hk)) + blob_size(*hv);
+    }
+    size
+}
+
 /// Size of a record's body: everything after its length prefix.
 fn record_body_size(
     offset_delta: i64,
@@ -113,16 +126,16 @@ fn record_body_size(
     value: Option<&[u8]>,
     headers: &[Header<'_>],
 ) -> usize {
-    let mut body = 1 // record attributes
+    1 // record attributes
         + varint_size(timestamp_delta)
         + varint_size(offset_delta)
-        + blob_size(key)
-        + blob_size(value)
-        + varint_size(headers.len() as i64);
-    for (hk, hv) in headers {
-        body += blob_size(Some(hk)) + blob_size(*hv);
-    }
-    body
+        + key_value_headers_size(key, value, headers)
+}
+
+/// Upper bound of a batch holding just this record (Java's `estimateSizeInBytesUpperBound`; the
+/// Python `estimate_size_in_bytes_upper_bound` of protocol/records.py for `send()`'s records).
+pub fn size_upper_bound(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
+    RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + key_value_headers_size(key, value, headers)
 }
 
 /// Exact encoded size of one record, its length prefix included (Java's `DefaultRecord.sizeInBytes`).
