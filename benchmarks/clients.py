@@ -281,6 +281,40 @@ async def aioproducer_throughput(spec: dict[str, Any], keys: list[bytes] | None,
     return Outcome(n, acked, errors, first, elapsed, cpu_s=cpu)
 
 
+async def aioproducer_callback_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    """The C ``Producer``'s pattern in asyncio: ``await send(..., on_delivery=counter)`` per record, one shared
+    callback that counts, then ``flush()`` (what ``confluent_throughput`` does with ``produce(); poll(0)``).
+
+    The ``+cb`` scenarios run every asyncio client through the paced driver instead (a coroutine and a
+    lambda per record, for latency tracking); this row is the like-for-like of the C ``Producer``'s.
+    """
+    topic, n = spec["topic"], spec["records"]
+    keys, km, values, vm = _pools(keys, values)
+    counts = [0, 0]
+    errors: list[BaseException] = []
+
+    def on_delivery(metadata: Any, error: BaseException | None) -> None:
+        if error is None:
+            counts[0] += 1
+        else:
+            counts[1] += 1
+            errors.append(error)
+
+    async with _aioproducer(spec) as producer:
+        await _aioproducer_warmup(producer, spec)
+        send = producer.send
+        clock = Stopwatch().start()
+        if keys:
+            for i in range(n):
+                await send(topic, value=values[i & vm], key=keys[i & km], on_delivery=on_delivery)
+        else:
+            for i in range(n):
+                await send(topic, value=values[i & vm], on_delivery=on_delivery)
+        await producer.flush()
+        elapsed, cpu = clock.stop()
+    return Outcome(n, counts[0], counts[1], repr(errors[0]) if errors else None, elapsed, cpu_s=cpu)
+
+
 def bulk_method(producer_class: type) -> str | None:
     """The name of aioproducer's bulk send method, if ``Producer`` has one."""
     for name in ("send_many", "send_batch"):
@@ -738,6 +772,7 @@ class Client:
 CLIENTS: dict[str, Client] = {
     "aioproducer": Client("aioproducer", True, aioproducer_throughput, aioproducer_paced, aioproducer_waiters),
     "aioproducer-bulk": Client("aioproducer (bulk)", True, aioproducer_bulk_throughput, None),
+    "aioproducer-counter": Client("aioproducer (shared on_delivery)", True, aioproducer_callback_throughput, None),
     "aioproducer-1mb": Client("aioproducer (batch.size 1 MB)", True, aioproducer_1mb_throughput, aioproducer_1mb_paced),
     "aiokafka": Client("aiokafka", True, aiokafka_throughput, aiokafka_paced, aiokafka_waiters),
     "faststream": Client("faststream KafkaBroker", True, None, None, faststream_waiters),

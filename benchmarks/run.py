@@ -54,7 +54,7 @@ from benchmarks.scenarios import Scenario, request_ack_scenarios, scenarios
 
 __all__ = ["main"]
 
-CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
+CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-counter", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
 #: ``--request-ack``: the clients with a request/acknowledge driver (``Client.waiters``), and where the results go.
 REQUEST_ACK_CLIENTS = ["aioproducer", "aiokafka", "faststream"]
 PARTITIONS = 6
@@ -230,6 +230,8 @@ def _runs(client: str, scenario: Scenario) -> bool:
         return scenario.mode == "waiters" and known is not None and known.waiters is not None
     if client == "aioproducer-bulk":
         return scenario.mode == "throughput" and scenario.wait != "callbacks"
+    if client == "aioproducer-counter":  # one row per scenario, beside the C Producer's (it waits one way)
+        return scenario.mode == "throughput" and scenario.wait == "gather"
     if client == "aioproducer-1mb":
         return scenario.mode == "throughput" and scenario.value_size >= 1024
     if scenario.mode == "throughput" and scenario.wait != "gather":
