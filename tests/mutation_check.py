@@ -142,10 +142,10 @@ MUTATIONS = [
     Mutation(
         "the sticky partition peeked before a wait for memory, kept after it",
         ACC,
-        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+        "        size = self._reservation_size(key, value, headers)\n        await self._wait_for_memory(size, max_block_ms)\n",
         "        if partition < 0:\n"
         "            partition = self.topic_info(topic).partitioner.peek_current_partition(partitions).partition\n"
-        "        size = self._reservation_size(key, value, headers)\n        self._appends_in_progress += 1\n",
+        "        size = self._reservation_size(key, value, headers)\n        await self._wait_for_memory(size, max_block_ms)\n",
     ),
     Mutation(
         "no sticky count or switch after a wait for memory",

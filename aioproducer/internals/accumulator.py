@@ -304,15 +304,19 @@ class RecordAccumulator:
         if future is not None:
             return future
         size = self._reservation_size(key, value, headers)
+        await self._wait_for_memory(size, max_block_ms)
+        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, size)
+        assert future is not None  # with memory reserved, a new batch is always possible
+        return future
+
+    async def _wait_for_memory(self, size: int, max_block_ms: float) -> None:
+        """Take ``size`` bytes of ``buffer.memory``, waiting up to ``max_block_ms`` (``append`` and ``append_arrow``)."""
         self._appends_in_progress += 1
         self._wakeup()  # memory is exhausted: the sender should drain rather than linger
         try:
             await self.pool.allocate(size, max_block_ms)
         finally:
             self._appends_in_progress -= 1
-        future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, size)
-        assert future is not None  # with memory reserved, a new batch is always possible
-        return future
 
     def try_append_run(
         self,
@@ -388,9 +392,6 @@ class RecordAccumulator:
         on_delivery: DeliveryCallback | None,
         reserved: int,
     ) -> FutureRecordMetadata:
-        if not self.lifecycle.accepting:
-            self.pool.deallocate(reserved)
-            raise self.lifecycle.refused()
         batch = self._new_batch(info, topic, partition, reserved)
         future = batch.try_append(timestamp, key, value, headers, on_delivery)
         if future is None:  # impossible: an empty builder always has room
@@ -399,7 +400,14 @@ class RecordAccumulator:
         return future
 
     def _new_batch(self, info: TopicInfo, topic: str, partition: int, reserved: int) -> ProducerBatch:
-        """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first record."""
+        """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first record.
+
+        Refused (the memory given back) once the producer no longer accepts records: every new
+        batch, of ``send()`` or of ``send_arrow()``, is made here.
+        """
+        if not self.lifecycle.accepting:
+            self.pool.deallocate(reserved)
+            raise self.lifecycle.refused()
         config = self.config
         builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
         loop = self._loop
@@ -493,9 +501,6 @@ class RecordAccumulator:
         size = reserved or records.reservation(start, self.config.batch_size)
         if not reserved and not self.pool.try_allocate(size):
             return None
-        if not self.lifecycle.accepting:
-            self.pool.deallocate(size)
-            raise self.lifecycle.refused()
         batch = self._new_batch(info, topic, partition, size)
         if not batch.try_append_arrow(records, start, stop, delivery):  # impossible: an empty builder has room
             raise AssertionError("a new batch refused its first row")
@@ -518,12 +523,7 @@ class RecordAccumulator:
         Returns the position of the first row not appended (``start`` once more memory is needed).
         """
         size = records.reservation(start, self.config.batch_size)
-        self._appends_in_progress += 1
-        self._wakeup()  # memory is exhausted: the sender should drain rather than linger
-        try:
-            await self.pool.allocate(size, max_block_ms)
-        finally:
-            self._appends_in_progress -= 1
+        await self._wait_for_memory(size, max_block_ms)
         return self.try_append_arrow(topic, partition, records, start, stop, delivery, partitions, size)
 
     # ================================================================ sender side

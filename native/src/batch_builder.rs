@@ -500,7 +500,7 @@ impl PyRecordBatchBuilder {
     #[new]
     #[pyo3(signature = (compression_type = 0, batch_size = 16384, compression_level = None, *, estimated_compression_ratio = 1.0))]
     fn new(py: Python<'_>, compression_type: i64, batch_size: i64, compression_level: Option<i64>, estimated_compression_ratio: f64) -> PyResult<Self> {
-        if !matches!(compression_type as u8, CODEC_NONE | CODEC_GZIP | CODEC_LZ4 | CODEC_ZSTD) || !(0..=7).contains(&compression_type) {
+        if !matches!(u8::try_from(compression_type), Ok(CODEC_NONE | CODEC_GZIP | CODEC_LZ4 | CODEC_ZSTD)) {
             // Unknown ids and snappy (an optional library): the Python check says which, and how to fix it.
             compression(py)?.getattr("check_available")?.call1((compression_type,))?;
         }
@@ -584,10 +584,7 @@ impl PyRecordBatchBuilder {
     /// Append if the record fits: its offset delta, or -1 when full or closed (Java's `tryAppend`).
     #[pyo3(signature = (timestamp_ms, key, value, headers = None))]
     fn try_append(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> i64 {
-        match &headers {
-            None => self.append_record(timestamp_ms, key, value, &[]),
-            Some(_) => self.append_record(timestamp_ms, key, value, &header_slices(&headers)),
-        }
+        self.append_record(timestamp_ms, key, value, &header_slices(&headers))
     }
 
     /// Append whatever the size; its offset delta. RuntimeError once closed (a caller's bug).
