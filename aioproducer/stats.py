@@ -94,7 +94,10 @@ class SampledStat:
         return sample
 
     def record_many(self, total: float, count: int, now_ms: float) -> None:
-        """Record ``count`` values summing to ``total`` at once (an ``Avg`` of a batch's records, one call per batch)."""
+        """Record ``count`` values at once: summing to ``total`` (``Avg``, ``Rate``), or ``total`` their largest (``Max``).
+
+        The same sample state as ``count`` calls at ``now_ms``, for one: a request's batches are recorded so.
+        """
         self.record(total, now_ms)
         self._samples[self._current].count += count - 1
 

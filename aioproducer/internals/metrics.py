@@ -1,9 +1,16 @@
 """The producer's metrics: the Java producer's names and meanings, recorded per batch and per request.
 
 The windowed statistics (Java's ``SampledStat``, ``Avg``, ``Max``, ``Rate``) are in
-``aioproducer/stats.py``. Recording happens per batch (at completion, at its request) and per
-request, never per record: ``ProducerMetrics`` is what the sender, the buffer pool and the
-producer call; ``producer.metrics()`` reads its ``snapshot()``.
+``aioproducer/stats.py``. Recording happens per request and per batch completed, never per
+record: ``ProducerMetrics`` is what the sender, the buffer pool and the producer call;
+``producer.metrics()`` reads its ``snapshot()``.
+
+Cost, measured (``profile_gather --value-size 10240``, each 10 KB record a batch of its own):
+one windowed update costs about 0.3 µs, and recording each batch's 15 of them took 15 % of
+the producer's CPU. A request's batches are now folded into one update per statistic
+(``record_request``), and completions within a millisecond of each other likewise
+(``record_completed``): the same values, since an ``Avg`` takes a sum and a count and a
+``Max`` a maximum, at one update per request.
 """
 
 from __future__ import annotations
@@ -11,7 +18,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, Protocol
 
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
@@ -31,7 +39,10 @@ __all__ = [
 
 
 class _TopicTotals:
-    __slots__ = ("send", "bytes", "error", "retry", "send_rate", "byte_rate", "error_rate", "retry_rate", "compression")
+    __slots__ = (
+        "send", "bytes", "error", "retry", "send_rate", "byte_rate", "error_rate", "retry_rate", "compression",
+        "unfolded_send", "unfolded_error",
+    )
 
     def __init__(self, window_ms: int, num_samples: int) -> None:
         self.send = 0
@@ -43,6 +54,34 @@ class _TopicTotals:
         self.error_rate = Rate(window_ms, num_samples)
         self.retry_rate = Rate(window_ms, num_samples)
         self.compression = Avg(window_ms, num_samples)
+        # Completed since the last fold, not yet in send_rate/error_rate (ProducerMetrics.record_completed).
+        self.unfolded_send = 0
+        self.unfolded_error = 0
+
+
+class _SizedBuilder(Protocol):
+    @property
+    def record_count(self) -> int: ...
+    @property
+    def estimated_size_in_bytes(self) -> int: ...
+    @property
+    def compression_ratio(self) -> float: ...
+
+
+class SentBatch(Protocol):
+    """What ``record_request`` reads of a batch in a request (a ``ProducerBatch``)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def created_ms(self) -> float: ...
+    @property
+    def builder(self) -> _SizedBuilder: ...
+
+
+#: Completions recorded within this many milliseconds of the first unfolded one go into the
+#: windowed statistics together, at that first one's time (see ``ProducerMetrics.record_completed``).
+FOLD_MS: Final = 1.0
 
 
 #: The delivery-latency histogram's upper bounds, in seconds (``le``; +Inf is implied): from 1 ms
@@ -88,14 +127,10 @@ class DeliveryLatency:
         self.buckets = [0] * (len(bounds_s) + 1)  # per bucket (not cumulative); the last is above every bound
         self.count = 0
         self.sum_ms = 0.0
-        self.avg = Avg(window_ms, num_samples)  # delivery-latency-avg: per record, over the window
-        self.max = Max(window_ms, num_samples)  # delivery-latency-max: a batch's first record's
-
-    def record(self, records: int, first_ms: float, last_ms: float, now_ms: float) -> None:
-        """A batch acknowledged at ``now_ms``: into the histogram and the windowed average and maximum."""
-        self.record_batch(records, first_ms, last_ms)
-        self.avg.record_many(records * (first_ms + last_ms) / 2, records, now_ms)
-        self.max.record(first_ms, now_ms)
+        # delivery-latency-avg (per record) and -max (a batch's first record's), over the window:
+        # recorded by ProducerMetrics, folded like its other completion statistics.
+        self.avg = Avg(window_ms, num_samples)
+        self.max = Max(window_ms, num_samples)
 
     def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
         """``records`` records acknowledged, latencies from ``first_ms`` (the oldest's) down to ``last_ms``."""
@@ -170,6 +205,15 @@ class ProducerMetrics:
         self.delivery_latency = DeliveryLatency(window_ms=w, num_samples=n)
         self.topics: dict[str, _TopicTotals] = {}
         self.nodes: dict[int, _NodeStats] = {}
+        # -- completions not yet in the windowed statistics: added to by record_completed(),
+        # recorded and emptied by _fold_completed() (a completion 1 ms or more later, or snapshot()).
+        self._unfolded_ms = NAN  # when the first of them completed; NaN: none
+        self._unfolded_send = 0
+        self._unfolded_error = 0
+        self._unfolded_latency_sum = 0.0
+        self._unfolded_latency_count = 0
+        self._unfolded_latency_max = -math.inf
+        self._unfolded_topics: list[_TopicTotals] = []
 
     def _topic(self, topic: str) -> _TopicTotals:
         totals = self.topics.get(topic)
@@ -177,7 +221,7 @@ class ProducerMetrics:
             totals = self.topics[topic] = _TopicTotals(self.window_ms, self.num_samples)
         return totals
 
-    # ------------------------------------------------------------ recording (per batch, per request)
+    # ------------------------------------------------------------ recording (per request, per batch completed)
     def record_completed(
         self, topic: str, records: int, ok: bool, now_ms: float, created_ms: float = NAN, spread_ms: float = 0.0
     ) -> None:
@@ -187,21 +231,64 @@ class ProducerMetrics:
         (its first record's append), whose record timestamps span ``spread_ms``, adds its
         records to it (see ``DeliveryLatency``). A failed record has no acknowledgement, so no
         delivery latency: it counts in ``record-error-*`` only (Java keeps errors apart too).
+
+        The totals and the histogram are exact at once. The windowed rates, average and maximum
+        take the batches completed within ``FOLD_MS`` of each other (a response's, usually) in one
+        update, recorded at the first one's time: a rate's window is 30 s by default, and a
+        completion 1 ms late in it changes nothing a reader can see. ``snapshot()`` folds first.
         """
-        totals = self._topic(topic)
+        if not now_ms - self._unfolded_ms < FOLD_MS:  # the first since the last fold (NaN) or 1 ms later
+            self._fold_completed()
+            self._unfolded_ms = now_ms
+        totals = self.topics.get(topic) or self._topic(topic)
+        if not (totals.unfolded_send or totals.unfolded_error):
+            self._unfolded_topics.append(totals)
         if ok:
             self.record_send_total += records
-            self.record_send_rate.record(records, now_ms)
+            self._unfolded_send += records
             totals.send += records
-            totals.send_rate.record(records, now_ms)
+            totals.unfolded_send += records
             first = now_ms - created_ms
             if first >= 0.0 and records > 0:  # NaN (no creation time given) compares False
-                self.delivery_latency.record(records, first, first - min(max(spread_ms, 0.0), first), now_ms)
+                last = first - min(max(spread_ms, 0.0), first)
+                self.delivery_latency.record_batch(records, first, last)
+                self._unfolded_latency_sum += records * (first + last) / 2
+                self._unfolded_latency_count += records
+                if first > self._unfolded_latency_max:
+                    self._unfolded_latency_max = first
         else:
             self.record_error_total += records
-            self.record_error_rate.record(records, now_ms)
+            self._unfolded_error += records
             totals.error += records
-            totals.error_rate.record(records, now_ms)
+            totals.unfolded_error += records
+
+    def _fold_completed(self) -> None:
+        """Record the completions added since the last fold into the windowed statistics, at their first one's time."""
+        at = self._unfolded_ms
+        if at != at:  # NaN: nothing unfolded
+            return
+        self._unfolded_ms = NAN
+        if self._unfolded_send:
+            self.record_send_rate.record(self._unfolded_send, at)
+            self._unfolded_send = 0
+        if self._unfolded_error:
+            self.record_error_rate.record(self._unfolded_error, at)
+            self._unfolded_error = 0
+        if self._unfolded_latency_count:
+            latency = self.delivery_latency
+            latency.avg.record_many(self._unfolded_latency_sum, self._unfolded_latency_count, at)
+            latency.max.record(self._unfolded_latency_max, at)
+            self._unfolded_latency_sum = 0.0
+            self._unfolded_latency_count = 0
+            self._unfolded_latency_max = -math.inf
+        for totals in self._unfolded_topics:
+            if totals.unfolded_send:
+                totals.send_rate.record(totals.unfolded_send, at)
+                totals.unfolded_send = 0
+            if totals.unfolded_error:
+                totals.error_rate.record(totals.unfolded_error, at)
+                totals.unfolded_error = 0
+        self._unfolded_topics.clear()
 
     def record_retry(self, topic: str, records: int, now_ms: float) -> None:
         """A batch goes back to the queue to be sent again."""
@@ -216,27 +303,66 @@ class ProducerMetrics:
         self.batch_split_total += 1
         self.batch_split_rate.record(1, now_ms)
 
-    def record_batch_sent(
-        self, topic: str, records: int, size: int, compression_ratio: float, created_ms: float, now_ms: float
-    ) -> None:
-        """A batch went into a Produce request: its size, its records' mean size, how long it queued."""
-        self.batch_size_avg.record(size, now_ms)
-        self.batch_size_max.record(size, now_ms)
-        if records:
-            per_record = size / records
-            self.record_size_avg.record(per_record, now_ms)
-            self.record_size_max.record(per_record, now_ms)
-        self.compression_rate_avg.record(compression_ratio, now_ms)
-        queued = now_ms - created_ms
-        self.queue_time_avg.record(queued, now_ms)
-        self.queue_time_max.record(queued, now_ms)
-        totals = self._topic(topic)
-        totals.bytes += size
-        totals.byte_rate.record(size, now_ms)
-        totals.compression.record(compression_ratio, now_ms)
+    def record_request(self, batches: Sequence[SentBatch], now_ms: float) -> None:
+        """A Produce request went out with ``batches`` (Java's ``updateProduceRequestMetrics``).
 
-    def record_request(self, records: int, now_ms: float) -> None:
-        """A Produce request with ``records`` records was sent."""
+        Per batch, as Java: its size, its records' mean size, its compression ratio, how long it
+        queued; per request: the request and its records. Each statistic takes the request's sum
+        and count (or maximum) in one update, the same values as one update per batch at
+        ``now_ms``: the loop below is plain arithmetic per batch, the windowed updates are per request.
+        """
+        records = 0
+        size_sum = 0
+        size_max = 0
+        per_record_sum = 0.0
+        per_record_max = 0.0
+        with_records = 0
+        ratio_sum = 0.0
+        queued_sum = 0.0
+        oldest = now_ms
+        by_topic: dict[str, list[float]] = {}  # topic -> [bytes, compression ratios summed, batches]
+        for batch in batches:
+            builder = batch.builder
+            count = builder.record_count
+            size = builder.estimated_size_in_bytes
+            ratio = builder.compression_ratio
+            records += count
+            size_sum += size
+            if size > size_max:
+                size_max = size
+            if count:
+                per_record = size / count
+                per_record_sum += per_record
+                with_records += 1
+                if per_record > per_record_max:
+                    per_record_max = per_record
+            ratio_sum += ratio
+            created = batch.created_ms
+            queued_sum += now_ms - created
+            if created < oldest:
+                oldest = created
+            acc = by_topic.get(batch.topic)
+            if acc is None:
+                by_topic[batch.topic] = [size, ratio, 1]
+            else:
+                acc[0] += size
+                acc[1] += ratio
+                acc[2] += 1
+        n = len(batches)
+        if n:
+            self.batch_size_avg.record_many(size_sum, n, now_ms)
+            self.batch_size_max.record_many(size_max, n, now_ms)
+            if with_records:
+                self.record_size_avg.record_many(per_record_sum, with_records, now_ms)
+                self.record_size_max.record_many(per_record_max, with_records, now_ms)
+            self.compression_rate_avg.record_many(ratio_sum, n, now_ms)
+            self.queue_time_avg.record_many(queued_sum, n, now_ms)
+            self.queue_time_max.record_many(now_ms - oldest, n, now_ms)
+            for topic, (size_total, ratios, topic_batches) in by_topic.items():
+                totals = self._topic(topic)
+                totals.bytes += int(size_total)
+                totals.byte_rate.record(size_total, now_ms)
+                totals.compression.record_many(ratios, int(topic_batches), now_ms)
         self.request_total += 1
         self.request_rate.record(1, now_ms)
         self.records_per_request_avg.record(records, now_ms)
@@ -273,6 +399,7 @@ class ProducerMetrics:
         byte_counts: ByteCounts | None,
     ) -> dict[str, float | int]:
         """The Java names and their values now (see ``METRIC_DEFS``), per topic and per node keys after them."""
+        self._fold_completed()
         outgoing = byte_counts.outgoing if byte_counts is not None else 0
         latency = self.delivery_latency
         out: dict[str, float | int] = {

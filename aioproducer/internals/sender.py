@@ -401,15 +401,7 @@ class Sender:
         now = self._clock()
         metrics = self.metrics
         if metrics is not None:
-            records = 0
-            for batch in batches:
-                builder = batch.builder
-                count = builder.record_count
-                records += count
-                metrics.record_batch_sent(
-                    batch.topic, count, builder.estimated_size_in_bytes, builder.compression_ratio, batch.created_ms, now
-                )
-            metrics.record_request(records, now)
+            metrics.record_request(batches, now)
         return now
 
     def _record_response(self, node: int, sent_ms: float, response: ProduceResponse) -> None:

@@ -3,10 +3,38 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pytest
 
 from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
+
+
+@dataclass
+class _Built:
+    record_count: int
+    estimated_size_in_bytes: int
+    compression_ratio: float = 1.0
+
+
+@dataclass
+class _Sent:
+    """What ``record_request`` reads of a batch in a request."""
+
+    topic: str
+    created_ms: float
+    builder: _Built
+
+
+def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> _Sent:
+    return _Sent(topic, created_ms, _Built(records, size, ratio))
+
+
+def _snapshot(m: ProducerMetrics, now_ms: float) -> dict[str, float | int]:
+    return m.snapshot(
+        now_ms, buffer_total=1, buffer_available=1, waiting=0, requests_in_flight=0,
+        metadata_age_ms=0, connection_count=0, byte_counts=None,
+    )
 
 
 def test_avg_and_max_over_the_live_samples() -> None:
@@ -60,8 +88,7 @@ def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
     counts = ByteCounts(1000, 2)
     counts.sent(1, 300, 100)
     counts.incoming += 50
-    m.record_batch_sent("t", 4, 400, 1.0, created_ms=10, now_ms=30)
-    m.record_request(4, 30)
+    m.record_request([_sent("t", 4, 400, created_ms=10)], 30)
     m.record_response(1, 5.0, 7, 35)
     m.record_completed("t", 4, True, 35)
     m.record_retry("t", 2, 36)
@@ -127,8 +154,7 @@ def test_split_topic_rates_and_node_counts() -> None:
     counts.sent(1, 100, 10)
     counts.received(1, 40)
     counts.received(-1, 5)
-    m.record_batch_sent("t", 4, 400, 0.5, created_ms=0, now_ms=10)
-    m.record_batch_sent("t", 4, 200, 0.25, created_ms=0, now_ms=10)
+    m.record_request([_sent("t", 4, 400, 0.5), _sent("t", 4, 200, 0.25)], 10)
     m.record_split(20)
     m.record_completed("t", 4, True, 30, created_ms=0)
     m.record_retry("t", 2, 30)
@@ -148,3 +174,36 @@ def test_split_topic_rates_and_node_counts() -> None:
     assert snap["node-1.incoming-byte-total"] == 40 and snap["node--1.incoming-byte-total"] == 5
     assert snap["incoming-byte-total"] == 45
     assert snap["node--1.request-total"] == 0 and snap["node--1.outgoing-byte-total"] == 0
+
+
+def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic() -> None:
+    m = ProducerMetrics(1000, 2)
+    m.record_request([_sent("a", 4, 400, 0.5, created_ms=2), _sent("b", 1, 1000, 1.0, created_ms=8), _sent("a", 2, 100, 0.25, created_ms=5)], 10)
+    m.record_request([_sent("b", 10, 500, created_ms=10)], 20)
+    snap = _snapshot(m, 20)
+    assert snap["batch-size-avg"] == pytest.approx(2000 / 4) and snap["batch-size-max"] == 1000
+    assert snap["record-size-avg"] == pytest.approx((100 + 1000 + 50 + 50) / 4) and snap["record-size-max"] == 1000
+    assert snap["compression-rate-avg"] == pytest.approx((0.5 + 1.0 + 0.25 + 1.0) / 4)
+    assert snap["record-queue-time-avg"] == pytest.approx((8 + 2 + 5 + 10) / 4) and snap["record-queue-time-max"] == 10
+    assert snap["records-per-request-avg"] == pytest.approx((7 + 10) / 2) and snap["request-total"] == 2
+    assert snap["topic.a.byte-total"] == 500 and snap["topic.b.byte-total"] == 1500
+    assert snap["topic.a.compression-rate"] == pytest.approx(0.375) and snap["topic.b.compression-rate"] == pytest.approx(1.0)
+
+
+def test_completions_are_folded_exactly_across_samples_and_read_at_once() -> None:
+    m = ProducerMetrics(1000, 2)
+    m.record_completed("t", 3, True, 100.0, created_ms=90.0)
+    m.record_completed("t", 2, False, 100.5)  # within 1 ms: folded with the first, at 100 ms
+    m.record_completed("u", 4, True, 100.9, created_ms=60.9)
+    assert m.record_send_total == 7 and m.record_error_total == 2  # totals at once
+    m.record_completed("t", 5, True, 1200.0, created_ms=1195.0)  # a new sample of the 1000 ms window
+    snap = _snapshot(m, 1500)
+    # the rates' window runs from the oldest sample (100 ms), at least one whole window: 1.4 s
+    assert snap["record-send-rate"] == pytest.approx(12 / 1.4) and snap["record-error-rate"] == pytest.approx(2 / 1.4)
+    assert snap["topic.t.record-send-rate"] == pytest.approx(8 / 1.4) and snap["topic.u.record-send-rate"] == pytest.approx(4 / 1.4)
+    assert snap["topic.t.record-error-rate"] == pytest.approx(2 / 1.4)
+    assert snap["delivery-latency-max"] == pytest.approx(40.0)
+    assert snap["delivery-latency-avg"] == pytest.approx((3 * 10 + 4 * 40 + 5 * 5) / 12)
+    # the first sample ages out (obsolete after 2 windows from 100 ms): only the last fold remains
+    later = _snapshot(m, 2150)
+    assert later["delivery-latency-max"] == 5.0 and later["record-error-rate"] == 0.0
