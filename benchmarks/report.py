@@ -29,6 +29,7 @@ LABELS = {
     "confluent": "confluent Producer (sync)",
     "kafka-python": "kafka-python",
     "java": "Java KafkaProducer",
+    "java-counter": "Java KafkaProducer (shared callback)",
     "faststream": "faststream KafkaBroker",
 }
 COLORS = {
@@ -41,6 +42,7 @@ COLORS = {
     "confluent": "#98df8a",
     "kafka-python": "#d62728",
     "java": "#9467bd",
+    "java-counter": "#c5b0d5",
     "faststream": "#8c564b",
 }
 #: Runs written before layouts existed were all against the mock.

@@ -54,7 +54,7 @@ from benchmarks.scenarios import Scenario, request_ack_scenarios, scenarios
 
 __all__ = ["main"]
 
-CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-counter", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java"]
+CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-counter", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java", "java-counter"]
 #: ``--request-ack``: the clients with a request/acknowledge driver (``Client.waiters``), and where the results go.
 REQUEST_ACK_CLIENTS = ["aioproducer", "aiokafka", "faststream"]
 PARTITIONS = 6
@@ -114,8 +114,9 @@ KAFKA_BROKER_CONFIG = {
     "replica.lag.time.max.ms": 30_000,
 }
 #: Kafka's Java client 4.3.1 never gets past ApiVersions with librdkafka's mock (see README).
-MOCK_INCAPABLE = {"java": "Kafka's Java client 4.3.1 cannot use librdkafka's mock cluster: after ApiVersions it "
-                          "finds no usable broker and rebootstraps until its 60 s metadata timeout"}
+_JAVA_ON_MOCK = ("Kafka's Java client 4.3.1 cannot use librdkafka's mock cluster: after ApiVersions it "
+                 "finds no usable broker and rebootstraps until its 60 s metadata timeout")
+MOCK_INCAPABLE = {"java": _JAVA_ON_MOCK, "java-counter": _JAVA_ON_MOCK}
 
 
 def _layouts(spec: str) -> list[Layout]:
@@ -179,7 +180,7 @@ def _scenario_cluster(layout: Layout, shared: ClusterProcess | None, topics: lis
 
 
 def _run_client(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    if spec["client"] == "java":
+    if spec["client"] in ("java", "java-counter"):
         return run_java(spec, timeout)
     return _run_worker(spec, timeout)
 
@@ -230,7 +231,7 @@ def _runs(client: str, scenario: Scenario) -> bool:
         return scenario.mode == "waiters" and known is not None and known.waiters is not None
     if client == "aioproducer-bulk":
         return scenario.mode == "throughput" and scenario.wait != "callbacks"
-    if client == "aioproducer-counter":  # one row per scenario, beside the C Producer's (it waits one way)
+    if client in ("aioproducer-counter", "java-counter"):  # one row per scenario (each waits one way)
         return scenario.mode == "throughput" and scenario.wait == "gather"
     if client == "aioproducer-1mb":
         return scenario.mode == "throughput" and scenario.value_size >= 1024
