@@ -396,7 +396,7 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("partitioner.ignore.keys", "boolean", False, "Built-in partitioner: ignore keys, use the sticky partition for every record.", _bool),
     ConfigDef("partitioner.adaptive.partitioning.enable", "boolean", True, "Built-in partitioner: send more to partitions whose brokers drain faster (KIP-794).", _bool),
     ConfigDef("partitioner.availability.timeout.ms", "long", 0, "Built-in adaptive partitioner: skip partitions whose leader could not be sent to for this long. 0 disables.", _int(0, long=True)),
-    ConfigDef("key.serializer", "class", None, "Key serializer: `f(key) -> bytes|None`, object with `serialize(topic, data)`, or dotted path. None: bytes/str only.", _serializer),
+    ConfigDef("key.serializer", "class", None, "Key serializer: `f(key) -> bytes|None`, object with `serialize(topic, data)` or `serialize(topic, headers, data)` (may add headers), any of them `async`, or dotted path. None: bytes/str only.", _serializer),
     ConfigDef("value.serializer", "class", None, "Value serializer, like `key.serializer`.", _serializer),
     ConfigDef("interceptor.classes", "list", [], "Interceptors: objects, classes or dotted paths, list or comma string.", _interceptors),
     ConfigDef("security.protocol", "string", "PLAINTEXT", "How to reach the brokers: PLAINTEXT, SSL (TLS), SASL_PLAINTEXT, SASL_SSL (SASL over TLS).", _security_protocol),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import time
 import warnings
@@ -149,6 +150,9 @@ class Producer:
         tracing_class = _tracing_class(tracing, tracer_provider, meter_provider)  # checked first, as every argument
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
+        #: Whether a serializer takes the record's headers (``serialize(topic, headers, data)``): then the
+        #: headers are a list it may append to, validated again after it.
+        self._serializers_see_headers = any(s is not None and s.with_headers for s in (cfg.key_serializer, cfg.value_serializer))
         self._partitioner = cfg.partitioner_class
         self._ignore_keys = cfg.partitioner_ignore_keys
         self._interceptors: list[Any] = list(cfg.interceptor_classes)
@@ -366,19 +370,31 @@ class Producer:
         # Everything from here to the append is inside one `try` (free unless something raises), so
         # that a record refused by send() reaches the interceptors too (Java's onSendError).
         try:
+            # `is not None`, not truthiness: headers=0 or "" is a mistake to report, not "no headers".
+            header_pairs = _validate_headers(headers) if headers is not None else None
+            if self._serializers_see_headers and header_pairs is None:
+                header_pairs = []  # a serializer may add headers (a schema id): it is given this list
+
             # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
             # it for every record; an encrypting or framing serializer must not be skipped for bytes).
+            # An async one is awaited here, the key's before the value's; a result that is bytes or
+            # None (every synchronous serializer's) costs one type check more than before.
             if key is None or (type(key) is bytes and self._key_serializer is None):
                 key_bytes = key
             else:
-                key_bytes = self._serialize(self._key_serializer, topic, key, "key")
+                key_bytes = self._serialize(self._key_serializer, topic, header_pairs, key, "key")
+                if key_bytes is not None and type(key_bytes) is not bytes:
+                    key_bytes = await _awaited(key_bytes, topic, "key")
             if value is None or (type(value) is bytes and self._value_serializer is None):
                 value_bytes = value
             else:
-                value_bytes = self._serialize(self._value_serializer, topic, value, "value")
-
-            # `is not None`, not truthiness: headers=0 or "" is a mistake to report, not "no headers".
-            header_pairs = (_validate_headers(headers) or None) if headers is not None else None
+                value_bytes = self._serialize(self._value_serializer, topic, header_pairs, value, "value")
+                if value_bytes is not None and type(value_bytes) is not bytes:
+                    value_bytes = await _awaited(value_bytes, topic, "value")
+            if self._serializers_see_headers:
+                assert header_pairs is not None
+                header_pairs = _validate_headers(header_pairs)  # what the serializers added, checked as the caller's
+            header_pairs = header_pairs or None
             if tracing is not None:  # the span's context, before the record is encoded; the caller's own kept
                 header_pairs = tracing.inject(span, header_pairs)
 
@@ -801,10 +817,19 @@ class Producer:
         return partitions
 
     @staticmethod
-    def _serialize(serializer: SerializeFn | None, topic: str, data: Any, side: str) -> bytes | None:
+    def _serialize(
+        serializer: SerializeFn | None, topic: str, headers: list[tuple[str, bytes | None]] | None, data: Any, side: str
+    ) -> Any:
+        """``data`` as bytes or None; or the awaitable an async serializer returned (``_awaited`` finishes it)."""
         try:
             if serializer is not None:
-                result = serializer(topic, data)
+                arity = serializer.arity
+                if arity == 1:
+                    result = serializer.fn(data)
+                elif arity == 2:
+                    result = serializer.fn(topic, data)
+                else:
+                    result = serializer.fn(topic, headers, data)
             elif isinstance(data, str):
                 return data.encode()
             elif isinstance(data, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_)
@@ -818,13 +843,9 @@ class Producer:
             raise
         except Exception as exc:
             raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
-        if result is None or type(result) is bytes:
+        if result is None or type(result) is bytes or inspect.isawaitable(result):
             return result
-        if isinstance(result, (bytes, bytearray, memoryview)):
-            return bytes(result)
-        raise SerializationError(
-            f"the {side} serializer for topic {topic!r} returned {type(result).__name__}, not bytes"
-        )
+        return _serialized_bytes(result, topic, side)
 
     def _intercept(
         self,
@@ -907,6 +928,28 @@ def _tracing_class(tracing: Any, tracer_provider: Any, meter_provider: Any) -> t
             "pip install 'aioproducer[opentelemetry]'"
         ) from exc
     return Tracing
+
+
+async def _awaited(result: Any, topic: str, side: str) -> bytes | None:
+    """What an async serializer's awaitable gives, checked as a synchronous serializer's result."""
+    if not inspect.isawaitable(result):
+        return _serialized_bytes(result, topic, side)
+    try:
+        result = await result
+    except SerializationError:
+        raise
+    except Exception as exc:
+        raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
+    if result is None or type(result) is bytes:
+        return result
+    return _serialized_bytes(result, topic, side)
+
+
+def _serialized_bytes(result: Any, topic: str, side: str) -> bytes:
+    """A serializer's result that is not ``bytes``: a bytes-like copied, anything else refused."""
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return bytes(result)
+    raise SerializationError(f"the {side} serializer for topic {topic!r} returned {type(result).__name__}, not bytes")
 
 
 def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:

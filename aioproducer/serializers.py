@@ -1,17 +1,24 @@
 """Turning keys and values into bytes.
 
-Two shapes are accepted for ``key.serializer`` / ``value.serializer``, so that both Python and
+Three shapes are accepted for ``key.serializer`` / ``value.serializer``, so that both Python and
 Java habits work:
 
-* a **plain callable** ``f(data) -> bytes | None`` — the common Python case (``str.encode`` would
+* a **plain callable** ``f(data) -> bytes | None``: the common Python case (``str.encode`` would
   do, and so do the ready-made serializers below); it is given the value only;
-* an **object with** ``serialize(topic, data) -> bytes | None`` — Java's ``Serializer`` shape,
-  for serializers that depend on the topic (schema registries: subject = topic name).
+* an **object with** ``serialize(topic, data) -> bytes | None``: Java's ``Serializer`` shape,
+  for serializers that depend on the topic (schema registries: subject = topic name);
+* an **object with** ``serialize(topic, headers, data)``: Java's ``Serializer`` with headers. It
+  is given the record's headers as a list of ``(str, bytes | None)`` pairs and may append to it
+  (a schema id in a header, a content type); the record is sent with what the list holds after.
 
-:func:`resolve_serializer` normalizes either (or a class, or a dotted import path naming one) to a
-:data:`SerializeFn` ``fn(topic, data)``, which is what the producer calls once per record. Returning
-``None`` means "no key" / "null value" (a tombstone for compacted topics), as in Java, so every
-ready-made serializer maps ``None`` to ``None``.
+Any of them may be **async** (``async def``, or any callable returning an awaitable): ``send()``
+awaits it before the record is queued, the key's before the value's. A synchronous serializer
+costs what it did: the producer awaits only a result that is neither ``bytes`` nor ``None``.
+
+:func:`resolve_serializer` normalizes any of them (or a class, or a dotted import path naming one)
+to a :class:`ResolvedSerializer`, which says how the producer calls it. Returning ``None`` means
+"no key" / "null value" (a tombstone for compacted topics), as in Java, so every ready-made
+serializer maps ``None`` to ``None``.
 
 Failures are :class:`~aioproducer.errors.SerializationError` naming the offending type, raised
 from ``send()`` before anything is queued.
@@ -28,7 +35,9 @@ from typing import Any, Protocol, runtime_checkable
 from aioproducer.errors import ConfigError, SerializationError
 
 __all__ = [
+    "HeadersObjectSerializer",
     "ObjectSerializer",
+    "ResolvedSerializer",
     "SerializeFn",
     "bytes_serializer",
     "default_serializer",
@@ -39,15 +48,61 @@ __all__ = [
     "str_serializer",
 ]
 
-#: The normalized serializer the producer calls: ``fn(topic, data) -> bytes | None``.
-SerializeFn = Callable[[str, Any], "bytes | None"]
+#: The headers a header-aware serializer is given (and may append to).
+HeaderList = list[tuple[str, "bytes | None"]]
 
 
 @runtime_checkable
 class ObjectSerializer(Protocol):
-    """Java-style serializer object: ``serialize(topic, data)``."""
+    """Java-style serializer object: ``serialize(topic, data)`` (may be ``async``)."""
 
-    def serialize(self, topic: str, data: Any) -> bytes | None: ...
+    def serialize(self, topic: str, data: Any) -> Any: ...
+
+
+@runtime_checkable
+class HeadersObjectSerializer(Protocol):
+    """Java-style serializer object that sees the record's headers: ``serialize(topic, headers, data)`` (may be ``async``)."""
+
+    def serialize(self, topic: str, headers: HeaderList, data: Any) -> Any: ...
+
+
+class ResolvedSerializer:
+    """A configured serializer and how the producer calls it.
+
+    ``arity`` is 1 for ``fn(data)``, 2 for ``fn(topic, data)``, 3 for ``fn(topic, headers, data)``:
+    the producer calls ``fn`` directly with that many arguments (no wrapper frame per record).
+    ``source`` is what was configured (an object, a function), for error messages and ``repr``.
+    Calling the resolved serializer itself, ``s(topic, data, headers=None)``, does what the producer
+    does, without the checks: the result may be awaitable for an async serializer.
+    """
+
+    __slots__ = ("fn", "arity", "source")
+
+    def __init__(self, fn: Callable[..., Any], arity: int, source: object) -> None:
+        if arity not in (1, 2, 3):
+            raise ValueError(f"arity must be 1, 2 or 3, got {arity!r}")
+        self.fn = fn
+        self.arity = arity
+        self.source = source
+
+    def __call__(self, topic: str, data: Any, headers: HeaderList | None = None) -> Any:
+        if self.arity == 1:
+            return self.fn(data)
+        if self.arity == 2:
+            return self.fn(topic, data)
+        return self.fn(topic, [] if headers is None else headers, data)
+
+    @property
+    def with_headers(self) -> bool:
+        """Whether it is given the record's headers (``serialize(topic, headers, data)``)."""
+        return self.arity == 3
+
+    def __repr__(self) -> str:
+        return f"ResolvedSerializer({self.source!r}, arity={self.arity})"
+
+
+#: The normalized serializer the producer calls (the name of earlier releases).
+SerializeFn = ResolvedSerializer
 
 
 def _type_name(data: object) -> str:
@@ -158,27 +213,38 @@ def import_dotted(path: str, what: str) -> Any:
         raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from exc
 
 
-_RESOLVED_MARK = "__aioproducer_resolved_serializer__"
+def _method_arity(method: Callable[..., Any], what: str, owner: str) -> int:
+    """2 for ``serialize(topic, data)``, 3 for ``serialize(topic, headers, data)``; else ConfigError naming ``what``."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: the Java shape is assumed
+        return 2
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params if p.kind in kinds]
+    required = [p for p in positional if p.default is inspect.Parameter.empty]
+    if len(required) == 3:
+        return 3
+    if len(required) <= 2 and (len(positional) >= 2 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)):
+        return 2
+    raise ConfigError(
+        f"{what}: {owner}.serialize must take (topic, data) or (topic, headers, data), "
+        f"it takes {len(required)} required argument(s)"
+    )
 
 
-def _is_resolved(obj: Any) -> bool:
-    """Already a :data:`SerializeFn`: our wrapper, or the bound ``serialize`` of an object."""
-    if getattr(obj, _RESOLVED_MARK, False):
-        return True
-    return inspect.ismethod(obj) and obj.__name__ == "serialize"
+def resolve_serializer(obj: Any, what: str = "serializer") -> ResolvedSerializer:
+    """Normalize a configured serializer to a :class:`ResolvedSerializer`.
 
-
-def resolve_serializer(obj: Any, what: str = "serializer") -> SerializeFn:
-    """Normalize a configured serializer to ``fn(topic, data) -> bytes | None``.
-
-    ``obj`` may be: an object with a ``serialize(topic, data)`` method (its bound method is
-    returned, no wrapper); a class with such a method (instantiated without arguments, as Java
-    instantiates ``key.serializer`` class names); a plain callable ``f(data)`` (wrapped to ignore
-    the topic); or a dotted import path string naming any of these, e.g.
-    ``"aioproducer.serializers.str_serializer"``. ``what`` names the config key in errors.
+    ``obj`` may be: an object with a ``serialize(topic, data)`` or ``serialize(topic, headers, data)``
+    method (its bound method is called, no wrapper); a class with such a method (instantiated
+    without arguments, as Java instantiates ``key.serializer`` class names); a plain callable
+    ``f(data)``; or a dotted import path string naming any of these, e.g.
+    ``"aioproducer.serializers.str_serializer"``. Any of them may be async. ``what`` names the
+    config key in errors.
     """
-    if _is_resolved(obj):  # idempotent: ProducerConfig(cfg.as_dict()) must not wrap twice
-        return obj  # type: ignore[no-any-return]
+    if isinstance(obj, ResolvedSerializer):  # idempotent: ProducerConfig(cfg.as_dict()) must not wrap twice
+        return obj
+    source = obj
     if isinstance(obj, str):
         obj = import_dotted(obj, what)
     if isinstance(obj, type):
@@ -188,20 +254,13 @@ def resolve_serializer(obj: Any, what: str = "serializer") -> SerializeFn:
             obj = obj()
         except Exception as exc:  # noqa: BLE001 - any constructor failure is a configuration error
             raise ConfigError(f"{what}: {obj.__qualname__}() failed: {exc!r}") from exc
+        source = obj
     method = getattr(obj, "serialize", None)
     if callable(method):
-        return method  # type: ignore[no-any-return]
+        return ResolvedSerializer(method, _method_arity(method, what, type(obj).__qualname__), source)
     if callable(obj):
-        plain: Callable[[Any], bytes | None] = obj
-
-        def serialize(topic: str, data: Any) -> bytes | None:
-            return plain(data)
-
-        serialize.__qualname__ = f"resolved({getattr(plain, '__qualname__', type(plain).__name__)})"
-        serialize.__wrapped__ = plain  # type: ignore[attr-defined]
-        setattr(serialize, _RESOLVED_MARK, True)
-        return serialize
+        return ResolvedSerializer(obj, 1, source)
     raise ConfigError(
-        f"{what} must be a callable f(data), an object with serialize(topic, data), "
-        f"or a dotted import path, got {_type_name(obj)}"
+        f"{what} must be a callable f(data), an object with serialize(topic, data) or "
+        f"serialize(topic, headers, data), or a dotted import path, got {_type_name(obj)}"
     )

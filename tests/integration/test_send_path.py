@@ -8,6 +8,7 @@ the bytes of keys, values and headers are checked as another client sees them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from typing import Any
@@ -179,6 +180,124 @@ async def test_serializer_returning_non_bytes_and_unserializable_types_are_refus
         with pytest.raises(SerializationError, match=r"value of type int"):
             await producer.send("orders", 5)
         assert producer.metrics()["incomplete_batches"] == 0
+
+
+# ------------------------------------------------------------------ the contract: headers, async
+
+
+class SchemaIdHeaderSerializer:
+    """Java's ``Serializer`` with headers: adds its id as a header, as a registry serializer may."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[list[tuple[str, bytes | None]]] = []
+
+    def serialize(self, topic: str, headers: list[tuple[str, bytes | None]], data: Any) -> bytes:
+        self.seen.append(list(headers))
+        headers.append((self.name, b"\x00\x00\x00\x07"))
+        return str(data).encode()
+
+
+class AsyncFramer:
+    """An async ``serialize(topic, data)``: it suspends first, as a registry lookup would."""
+
+    async def serialize(self, topic: str, data: Any) -> bytes:
+        await asyncio.sleep(0)
+        return b"\x00" + topic.encode() + b":" + str(data).encode()
+
+
+async def async_upper(data: Any) -> bytes:
+    await asyncio.sleep(0)
+    return str(data).upper().encode()
+
+
+async def test_a_serializer_with_headers_sees_the_callers_and_adds_its_own(mock_cluster: MockCluster) -> None:
+    key_ser, value_ser = SchemaIdHeaderSerializer("key-id"), SchemaIdHeaderSerializer("value-id")
+    caller = [("trace", b"t1")]
+    async with Producer(
+        bootstrap_servers=mock_cluster.bootstrap_servers, key_serializer=key_ser, value_serializer=value_ser
+    ) as producer:
+        await (await producer.send("orders", 1, key="k", headers=caller, partition=3))
+        await (await producer.send("orders", 2, key="k", partition=3))  # no headers: the serializers still get a list
+    assert caller == [("trace", b"t1")]  # the caller's list is not the one they append to
+    # Java's order: the key's serializer first, then the value's, on the same headers
+    assert key_ser.seen == [[("trace", b"t1")], []]
+    assert value_ser.seen == [[("trace", b"t1"), ("key-id", b"\x00\x00\x00\x07")], [("key-id", b"\x00\x00\x00\x07")]]
+    got = await _read(mock_cluster, 3, 2)
+    assert got[0].headers == [("trace", b"t1"), ("key-id", b"\x00\x00\x00\x07"), ("value-id", b"\x00\x00\x00\x07")]
+    assert got[1].headers == [("key-id", b"\x00\x00\x00\x07"), ("value-id", b"\x00\x00\x00\x07")]
+    assert [(r.key, r.value) for r in got] == [(b"k", b"1"), (b"k", b"2")]
+
+
+async def test_a_header_a_serializer_adds_is_checked_as_the_callers(mock_cluster: MockCluster) -> None:
+    class BadHeader:
+        def serialize(self, topic: str, headers: list[Any], data: Any) -> bytes:
+            headers.append(("id", 7))
+            return b"v"
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=BadHeader()) as producer:
+        with pytest.raises(InvalidRecordError, match="header 'id' has a value of type int"):
+            await producer.send("orders", "x")
+        assert producer.metrics()["incomplete_batches"] == 0
+
+
+@pytest.mark.parametrize("form", ["async function", "async method"])
+async def test_async_serializers_are_awaited_before_the_record_is_queued(mock_cluster: MockCluster, form: str) -> None:
+    ser: Any = async_upper if form == "async function" else AsyncFramer()
+    async with Producer(
+        bootstrap_servers=mock_cluster.bootstrap_servers, key_serializer=ser, value_serializer=ser,
+        partitioner_class=lambda *record: 5,
+    ) as producer:
+        first = await producer.send("orders", "a", key="k1")
+        many = await producer.send_many("orders", ["b", "c"], keys=["k2", "k3"])
+        assert [(await f).offset for f in [first, *many]] == [0, 1, 2]  # in call order
+    got = await _read(mock_cluster, 5, 3)
+    if form == "async function":
+        assert [(r.key, r.value) for r in got] == [(b"K1", b"A"), (b"K2", b"B"), (b"K3", b"C")]
+    else:
+        assert [r.value for r in got] == [b"\x00orders:a", b"\x00orders:b", b"\x00orders:c"]
+
+
+async def test_an_async_serializer_that_fails_queues_nothing_and_the_producer_goes_on(mock_cluster: MockCluster) -> None:
+    async def flaky(data: Any) -> Any:
+        await asyncio.sleep(0)
+        if data == "boom":
+            raise Boom("registry unreachable")
+        if data == "int":
+            return 42
+        return str(data).encode()
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=flaky) as producer:
+        with pytest.raises(SerializationError, match="the value serializer failed for topic 'orders'") as info:
+            await producer.send("orders", "boom", partition=0)
+        assert isinstance(info.value.__cause__, Boom)
+        with pytest.raises(SerializationError, match="returned int, not bytes"):
+            await producer.send("orders", "int", partition=0)
+        assert producer.metrics()["incomplete_batches"] == 0
+        assert (await (await producer.send("orders", "fine", partition=0))).offset == 0
+    [record] = await _read(mock_cluster, 0, 1)
+    assert record.value == b"fine"
+
+
+async def test_a_send_cancelled_in_its_async_serializer_queues_nothing(mock_cluster: MockCluster) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(data: Any) -> bytes:
+        entered.set()
+        await release.wait()
+        return str(data).encode()
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=slow) as producer:
+        task = asyncio.create_task(producer.send("orders", "never", partition=2))
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert producer.metrics()["incomplete_batches"] == 0
+        release.set()
+        assert (await (await producer.send("orders", "after", partition=2))).offset == 0
+    [record] = await _read(mock_cluster, 2, 1)
+    assert record.value == b"after"
 
 
 # ------------------------------------------------------------------ headers

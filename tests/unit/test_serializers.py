@@ -173,3 +173,49 @@ def test_resolve_is_idempotent() -> None:
     assert resolve_serializer(plain)("t", "v") == b"v"
     bound = resolve_serializer(TopicPrefixSerializer())
     assert resolve_serializer(bound)("t", 3) == b"t:3"
+
+
+class WithHeaders:
+    def serialize(self, topic: str, headers: list[tuple[str, bytes | None]], data: Any) -> bytes:
+        headers.append(("seen", topic.encode()))
+        return b"h"
+
+
+class OptionalHeaders:
+    def serialize(self, topic: str, data: Any, headers: Any = None) -> bytes:
+        return b"2"
+
+
+class AsyncWithHeaders:
+    async def serialize(self, topic: str, headers: list[tuple[str, bytes | None]], data: Any) -> bytes:
+        return b"a"
+
+
+class NoArguments:
+    def serialize(self) -> bytes:
+        return b""
+
+
+def test_resolve_tells_the_three_shapes_apart() -> None:
+    assert resolve_serializer(str_serializer).arity == 1
+    assert resolve_serializer(TopicPrefixSerializer()).arity == 2
+    assert resolve_serializer(OptionalHeaders()).arity == 2  # Java's order is (topic, headers, data): an extra optional is not it
+    with_headers = resolve_serializer(WithHeaders())
+    assert with_headers.arity == 3 and with_headers.with_headers
+    headers: list[tuple[str, bytes | None]] = [("a", b"1")]
+    assert with_headers("orders", 1, headers) == b"h" and headers == [("a", b"1"), ("seen", b"orders")]
+    assert resolve_serializer(AsyncWithHeaders).arity == 3  # a class, instantiated; async is found at the call
+
+
+def test_resolve_refuses_a_serialize_of_another_shape_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"value.serializer: NoArguments.serialize must take \(topic, data\) or \(topic, headers, data\)"):
+        resolve_serializer(NoArguments(), "value.serializer")
+
+
+async def test_an_async_serializer_resolves_to_a_call_returning_an_awaitable() -> None:
+    async def upper(data: Any) -> bytes:
+        return str(data).upper().encode()
+
+    resolved = resolve_serializer(upper)
+    assert await resolved("t", "x") == b"X"
+    assert await resolve_serializer(AsyncWithHeaders())("t", "x") == b"a"
