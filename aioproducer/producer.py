@@ -150,6 +150,11 @@ class Producer:
         tracing_class = _tracing_class(tracing, tracer_provider, meter_provider)  # checked first, as every argument
         self._key_serializer = cfg.key_serializer
         self._value_serializer = cfg.value_serializer
+        for serializer, is_key in ((cfg.key_serializer, True), (cfg.value_serializer, False)):
+            # Java's Serializer.configure(configs, isKey): a registry serializer learns its subject's suffix.
+            configure = None if serializer is None else getattr(serializer.source, "configure", None)
+            if callable(configure):
+                configure(cfg.as_dict(), is_key)
         #: Whether a serializer takes the record's headers (``serialize(topic, headers, data)``): then the
         #: headers are a list it may append to, validated again after it.
         self._serializers_see_headers = any(s is not None and s.with_headers for s in (cfg.key_serializer, cfg.value_serializer))
@@ -270,7 +275,26 @@ class Producer:
             return
         self._check_context()
         self._plain_accumulator = None
-        await self._engine.close(timeout)
+        try:
+            await self._engine.close(timeout)
+        finally:
+            await self._close_serializers()
+
+    async def _close_serializers(self) -> None:
+        """Java's close: each serializer object with a ``close()`` is closed once, last; what it raises is logged."""
+        closed: list[object] = []
+        for serializer in (self._key_serializer, self._value_serializer):
+            source = None if serializer is None else serializer.source
+            close = getattr(source, "close", None)
+            if source is None or not callable(close) or any(source is c for c in closed):
+                continue
+            closed.append(source)
+            try:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                self._log.exception("closing serializer %r raised", source)
 
     def _check_context(self) -> None:
         """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in."""
