@@ -151,6 +151,8 @@ class RegistrySerializer:
             raise ConfigError(f"schema.id.serializer must be a callable, got {framing!r}")
         self._frame: SchemaIdSerializer = framing
         self._field = MessageField.VALUE
+        #: What a producer configured it for (``configure``), once: None until then.
+        self._configured: MessageField | None = None
         #: subject -> (what its records are written against, until when on the monotonic clock): written
         #: by _serialize_after_lookup; forever, except a latest version (``cache.latest.ttl.sec``).
         self._registered: dict[str, tuple[RegisteredSchema, float]] = {}
@@ -159,9 +161,12 @@ class RegistrySerializer:
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
         """Java's ``Serializer.configure``: the producer says whether this serializes keys or values."""
         field = MessageField.KEY if is_key else MessageField.VALUE
-        if self._registered and field is not self._field:
-            raise ConfigError(f"this {type(self).__name__} already serializes {self._field.value}s: make one per field")
-        self._field = field
+        if self._configured is not None and field is not self._configured:
+            raise ConfigError(
+                f"this {type(self).__name__} already serializes {self._configured.value}s: "
+                "make one for keys and one for values (their subjects differ)"
+            )
+        self._configured = self._field = field
 
     async def close(self) -> None:
         """The producer's close: release the client's HTTP session (it reopens if used again)."""
