@@ -31,6 +31,7 @@ so a test can match on either.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -114,10 +115,47 @@ def parse_avro(text: str, named: dict[str, Any] | None = None) -> AvroSchema:
         raise InvalidAvroSchema(f"not JSON: {exc}") from None
     known = dict(named or {})
     try:
+        _strict(obj)
         root = fastavro.parse_schema(obj, named_schemas=known)
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidAvroSchema(f"{type(exc).__name__}: {exc}") from None
     return AvroSchema(root, known)
+
+
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _strict(s: Any) -> None:
+    """What Java's Avro parser (so the real registry) refuses and fastavro lets through.
+
+    A record without ``fields``, a name that is not an Avro name, a union
+    directly inside a union or with two branches of one type (or name).
+    """
+    if isinstance(s, list):
+        seen = []
+        for branch in s:
+            if isinstance(branch, list):
+                raise SchemaParseException(f"Unions may not immediately contain other unions: {s}")
+            _strict(branch)
+            kind = branch if isinstance(branch, str) else branch.get("name") or branch.get("type")
+            if kind in seen:
+                raise SchemaParseException(f"Duplicate in union: {kind}")
+            seen.append(kind)
+        return
+    if not isinstance(s, dict):
+        return
+    if s.get("type") in _NAMED and not _NAME.fullmatch(str(s.get("name", ""))):
+        raise SchemaParseException(f"Illegal name: {s.get('name')!r}")
+    if s.get("type") in ("record", "error"):
+        if not isinstance(s.get("fields"), list):
+            raise SchemaParseException(f"Record has no fields: {s.get('name')!r}")
+        for f in s["fields"]:
+            _strict(f.get("type") if isinstance(f, dict) else None)
+    for key in ("items", "values"):
+        if key in s:
+            _strict(s[key])
+    if not isinstance(s.get("type"), str):
+        _strict(s.get("type"))
 
 
 # ------------------------------------------------------------ normal form
