@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import aiohttp
@@ -35,6 +35,9 @@ from helpers import closed_port
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
+#: The ``new_client`` fixture: a fresh confluent-kafka client of the registry per call.
+NewClient = Callable[[], SchemaRegistryClient]
+
 
 def registry_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("schema-registry")]
@@ -48,8 +51,22 @@ def registry() -> Iterator[SchemaRegistry]:
 
 
 @pytest.fixture
-def client(registry: SchemaRegistry) -> SchemaRegistryClient:
-    return SchemaRegistryClient({"url": registry.url})
+def new_client(registry: SchemaRegistry) -> Iterator[Callable[[], SchemaRegistryClient]]:
+    """Makes confluent-kafka clients of the registry (a fresh one has an empty cache), closed after the test."""
+    made: list[SchemaRegistryClient] = []
+
+    def make() -> SchemaRegistryClient:
+        made.append(SchemaRegistryClient({"url": registry.url}))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def client(new_client: Callable[[], SchemaRegistryClient]) -> SchemaRegistryClient:
+    return new_client()
 
 
 def http(registry: SchemaRegistry, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -60,7 +77,8 @@ def http(registry: SchemaRegistry, method: str, path: str, body: Any = None) -> 
         with urllib.request.urlopen(req, timeout=10) as resp:
             status, raw, ctype = resp.status, resp.read(), resp.headers["Content-Type"]
     except urllib.error.HTTPError as err:
-        status, raw, ctype = err.code, err.read(), err.headers["Content-Type"]
+        with err:
+            status, raw, ctype = err.code, err.read(), err.headers["Content-Type"]
     assert ctype.startswith(CONTENT_TYPE), ctype
     try:
         return status, json.loads(raw)
@@ -94,17 +112,19 @@ def comparable(schema: Schema) -> Any:
 
 
 @pytest.mark.parametrize("schema", [ORDER_V1, JSON_SCHEMA, PROTO], ids=["avro", "json", "protobuf"])
-def test_register_then_read_back_every_way(registry: SchemaRegistry, client: SchemaRegistryClient, schema: Schema) -> None:
+def test_register_then_read_back_every_way(
+    registry: SchemaRegistry, client: SchemaRegistryClient, schema: Schema, new_client: NewClient,
+) -> None:
     registered = client.register_schema_full_response("orders-value", schema)
     assert (registered.schema_id, registered.version) == (1, 1)
-    fresh = SchemaRegistryClient({"url": registry.url})  # no cache: each call below is an HTTP request
+    fresh = new_client()  # no cache: each call below is an HTTP request
     by_id = fresh.get_schema(1)
     assert (by_id.schema_type, comparable(by_id)) == (schema.schema_type, comparable(schema))
     latest = fresh.get_latest_version("orders-value")
     assert (latest.schema_id, latest.version, latest.subject, latest.schema.schema_type) == (1, 1, "orders-value", schema.schema_type)
     assert latest.guid is not None and latest.guid == registered.guid and len(latest.guid) == 36
-    assert SchemaRegistryClient({"url": registry.url}).get_schema_by_guid(latest.guid).schema_str == by_id.schema_str
-    looked_up = SchemaRegistryClient({"url": registry.url}).lookup_schema("orders-value", schema)
+    assert new_client().get_schema_by_guid(latest.guid).schema_str == by_id.schema_str
+    looked_up = new_client().lookup_schema("orders-value", schema)
     assert (looked_up.schema_id, looked_up.version) == (1, 1)
     assert fresh.get_version("orders-value", 1).schema_id == 1
     assert fresh.get_versions("orders-value") == [1]
@@ -116,17 +136,21 @@ def test_schema_types(client: SchemaRegistryClient) -> None:
     assert client.get_schema_types() == ["AVRO", "JSON", "PROTOBUF"]
 
 
-def test_non_avro_answers_carry_schema_type_and_avro_ones_do_not(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_non_avro_answers_carry_schema_type_and_avro_ones_do_not(
+    registry: SchemaRegistry, client: SchemaRegistryClient,
+) -> None:
     client.register_schema("a", ORDER_V1)
     client.register_schema("p", PROTO)
     assert "schemaType" not in http(registry, "GET", "/schemas/ids/1")[1]
     assert http(registry, "GET", "/schemas/ids/2")[1]["schemaType"] == "PROTOBUF"
 
 
-def test_one_schema_under_two_subjects_has_one_id(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_one_schema_under_two_subjects_has_one_id(
+    registry: SchemaRegistry, client: SchemaRegistryClient, new_client: NewClient,
+) -> None:
     client.register_schema("other", ORDER_V2)  # id 1, so that the ids below are not versions by accident
     a = client.register_schema_full_response("a-value", ORDER_V1)
-    b = SchemaRegistryClient({"url": registry.url}).register_schema_full_response("b-value", ORDER_V1)
+    b = new_client().register_schema_full_response("b-value", ORDER_V1)
     assert a.schema_id == b.schema_id == 2 and a.guid == b.guid
     assert (a.version, b.version) == (1, 1)
     assert client.get_subjects_by_schema_id(2) == ["a-value", "b-value"]
@@ -141,19 +165,21 @@ def test_registering_the_same_schema_again_answers_the_same_version(registry: Sc
     assert http(registry, "GET", "/subjects/s/versions")[1] == [1]
 
 
-def test_normalize_gives_two_spellings_one_id_and_keeps_defaults(registry: SchemaRegistry) -> None:
+def test_normalize_gives_two_spellings_one_id_and_keeps_defaults(
+    registry: SchemaRegistry, new_client: NewClient,
+) -> None:
     one = {"type": "record", "name": "Order", "namespace": "shop", "doc": "an order",
            "fields": [{"name": "id", "type": {"type": "long"}}, {"name": "note", "type": "string", "default": ""}]}
     two = {"fields": [{"type": "long", "name": "id"}, {"default": "", "name": "note", "type": "string"}],
            "name": "shop.Order", "type": "record"}
-    c1 = SchemaRegistryClient({"url": registry.url})
-    c2 = SchemaRegistryClient({"url": registry.url})
+    c1 = new_client()
+    c2 = new_client()
     first = c1.register_schema_full_response("n", Schema(json.dumps(one), "AVRO"), normalize_schemas=True)
     second = c2.register_schema_full_response("n", Schema(json.dumps(two), "AVRO"), normalize_schemas=True)
     assert (first.schema_id, first.version) == (second.schema_id, second.version) == (1, 1)
     stored = comparable(c1.get_schema(1))
     assert stored["fields"][1] == {"name": "note", "type": "string", "default": ""}
-    looked_up = SchemaRegistryClient({"url": registry.url}).lookup_schema("n", Schema(json.dumps(one), "AVRO"), normalize_schemas=True)
+    looked_up = new_client().lookup_schema("n", Schema(json.dumps(one), "AVRO"), normalize_schemas=True)
     assert looked_up.schema_id == 1
 
 
@@ -165,7 +191,9 @@ def test_without_normalize_two_spellings_are_two_schemas(registry: SchemaRegistr
     assert (a["id"], a["version"], b["id"], b["version"]) == (1, 1, 2, 2)
 
 
-def test_avro_references_resolve_named_types_of_another_subject(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_avro_references_resolve_named_types_of_another_subject(
+    registry: SchemaRegistry, client: SchemaRegistryClient, new_client: NewClient,
+) -> None:
     money = Schema(json.dumps({"type": "record", "name": "Money", "namespace": "shop",
                                "fields": [{"name": "cents", "type": "long"}]}), "AVRO")
     client.register_schema("shop.Money", money)
@@ -176,7 +204,7 @@ def test_avro_references_resolve_named_types_of_another_subject(registry: Schema
     )
     registered = client.register_schema_full_response("orders-value", order)
     assert registered.schema_id is not None
-    got = SchemaRegistryClient({"url": registry.url}).get_schema(registered.schema_id)
+    got = new_client().get_schema(registered.schema_id)
     assert [(r.name, r.subject, r.version) for r in got.references or []] == [("shop.Money", "shop.Money", 1)]
     status, body = http(registry, "POST", "/subjects/x/versions", {"schema": order.schema_str})
     assert (status, body["error_code"]) == (422, 42201)  # without the reference, shop.Money is unknown
@@ -200,7 +228,9 @@ def test_an_incompatible_evolution_is_refused_with_409_naming_subject_and_reason
     assert client.register_schema_full_response("orders-value", ORDER_V2).version == 2  # a default makes it fine
 
 
-def test_compatibility_endpoint_with_and_without_verbose(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_compatibility_endpoint_with_and_without_verbose(
+    registry: SchemaRegistry, client: SchemaRegistryClient,
+) -> None:
     client.register_schema("orders-value", ORDER_V1)
     assert client.test_compatibility("orders-value", ORDER_V2) is True
     assert client.test_compatibility("orders-value", ORDER_NO_DEFAULT, version=1) is False
@@ -239,7 +269,9 @@ LEVEL_CASES = [
 
 
 @pytest.mark.parametrize(("level", "history", "new", "accepted"), LEVEL_CASES, ids=[f"{c[0]}-{c[3]}" for c in LEVEL_CASES])
-def test_each_level_end_to_end(client: SchemaRegistryClient, level: str, history: list[Schema], new: Schema, accepted: bool) -> None:
+def test_each_level_end_to_end(
+    client: SchemaRegistryClient, level: str, history: list[Schema], new: Schema, accepted: bool,
+) -> None:
     client.set_compatibility("s", "NONE")
     for schema in history:
         client.register_schema("s", schema)
@@ -313,7 +345,9 @@ def test_mode_readonly_refuses_registration(registry: SchemaRegistry) -> None:
 # ------------------------------------------------------------------ deletes
 
 
-def test_soft_then_permanent_subject_delete(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_soft_then_permanent_subject_delete(
+    registry: SchemaRegistry, client: SchemaRegistryClient, new_client: NewClient,
+) -> None:
     client.register_schema("s", ORDER_V1)
     client.register_schema("s", ORDER_V2)
     with pytest.raises(SchemaRegistryError) as caught:
@@ -329,11 +363,13 @@ def test_soft_then_permanent_subject_delete(registry: SchemaRegistry, client: Sc
     assert caught.value.error_code == 40404
     assert client.delete_subject("s", permanent=True) == [1, 2]
     assert client.get_subjects(deleted=True) == []
-    again = SchemaRegistryClient({"url": registry.url}).register_schema_full_response("s", ORDER_V2)
+    again = new_client().register_schema_full_response("s", ORDER_V2)
     assert (again.schema_id, again.version) == (2, 1)  # ids stay; versions start again after a permanent delete
 
 
-def test_soft_deleted_versions_count_but_do_not_constrain(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_soft_deleted_versions_count_but_do_not_constrain(
+    registry: SchemaRegistry, client: SchemaRegistryClient,
+) -> None:
     client.register_schema("s", A_LONG)
     assert client.delete_version("s", 1) == 1
     assert http(registry, "GET", "/subjects/s/versions/1")[1]["error_code"] == 40401  # no live version left
@@ -419,20 +455,20 @@ def test_a_body_that_is_not_json_is_400(registry: SchemaRegistry) -> None:
 # ------------------------------------------------------------------ confluent's serializer and deserializer
 
 
-def test_avro_serializer_and_deserializer_round_trip(registry: SchemaRegistry) -> None:
-    writer_client = SchemaRegistryClient({"url": registry.url})
+def test_avro_serializer_and_deserializer_round_trip(registry: SchemaRegistry, new_client: NewClient) -> None:
+    writer_client = new_client()
     serializer = AvroSerializer(writer_client, ORDER_V2.schema_str)
     ctx = SerializationContext("orders", MessageField.VALUE)
     payload = serializer({"id": 7, "note": "hi"}, ctx)
     assert payload[:5] == b"\x00\x00\x00\x00\x01"  # magic byte, schema id 1
-    assert SchemaRegistryClient({"url": registry.url}).get_latest_version("orders-value").schema_id == 1
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+    assert new_client().get_latest_version("orders-value").schema_id == 1
+    deserializer = AvroDeserializer(new_client())
     assert deserializer(payload, ctx) == {"id": 7, "note": "hi"}
 
 
-def test_avro_round_trip_with_the_schema_guid_in_a_header(registry: SchemaRegistry) -> None:
+def test_avro_round_trip_with_the_schema_guid_in_a_header(registry: SchemaRegistry, new_client: NewClient) -> None:
     serializer = AvroSerializer(
-        SchemaRegistryClient({"url": registry.url}), ORDER_V2.schema_str, conf={"schema.id.serializer": header_schema_id_serializer}
+        new_client(), ORDER_V2.schema_str, conf={"schema.id.serializer": header_schema_id_serializer}
     )
     headers: list[tuple[str, str | bytes | None]] = []
     # (confluent's deserializer wants more than 5 bytes even when the id is in a header)
@@ -440,7 +476,7 @@ def test_avro_round_trip_with_the_schema_guid_in_a_header(registry: SchemaRegist
     payload = serializer(record, SerializationContext("orders", MessageField.VALUE, headers))
     assert len(headers) == 1 and len(headers[0][1] or b"") == 17  # a magic byte and the 16-byte GUID
     registry.clear_requests()
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+    deserializer = AvroDeserializer(new_client())
     assert deserializer(payload, SerializationContext("orders", MessageField.VALUE, headers)) == record
     assert [p for _, p in registry.requests if p.startswith("/schemas/guids/")], registry.requests
 
@@ -474,14 +510,18 @@ def test_fail_next_with_a_body(registry: SchemaRegistry) -> None:
     assert http(registry, "GET", "/subjects") == (502, b"upstream gone")
 
 
-def test_fail_next_is_seen_by_confluents_client_as_a_registry_error(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_fail_next_is_seen_by_confluents_client_as_a_registry_error(
+    registry: SchemaRegistry, client: SchemaRegistryClient,
+) -> None:
     registry.fail_next(404, body={"error_code": 40401, "message": "Subject 'x' not found."})  # not retried
     with pytest.raises(SchemaRegistryError) as caught:
         client.get_subjects()
     assert (caught.value.http_status_code, caught.value.error_code) == (404, 40401)
 
 
-def test_garbage_next_answers_200_with_a_body_that_is_not_json(registry: SchemaRegistry, client: SchemaRegistryClient) -> None:
+def test_garbage_next_answers_200_with_a_body_that_is_not_json(
+    registry: SchemaRegistry, client: SchemaRegistryClient,
+) -> None:
     registry.garbage_next(count=2)
     status, body = http(registry, "GET", "/subjects")
     assert status == 200 and isinstance(body, bytes) and body.startswith(b"<html>")
