@@ -178,7 +178,13 @@ def test_normalize_gives_two_spellings_one_id_and_keeps_defaults(
     second = c2.register_schema_full_response("n", Schema(json.dumps(two), "AVRO"), normalize_schemas=True)
     assert (first.schema_id, first.version) == (second.schema_id, second.version) == (1, 1)
     stored = comparable(c1.get_schema(1))
-    assert stored["fields"][1] == {"name": "note", "type": "string", "default": ""}
+    assert stored == {  # the normal form: full name, no doc, fixed order, the default kept
+        "name": "shop.Order",
+        "type": "record",
+        "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": "string", "default": ""}],
+    }
+    elsewhere = new_client().register_schema_full_response("m", Schema(json.dumps(two), "AVRO"), normalize_schemas=True)
+    assert (elsewhere.schema_id, elsewhere.version) == (1, 1)  # the id is global in normal form too
     looked_up = new_client().lookup_schema("n", Schema(json.dumps(one), "AVRO"), normalize_schemas=True)
     assert looked_up.schema_id == 1
 
