@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -662,3 +664,18 @@ def test_methods_refuse_to_run_on_the_registrys_own_thread(registry: SchemaRegis
     future = asyncio.run_coroutine_threadsafe(from_inside(), registry._loop)
     with pytest.raises(RuntimeError, match="own thread"):
         future.result(timeout=10)
+
+
+def test_another_process_reaches_it(registry: SchemaRegistry) -> None:
+    """As a Spark worker would: a separate interpreter registers, this one reads the result."""
+    code = (
+        "import sys\n"
+        "from confluent_kafka.schema_registry import Schema, SchemaRegistryClient\n"
+        "with SchemaRegistryClient({'url': sys.argv[1]}) as c:\n"
+        "    print(c.register_schema('from-worker', Schema(sys.argv[2], 'AVRO')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, registry.url, str(ORDER_V1.schema_str)], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
+    assert http(registry, "GET", "/subjects") == (200, ["from-worker"])
