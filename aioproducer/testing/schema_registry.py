@@ -899,10 +899,12 @@ class SchemaRegistry:
                 raise RuntimeError("SchemaRegistry.close() must not be called from the registry's own thread")
             self._closed = True
         server: _Server | None = getattr(self, "_server", None)
-        if server is not None:
-            asyncio.run_coroutine_threadsafe(server.stop(), self._loop).result()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
+        try:
+            if server is not None:
+                asyncio.run_coroutine_threadsafe(server.stop(), self._loop).result()
+        finally:  # the loop ends and the thread is joined even if stopping the server failed
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
 
     def __enter__(self) -> Self:
         return self
