@@ -50,6 +50,10 @@ Implemented (paths relative to ``url``; ``application/vnd.schemaregistry.v1+json
 * ``GET/PUT/DELETE /mode`` and ``/mode/{s}``: stored and answered; READONLY
   and READONLY_OVERRIDE refuse registration (42205). IMPORT mode's explicit
   ids are not implemented.
+* ``GET /associations/resources/{namespace}/{topic}``: always an empty list.
+  confluent-kafka 2.16's serializers ask it first (their default subject
+  name strategy is ASSOCIATED, falling back to TOPIC), so expect one such
+  request per topic and client in :attr:`SchemaRegistry.requests`.
 
 Identity. Ids are global: the same schema (type, text, references) under two
 subjects has one id, and each schema also gets a GUID (uuid4; the
@@ -61,7 +65,12 @@ re-serialisation (whitespace does not matter, attribute order does); with
 ``normalize=true`` an Avro schema is compared and stored in a normal form:
 Avro's Parsing Canonical Form but keeping defaults and logical types, which
 PCF strips and readers need (``_avro_compat.normal_form``). Protobuf text is
-compared as sent.
+compared as sent. Protobuf is stored as sent and answered as stored whatever
+``format`` asks: confluent-kafka's ``ProtobufSerializer`` registers a base64
+``FileDescriptorProto`` and its deserializer asks ``format=serialized`` for
+that same form, so they round-trip; a schema registered as ``.proto`` text is
+answered as text (the real registry converts between the two; that needs a
+``.proto`` compiler, which is not available here).
 
 Validation and compatibility. Avro is parsed with ``fastavro.parse_schema``;
 a schema that does not parse, a JSON Schema that is not JSON, an empty
@@ -76,7 +85,7 @@ is incompatible unless the level is NONE.
 
 Not implemented: contexts, metadata and rule sets (accepted in bodies and
 dropped), ``/subjects/{s}/metadata``, ``referencedby``, exporters,
-associations, authentication, pagination (``offset``/``limit`` are ignored),
+creating associations, authentication, pagination (``offset``/``limit`` are ignored),
 ``format`` other than the stored text, and forgetting an id: schemas stay
 readable by id after their versions are deleted (the real registry answers
 40403 after a permanent delete).
@@ -405,6 +414,7 @@ class _Server:
             ("GET", "/mode/{subject}", self.get_mode),
             ("PUT", "/mode/{subject}", self.put_mode),
             ("DELETE", "/mode/{subject}", self.delete_mode),
+            ("GET", "/associations/resources/{namespace}/{name}", self.associations),
         ]
 
     @web.middleware
@@ -650,6 +660,10 @@ class _Server:
         if subject not in self.store.modes:
             raise _subject_not_found(subject)
         return _answer({"mode": self.store.modes.pop(subject)})
+
+    async def associations(self, request: web.Request) -> web.Response:
+        """None kept: confluent-kafka 2.16's default subject name strategy asks first, then falls back to TOPIC."""
+        return _answer([])
 
     # -------------------------------------------------------- request bodies
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import importlib
 import json
 import subprocess
 import sys
@@ -29,6 +30,8 @@ import aiohttp
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient, header_schema_id_serializer
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -470,7 +473,7 @@ def test_a_body_that_is_not_json_is_400(registry: SchemaRegistry) -> None:
     assert caught.value.code == 400 and json.loads(caught.value.read())["error_code"] == 400
 
 
-# ------------------------------------------------------------------ confluent's serializer and deserializer
+# ------------------------------------------------------------------ confluent's serializers and deserializers
 
 
 def test_avro_serializer_and_deserializer_round_trip(registry: SchemaRegistry, new_client: NewClient) -> None:
@@ -497,6 +500,45 @@ def test_avro_round_trip_with_the_schema_guid_in_a_header(registry: SchemaRegist
     deserializer = AvroDeserializer(new_client())
     assert deserializer(payload, SerializationContext("orders", MessageField.VALUE, headers)) == record
     assert [p for _, p in registry.requests if p.startswith("/schemas/guids/")], registry.requests
+
+
+def order_message_class() -> Any:
+    """A protobuf message class ``shop.Order`` built from a descriptor (no protoc on these machines).
+
+    protobuf is imported by name: it ships no type stubs, and this keeps mypy's configuration out of it.
+    """
+    descriptor_pb2 = importlib.import_module("google.protobuf.descriptor_pb2")
+    descriptor_pool = importlib.import_module("google.protobuf.descriptor_pool")
+    message_factory = importlib.import_module("google.protobuf.message_factory")
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop", syntax="proto3")
+    msg = fdp.message_type.add(name="Order")
+    msg.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64, label=1)
+    msg.field.add(name="note", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_and_deserializer_round_trip(registry: SchemaRegistry, new_client: NewClient) -> None:
+    order = order_message_class()
+    ctx = SerializationContext("orders", MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    payload = ProtobufSerializer(order, new_client(), conf)(order(id=5, note="x"), ctx)
+    assert payload[:6] == b"\x00\x00\x00\x00\x01\x00"  # magic byte, id 1, message index [0]
+    got = ProtobufDeserializer(order, conf, new_client())(payload, ctx)
+    assert (got.id, got.note) == (5, "x")
+    assert ("GET", "/schemas/ids/1?subject=orders-value&format=serialized") in registry.requests
+
+
+def test_json_serializer_and_deserializer_round_trip(new_client: NewClient) -> None:
+    ctx = SerializationContext("events", MessageField.VALUE)
+    payload = JSONSerializer(str(JSON_SCHEMA.schema_str), new_client())({"id": 3}, ctx)
+    assert payload[:5] == b"\x00\x00\x00\x00\x01"
+    assert JSONDeserializer(None, schema_registry_client=new_client())(payload, ctx) == {"id": 3}
+
+
+def test_associations_are_an_empty_list(registry: SchemaRegistry) -> None:
+    assert http(registry, "GET", "/associations/resources/-/orders?resourceType=topic&associationType=value") == (200, [])
 
 
 # ------------------------------------------------------------------ faults and counting
