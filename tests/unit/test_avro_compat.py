@@ -54,7 +54,8 @@ def test_a_null_default_counts_as_a_default() -> None:
 
 
 def test_writer_fields_the_reader_lacks_are_skipped() -> None:
-    assert problems(record({"name": "a", "type": "int"}), record({"name": "a", "type": "int"}, {"name": "b", "type": "int"})) == ""
+    writer = record({"name": "a", "type": "int"}, {"name": "b", "type": "int"})
+    assert problems(record({"name": "a", "type": "int"}), writer) == ""
 
 
 def test_a_reader_field_alias_matches_the_writer_field() -> None:
@@ -64,8 +65,11 @@ def test_a_reader_field_alias_matches_the_writer_field() -> None:
 
 
 def test_field_types_are_resolved_recursively_with_their_path() -> None:
-    writer = record({"name": "inner", "type": {"type": "record", "name": "I", "fields": [{"name": "v", "type": "long"}]}})
-    reader = record({"name": "inner", "type": {"type": "record", "name": "I", "fields": [{"name": "v", "type": "int"}]}})
+    def inner(v: str) -> dict[str, Any]:
+        return {"type": "record", "name": "I", "fields": [{"name": "v", "type": v}]}
+
+    writer = record({"name": "inner", "type": inner("long")})
+    reader = record({"name": "inner", "type": inner("int")})
     assert "TYPE_MISMATCH at /inner/v: reader type int cannot read writer type long" in problems(reader, writer)
     assert problems(writer, reader) == ""  # int promotes to long
 
@@ -102,7 +106,8 @@ def test_promotions_resolve(writer: str, reader: str) -> None:
     [("long", "int"), ("double", "float"), ("float", "long"), ("string", "int"), ("boolean", "int"), ("null", "string")],
 )
 def test_narrowing_and_unrelated_primitives_do_not(writer: str, reader: str) -> None:
-    assert f"TYPE_MISMATCH at /: reader type {reader} cannot read writer type {writer}" == problems(avro(reader), avro(writer))
+    expected = f"TYPE_MISMATCH at /: reader type {reader} cannot read writer type {writer}"
+    assert problems(avro(reader), avro(writer)) == expected
 
 
 def test_logical_types_are_read_as_their_underlying_type() -> None:
@@ -119,7 +124,8 @@ def enum(symbols: list[str], **extra: Any) -> AvroSchema:
 
 def test_writer_enum_symbols_must_exist_in_the_reader() -> None:
     assert problems(enum(["A", "B", "C"]), enum(["A", "B"])) == ""
-    assert "MISSING_ENUM_SYMBOLS at /: reader enum 'E' lacks writer symbols ['C']" in problems(enum(["A", "B"]), enum(["A", "B", "C"]))
+    found = problems(enum(["A", "B"]), enum(["A", "B", "C"]))
+    assert "MISSING_ENUM_SYMBOLS at /: reader enum 'E' lacks writer symbols ['C']" in found
 
 
 def test_a_reader_enum_default_covers_unknown_symbols() -> None:
@@ -142,9 +148,13 @@ def test_fixed_needs_the_same_name_and_size() -> None:
 
 def test_arrays_resolve_by_items_and_maps_by_values() -> None:
     assert problems(avro({"type": "array", "items": "long"}), avro({"type": "array", "items": "int"})) == ""
-    assert "TYPE_MISMATCH at /items" in problems(avro({"type": "array", "items": "int"}), avro({"type": "array", "items": "long"}))
+    assert "TYPE_MISMATCH at /items" in problems(
+        avro({"type": "array", "items": "int"}), avro({"type": "array", "items": "long"})
+    )
     assert problems(avro({"type": "map", "values": "double"}), avro({"type": "map", "values": "float"})) == ""
-    assert "TYPE_MISMATCH at /values" in problems(avro({"type": "map", "values": "int"}), avro({"type": "map", "values": "string"}))
+    assert "TYPE_MISMATCH at /values" in problems(
+        avro({"type": "map", "values": "int"}), avro({"type": "map", "values": "string"})
+    )
     assert "TYPE_MISMATCH" in problems(avro({"type": "map", "values": "int"}), avro({"type": "array", "items": "int"}))
 
 
