@@ -22,6 +22,10 @@ network on command (drop connections, swallow responses, delay, pause,
 refuse); see ``aioproducer/testing/proxy.py``. It needs only the standard
 library: without confluent-kafka, import it from ``aioproducer.testing.proxy``.
 
+``SchemaRegistry`` is an in-memory Confluent-compatible Schema Registry on
+aiohttp (the ``schema-registry`` extra), with faults on command and a log of
+the requests served; see ``aioproducer/testing/schema_registry.py``.
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -35,6 +39,7 @@ from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError
 if TYPE_CHECKING:
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
+    from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
@@ -45,6 +50,8 @@ _LAZY = {
     "FaultProxy": "aioproducer.testing.proxy",
     "ProxyClosedError": "aioproducer.testing.proxy",
     "ProxyStats": "aioproducer.testing.proxy",
+    "SchemaRegistry": "aioproducer.testing.schema_registry",
+    "RegistryClosedError": "aioproducer.testing.schema_registry",
 }
 
 
@@ -67,4 +74,6 @@ __all__ = [
     "MockRequest",
     "ProxyClosedError",
     "ProxyStats",
+    "RegistryClosedError",
+    "SchemaRegistry",
 ]
