@@ -73,10 +73,12 @@ class ProtobufSerializer(RegistrySerializer):
     def _record_name(self, data: Any) -> str | None:
         return self._full_name
 
+    def _check(self, data: Any) -> None:
+        if not isinstance(data, self._msg_type):
+            raise SerializationError(f"ProtobufSerializer for {self._full_name} got {type(data).__name__}, not a {self._msg_type.__name__}")
+
     def _encode(self, registered: RegisteredSchema, ctx: SerializationContext, data: Any) -> tuple[bytes, bytes]:
         message: Any = data
-        if not isinstance(message, self._msg_type):
-            raise SerializationError(f"ProtobufSerializer for {self._full_name} got {type(data).__name__}, not a {self._msg_type.__name__}")
         try:
             payload: bytes = getattr(message, "SerializeToString")()  # a generated message (checked above)
         except Exception as exc:  # a required field missing (proto2)

@@ -177,6 +177,7 @@ class RegistrySerializer:
         """``data`` in the registry's wire format; a coroutine only when the subject's schema id must be fetched."""
         if data is None:
             return None
+        self._check(data)
         ctx = SerializationContext(topic, self._field, headers)
         subject = self._subject(ctx, data)
         known = self._registered.get(subject)
@@ -221,6 +222,9 @@ class RegistrySerializer:
         return self._frame(payload, ctx, registered, indexes)
 
     # -- what each format gives --------------------------------------------------------
+    def _check(self, data: Any) -> None:
+        """Refuse a value of the wrong kind before the registry is asked anything (SerializationError)."""
+
     def _schema(self) -> Schema:
         raise NotImplementedError
 
