@@ -25,13 +25,20 @@ from aioproducer.schema_registry.serde import RegistrySerializer, SerializationC
 
 __all__ = ["AvroSerializer"]
 
+#: fastavro, once imported (``_fastavro``).
+_FASTAVRO: Any = None
+
 
 def _fastavro() -> Any:
-    try:
-        import fastavro
-    except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
-        raise ConfigError("AvroSerializer needs fastavro: pip install 'aioproducer[schema-registry]'") from exc
-    return fastavro
+    """The module, imported at first use (not kept on the serializer: it travels pickled to Spark's workers)."""
+    global _FASTAVRO
+    if _FASTAVRO is None:
+        try:
+            import fastavro
+        except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+            raise ConfigError("AvroSerializer needs fastavro: pip install 'aioproducer[schema-registry]'") from exc
+        _FASTAVRO = fastavro
+    return _FASTAVRO
 
 
 class AvroSerializer(RegistrySerializer):
@@ -48,7 +55,7 @@ class AvroSerializer(RegistrySerializer):
         if to_dict is not None and not callable(to_dict):
             raise ConfigError(f"to_dict must be a callable (obj, ctx) -> dict, got {to_dict!r}")
         self._to_dict = to_dict
-        self._fastavro = _fastavro()
+        _fastavro()  # missing: said now, at the call that made the serializer
         #: schema text -> fastavro's parsed schema (the one given, and any the registry handed back).
         self._parsed: dict[str, Any] = {}
         self._given: Schema | None = None
@@ -72,7 +79,7 @@ class AvroSerializer(RegistrySerializer):
         parsed = self._parsed.get(text)
         if parsed is None:
             try:
-                parsed = self._fastavro.parse_schema(json.loads(text))
+                parsed = _fastavro().parse_schema(json.loads(text))
             except Exception as exc:  # JSON errors and fastavro's SchemaParseException alike
                 raise ConfigError(f"{what} is not a valid Avro schema: {exc}") from exc
             self._parsed[text] = parsed
@@ -95,7 +102,7 @@ class AvroSerializer(RegistrySerializer):
         record = to_plain(data, self._to_dict, ctx)
         out = io.BytesIO()
         try:
-            self._fastavro.schemaless_writer(out, parsed, record)
+            _fastavro().schemaless_writer(out, parsed, record)
         except Exception as exc:  # fastavro raises TypeError, ValueError, KeyError, AttributeError for bad records
             raise SerializationError(
                 f"the record does not fit Avro schema id {registered.schema_id} of subject {registered.subject!r}: {exc!r}"

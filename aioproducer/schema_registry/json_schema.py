@@ -49,7 +49,7 @@ class JSONSchemaSerializer(RegistrySerializer):
         if to_dict is not None and not callable(to_dict):
             raise ConfigError(f"to_dict must be a callable (obj, ctx) -> dict, got {to_dict!r}")
         self._to_dict = to_dict
-        self._jsonschema = _jsonschema()
+        _jsonschema()  # missing: said now, at the call that made the serializer
         #: schema text -> its validator (the schema given, and any the registry handed back).
         self._validators: dict[str, Any] = {}
         self._given: Schema | None = None
@@ -72,7 +72,7 @@ class JSONSchemaSerializer(RegistrySerializer):
         if validator is None:
             try:
                 schema = json.loads(text)
-                cls = self._jsonschema.validators.validator_for(schema)
+                cls = _jsonschema().validators.validator_for(schema)
                 cls.check_schema(schema)
             except Exception as exc:  # not JSON, or not a schema of its draft
                 raise ConfigError(f"{what} is not a valid JSON Schema: {exc}") from exc
@@ -95,7 +95,7 @@ class JSONSchemaSerializer(RegistrySerializer):
                 validator = self._validator(registered.schema.schema_str, f"schema id {registered.schema_id}")
             except ConfigError as exc:
                 raise SerializationError(str(exc)) from exc
-            error = self._jsonschema.exceptions.best_match(validator.iter_errors(value))
+            error = _jsonschema().exceptions.best_match(validator.iter_errors(value))
             if error is not None:
                 where = "/".join(str(p) for p in error.absolute_path) or "the value"
                 raise SerializationError(

@@ -76,6 +76,10 @@ def _as_bytes(array: pa.Array) -> list[Any]:
 
 
 def _byte_count(array: pa.Array) -> int:
+    """The bytes of a binary or string column's values; of another type (a column a serializer turns into bytes), its Arrow size."""
+    if not (pa.types.is_binary(array.type) or pa.types.is_string(array.type)
+            or pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)):
+        return int(array.nbytes)
     total = pc.sum(pc.binary_length(array)).as_py()
     return int(total or 0)
 

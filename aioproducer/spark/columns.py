@@ -50,11 +50,15 @@ class SinkColumns:
         return [name for name in found if name is not None]
 
 
-def plan_columns(schema: StructType, topic: str | None, what: str) -> SinkColumns:
+def plan_columns(
+    schema: StructType, topic: str | None, what: str, *, serialized: frozenset[str] = frozenset()
+) -> SinkColumns:
     """Check ``schema`` against the sink's column rules; raise ``ValueError``/``TypeError`` naming ``what``.
 
     ``topic`` is the topic given to the call: with it, a ``topic`` column is ignored (as the
     built-in sink's ``topic`` option overrides the column); without it, the column is required.
+    ``serialized`` names the columns (``"key"``, ``"value"``) a configured serializer turns into
+    bytes: they may be of any type (a struct for Avro: each row reaches it as a dict).
     """
     if topic is not None and (not isinstance(topic, str) or not topic):
         raise ValueError(f"{what}: topic must be a non-empty string or None, not {topic!r}")
@@ -67,7 +71,8 @@ def plan_columns(schema: StructType, topic: str | None, what: str) -> SinkColumn
         elif canonical in found:
             raise ValueError(f"{what}: the DataFrame has two columns named {canonical!r} ({found[canonical]!r}, {field.name!r})")
         else:
-            _check_type(canonical, field.name, field.dataType, what)
+            if canonical not in serialized:
+                _check_type(canonical, field.name, field.dataType, what)
             found[canonical] = field.name
     have = [f.name for f in schema.fields]
     if unknown:

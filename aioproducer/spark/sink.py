@@ -119,11 +119,13 @@ def make_plan(
     """Check every argument on the driver, against the DataFrame's ``schema``; make the plan the tasks run."""
     if not isinstance(config, Mapping):
         raise TypeError(f"{what}: config must be a mapping of producer settings, not {type(config).__name__}")
-    columns = plan_columns(schema, topic, what)
     if on_error not in _ON_ERROR:
         raise ValueError(f"{what}: on_error must be one of {list(_ON_ERROR)}, not {on_error!r}")
     settings = dict(config)
     cfg = ProducerConfig(settings)  # a bad key or value fails here, on the driver
+    # A configured serializer takes the column's rows as Python values (a struct as a dict).
+    serialized = frozenset(name for name, s in (("key", cfg.key_serializer), ("value", cfg.value_serializer)) if s is not None)
+    columns = plan_columns(schema, topic, what, serialized=serialized)
     cfg.require_bootstrap_servers()
     exactly_once = None
     if transactional:

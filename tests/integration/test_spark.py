@@ -297,3 +297,47 @@ def test_the_batch_writer_refuses_bad_arguments_when_it_is_made() -> None:
         kafka_batch_writer({"bootstrap.servers": "localhost:1"}, "t", on_batch=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="linger.ms"):
         kafka_batch_writer({"bootstrap.servers": "localhost:1", "linger.ms": "soon"}, "t")
+
+
+async def test_rows_written_as_avro_through_the_registry_read_by_confluents_deserializer(
+    spark: SparkSession, mock_cluster: MockCluster
+) -> None:
+    """A struct column serialized by ``AvroSerializer`` in the tasks; the schema id looked up once per worker."""
+    import json
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from aioproducer.schema_registry import SchemaRegistryClient
+    from aioproducer.schema_registry.avro import AvroSerializer
+    from aioproducer.testing import SchemaRegistry
+
+    schema = json.dumps({
+        "type": "record", "name": "Order", "namespace": "shop",
+        "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "double"}, {"name": "note", "type": ["null", "string"]}],
+    })
+    mock_cluster.create_topic("avro-orders", 3)
+    rows = [(i, i / 2, None if i % 5 else f"n{i}") for i in range(300)]
+    with SchemaRegistry() as registry:
+        serializer = AvroSerializer(SchemaRegistryClient({"url": registry.url}), schema)
+        frame = spark.createDataFrame(rows, "id long, amount double, note string").repartition(4).selectExpr(
+            "CAST(id AS STRING) AS key", "struct(id, amount, note) AS value"
+        )
+        stats = write_kafka(frame, {**config(mock_cluster.bootstrap_servers), "value.serializer": serializer}, topic="avro-orders")
+        assert (stats.records, stats.failed, len(stats.tasks)) == (300, 0, 4)
+        registrations = [path for method, path in registry.requests if method == "POST"]
+        assert 1 <= len(registrations) <= 2  # local[2]: two Python workers at most, each asks once
+        got = await read_everything(mock_cluster.bootstrap_servers, "avro-orders", 3)
+        deserializer = AvroDeserializer(ConfluentClient({"url": registry.url}))
+        decoded = {
+            r.key: deserializer(r.value, SerializationContext("avro-orders", MessageField.VALUE))
+            for records in got.values() for r in records
+        }
+    assert decoded == {str(i).encode(): {"id": i, "amount": i / 2, "note": note} for i, _, note in rows}
+
+
+def test_a_struct_value_needs_a_serializer(spark: SparkSession) -> None:
+    frame = spark.createDataFrame([(1, 2.0)], "id long, amount double").selectExpr("struct(id, amount) AS value")
+    with pytest.raises(TypeError, match="column 'value' is struct<id:bigint,amount:double>; the Kafka sink takes binary or string"):
+        write_kafka(frame, config("localhost:9092"), topic="t")
