@@ -21,7 +21,7 @@ from typing import Any
 
 from aioproducer.errors import ConfigError, SerializationError
 from aioproducer.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
-from aioproducer.schema_registry.serde import RegistrySerializer, SerializationContext, to_plain
+from aioproducer.schema_registry.serde import Known, RegistrySerializer, SerializationContext, to_plain
 
 __all__ = ["AvroSerializer"]
 
@@ -92,19 +92,21 @@ class AvroSerializer(RegistrySerializer):
     def _record_name(self, data: Any) -> str | None:
         return self._record_name_of_given
 
-    def _encode(self, registered: RegisteredSchema, ctx: SerializationContext, data: Any) -> tuple[bytes, bytes]:
+    def _codec(self, registered: RegisteredSchema) -> Any:
         if registered.schema.references:
             raise SerializationError(f"schema id {registered.schema_id}: schema references are not supported")
         try:
-            parsed = self._parse(registered.schema.schema_str, f"schema id {registered.schema_id}")
+            return self._parse(registered.schema.schema_str, f"schema id {registered.schema_id}")
         except ConfigError as exc:
             raise SerializationError(str(exc)) from exc
-        record = to_plain(data, self._to_dict, ctx)
+
+    def _payload(self, known: Known, data: Any, ctx: SerializationContext | None) -> bytes:
         out = io.BytesIO()
         try:
-            _fastavro().schemaless_writer(out, parsed, record)
+            _fastavro().schemaless_writer(out, known.codec, to_plain(data, self._to_dict, ctx))
         except Exception as exc:  # fastavro raises TypeError, ValueError, KeyError, AttributeError for bad records
+            registered = known.registered
             raise SerializationError(
                 f"the record does not fit Avro schema id {registered.schema_id} of subject {registered.subject!r}: {exc!r}"
             ) from exc
-        return out.getvalue(), b""
+        return out.getvalue()

@@ -16,7 +16,7 @@ from typing import Any
 
 from aioproducer.errors import ConfigError, SerializationError
 from aioproducer.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
-from aioproducer.schema_registry.serde import RegistrySerializer, SerializationContext, to_plain
+from aioproducer.schema_registry.serde import Known, RegistrySerializer, SerializationContext, to_plain
 
 __all__ = ["JSONSchemaSerializer"]
 
@@ -86,23 +86,29 @@ class JSONSchemaSerializer(RegistrySerializer):
     def _record_name(self, data: Any) -> str | None:
         return self._title
 
-    def _encode(self, registered: RegisteredSchema, ctx: SerializationContext, data: Any) -> tuple[bytes, bytes]:
+    def _codec(self, registered: RegisteredSchema) -> Any:
         if registered.schema.references:
             raise SerializationError(f"schema id {registered.schema_id}: schema references are not supported")
+        if not self._validate:
+            return None
+        try:
+            return self._validator(registered.schema.schema_str, f"schema id {registered.schema_id}")
+        except ConfigError as exc:
+            raise SerializationError(str(exc)) from exc
+
+    def _payload(self, known: Known, data: Any, ctx: SerializationContext | None) -> bytes:
         value = to_plain(data, self._to_dict, ctx)
-        if self._validate:
-            try:
-                validator = self._validator(registered.schema.schema_str, f"schema id {registered.schema_id}")
-            except ConfigError as exc:
-                raise SerializationError(str(exc)) from exc
+        validator = known.codec
+        if validator is not None:
             error = _jsonschema().exceptions.best_match(validator.iter_errors(value))
             if error is not None:
                 where = "/".join(str(p) for p in error.absolute_path) or "the value"
+                registered = known.registered
                 raise SerializationError(
                     f"the record does not fit JSON schema id {registered.schema_id} of subject {registered.subject!r} "
                     f"at {where}: {error.message}"
                 )
         try:
-            return _encoder.encode(value).encode("utf-8"), b""
+            return _encoder.encode(value).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"the record is not JSON: {exc}") from exc

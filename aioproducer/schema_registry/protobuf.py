@@ -20,7 +20,7 @@ from typing import Any
 
 from aioproducer.errors import ConfigError, SerializationError
 from aioproducer.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
-from aioproducer.schema_registry.serde import RegistrySerializer, SerializationContext
+from aioproducer.schema_registry.serde import Known, RegistrySerializer, SerializationContext
 
 __all__ = ["ProtobufSerializer", "message_indexes"]
 
@@ -64,7 +64,7 @@ class ProtobufSerializer(RegistrySerializer):
             raise ConfigError(f"ProtobufSerializer: {descriptor.file.name} imports {deps}; schema references are not supported")
         self._msg_type = msg_type
         self._full_name: str = descriptor.full_name
-        self._indexes = encode_indexes(message_indexes(descriptor))
+        self._index_bytes = encode_indexes(message_indexes(descriptor))
         self._given = Schema(base64.standard_b64encode(descriptor.file.serialized_pb).decode("ascii"), "PROTOBUF")
 
     def _schema(self) -> Schema:
@@ -77,10 +77,13 @@ class ProtobufSerializer(RegistrySerializer):
         if not isinstance(data, self._msg_type):
             raise SerializationError(f"ProtobufSerializer for {self._full_name} got {type(data).__name__}, not a {self._msg_type.__name__}")
 
-    def _encode(self, registered: RegisteredSchema, ctx: SerializationContext, data: Any) -> tuple[bytes, bytes]:
-        message: Any = data
+    def _indexes(self) -> bytes:
+        return self._index_bytes
+
+    def _payload(self, known: Known, data: Any, ctx: SerializationContext | None) -> bytes:
+        self._check(data)
         try:
-            payload: bytes = getattr(message, "SerializeToString")()  # a generated message (checked above)
+            payload: bytes = data.SerializeToString()
         except Exception as exc:  # a required field missing (proto2)
             raise SerializationError(f"cannot serialize {self._full_name}: {exc}") from exc
-        return payload, self._indexes
+        return payload
