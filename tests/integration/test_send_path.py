@@ -229,6 +229,21 @@ async def test_a_serializer_with_headers_sees_the_callers_and_adds_its_own(mock_
     assert [(r.key, r.value) for r in got] == [(b"k", b"1"), (b"k", b"2")]
 
 
+async def test_the_serializing_fast_path_partitions_and_adds_headers_as_the_general_path(mock_cluster: MockCluster) -> None:
+    """No headers, partition or timestamp given: send() takes its serializing fast path; same records as _send()."""
+    value_ser = SchemaIdHeaderSerializer("value-id")
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers) as plain:  # bytes keys: murmur2 of them
+        expected = [(await (await plain.send("orders", b"x", key=f"key{i}".encode()))).partition for i in range(24)]
+    async with Producer(
+        bootstrap_servers=mock_cluster.bootstrap_servers, key_serializer=str_serializer, value_serializer=value_ser
+    ) as producer:
+        got = [await (await producer.send("orders", i, key=f"key{i}")) for i in range(24)]
+        keyless = await (await producer.send("orders", 99))
+    assert [md.partition for md in got] == expected and len(set(expected)) > 1
+    [record] = [r for r in await _read(mock_cluster, keyless.partition, keyless.offset + 1) if r.value == b"99"]
+    assert record.headers == [("value-id", b"\x00\x00\x00\x07")]
+
+
 async def test_a_header_a_serializer_adds_is_checked_as_the_callers(mock_cluster: MockCluster) -> None:
     class BadHeader:
         def serialize(self, topic: str, headers: list[Any], data: Any) -> bytes:
