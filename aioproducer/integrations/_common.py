@@ -18,6 +18,7 @@ from aioproducer.errors import (
 )
 from aioproducer.logs import client_logger
 from aioproducer.producer import Producer
+from aioproducer.schema_registry.client import SchemaRegistryError  # needs no optional package
 
 if TYPE_CHECKING:
     from aioproducer.metrics.prometheus import ProducerCollector
@@ -61,11 +62,21 @@ ERROR_STATUS: tuple[tuple[type[KafkaError], int, dict[str, str] | None], ...] = 
 
 
 def error_status(exc: BaseException) -> tuple[int, dict[str, str] | None] | None:
-    """The HTTP status and headers for a producer error (see :data:`ERROR_STATUS`); None: not ours to answer."""
+    """The HTTP status and headers for a producer error (see :data:`ERROR_STATUS`); None: not ours to answer.
+
+    A ``SerializationError`` whose cause is a schema registry that did not answer, or answered with
+    a server error, is a 503 + ``Retry-After`` like a broker outage: the request was fine.
+    """
+    if isinstance(exc, SerializationError) and _registry_unavailable(exc.__cause__):
+        return 503, RETRY_AFTER
     for cls, status, headers in ERROR_STATUS:
         if isinstance(exc, cls):
             return status, headers
     return None
+
+
+def _registry_unavailable(cause: BaseException | None) -> bool:
+    return isinstance(cause, SchemaRegistryError) and (cause.http_status_code == -1 or cause.http_status_code >= 500)
 
 
 def start_in_background(

@@ -51,6 +51,7 @@ from fastapi.responses import JSONResponse
 from aioproducer.errors import AuthenticationError, KafkaConnectionError, KafkaTimeoutError, ProducerClosedError
 from aioproducer.integrations._common import (
     ERROR_STATUS,
+    error_status,
     RETRY_AFTER,
     MetricsEndpoint,
     check_metrics_route,
@@ -237,7 +238,8 @@ def install_exception_handlers(app: FastAPI) -> None:
     * ``ProducerClosedError`` -> 503 with ``Retry-After: 1``: the service is shutting
       down (or its producer is not started): another instance, or this one later, can take it.
     * ``RecordTooLargeError`` -> 413: the request's record can never fit.
-    * ``SerializationError`` -> 422: the request's data cannot be made into a record.
+    * ``SerializationError`` -> 422: the request's data cannot be made into a record; but 503
+      with ``Retry-After: 1`` when its cause is a schema registry that did not answer or failed.
     * ``WrongEventLoopError`` -> 500 naming the cause: the producer was started on another
       event loop (at import time, under another ``asyncio.run``) or before the server forked
       its workers; a bare 500 would hide the one message that says how to fix it.
@@ -246,12 +248,11 @@ def install_exception_handlers(app: FastAPI) -> None:
     (a broker's refusal such as ``TopicAuthorizationFailedError``, an ``AuthenticationError``)
     stay 500s: retrying would not help.
     """
-    for cls, status, headers in ERROR_STATUS:  # shared with the aiohttp middleware
-        app.add_exception_handler(cls, _handler(status, headers))
+    for cls, _status, _headers in ERROR_STATUS:  # shared with the aiohttp middleware
+        app.add_exception_handler(cls, _handle)
 
 
-def _handler(status: int, headers: dict[str, str] | None = None) -> Callable[[Request, Exception], Coroutine[Any, Any, JSONResponse]]:
-    async def handle(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=status, headers=headers)
-
-    return handle
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
+    """The answer ``error_status`` gives (a registry outage behind a ``SerializationError`` is a 503 too)."""
+    status, headers = error_status(exc) or (500, None)
+    return JSONResponse({"error": type(exc).__name__, "detail": str(exc)}, status_code=status, headers=headers)

@@ -194,6 +194,44 @@ async def test_fastapi_example_publishes_requests(mock_cluster: MockCluster) -> 
     assert samples[("kafka_producer_delivery_latency_seconds_count", labels)] == 5
 
 
+async def test_avro_example_publishes_orders_confluents_deserializer_reads(mock_cluster: MockCluster) -> None:
+    """examples/avro_service.py: orders as registry-framed Avro; 422 for an order that does not fit, 503 for a registry down."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient as ConfluentClient
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from aioproducer.testing import SchemaRegistry
+
+    with SchemaRegistry() as registry:
+        app = load_example("avro_service").create_app(
+            mock_cluster.bootstrap_servers, TOPIC, registry.url, producer_config=FAST,
+            registry_config={"max.retries": 0, "timeout": 2},
+        )
+        async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+            await wait_until_ready(client)
+            registry.stop()  # down before the first order: the order was fine, come back later
+            down = await client.post("/orders", json={"id": 5, "amount": 7.5})
+            assert down.status_code == 503 and down.headers["retry-after"] == "1"
+            registry.start()
+            placed = [await client.post("/orders", json={"id": i, "amount": i * 1.5, "note": None if i % 2 else "gift"}) for i in range(4)]
+            assert [r.status_code for r in placed] == [200] * 4
+            wrong = await client.post("/orders", json={"id": "seven", "amount": 1.0})
+            assert wrong.status_code == 422 and "does not fit Avro schema" in wrong.json()["detail"]
+            registry.stop()  # the schema id is known now: orders go out without the registry
+            assert (await client.post("/orders", json={"id": 4, "amount": 6.0})).status_code == 200
+            registry.start()
+        from readback import read_all_records
+
+        by_partition = await read_all_records(mock_cluster.bootstrap_servers, TOPIC, range(6), timeout=8.0)
+        got = [rec for records in by_partition.values() for rec in records]
+        deserializer = AvroDeserializer(ConfluentClient({"url": registry.url}))
+        orders = {rec.key: deserializer(rec.value, SerializationContext(TOPIC, MessageField.VALUE)) for rec in got}
+    assert orders == {
+        **{str(i).encode(): {"id": i, "amount": i * 1.5, "note": None if i % 2 else "gift"} for i in range(4)},
+        b"4": {"id": 4, "amount": 6.0, "note": None},
+    }
+
+
 async def test_fastapi_shutdown_with_brokers_down_is_bounded_and_counts_the_lost(
     mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
