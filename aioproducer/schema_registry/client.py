@@ -57,6 +57,15 @@ __all__ = [
     "SchemaRegistryError",
 ]
 
+#: Every configuration key ``SchemaRegistryClient`` takes (anything else is a ConfigError).
+CONFIG_KEYS: Final = frozenset({
+    "url", "timeout", "cache.capacity", "cache.latest.ttl.sec", "max.retries", "retries.wait.ms", "retries.max.wait.ms",
+    "basic.auth.credentials.source", "basic.auth.user.info",
+    "bearer.auth.credentials.source", "bearer.auth.token", "bearer.auth.logical.cluster", "bearer.auth.identity.pool.id",
+    "bearer.auth.custom.provider.function", "bearer.auth.custom.provider.config",
+    "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+})
+
 #: Statuses worth asking again (or asking the next URL): timeouts, throttling, a server's trouble.
 RETRIABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
 _ACCEPT: Final = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
@@ -267,7 +276,7 @@ def _ssl_context(rest: dict[str, Any]) -> ssl.SSLContext | None:
             raise ConfigError(f"ssl.ca.location must be a path or False, got {ca!r}")
         if cert is not None:
             context.load_cert_chain(certfile=cert, keyfile=key, password=password)
-    except (OSError, ssl.SSLError) as exc:
+    except (OSError, ssl.SSLError, TypeError) as exc:  # a missing file, a bad key, a path that is not a str
         raise ConfigError(f"schema registry TLS settings: {exc}") from exc
     return context
 
@@ -279,7 +288,7 @@ def _bearer(rest: dict[str, Any], cfg: _ClientConfig) -> None:
     function = rest.pop("bearer.auth.custom.provider.function", None)
     provider_config = rest.pop("bearer.auth.custom.provider.config", None)
     if source is None:
-        if given or function is not None:
+        if given or function is not None or provider_config is not None:
             raise ConfigError("bearer.auth.* is given without bearer.auth.credentials.source (STATIC_TOKEN or CUSTOM)")
         return
     if cfg.auth is not None:

@@ -357,3 +357,12 @@ async def test_the_client_calls_the_registry_api(registry: SchemaRegistry) -> No
         with pytest.raises(ValueError, match="subject_name"):
             await client.get_versions("")
         await asyncio.sleep(0)
+
+
+def test_every_key_the_client_lists_is_one_it_takes() -> None:
+    from aioproducer.schema_registry.client import CONFIG_KEYS
+
+    for key in sorted(CONFIG_KEYS - {"url"}):
+        with pytest.raises(ConfigError) as info:
+            SchemaRegistryClient({"url": "http://x", key: object()})
+        assert "unknown schema registry configuration" not in str(info.value), key
