@@ -34,6 +34,7 @@ the registry's reason), and the URL asked.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
 import ssl
@@ -477,11 +478,7 @@ class SchemaRegistryClient:
                 # Used from another loop now (a new asyncio.run()): the old session closes on its own loop.
                 asyncio.run_coroutine_threadsafe(session.close(), old_loop)
             connector = aiohttp.TCPConnector(ssl=self._config.ssl_context if self._config.ssl_context is not None else True)
-            session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=aiohttp.ClientTimeout(total=self._config.timeout_s),
-                auth=aiohttp.BasicAuth(*self._config.auth) if self._config.auth else None,
-            )
+            session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self._config.timeout_s))
             self._session, self._session_loop = session, loop
         return session
 
@@ -489,6 +486,9 @@ class SchemaRegistryClient:
         headers = {"Accept": _ACCEPT}
         if has_body:
             headers["Content-Type"] = _CONTENT_TYPE
+        if self._config.auth is not None:
+            user, password = self._config.auth
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
         fields: Mapping[str, Any] | None = self._config.bearer_static
         provider = self._config.bearer_provider
         if provider is not None:

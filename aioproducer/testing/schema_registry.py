@@ -323,6 +323,8 @@ class _Faults:
         self.queue: collections.deque[_Fault] = collections.deque()
         self.delay = 0.0
         self.requests: list[tuple[str, str]] = []
+        #: The ``Authorization`` headers let in (``basic_auth``, ``bearer_token``); None: every request.
+        self.authorizations: frozenset[str] | None = None
 
     def admit(self, method: str, path_qs: str) -> tuple[float, _Fault | None]:
         """Log a request; the delay it waits and the fault it gets, if any (faults in the order they were set)."""
@@ -428,6 +430,9 @@ class _Server:
                 pass
         if fault is not None:
             return web.Response(status=fault.status, body=fault.body, content_type=fault.content_type)
+        allowed = self.faults.authorizations
+        if allowed is not None and request.headers.get("Authorization") not in allowed:
+            return _error(401, 40101, "Unauthorized: missing or wrong credentials")
         try:
             return await handler(request)
         except _Refusal as r:
@@ -767,20 +772,47 @@ def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
         loop.close()
 
 
+def _authorizations(basic_auth: tuple[str, str] | None, bearer_token: str | None) -> frozenset[str] | None:
+    """The ``Authorization`` headers the registry lets in (either credential), or None: no authentication."""
+    allowed: set[str] = set()
+    if basic_auth is not None:
+        if not (isinstance(basic_auth, tuple) and len(basic_auth) == 2 and all(isinstance(x, str) for x in basic_auth)):
+            raise ValueError("basic_auth must be a (user, password) tuple of str")
+        import base64
+
+        allowed.add("Basic " + base64.b64encode(f"{basic_auth[0]}:{basic_auth[1]}".encode()).decode("ascii"))
+    if bearer_token is not None:
+        if not isinstance(bearer_token, str) or not bearer_token:
+            raise ValueError("bearer_token must be a non-empty str")
+        allowed.add(f"Bearer {bearer_token}")
+    return frozenset(allowed) if allowed else None
+
+
 class SchemaRegistry:
     """An in-memory Confluent-compatible Schema Registry on ``http://host:port``, for tests.
+
+    ``basic_auth=(user, password)`` and/or ``bearer_token=`` make it answer 401 (error code
+    40101) to a request without those credentials, to test a client's authentication.
 
     See the module docstring for the API it serves and how it differs from the
     real one. It serves from construction until :meth:`close`; ``port=0``
     lets the OS pick a port, kept across :meth:`stop`/:meth:`start`.
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        basic_auth: tuple[str, str] | None = None,
+        bearer_token: str | None = None,
+    ) -> None:
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         self.host = host
         self.port = port
         self._faults = _Faults()
+        self._faults.authorizations = _authorizations(basic_auth, bearer_token)
         #: Guards ``_closed`` and the hand-over of work to the loop (so none is submitted after close).
         self._lock = threading.Lock()
         self._closed = False

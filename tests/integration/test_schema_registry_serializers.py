@@ -247,15 +247,14 @@ async def test_registry_faults_raise_at_send_naming_the_registry_and_lose_nothin
         registry.fail_next(500, count=2)
         queued = await producer.send("orders", {"id": 1, "amount": 1.0}, partition=3)
         assert len(registry.requests) == 3
-        # a new subject while the registry answers garbage, then slowly: clear errors, the queued record stays
-        other = AvroSerializer(client, KEY_SCHEMA)
-        registry.garbage_next(3)
-        with pytest.raises(SchemaRegistryError, match="not JSON"):
-            await other.serialize("other", [], {"id": 1})  # type: ignore[misc]
-        registry.delay(2.0)
-        with pytest.raises(SchemaRegistryError, match=r"no answer within timeout=0.5 s"):
-            await other.serialize("other", [], {"id": 1})  # type: ignore[misc]
-        registry.delay(0)
+        # another topic (a subject of its own) while the registry answers garbage, then slowly:
+        # clear errors at send(), and the record already queued stays queued
+        for fault, message in ((lambda: registry.garbage_next(3), "not JSON"), (lambda: registry.delay(2.0), "no answer within timeout=0.5 s")):
+            fault()
+            with pytest.raises(SerializationError, match="topic 'audit'") as info:
+                await producer.send("audit", {"id": 1, "amount": 1.0}, partition=0)
+            assert isinstance(info.value.__cause__, SchemaRegistryError) and message in str(info.value.__cause__)
+            registry.delay(0)
         assert (await queued).offset == 0
         assert (await (await producer.send("orders", {"id": 2, "amount": 2.0}, partition=3))).offset == 1
     got = await _read(mock_cluster, 3, 2)
@@ -366,3 +365,34 @@ def test_every_key_the_client_lists_is_one_it_takes() -> None:
         with pytest.raises(ConfigError) as info:
             SchemaRegistryClient({"url": "http://x", key: object()})
         assert "unknown schema registry configuration" not in str(info.value), key
+
+
+async def test_basic_and_bearer_authentication_reach_the_registry() -> None:
+    with SchemaRegistry(basic_auth=("alice", "s3cret"), bearer_token="tok-1") as registry:
+        for conf in (
+            {"basic.auth.user.info": "alice:s3cret"},
+            {"url": registry.url.replace("http://", "http://alice:s3cret@")},
+            {"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": "tok-1", "bearer.auth.logical.cluster": "lsrc-1"},
+            {"bearer.auth.credentials.source": "CUSTOM", "bearer.auth.custom.provider.config": {"token": "tok-1"},
+             "bearer.auth.custom.provider.function": _token_provider},
+        ):
+            async with SchemaRegistryClient({"url": registry.url, **conf}) as client:
+                assert await client.register_schema("auth-value", Schema(ORDER_V1)) >= 0
+        async with SchemaRegistryClient({"url": registry.url, "basic.auth.user.info": "alice:Pa55word-x"}) as client:
+            with pytest.raises(SchemaRegistryError) as info:
+                await client.get_subjects()
+        assert info.value.http_status_code == 401 and "Pa55word" not in str(info.value)  # the password is not repeated
+
+
+async def _token_provider(config: Any) -> dict[str, str]:
+    await asyncio.sleep(0)
+    return {"bearer.auth.token": config["token"]}
+
+
+async def test_normalize_schemas_is_asked_of_the_registry(mock_cluster: MockCluster, registry: SchemaRegistry) -> None:
+    client = _client(registry)
+    serializer = AvroSerializer(client, ORDER_V1, conf={"normalize.schemas": True})
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=serializer) as producer:
+        await (await producer.send("orders", {"id": 1, "amount": 1.0}))
+    assert registry.requests == [("POST", "/subjects/orders-value/versions?normalize=true")]
+    await client.close()
