@@ -102,6 +102,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ssl
 import concurrent.futures
 import json
 import threading
@@ -345,9 +346,10 @@ class _Faults:
 class _Server:
     """The aiohttp application over a :class:`_Store`; lives on the registry's loop."""
 
-    def __init__(self, faults: _Faults) -> None:
+    def __init__(self, faults: _Faults, ssl_context: ssl.SSLContext | None = None) -> None:
         self.store = _Store()
         self.faults = faults
+        self.ssl_context = ssl_context
         self.runner: web.AppRunner | None = None
         #: Set to release requests waiting out a delay (delay(0), stop).
         self.wake = asyncio.Event()
@@ -361,7 +363,7 @@ class _Server:
         self.wake = asyncio.Event()
         runner = web.AppRunner(self._app(), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=self.ssl_context)
         try:
             await site.start()
         except BaseException:
@@ -792,7 +794,8 @@ class SchemaRegistry:
     """An in-memory Confluent-compatible Schema Registry on ``http://host:port``, for tests.
 
     ``basic_auth=(user, password)`` and/or ``bearer_token=`` make it answer 401 (error code
-    40101) to a request without those credentials, to test a client's authentication.
+    40101) to a request without those credentials, to test a client's authentication;
+    ``ssl_context=`` (a server context) serves HTTPS, and ``url`` says ``https``.
 
     See the module docstring for the API it serves and how it differs from the
     real one. It serves from construction until :meth:`close`; ``port=0``
@@ -806,7 +809,11 @@ class SchemaRegistry:
         port: int = 0,
         basic_auth: tuple[str, str] | None = None,
         bearer_token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ValueError(f"ssl_context must be an ssl.SSLContext (a server one) or None, got {type(ssl_context).__name__}")
+        self._ssl_context = ssl_context
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         self.host = host
@@ -828,7 +835,7 @@ class SchemaRegistry:
         self._thread.name = f"schema-registry-{self.port}"
 
     async def _make_server(self) -> _Server:
-        return _Server(self._faults)  # made on the loop that owns its Event
+        return _Server(self._faults, self._ssl_context)  # made on the loop that owns its Event
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the registry's loop and wait for its result."""
@@ -851,7 +858,7 @@ class SchemaRegistry:
     def url(self) -> str:
         """The base URL clients take (``{"url": registry.url}``)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._ssl_context is not None else 'http'}://{host}:{self.port}"
 
     @property
     def closed(self) -> bool:

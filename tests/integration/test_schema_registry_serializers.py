@@ -399,3 +399,71 @@ async def test_normalize_schemas_is_asked_of_the_registry(mock_cluster: MockClus
         await (await producer.send("orders", {"id": 1, "amount": 1.0}))
     assert registry.requests == [("POST", "/subjects/orders-value/versions?normalize=true")]
     await client.close()
+
+
+def _tls_files(tmp: Any) -> dict[str, str]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files in ``tmp``."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def issue(name: str, issuer: Any, issuer_key: Any, key: Any, *, ca: bool, san: Any = None) -> Any:
+        builder = (
+            x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(issuer).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if san is not None:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    files: dict[str, str] = {}
+
+    def write(name: str, data: bytes) -> None:
+        path = tmp / name
+        path.write_bytes(data)
+        files[name] = str(path)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
+    ca = issue("test CA", ca_name, ca_key, ca_key, ca=True)
+    write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    for who, san in (("server", [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), ("client", None)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = issue(who, ca_name, ca_key, key, ca=False, san=san)
+        write(f"{who}.pem", cert.public_bytes(serialization.Encoding.PEM))
+        write(f"{who}.key", key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return files
+
+
+async def test_tls_and_mutual_tls_settings(tmp_path: Any) -> None:
+    import ssl
+
+    files = _tls_files(tmp_path)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(files["server.pem"], files["server.key"])
+    server.load_verify_locations(files["ca.pem"])
+    server.verify_mode = ssl.CERT_OPTIONAL  # a client certificate is checked when one is given
+    with SchemaRegistry(ssl_context=server) as registry:
+        assert registry.url.startswith("https://")
+        trusted = {"url": registry.url, "ssl.ca.location": files["ca.pem"], "max.retries": 0}
+        async with SchemaRegistryClient(trusted) as client:
+            assert await client.get_subjects() == []
+        mutual = {**trusted, "ssl.certificate.location": files["client.pem"], "ssl.key.location": files["client.key"]}
+        async with SchemaRegistryClient(mutual) as client:
+            assert await client.get_subjects() == []
+        async with SchemaRegistryClient({**trusted, "ssl.ca.location": False}) as client:  # verification off
+            assert await client.get_subjects() == []
+        async with SchemaRegistryClient({"url": registry.url, "max.retries": 0}) as client:  # the system's CAs: not ours
+            with pytest.raises(SchemaRegistryError, match="cannot reach it") as info:
+                await client.get_subjects()
+            assert info.value.http_status_code == -1 and "certificate" in str(info.value).lower()
+    with pytest.raises(ConfigError, match="schema registry TLS settings"):
+        SchemaRegistryClient({"url": "https://x", "ssl.ca.location": str(tmp_path / "missing.pem")})
