@@ -64,24 +64,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
 import socket
 import struct
-import threading
-import warnings
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, Self, TypeVar
+from typing import Any, Final, Literal, NamedTuple
 
+from aioproducer.testing._loop_thread import LoopThreadService
 from aioproducer.testing.proxy_frames import FrameMatcher, MalformedFrameError
 
 __all__ = ["FaultProxy", "ProxyClosedError", "ProxyStats", "Then"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 #: What happens to a connection after one of its responses was swallowed.
 Then = Literal["close", "hang"]
@@ -525,25 +521,7 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """The proxy thread: run ``loop`` until stopped, then cancel what is left and close it."""
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        # Transports close their sockets in callbacks scheduled with call_soon (one accepted
-        # just before the listener closed, say): let those run, or the sockets leak.
-        for _ in range(3):
-            loop.run_until_complete(asyncio.sleep(0))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-
-class FaultProxy:
+class FaultProxy(LoopThreadService):
     """A TCP proxy in front of one Kafka broker listener that injects faults on command.
 
     See the module docstring for how it works. ``upstream`` is the broker's
@@ -551,6 +529,10 @@ class FaultProxy:
     is where the proxy listens (port 0: any free port, see :attr:`port`).
     ``connect_timeout`` bounds each upstream connect (seconds).
     """
+
+    _kind = "FaultProxy"
+    _closed_error = ProxyClosedError
+    _shutdown_timeout = _SHUTDOWN_S
 
     def __init__(
         self,
@@ -566,14 +548,7 @@ class FaultProxy:
         sock = _listen(host, port)
         self.host: str = host
         self.port: int = sock.getsockname()[1]
-        #: Guards ``_closed`` and the hand-over of work to the loop (so none is submitted after close).
-        self._lock = threading.Lock()
-        self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=_run_loop, args=(self._loop,), name=f"fault-proxy-{self.port}", daemon=True
-        )
-        self._thread.start()
+        self._start_thread(f"fault-proxy-{self.port}")
         try:
             self._core: _ProxyCore = self._run(self._make_core(upstream, kafka_frames, connect_timeout))
             self._run(self._core.start(sock))
@@ -588,35 +563,10 @@ class FaultProxy:
 
     # ------------------------------------------------------------- plumbing
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        with self._lock:
-            if self._closed:
-                coro.close()
-                raise ProxyClosedError(f"{self!r} is closed")
-            if threading.get_ident() == self._thread.ident:
-                coro.close()
-                raise RuntimeError("FaultProxy methods must not be called from the proxy's own thread")
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the proxy loop and wait for its result."""
-        future = self._submit(coro)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise ProxyClosedError(f"{self!r} was closed while the call was running") from None
-
-    # ---------------------------------------------------------------- state
-
     @property
     def address(self) -> str:
         """``host:port`` of the listener, as ``bootstrap.servers`` wants it (IPv6 in brackets)."""
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
     @property
     def stats(self) -> ProxyStats:
@@ -689,42 +639,10 @@ class FaultProxy:
 
     # ------------------------------------------------------------ lifecycle
 
-    def close(self) -> None:
-        """Close the listener and every connection, stop the loop, join the thread. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            if threading.get_ident() == self._thread.ident:
-                raise RuntimeError("FaultProxy.close() must not be called from the proxy's own thread")
-            self._closed = True
+    def _shutdown(self) -> Coroutine[Any, Any, None] | None:
+        """At ``close()``: close the listener and every connection (then the loop stops, the thread is joined)."""
         core: _ProxyCore | None = getattr(self, "_core", None)
-        if core is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(core.shutdown(), self._loop).result(_SHUTDOWN_S)
-            except Exception:  # noqa: BLE001 - the loop is stopped below regardless
-                log.exception("fault proxy: shutdown failed")
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # The thread holds the loop, not this object, so a forgotten proxy is collected
-        # and closed here rather than leaking its thread and sockets.
-        if getattr(self, "_closed", True) is False and getattr(self, "_thread", None) is not None:
-            try:
-                warnings.warn(f"unclosed {self!r}", ResourceWarning, stacklevel=1)
-            finally:
-                try:
-                    self.close()
-                except Exception:  # noqa: BLE001 - nothing sensible to do in a finalizer
-                    pass
+        return None if core is None else core.shutdown()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

@@ -103,23 +103,20 @@ from __future__ import annotations
 import asyncio
 import collections
 import ssl
-import concurrent.futures
 import json
 import threading
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final
 
 from aiohttp import web
 
 from aioproducer.testing import _avro_compat as avro
+from aioproducer.testing._loop_thread import LoopThreadService
 
 __all__ = ["RegistryClosedError", "SchemaRegistry"]
 
-T = TypeVar("T")
 
 CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
 SCHEMA_TYPES: Final = ("AVRO", "JSON", "PROTOBUF")
@@ -760,19 +757,6 @@ def _registered(subject: str, v: _Version) -> dict[str, Any]:
 # ----------------------------------------------------------------- the public object
 
 
-def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """The registry thread: run ``loop`` until stopped, then cancel what is left and close it."""
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
 
 def _authorizations(basic_auth: tuple[str, str] | None, bearer_token: str | None) -> frozenset[str] | None:
     """The ``Authorization`` headers the registry lets in (either credential), or None: no authentication."""
@@ -790,7 +774,7 @@ def _authorizations(basic_auth: tuple[str, str] | None, bearer_token: str | None
     return frozenset(allowed) if allowed else None
 
 
-class SchemaRegistry:
+class SchemaRegistry(LoopThreadService):
     """An in-memory Confluent-compatible Schema Registry on ``http://host:port``, for tests.
 
     ``basic_auth=(user, password)`` and/or ``bearer_token=`` make it answer 401 (error code
@@ -801,6 +785,9 @@ class SchemaRegistry:
     real one. It serves from construction until :meth:`close`; ``port=0``
     lets the OS pick a port, kept across :meth:`stop`/:meth:`start`.
     """
+
+    _kind = "SchemaRegistry"
+    _closed_error = RegistryClosedError
 
     def __init__(
         self,
@@ -820,12 +807,7 @@ class SchemaRegistry:
         self.port = port
         self._faults = _Faults()
         self._faults.authorizations = _authorizations(basic_auth, bearer_token)
-        #: Guards ``_closed`` and the hand-over of work to the loop (so none is submitted after close).
-        self._lock = threading.Lock()
-        self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=_run_loop, args=(self._loop,), name="schema-registry", daemon=True)
-        self._thread.start()
+        self._start_thread("schema-registry")
         try:
             self._server: _Server = self._run(self._make_server())
             self.start()
@@ -837,21 +819,6 @@ class SchemaRegistry:
     async def _make_server(self) -> _Server:
         return _Server(self._faults, self._ssl_context)  # made on the loop that owns its Event
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the registry's loop and wait for its result."""
-        with self._lock:
-            if self._closed:
-                coro.close()
-                raise RegistryClosedError(f"{self!r} is closed")
-            if threading.get_ident() == self._thread.ident:
-                coro.close()
-                raise RuntimeError("SchemaRegistry methods must not be called from the registry's own thread")
-            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise RegistryClosedError(f"{self!r} was closed while the call was running") from None
-
     # ------------------------------------------------------------ state
 
     @property
@@ -859,10 +826,6 @@ class SchemaRegistry:
         """The base URL clients take (``{"url": registry.url}``)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{'https' if self._ssl_context is not None else 'http'}://{host}:{self.port}"
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     @property
     def requests(self) -> list[tuple[str, str]]:
@@ -943,49 +906,10 @@ class SchemaRegistry:
         """Whether the registry accepts connections (between :meth:`start` and :meth:`stop`)."""
         return not self._closed and self._server.runner is not None
 
-    def close(self) -> None:
-        """Stop serving, end the loop and join its thread. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            if threading.get_ident() == self._thread.ident:
-                raise RuntimeError("SchemaRegistry.close() must not be called from the registry's own thread")
-            self._closed = True
+    def _shutdown(self) -> Coroutine[Any, Any, None] | None:
+        """At ``close()``: stop serving (then the loop stops and the thread is joined, even if this failed)."""
         server: _Server | None = getattr(self, "_server", None)
-        try:
-            if server is not None:
-                asyncio.run_coroutine_threadsafe(server.stop(), self._loop).result()
-        finally:  # the loop ends and the thread is joined even if stopping the server failed
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # The thread holds the loop, not this object: a forgotten registry is closed here
-        # rather than leaking its thread and socket.
-        if getattr(self, "_closed", True) is False and getattr(self, "_thread", None) is not None:
-            try:
-                warnings.warn(f"unclosed {self!r}", ResourceWarning, stacklevel=1)
-            finally:
-                try:
-                    self.close()
-                except Exception:  # noqa: BLE001 - nothing sensible to do in a finalizer
-                    pass
+        return None if server is None else server.stop()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("serving" if self._server_running() else "stopped")
