@@ -22,12 +22,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 from time import perf_counter, process_time
 from typing import Any
 
 from benchmarks.cluster import ClusterProcess
+from benchmarks.process import run_delivering_child
 
 TOPIC = "arrow-bench"
 PARTITIONS = 6
@@ -96,13 +96,7 @@ def _run_client(client: str, bootstrap: str, rows: int, batch_size: int | None) 
     command = [sys.executable, "-m", "benchmarks.arrow_send", "--client", client, "--bootstrap", bootstrap, "--rows", str(rows)]
     if batch_size is not None:
         command += ["--batch-size", str(batch_size)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise SystemExit(f"{client} failed: {proc.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["delivered"] != rows:
-        raise SystemExit(f"{client}: {result['delivered']} of {rows} rows delivered ({result['failed']} failed)")
-    return result
+    return run_delivering_child(command, client, rows)
 
 
 def main() -> None:

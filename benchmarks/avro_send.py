@@ -24,12 +24,12 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 from time import perf_counter, process_time
 from typing import Any
 
 from benchmarks.cluster import ClusterProcess
+from benchmarks.process import run_delivering_child
 
 TOPIC = "avro-bench"
 PARTITIONS = 6
@@ -120,13 +120,7 @@ CLIENTS = {"aioproducer AvroSerializer": "aioproducer", "confluent Producer + Av
 def _run_client(client: str, bootstrap: str, registry: str, count: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.avro_send", "--client", client, "--bootstrap", bootstrap,
                "--registry", registry, "--records", str(count)]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise SystemExit(f"{client} failed: {proc.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    if result["delivered"] != count:
-        raise SystemExit(f"{client}: {result['delivered']} of {count} records delivered ({result['failed']} failed)")
-    return result
+    return run_delivering_child(command, client, count)
 
 
 def main() -> None:

@@ -52,27 +52,15 @@ class AvroSerializer(RegistrySerializer):
         conf: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(schema_registry_client, conf, {})
-        if to_dict is not None and not callable(to_dict):
-            raise ConfigError(f"to_dict must be a callable (obj, ctx) -> dict, got {to_dict!r}")
-        self._to_dict = to_dict
         _fastavro()  # missing: said now, at the call that made the serializer
         #: schema text -> fastavro's parsed schema (the one given, and any the registry handed back).
         self._parsed: dict[str, Any] = {}
-        self._given: Schema | None = None
+        self._given = self._given_schema(schema_str, "AVRO", to_dict)
         self._record_name_of_given: str | None = None
-        if schema_str is None:
-            if not self._use_latest and self._use_schema_id is None:
-                raise ConfigError("AvroSerializer needs schema_str, or conf use.latest.version=True or use.schema.id")
+        if self._given is None:
             return
-        given = schema_str if isinstance(schema_str, Schema) else Schema(schema_str, "AVRO")
-        if not isinstance(given.schema_str, str):
-            raise ConfigError(f"schema_str must be a str (an Avro schema in JSON), got {type(given.schema_str).__name__}")
-        if given.schema_type != "AVRO":
-            raise ConfigError(f"AvroSerializer needs an AVRO schema, got {given.schema_type}")
-        if given.references:
-            raise ConfigError("AvroSerializer: schema references are not supported")
+        given = self._given
         parsed = self._parse(given.schema_str, "schema_str")
-        self._given = given
         self._record_name_of_given = parsed.get("name") if isinstance(parsed, dict) else None
 
     def _parse(self, text: str, what: str) -> Any:

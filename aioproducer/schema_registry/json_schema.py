@@ -46,25 +46,15 @@ class JSONSchemaSerializer(RegistrySerializer):
         if not isinstance(validate, bool):
             raise ConfigError(f"validate must be True or False, got {validate!r}")
         self._validate = validate
-        if to_dict is not None and not callable(to_dict):
-            raise ConfigError(f"to_dict must be a callable (obj, ctx) -> dict, got {to_dict!r}")
-        self._to_dict = to_dict
         _jsonschema()  # missing: said now, at the call that made the serializer
         #: schema text -> its validator (the schema given, and any the registry handed back).
         self._validators: dict[str, Any] = {}
-        self._given: Schema | None = None
+        self._given = self._given_schema(schema_str, "JSON", to_dict)
         self._title: str | None = None
-        if schema_str is None:
-            if not self._use_latest and self._use_schema_id is None:
-                raise ConfigError("JSONSchemaSerializer needs schema_str, or conf use.latest.version=True or use.schema.id")
+        if self._given is None:
             return
-        given = schema_str if isinstance(schema_str, Schema) else Schema(schema_str, "JSON")
-        if given.schema_type != "JSON":
-            raise ConfigError(f"JSONSchemaSerializer needs a JSON schema, got {given.schema_type}")
-        if given.references:
-            raise ConfigError("JSONSchemaSerializer: schema references are not supported")
+        given = self._given
         schema = self._validator(given.schema_str, "schema_str").schema
-        self._given = given
         self._title = schema.get("title") if isinstance(schema, dict) else None
 
     def _validator(self, text: str, what: str) -> Any:

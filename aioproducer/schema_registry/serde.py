@@ -177,6 +177,25 @@ class RegistrySerializer:
         #: ``to_dict(obj, ctx)`` of the formats that take one (set by the subclass).
         self._to_dict: Callable[[Any, SerializationContext], Any] | None = None
 
+    def _given_schema(self, schema_str: str | Schema | None, schema_type: str, to_dict: Any) -> Schema | None:
+        """The constructor's schema checked (None: the registry's, by ``use.latest.version`` or ``use.schema.id``); ``to_dict`` kept."""
+        name = type(self).__name__
+        if to_dict is not None and not callable(to_dict):
+            raise ConfigError(f"to_dict must be a callable (obj, ctx) -> dict, got {to_dict!r}")
+        self._to_dict = to_dict
+        if schema_str is None:
+            if not self._use_latest and self._use_schema_id is None:
+                raise ConfigError(f"{name} needs schema_str, or conf use.latest.version=True or use.schema.id")
+            return None
+        given = schema_str if isinstance(schema_str, Schema) else Schema(schema_str, schema_type)
+        if not isinstance(given.schema_str, str):
+            raise ConfigError(f"schema_str must be a str, got {type(given.schema_str).__name__}")
+        if given.schema_type != schema_type:
+            raise ConfigError(f"{name} needs a {schema_type} schema, got {given.schema_type}")
+        if given.references:
+            raise ConfigError(f"{name}: schema references are not supported")
+        return given
+
     # -- the producer's hooks ---------------------------------------------------------
     def configure(self, configs: Mapping[str, Any], is_key: bool) -> None:
         """Java's ``Serializer.configure``: the producer says whether this serializes keys or values."""
