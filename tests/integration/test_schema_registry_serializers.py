@@ -467,3 +467,16 @@ async def test_tls_and_mutual_tls_settings(tmp_path: Any) -> None:
             assert info.value.http_status_code == -1 and "certificate" in str(info.value).lower()
     with pytest.raises(ConfigError, match="schema registry TLS settings"):
         SchemaRegistryClient({"url": "https://x", "ssl.ca.location": str(tmp_path / "missing.pem")})
+
+
+async def test_a_schema_the_registry_finds_invalid_is_its_422_at_send(mock_cluster: MockCluster, registry: SchemaRegistry) -> None:
+    """A union with a branch twice: fastavro takes it, the registry (as Java's parser) does not."""
+    client = _client(registry)
+    empty = json.dumps({"type": "record", "name": "Twice", "fields": [{"name": "a", "type": ["null", "string", "null"]}]})
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, value_serializer=AvroSerializer(client, empty)) as producer:
+        with pytest.raises(SerializationError) as info:
+            await producer.send("orders", {"a": None})
+    cause = info.value.__cause__
+    assert isinstance(cause, SchemaRegistryError) and (cause.http_status_code, cause.error_code) == (422, 42201)
+    assert "null" in cause.error_message
+    await client.close()
