@@ -686,6 +686,17 @@ struct Rows {
     order: Vec<u64>,
 }
 
+// SAFETY: `Rows` holds raw pointers into Arrow buffers that its batches own (moved in from the
+// producer, released only when the batch drops) and never writes through them: the data is
+// immutable, as the C Data Interface asks of both sides. Every access goes through the
+// `ArrowRecords` pyclass, whose borrow flag (under the interpreter lock) rules out two at once.
+// Sending it to another thread can only mean that Python frees the object there, with the
+// interpreter lock held, which is how every PyCapsule of the interface is released too: the
+// producer's `release` callback must already work there. Without these, pyo3 refused to drop
+// the rows on a thread other than the one that made them, and leaked the Arrow data.
+unsafe impl Send for Rows {}
+unsafe impl Sync for Rows {}
+
 /// A row's record, borrowed from Arrow memory.
 struct Row<'a> {
     key: Option<&'a [u8]>,
@@ -831,9 +842,9 @@ impl Rows {
 /// `send_arrow`'s rows: imported and checked at construction, planned, then appended batch by
 /// batch through the accumulator; released (`release_data`) once queued. See the module docs.
 ///
-/// Not thread-safe (`unsendable`): it holds raw views into Arrow buffers and is used on the
-/// event loop's thread only, as every batch builder is.
-#[pyclass(name = "ArrowRecords", module = "aioproducer._native", unsendable)]
+/// Used on the event loop's thread, as every batch builder is; freed on whatever thread Python
+/// frees it (see `Rows`' `Send`), its Arrow data released there.
+#[pyclass(name = "ArrowRecords", module = "aioproducer._native")]
 pub struct ArrowRecords {
     rows: Rows,
     /// Per-row outcome when asked for: the record's offset, -1 failed or unknown, -2 pending.

@@ -303,3 +303,32 @@ def test_offsets_that_decrease_are_refused_not_read() -> None:
     array = pa.Array.from_buffers(pa.binary(), 2, [None, offsets, pa.py_buffer(b"x" * 40)])
     with pytest.raises(ValueError, match="offsets that decrease"):
         ArrowRecords(pa.RecordBatch.from_arrays([array], names=["value"]))
+
+
+def test_rows_freed_by_the_collector_on_another_thread_are_released() -> None:
+    """A cycle through the rows, collected on a thread that did not make them (Spark's input thread, say).
+
+    Python frees an object on whatever thread drops it, with the interpreter lock held, as it does
+    the producer's own capsules: the rows must release their Arrow data there too, not refuse and leak it.
+    """
+    import gc
+    import sys
+    import threading
+
+    table = pa.table({"value": pa.array([b"x" * 1000] * 2000, pa.binary())})
+    records = ArrowRecords(table, ignore_keys=False, now_ms=NOW, row_outcomes=False)
+    baseline_without_table = pa.total_allocated_bytes() - table.nbytes
+    del table
+    holder: list[Any] = [records]
+    holder.append(holder)  # only the collector frees it now
+    del records, holder
+    seen: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        collector = threading.Thread(target=gc.collect)
+        collector.start()
+        collector.join()
+    finally:
+        sys.unraisablehook = previous
+    assert [str(u.exc_value) for u in seen] == []
+    assert pa.total_allocated_bytes() <= baseline_without_table  # the table's buffers went back to the pool
