@@ -42,6 +42,8 @@ def write_kafka(
     batch_id: int | None = None,
     progress_topic: str | None = None,
     on_error: str = "fail",
+    key_serializer: Any = None,
+    value_serializer: Any = None,
 ) -> WriteStats:
     """Write ``df``'s rows to Kafka, one record per row; return what was written.
 
@@ -56,10 +58,15 @@ def write_kafka(
     ``transactional.id`` is the prefix of each task's own id, and ``progress_topic`` (default:
     ``topic``) holds the markers of the batches written. See the README's "Spark" section for
     what that guarantees. Without ``transactional``, ``batch_id`` only labels the statistics.
+
+    ``key_serializer`` / ``value_serializer`` (or the ``key.serializer`` / ``value.serializer``
+    keys of ``config``) turn the column's rows into bytes in the tasks; the column may then be
+    of any type, a struct reaching the serializer as a dict. A registry serializer
+    (``aioproducer.schema_registry``) looks its schema up once per Python worker.
     """
     plan = make_plan(
         df.schema,
-        config,
+        with_serializers(config, key_serializer, value_serializer, "write_kafka"),
         topic,
         transactional=transactional,
         batch_id=batch_id,
@@ -75,6 +82,20 @@ def write_kafka(
     return WriteStats.of(tasks, time.monotonic() - started, batch_id)
 
 
+def with_serializers(config: Mapping[str, Any], key_serializer: Any, value_serializer: Any, what: str) -> Mapping[str, Any]:
+    """``config`` with the serializers given as keywords, as its ``key.serializer`` / ``value.serializer``."""
+    if key_serializer is None and value_serializer is None:
+        return config
+    merged = dict(config)
+    for key, keyword, serializer in (("key.serializer", "key_serializer", key_serializer), ("value.serializer", "value_serializer", value_serializer)):
+        if serializer is None:
+            continue
+        if key in merged or keyword in merged:
+            raise ValueError(f"{what}: {keyword}= is given and config has {key!r} too: give it once")
+        merged[key] = serializer
+    return merged
+
+
 def kafka_batch_writer(
     config: Mapping[str, Any],
     topic: str | None = None,
@@ -83,6 +104,8 @@ def kafka_batch_writer(
     progress_topic: str | None = None,
     on_error: str = "fail",
     on_batch: Callable[[int, WriteStats], None] | None = None,
+    key_serializer: Any = None,
+    value_serializer: Any = None,
 ) -> Callable[[DataFrame, int], None]:
     """A ``foreachBatch`` function for Structured Streaming: ``write_kafka`` each micro-batch.
 
@@ -91,6 +114,7 @@ def kafka_batch_writer(
     ``transactional=True`` a micro-batch that Spark runs again after a restart is not written
     twice. ``on_batch(batch_id, stats)`` is called on the driver after each micro-batch.
     """
+    config = with_serializers(config, key_serializer, value_serializer, "kafka_batch_writer")
     ProducerConfig(dict(config))  # fail at the call that made the writer, not at the first batch
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"kafka_batch_writer: on_batch must be callable or None, not {type(on_batch).__name__}")

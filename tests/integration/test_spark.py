@@ -324,7 +324,7 @@ async def test_rows_written_as_avro_through_the_registry_read_by_confluents_dese
         frame = spark.createDataFrame(rows, "id long, amount double, note string").repartition(4).selectExpr(
             "CAST(id AS STRING) AS key", "struct(id, amount, note) AS value"
         )
-        stats = write_kafka(frame, {**config(mock_cluster.bootstrap_servers), "value.serializer": serializer}, topic="avro-orders")
+        stats = write_kafka(frame, config(mock_cluster.bootstrap_servers), topic="avro-orders", value_serializer=serializer)
         assert (stats.records, stats.failed, len(stats.tasks)) == (300, 0, 4)
         registrations = [path for method, path in registry.requests if method == "POST"]
         assert 1 <= len(registrations) <= 2  # local[2]: two Python workers at most, each asks once
@@ -337,7 +337,9 @@ async def test_rows_written_as_avro_through_the_registry_read_by_confluents_dese
     assert decoded == {str(i).encode(): {"id": i, "amount": i / 2, "note": note} for i, _, note in rows}
 
 
-def test_a_struct_value_needs_a_serializer(spark: SparkSession) -> None:
+def test_a_struct_value_needs_a_serializer_given_once(spark: SparkSession) -> None:
     frame = spark.createDataFrame([(1, 2.0)], "id long, amount double").selectExpr("struct(id, amount) AS value")
     with pytest.raises(TypeError, match="column 'value' is struct<id:bigint,amount:double>; the Kafka sink takes binary or string"):
         write_kafka(frame, config("localhost:9092"), topic="t")
+    with pytest.raises(ValueError, match="value_serializer= is given and config has 'value.serializer' too"):
+        write_kafka(frame, {**config("localhost:9092"), "value.serializer": bytes}, topic="t", value_serializer=bytes)
