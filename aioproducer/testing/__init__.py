@@ -26,6 +26,10 @@ library: without confluent-kafka, import it from ``aioproducer.testing.proxy``.
 aiohttp (the ``schema-registry`` extra), with faults on command and a log of
 the requests served; see ``aioproducer/testing/schema_registry.py``.
 
+``FakeProducer`` (``aioproducer/testing/fake.py``) is a ``Producer`` with no broker at all:
+records go through the real send path and land in memory (``history()``), for unit tests
+of a service; delivery is immediate, or held until ``complete_next()``/``fail_next()``.
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -37,6 +41,7 @@ from aioproducer.testing._librdkafka import ConfluentKafkaMissingError, Librdkaf
 from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError, MockRequest
 
 if TYPE_CHECKING:
+    from aioproducer.testing.fake import FakeProducer, FakeRecord
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
@@ -44,6 +49,8 @@ if TYPE_CHECKING:
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
 _LAZY = {
+    "FakeProducer": "aioproducer.testing.fake",
+    "FakeRecord": "aioproducer.testing.fake",
     "KafkaCluster": "aioproducer.testing.kafka",
     "KafkaStartError": "aioproducer.testing.kafka",
     "KafkaUnavailableError": "aioproducer.testing.kafka",
@@ -64,6 +71,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfluentKafkaMissingError",
+    "FakeProducer",
+    "FakeRecord",
     "FaultProxy",
     "KafkaCluster",
     "KafkaStartError",

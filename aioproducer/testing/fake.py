@@ -1,0 +1,521 @@
+"""FakeProducer: the real ``Producer`` with no network under it, for unit tests of users' services.
+
+Why a subclass and not a look-alike: a fake written beside ``Producer`` drifts from it (an
+argument checked by one and not the other, an error of another class). ``FakeProducer``
+*is* a ``Producer`` (``isinstance`` and mypy accept it where one is expected) and keeps its
+whole ``send()`` path: interceptors, serializers (sync and async, headers-aware), the
+partitioner, argument validation, the size checks of the real ``RecordAccumulator``, buffer
+memory and ``max.block.ms``. Bad input raises what the real producer raises.
+
+The seam. ``Producer`` builds its parts in ``ProducerEngine._start()``; ``_FakeEngine``
+overrides only that, building instead:
+
+* ``_FakeClient``: the metadata stand-in. It knows the fake's topics
+  (``FakeProducer(topics={"orders": 6})``) as a real ``ClusterMetadata`` with one broker;
+  a topic not given is created with ``default_partitions`` on first use, unless
+  ``strict_topics=True``: then ``send()`` raises the real producer's ``KafkaTimeoutError``
+  ("not present in metadata") at once instead of after ``max.block.ms``.
+* The real ``BufferPool``, ``TransactionManager`` and ``Transactions``; a
+  ``_FakeAccumulator`` (the real ``RecordAccumulator``) that hands each batch, as soon as a
+  record opened it, to the ``_FakeBroker``. So each record is its own batch, which is what
+  lets ``complete_next(n)`` complete records one at a time.
+* ``_FakeBroker``, in place of the ``Sender``: it takes each batch out of the accumulator,
+  then completes it (``autocomplete=True``) or holds it until ``complete_next`` /
+  ``fail_next``. Completing goes through ``ProducerBatch.complete`` and the engine's
+  ``_on_batch_complete``, as the real sender does: futures, ``on_delivery`` callbacks,
+  interceptors' ``on_acknowledgement``, ``metrics()`` and the failure log.
+* ``_FakeCoordinators``, in place of ``Coordinators``: it answers the transaction
+  coordinator's requests (InitProducerId, EndTxn, AddOffsetsToTxn, TxnOffsetCommit) in
+  memory, so the real ``Transactions`` state machine runs unchanged (``send()`` outside a
+  transaction, commit without begin, ... raise the real errors).
+
+What the fake decides, as the real producer cannot tell:
+
+* ``history()`` is what a broker stores and a ``read_committed`` consumer reads:
+  acknowledged records in send order; in a transaction, only once it committed. Records
+  of an aborted transaction are in ``aborted_history()``. A failed record is in neither.
+* Offsets count from 0 per partition, one per record acknowledged (transaction markers
+  take none, unlike on a broker).
+* Held records (``autocomplete=False``) are "in flight": ``flush()`` and
+  ``commit_transaction()`` wait until they are completed or failed (from another task);
+  ``flush(timeout)`` raises ``KafkaTimeoutError`` as the real one. ``abort_transaction()``
+  fails the transaction's held records with ``TransactionAbortedError``, and ``close()``
+  fails what is still held with the real close's ``ProducerClosedError``.
+* Sequence numbers (idempotence) are a wire concern: the fake assigns none.
+* Every record takes ``send()``'s general path (the fast paths stay closed) and
+  ``send_arrow()`` is not supported (it raises ``NotImplementedError``).
+
+In a FastAPI app, one line overrides the dependency that gives the producer::
+
+    app.dependency_overrides[get_producer] = lambda: fake
+
+In an aiohttp app, one line puts it where the handlers find the producer::
+
+    app[producer_key] = fake   # with a started FakeProducer, in the test's loop
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, TransactionAbortedError
+from aioproducer.internals.accumulator import NO_PARTITIONS, RecordAccumulator
+from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.coordinator import CoordinatorRequest, Coordinators
+from aioproducer.internals.engine import ProducerEngine, _accumulator_config
+from aioproducer.internals.metrics import ByteCounts
+from aioproducer.internals.sender import Sender
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.transactions import Transactions
+from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer.network.metadata import ClusterMetadata
+from aioproducer.partitioner import TopicPartitions
+from aioproducer.producer import Producer, _weak_callback
+from aioproducer.protocol import messages
+from aioproducer.arrow import ArrowDelivery
+from aioproducer.security.connector import ConnectionSecurity
+
+__all__ = ["FakeProducer", "FakeRecord"]
+
+#: The one broker of the fake cluster.
+_NODE = 0
+#: A fake's producer ids start here (each fake its own, as a broker hands them out).
+_producer_ids = itertools.count(1000)
+
+
+@dataclass(frozen=True, slots=True)
+class FakeRecord:
+    """A record as the broker would store it: bytes as serialized, with its partition and offset."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """What ``send()`` handed the accumulator for one record (its batch holds the same, encoded)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def _check_count(name: str, n: Any) -> int:
+    if type(n) is not int or n < 1:
+        raise ValueError(f"{name}(n=...) must be an int >= 1, got {n!r}")
+    return n
+
+
+class _FakeBroker:
+    """In place of the ``Sender``: takes each batch from the accumulator and completes it in memory.
+
+    Lives as long as its ``FakeProducer`` (its history outlives ``close()``); ``attach`` gives
+    it the parts of each start.
+    """
+
+    def __init__(self, autocomplete: bool) -> None:
+        self.autocomplete = autocomplete
+        self.history: list[FakeRecord] = []
+        self.aborted: list[FakeRecord] = []
+        #: Acknowledged in the open transaction: history once it commits, aborted once it aborts.
+        self.uncommitted: list[FakeRecord] = []
+        #: Offsets sent to the open transaction, then to ``offsets_history`` once it commits.
+        self.uncommitted_offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self.offsets_history: list[dict[str, dict[tuple[str, int], int]]] = []
+        self.held: collections.deque[tuple[ProducerBatch, _Sent]] = collections.deque()
+        self._next_offset: dict[tuple[str, int], int] = {}
+        self.producer_id = next(_producer_ids)
+        self._accumulator: RecordAccumulator | None = None
+        self._tm: TransactionManager | None = None
+        self._engine: _FakeEngine | None = None
+
+    def attach(self, engine: _FakeEngine, accumulator: RecordAccumulator, tm: TransactionManager | None) -> None:
+        self._engine, self._accumulator, self._tm = engine, accumulator, tm
+
+    # ---------------------------------------------------------------- the sender's part
+    def accept(self, batch: ProducerBatch, sent: _Sent) -> None:
+        """A record opened ``batch``: take it out of its deque, as a drain does, then complete or hold it."""
+        accumulator, engine, tm = self._accumulator, self._engine, self._tm
+        assert accumulator is not None and engine is not None
+        dq = accumulator.topic_info(batch.topic).batches.get(batch.partition)
+        if dq and dq[-1] is batch:
+            dq.pop()
+        accumulator.settle(batch)
+        batch.drained()
+        if tm is not None and tm.transactional:  # AddPartitionsToTxn, answered at once
+            tm.partitions_added(tm.take_pending_partitions(), set())
+        engine.metrics.record_request([batch], engine.clock())
+        if self.autocomplete:
+            self._acknowledge(batch, sent)
+        else:
+            self.held.append((batch, sent))
+
+    def _acknowledge(self, batch: ProducerBatch, sent: _Sent) -> None:
+        key = (batch.topic, batch.partition)
+        offset = self._next_offset.get(key, 0)
+        self._next_offset[key] = offset + batch.record_count
+        record = FakeRecord(sent.topic, batch.partition, offset, sent.key, sent.value, sent.headers, sent.timestamp)
+        tm = self._tm
+        (self.uncommitted if tm is not None and tm.transactional else self.history).append(record)
+        self._finish(batch, offset, None)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        tm, engine = self._tm, self._engine
+        if tm is not None and tm.transactional and tm.transaction_failed(error) and engine is not None:
+            engine.fatal(error)
+        self._finish(batch, -1, error)
+
+    def _finish(self, batch: ProducerBatch, offset: int, error: BaseException | None) -> None:
+        """What ``Sender._complete`` does: complete once, release memory, tell the engine."""
+        accumulator, engine = self._accumulator, self._engine
+        assert accumulator is not None and engine is not None
+        if batch.complete(offset, -1, error):
+            accumulator.deallocate(batch)
+            engine.batch_complete(batch)
+            batch.release()
+
+    def complete_next(self, n: int) -> int:
+        done = 0
+        while done < n and self.held:
+            self._acknowledge(*self.held.popleft())
+            done += 1
+        return done
+
+    def fail_next(self, error: BaseException, n: int) -> int:
+        done = 0
+        while done < n and self.held:
+            batch, _ = self.held.popleft()
+            self._fail(batch, error)
+            done += 1
+        return done
+
+    def fail_all(self, error: BaseException) -> None:
+        """Fail every held record and every batch still queued (a forced close, an abort)."""
+        self.fail_next(error, len(self.held))
+        accumulator = self._accumulator
+        if accumulator is not None:
+            for batch in accumulator.abort_undrained():
+                self._fail(batch, error)
+
+    # ---------------------------------------------------------------- the coordinator's part
+    def end_transaction(self, committed: bool) -> None:
+        if committed:
+            self.history.extend(self.uncommitted)
+            if self.uncommitted_offsets:
+                self.offsets_history.append(self.uncommitted_offsets)
+        else:
+            self.aborted.extend(self.uncommitted)
+        self.uncommitted = []
+        self.uncommitted_offsets = {}
+
+    def clear(self) -> None:
+        self.history.clear()
+        self.aborted.clear()
+        self.offsets_history.clear()
+
+
+class _FakeSender:
+    """The sender task's stand-in: sleeps until ``close()``; fails what is left as the real one does."""
+
+    def __init__(self, broker: _FakeBroker, engine: _FakeEngine) -> None:
+        self._broker = broker
+        self._engine = engine
+        self._wake = asyncio.Event()
+
+    @property
+    def requests_in_flight(self) -> int:
+        return len(self._broker.held)
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._engine.lifecycle.closing:
+            await self._wake.wait()
+            self._wake.clear()
+
+    def abort_undrained(self, error: BaseException) -> None:
+        """An abort: the transaction's records not acknowledged yet fail with ``error`` (held ones too)."""
+        self._broker.fail_all(error)
+
+    def abort_incomplete(self, error: BaseException) -> None:
+        self._broker.fail_all(error)
+
+
+class _FakeAccumulator(RecordAccumulator):
+    """The real accumulator; each batch goes to the fake broker as soon as a record opened it."""
+
+    broker: _FakeBroker
+
+    def try_append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        on_delivery: DeliveryCallback | None,
+        partitions: TopicPartitions = NO_PARTITIONS,
+        reserved: int = 0,
+    ) -> FutureRecordMetadata | None:
+        future = super().try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, reserved)
+        if future is not None:
+            sent = _Sent(topic, key, value, tuple(headers) if headers else (), timestamp)
+            self.broker.accept(future._batch, sent)
+        return future
+
+
+class _FakeClient:
+    """The metadata stand-in: one broker, the fake's topics; no connection is ever opened."""
+
+    def __init__(self, topics: dict[str, int], default_partitions: int, strict: bool, byte_counts: ByteCounts, on_metadata: Any) -> None:
+        self._topics = topics
+        self._default_partitions = default_partitions
+        self._strict = strict
+        self._on_metadata = on_metadata
+        self.byte_counts = byte_counts
+        self.connection_count = 0
+        self.brokers_reachable = True
+        self._closed = False
+        self.metadata = self._build()
+
+    def _build(self) -> ClusterMetadata:
+        partitions = lambda n: [  # noqa: E731 - one line, read once
+            {"partition_index": p, "leader_id": _NODE, "replica_nodes": [_NODE], "isr_nodes": [_NODE]} for p in range(n)
+        ]
+        return ClusterMetadata.from_response({
+            "brokers": [{"node_id": _NODE, "host": "fake", "port": 9092}],
+            "topics": [{"name": name, "partitions": partitions(n)} for name, n in self._topics.items()],
+            "controller_id": _NODE,
+        })
+
+    def add_topic(self, topic: str) -> None:
+        """A topic in use: created now unless strict (the broker's ``auto.create.topics.enable``)."""
+        if topic not in self._topics and not self._strict:
+            self._topics[topic] = self._default_partitions
+            self.metadata = self._build()
+            self._on_metadata(self.metadata)
+
+    async def wait_for_metadata(self, topic: str, timeout_ms: float) -> tuple[int, ...]:
+        if self._closed:
+            raise ClientClosedError("the client is closing: no more metadata waits")
+        known = self.metadata.partitions_for(topic)
+        if known is None:  # strict_topics: what the real wait raises after max.block.ms, at once
+            raise KafkaTimeoutError(
+                f"Topic {topic} not present in metadata after {timeout_ms:g} ms (FakeProducer(strict_topics=True) "
+                f"knows only {sorted(self._topics)})"
+            )
+        return known
+
+    def metadata_age(self) -> float:
+        return 0.0
+
+    def interrupt_waits(self) -> None:
+        self._closed = True
+
+    async def close(self, deadline: float | None = None) -> None:
+        self._closed = True
+
+    def abandon(self) -> None:
+        self._closed = True
+
+
+class _FakeCoordinators:
+    """The transaction coordinator and the group coordinator, answering in memory."""
+
+    def __init__(self, broker: _FakeBroker) -> None:
+        self._broker = broker
+        self._epoch = -1
+
+    async def send(self, request: CoordinatorRequest[Any], deadline: float) -> Any:
+        return request.handle(self._answer(request))
+
+    def _answer(self, request: CoordinatorRequest[Any]) -> dict[str, Any]:
+        api_key = request.api_key
+        if api_key == messages.INIT_PRODUCER_ID:
+            self._epoch += 1
+            return {"error_code": 0, "producer_id": self._broker.producer_id, "producer_epoch": self._epoch}
+        if api_key == messages.END_TXN:
+            self._broker.end_transaction(bool(request.body()["committed"]))
+            return {"error_code": 0}
+        if api_key == messages.ADD_OFFSETS_TO_TXN:
+            return {"error_code": 0}
+        if api_key == messages.TXN_OFFSET_COMMIT:
+            body = request.body()
+            offsets = self._broker.uncommitted_offsets.setdefault(body["group_id"], {})
+            for topic in body["topics"]:
+                for p in topic["partitions"]:
+                    offsets[(topic["name"], p["partition_index"])] = p["committed_offset"]
+            return {"topics": []}
+        raise IllegalStateError(f"{request.what} is not supported by FakeProducer (no group coordinator)")
+
+
+class _FakeEngine(ProducerEngine):
+    """``ProducerEngine`` whose ``_start()`` builds the in-memory parts (see the module docstring)."""
+
+    def __init__(self, *args: Any, broker: _FakeBroker, topics: dict[str, int], default_partitions: int,
+                 strict_topics: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._broker = broker
+        self._fake_topics = topics
+        self._default_partitions = default_partitions
+        self._strict_topics = strict_topics
+
+    def fatal(self, error: BaseException) -> None:
+        self._fatal(error)
+
+    def batch_complete(self, batch: ProducerBatch) -> None:
+        self._on_batch_complete(batch)
+
+    async def _start(self) -> None:
+        cfg, broker = self.config, self._broker
+        client = _FakeClient(
+            self._fake_topics, self._default_partitions, self._strict_topics,
+            ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples), self._on_metadata,
+        )
+        tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
+        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, self.lifecycle, metrics=self.metrics)
+        accumulator = _FakeAccumulator(
+            _accumulator_config(cfg), pool, tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle, log=self._log
+        )
+        accumulator.broker = broker
+        broker.attach(self, accumulator, tm)
+        sender = _FakeSender(broker, self)
+        coordinators = _FakeCoordinators(broker)
+        transactions = None
+        if tm is not None and tm.transactional:
+            transactions = Transactions(
+                tm, cast(Coordinators, coordinators), cfg.max_block_ms,
+                flush=self.flush, abort_undrained=sender.abort_undrained, on_fatal=self._fatal, clock=self.clock,
+            )
+            await transactions.init()
+        elif tm is not None:
+            tm.set_producer_id_and_epoch(broker.producer_id, 0)  # the idempotent producer's InitProducerId
+        self.client, self.accumulator = cast(KafkaClient, client), accumulator
+        self.sender, self.transaction_manager = cast(Sender, sender), tm
+        self.coordinators, self.transactions = cast(Coordinators, coordinators), transactions
+        self._lifecycle.start()
+        self.sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-fake-sender")
+        self.sender_task.add_done_callback(self._sender_done)
+
+
+class FakeProducer(Producer):
+    """A ``Producer`` with no broker: records land in memory (see the module docstring).
+
+    ``FakeProducer(topics={"orders": 6}, autocomplete=False, value_serializer=...)``: the
+    configuration is the real producer's (``bootstrap.servers`` may be left out). Java's
+    ``MockProducer``: ``history()``, ``clear()``, ``complete_next()``, ``fail_next()``
+    (``completeNext``, ``errorNext``).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        topics: Mapping[str, int] | None = None,
+        default_partitions: int = 1,
+        strict_topics: bool = False,
+        autocomplete: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        fake_topics = _topics_argument(topics)
+        if type(default_partitions) is not int or default_partitions < 1:
+            raise ValueError(f"default_partitions must be an int >= 1, got {default_partitions!r}")
+        for name, flag in (("strict_topics", strict_topics), ("autocomplete", autocomplete)):
+            if type(flag) is not bool:
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        super().__init__(config, **kwargs)
+        self._broker = _FakeBroker(autocomplete)
+        topic_partitions = self._topic_partitions
+        self._engine = _FakeEngine(
+            self._config,
+            ConnectionSecurity.from_config(self._config),
+            interceptors=self._interceptors,
+            on_metadata=lambda _metadata: topic_partitions.clear(),
+            on_stopped=_weak_callback(self._sender_done),
+            log=self._log,
+            broker=self._broker,
+            topics=fake_topics,
+            default_partitions=default_partitions,
+            strict_topics=strict_topics,
+        )
+        self._lifecycle = self._engine.lifecycle
+
+    def _open_fast_path(self) -> None:
+        """Kept closed: every record takes ``_send()``, one record per batch (see the module docstring)."""
+
+    async def send_arrow(self, topic: str, data: Any, *, row_outcomes: bool = False) -> ArrowDelivery:
+        raise NotImplementedError("FakeProducer does not take send_arrow(): use send() or send_many()")
+
+    # ---------------------------------------------------------------- Java's MockProducer
+    @property
+    def autocomplete(self) -> bool:
+        return self._broker.autocomplete
+
+    def history(self, topic: str | None = None) -> list[FakeRecord]:
+        """Acknowledged records (committed, in a transaction) in send order; of ``topic`` only if given."""
+        return _of_topic(self._broker.history, topic)
+
+    def aborted_history(self, topic: str | None = None) -> list[FakeRecord]:
+        """Records acknowledged in transactions that were then aborted, in send order."""
+        return _of_topic(self._broker.aborted, topic)
+
+    def consumer_group_offsets_history(self) -> list[dict[str, dict[tuple[str, int], int]]]:
+        """Per committed transaction: group id -> ((topic, partition) -> offset) sent with ``send_offsets_to_transaction``."""
+        return list(self._broker.offsets_history)
+
+    def clear(self) -> None:
+        """Forget the history (Java's ``clear``); held records stay held."""
+        self._broker.clear()
+
+    def held(self) -> int:
+        """Records sent and neither completed nor failed yet (``autocomplete=False``)."""
+        return len(self._broker.held)
+
+    def complete_next(self, n: int = 1) -> int:
+        """Acknowledge the ``n`` oldest held records; returns how many there were to complete."""
+        return self._broker.complete_next(_check_count("complete_next", n))
+
+    def fail_next(self, error: BaseException, n: int = 1) -> int:
+        """Fail the ``n`` oldest held records with ``error`` (their futures raise it); returns how many failed."""
+        if not isinstance(error, BaseException):
+            raise TypeError(f"fail_next(error=...) must be an exception, got {type(error).__name__}")
+        return self._broker.fail_next(error, _check_count("fail_next", n))
+
+
+def _of_topic(records: list[FakeRecord], topic: str | None) -> list[FakeRecord]:
+    if topic is None:
+        return list(records)
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str or None, got {type(topic).__name__}")
+    return [r for r in records if r.topic == topic]
+
+
+def _topics_argument(topics: Any) -> dict[str, int]:
+    """``topics=`` as a fresh dict of name -> partition count, else an error naming it."""
+    if topics is None:
+        return {}
+    if not isinstance(topics, Mapping):
+        raise TypeError(f"topics must be a mapping of topic name to partition count, got {type(topics).__name__}")
+    result: dict[str, int] = {}
+    for name, count in topics.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"topics: a topic name must be a non-empty str, got {name!r}")
+        if type(count) is not int or count < 1:
+            raise ValueError(f"topics[{name!r}] must be a partition count >= 1, got {count!r}")
+        result[name] = count
+    return result
