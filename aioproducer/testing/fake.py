@@ -294,9 +294,11 @@ class _FakeClient:
         self.metadata = self._build()
 
     def _build(self) -> ClusterMetadata:
-        partitions = lambda n: [  # noqa: E731 - one line, read once
-            {"partition_index": p, "leader_id": _NODE, "replica_nodes": [_NODE], "isr_nodes": [_NODE]} for p in range(n)
-        ]
+        """The fake's topics as a real ``ClusterMetadata``: the partitioner and snapshots are the real ones."""
+
+        def partitions(n: int) -> list[dict[str, Any]]:
+            return [{"partition_index": p, "leader_id": _NODE, "replica_nodes": [_NODE], "isr_nodes": [_NODE]} for p in range(n)]
+
         return ClusterMetadata.from_response({
             "brokers": [{"node_id": _NODE, "host": "fake", "port": 9092}],
             "topics": [{"name": name, "partitions": partitions(n)} for name, n in self._topics.items()],
@@ -454,6 +456,13 @@ class FakeProducer(Producer):
             strict_topics=strict_topics,
         )
         self._lifecycle = self._engine.lifecycle
+        if self._tracing is not None:  # its spans name the leader from the fake's metadata, not the first engine's
+            self._tracing._metadata = self._engine.cluster_metadata
+
+    async def __aenter__(self) -> FakeProducer:
+        """``async with FakeProducer() as fake``: typed as the fake, so its own methods type-check."""
+        await self.start()
+        return self
 
     def _open_fast_path(self) -> None:
         """Kept closed: every record takes ``_send()``, one record per batch (see the module docstring)."""
