@@ -42,6 +42,9 @@ What the fake decides, as the real producer cannot tell:
   fails the transaction's held records with ``TransactionAbortedError``, and ``close()``
   fails what is still held with the real close's ``ProducerClosedError``.
 * Sequence numbers (idempotence) are a wire concern: the fake assigns none.
+* ``prepare_transaction()`` / ``complete_transaction()`` work on the same fake (its
+  coordinator is its own); ``committed_offsets()`` raises ``IllegalStateError`` (no group
+  coordinator: read ``consumer_group_offsets_history()`` instead).
 * Every record takes ``send()``'s general path (the fast paths stay closed) and
   ``send_arrow()`` is not supported (it raises ``NotImplementedError``).
 
@@ -342,6 +345,10 @@ class _FakeCoordinators:
     def __init__(self, broker: _FakeBroker) -> None:
         self._broker = broker
         self._epoch = -1
+
+    def deadline(self, max_block_ms: int) -> float:
+        """Every answer is immediate: no deadline is ever reached."""
+        return float("inf")
 
     async def send(self, request: CoordinatorRequest[Any], deadline: float) -> Any:
         return request.handle(self._answer(request))

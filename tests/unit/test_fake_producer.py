@@ -112,6 +112,15 @@ async def test_send_many_goes_through_the_same_path() -> None:
     assert [(r.key, r.value, r.offset) for r in fake.history()] == [(b"a", b"1", 0), (None, b"2", 1), (b"c", b"3", 2)]
 
 
+async def test_send_many_without_keys_completes_every_record() -> None:
+    async with FakeProducer(autocomplete=False) as fake:
+        futures = await fake.send_many("t", [b"1", b"2", b"3"])
+        assert fake.held() == 3
+        assert fake.complete_next(3) == 3
+    assert all(f.done() for f in futures)
+    assert [(r.value, r.offset) for r in fake.history()] == [(b"1", 0), (b"2", 1), (b"3", 2)]
+
+
 # ------------------------------------------------------------------ topics
 async def test_a_topic_not_given_is_created_with_default_partitions() -> None:
     async with FakeProducer(topics={"orders": 6}, default_partitions=3) as fake:
@@ -280,6 +289,32 @@ async def test_commit_waits_for_held_records_and_abort_fails_them() -> None:
             await held
     assert [r.value for r in fake.history()] == [b"1"]
     assert fake.aborted_history() == []  # the aborted record was never acknowledged
+
+
+async def test_a_record_failed_in_a_transaction_makes_commit_raise_and_abort_recover() -> None:
+    async with FakeProducer(transactional_id="tx", autocomplete=False) as fake:
+        fake.begin_transaction()
+        await fake.send("t", b"1")
+        fake.fail_next(ConnectionResetError("lost"))
+        with pytest.raises(IllegalStateError, match="must be aborted.*lost"):  # the real state machine's words
+            await fake.commit_transaction()
+        await fake.abort_transaction()
+        async with fake.transaction():
+            await fake.send("t", b"2")
+            fake.complete_next()
+    assert [r.value for r in fake.history()] == [b"2"]
+
+
+async def test_a_prepared_transaction_is_committed_by_complete_transaction() -> None:
+    async with FakeProducer(transactional_id="tx") as fake:
+        fake.begin_transaction()
+        await fake.send("t", b"1")
+        prepared = await fake.prepare_transaction()
+        assert fake.history() == []
+        await fake.complete_transaction(prepared)
+        async with fake.transaction():  # ready for the next one
+            await fake.send("t", b"2")
+    assert [r.value for r in fake.history()] == [b"1", b"2"]
 
 
 # ------------------------------------------------------------------ arguments of the fake itself
@@ -452,6 +487,19 @@ async def test_the_fake_raises_what_the_real_producer_raises(
     fake = await _outcome(FakeProducer(topics={"orders": 6}, **config), start, action)
     assert real is not None, "the case must make the real producer raise"
     assert fake is real
+
+
+async def test_the_fake_partitions_and_sizes_records_as_the_real_producer(mock_cluster: MockCluster) -> None:
+    async def send_all(producer: Producer) -> list[tuple[int, int, int]]:
+        async with producer:
+            sent = [await producer.send_and_wait("orders", {"n": n}, key=f"key-{n}") for n in range(20)]
+            sent.append(await producer.send_and_wait("orders", None, key="tombstone", partition=5))
+        return [(md.partition, md.serialized_key_size, md.serialized_value_size) for md in sent]
+
+    serializers: dict[str, Any] = {"key_serializer": "aioproducer.str_serializer", "value_serializer": json_serializer}
+    real = await send_all(Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **serializers))
+    fake = await send_all(FakeProducer(topics={"orders": 6}, **serializers))
+    assert fake == real
 
 
 async def test_the_parity_cases_raise_the_errors_the_producer_documents(mock_cluster: MockCluster) -> None:
