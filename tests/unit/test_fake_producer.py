@@ -217,6 +217,7 @@ async def test_close_fails_held_records_as_the_real_close_and_refuses_later_send
     await fake.start()
     future = await fake.send("t", b"1")
     await fake.close()
+    assert future.done()  # failed by close(), not left pending
     with pytest.raises(ProducerClosedError):
         await future
     with pytest.raises(ProducerClosedError):
@@ -274,7 +275,8 @@ async def test_offsets_sent_to_a_transaction_are_kept_once_it_commits() -> None:
 
 
 async def test_commit_waits_for_held_records_and_abort_fails_them() -> None:
-    async with FakeProducer(transactional_id="tx", autocomplete=False) as fake:
+    # max.block.ms bounds an abort that waited for the held record: a failure, not a hang.
+    async with FakeProducer(transactional_id="tx", autocomplete=False, max_block_ms=2000) as fake:
         fake.begin_transaction()
         await fake.send("t", b"1")
         committing = asyncio.create_task(fake.commit_transaction())
@@ -285,6 +287,7 @@ async def test_commit_waits_for_held_records_and_abort_fails_them() -> None:
         fake.begin_transaction()
         held = await fake.send("t", b"2")
         await fake.abort_transaction()
+        assert held.done()
         with pytest.raises(TransactionAbortedError):
             await held
     assert [r.value for r in fake.history()] == [b"1"]
