@@ -230,9 +230,25 @@ class ProducerEngine:
         except BaseException:
             await client.close()  # nothing may outlive a start that did not finish
             raise
+        self._run_parts(client, accumulator, sender, tm, coordinators, transactions)
+
+    def _run_parts(
+        self,
+        client: KafkaClient,
+        accumulator: RecordAccumulator,
+        sender: Sender,
+        tm: TransactionManager | None,
+        coordinators: Coordinators,
+        transactions: Transactions | None,
+    ) -> None:
+        """A start succeeded: keep its parts, move to RUNNING, start the sender task.
+
+        Apart from ``_start()`` so that a start that builds other parts (``aioproducer.testing.FakeProducer``'s
+        in-memory ones) runs them here, and the lifecycle keeps its one writer, this module.
+        """
         self.client, self.accumulator, self.sender, self.transaction_manager = client, accumulator, sender, tm
         self.coordinators, self.transactions = coordinators, transactions
-        lifecycle.start()  # before the sender task: its loop runs while RUNNING
+        self._lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self.sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self.sender_task.add_done_callback(self._sender_done)
 

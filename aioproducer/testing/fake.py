@@ -8,7 +8,8 @@ partitioner, argument validation, the size checks of the real ``RecordAccumulato
 memory and ``max.block.ms``. Bad input raises what the real producer raises.
 
 The seam. ``Producer`` builds its parts in ``ProducerEngine._start()``; ``_FakeEngine``
-overrides only that, building instead:
+overrides only that, builds the parts below, and hands them to the engine's own
+``_run_parts()`` (which moves the lifecycle and starts the sender task, as for real parts):
 
 * ``_FakeClient``: the metadata stand-in. It knows the fake's topics
   (``FakeProducer(topics={"orders": 6})``) as a real ``ClusterMetadata`` with one broker;
@@ -414,12 +415,9 @@ class _FakeEngine(ProducerEngine):
             await transactions.init()
         elif tm is not None:
             tm.set_producer_id_and_epoch(broker.producer_id, 0)  # the idempotent producer's InitProducerId
-        self.client, self.accumulator = cast(KafkaClient, client), accumulator
-        self.sender, self.transaction_manager = cast(Sender, sender), tm
-        self.coordinators, self.transactions = cast(Coordinators, coordinators), transactions
-        self._lifecycle.start()
-        self.sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-fake-sender")
-        self.sender_task.add_done_callback(self._sender_done)
+        self._run_parts(
+            cast(KafkaClient, client), accumulator, cast(Sender, sender), tm, cast(Coordinators, coordinators), transactions
+        )
 
 
 class FakeProducer(Producer):
