@@ -57,6 +57,8 @@ from aioproducer.serializers import SerializeFn
 from aioproducer.topic import validate_topic
 
 if TYPE_CHECKING:
+    from aioproducer.logs import LogLike
+    from aioproducer.network.metadata import ClusterMetadata
     from aioproducer.tracing import Tracing
 
 __all__ = ["Producer", "ProducerRecord"]
@@ -171,7 +173,7 @@ class Producer:
         topic_partitions = self._topic_partitions
         #: What runs under this facade: the parts, the sender task, the lifecycle (see internals/engine.py).
         #: Nothing it holds may hold this producer (a dropped producer must be collectable: __del__).
-        self._engine = ProducerEngine(
+        self._engine = self._new_engine(
             cfg,
             # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
             ConnectionSecurity.from_config(cfg),
@@ -211,6 +213,25 @@ class Producer:
         # _sender_done, the fork hook), through _close_fast_paths.
         self._plain_accumulator: RecordAccumulator | None = None
         self._serializing_accumulator: RecordAccumulator | None = None
+
+    def _new_engine(
+        self,
+        config: ProducerConfig,
+        security: ConnectionSecurity,
+        *,
+        interceptors: Sequence[Any],
+        on_metadata: Callable[[ClusterMetadata], None],
+        on_stopped: Callable[[], None],
+        log: LogLike,
+    ) -> ProducerEngine:
+        """The engine under this facade, made once by ``__init__``.
+
+        A method so that a subclass runs other parts under the same facade: ``aioproducer.testing.FakeProducer``
+        returns an engine whose parts are in memory. It must not hold this producer (see ``__init__``).
+        """
+        return ProducerEngine(
+            config, security, interceptors=interceptors, on_metadata=on_metadata, on_stopped=on_stopped, log=log
+        )
 
     @property
     def config(self) -> ProducerConfig:

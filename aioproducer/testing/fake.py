@@ -7,8 +7,9 @@ whole ``send()`` path: interceptors, serializers (sync and async, headers-aware)
 partitioner, argument validation, the size checks of the real ``RecordAccumulator``, buffer
 memory and ``max.block.ms``. Bad input raises what the real producer raises.
 
-The seam. ``Producer`` builds its parts in ``ProducerEngine._start()``; ``_FakeEngine``
-overrides only that, builds the parts below, and hands them to the engine's own
+The seam. ``Producer.__init__`` makes its engine through ``_new_engine()``, which the fake
+overrides to make a ``_FakeEngine``. ``Producer`` builds its parts in ``ProducerEngine._start()``;
+``_FakeEngine`` overrides only that, builds the parts below, and hands them to the engine's own
 ``_run_parts()`` (which moves the lifecycle and starts the sender task, as for real parts):
 
 * ``_FakeClient``: the metadata stand-in. It knows the fake's topics
@@ -63,11 +64,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, TransactionAbortedError
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import IllegalStateError, KafkaTimeoutError
 from aioproducer.internals.accumulator import NO_PARTITIONS, RecordAccumulator
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
@@ -78,9 +80,10 @@ from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import Transactions
 from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer.logs import LogLike
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.partitioner import TopicPartitions
-from aioproducer.producer import Producer, _weak_callback
+from aioproducer.producer import Producer
 from aioproducer.protocol import messages
 from aioproducer.arrow import ArrowDelivery
 from aioproducer.security.connector import ConnectionSecurity
@@ -445,24 +448,27 @@ class FakeProducer(Producer):
         for name, flag in (("strict_topics", strict_topics), ("autocomplete", autocomplete)):
             if type(flag) is not bool:
                 raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
-        super().__init__(config, **kwargs)
+        # Read by _new_engine, which Producer.__init__ calls: set first.
         self._broker = _FakeBroker(autocomplete)
-        topic_partitions = self._topic_partitions
-        self._engine = _FakeEngine(
-            self._config,
-            ConnectionSecurity.from_config(self._config),
-            interceptors=self._interceptors,
-            on_metadata=lambda _metadata: topic_partitions.clear(),
-            on_stopped=_weak_callback(self._sender_done),
-            log=self._log,
-            broker=self._broker,
-            topics=fake_topics,
-            default_partitions=default_partitions,
-            strict_topics=strict_topics,
+        self._fake_topics = (fake_topics, default_partitions, strict_topics)
+        super().__init__(config, **kwargs)
+
+    def _new_engine(
+        self,
+        config: ProducerConfig,
+        security: ConnectionSecurity,
+        *,
+        interceptors: Sequence[Any],
+        on_metadata: Callable[[ClusterMetadata], None],
+        on_stopped: Callable[[], None],
+        log: LogLike,
+    ) -> ProducerEngine:
+        """The fake's engine: the in-memory parts under the real facade (see the module docstring)."""
+        topics, default_partitions, strict_topics = self._fake_topics
+        return _FakeEngine(
+            config, security, interceptors=interceptors, on_metadata=on_metadata, on_stopped=on_stopped, log=log,
+            broker=self._broker, topics=topics, default_partitions=default_partitions, strict_topics=strict_topics,
         )
-        self._lifecycle = self._engine.lifecycle
-        if self._tracing is not None:  # its spans name the leader from the fake's metadata, not the first engine's
-            self._tracing._metadata = self._engine.cluster_metadata
 
     async def __aenter__(self) -> FakeProducer:
         """``async with FakeProducer() as fake``: typed as the fake, so its own methods type-check."""
