@@ -44,9 +44,9 @@ What the fake decides, as the real producer cannot tell:
   fails the transaction's held records with ``TransactionAbortedError``, and ``close()``
   fails what is still held with the real close's ``ProducerClosedError``.
 * Sequence numbers (idempotence) are a wire concern: the fake assigns none.
-* ``prepare_transaction()`` / ``complete_transaction()`` work on the same fake (its
-  coordinator is its own); ``committed_offsets()`` raises ``IllegalStateError`` (no group
-  coordinator: read ``consumer_group_offsets_history()`` instead).
+* ``prepare_transaction()`` / ``complete_transaction()`` and ``committed_offsets()`` work on
+  the same fake: its coordinators are its own (a prepared transaction of another fake is not
+  known to it), and the group offsets are those its committed transactions sent.
 * Every record takes ``send()``'s general path (the fast paths stay closed) and
   ``send_arrow()`` is not supported (it raises ``NotImplementedError``).
 
@@ -142,6 +142,8 @@ class _FakeBroker:
         #: Offsets sent to the open transaction, then to ``offsets_history`` once it commits.
         self.uncommitted_offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.offsets_history: list[dict[str, dict[tuple[str, int], int]]] = []
+        #: Each group's committed offsets as its coordinator holds them (what OffsetFetch answers).
+        self.group_offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.held: collections.deque[tuple[ProducerBatch, _Sent]] = collections.deque()
         self._next_offset: dict[tuple[str, int], int] = {}
         self.producer_id = next(_producer_ids)
@@ -223,6 +225,8 @@ class _FakeBroker:
             self.history.extend(self.uncommitted)
             if self.uncommitted_offsets:
                 self.offsets_history.append(self.uncommitted_offsets)
+                for group, offsets in self.uncommitted_offsets.items():
+                    self.group_offsets.setdefault(group, {}).update(offsets)
         else:
             self.aborted.extend(self.uncommitted)
         self.uncommitted = []
@@ -374,7 +378,19 @@ class _FakeCoordinators:
                 for p in topic["partitions"]:
                     offsets[(topic["name"], p["partition_index"])] = p["committed_offset"]
             return {"topics": []}
-        raise IllegalStateError(f"{request.what} is not supported by FakeProducer (no group coordinator)")
+        if api_key == messages.OFFSET_FETCH:
+            return self._offset_fetch(request.body())
+        raise IllegalStateError(f"{request.what} is not supported by FakeProducer")
+
+    def _offset_fetch(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The group's committed offsets (-1 where none), in OffsetFetch's shape."""
+        committed = self._broker.group_offsets.get(body["group_id"], {})
+        return {"error_code": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p, "committed_offset": committed.get((t["name"], p), -1)} for p in t["partition_indexes"]
+            ]}
+            for t in body["topics"]
+        ]}
 
 
 class _FakeEngine(ProducerEngine):

@@ -271,7 +271,9 @@ async def test_offsets_sent_to_a_transaction_are_kept_once_it_commits() -> None:
         fake.begin_transaction()
         await fake.send_offsets_to_transaction({("in", 0): 43}, "group")
         await fake.abort_transaction()
+        committed = await fake.committed_offsets("group", [("in", 0), ("in", 1)])
     assert fake.consumer_group_offsets_history() == [{"group": {("in", 0): 42}}]
+    assert committed == {("in", 0): 42, ("in", 1): None}
 
 
 async def test_commit_waits_for_held_records_and_abort_fails_them() -> None:
