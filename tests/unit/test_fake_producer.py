@@ -212,6 +212,19 @@ async def test_flush_waits_for_held_records_and_times_out_as_the_real_one() -> N
         await fake.flush(timeout=0)  # nothing held: done at once
 
 
+async def test_held_records_hold_buffer_memory_as_records_in_flight_do() -> None:
+    # max.block.ms=0: a send that must wait for memory raises at once, as the real one does.
+    async with FakeProducer(autocomplete=False, buffer_memory=4096, batch_size=1024, max_block_ms=0) as fake:
+        for _ in range(4):  # one batch per record, each reserving batch.size
+            await fake.send("t", b"x")
+        with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
+            await fake.send("t", b"x")
+        fake.complete_next()
+        await fake.send("t", b"y")
+        assert fake.held() == 4
+        fake.complete_next(4)
+
+
 async def test_close_fails_held_records_as_the_real_close_and_refuses_later_sends() -> None:
     fake = FakeProducer(autocomplete=False)
     await fake.start()
