@@ -27,10 +27,9 @@ overrides to make a ``_FakeEngine``. ``Producer`` builds its parts in ``Producer
   ``_on_batch_complete``, as the real sender does: futures, ``on_delivery`` callbacks,
   interceptors' ``on_acknowledgement``, ``metrics()`` and the failure log.
 * ``_FakeCoordinators``, in place of ``Coordinators``: it answers the transaction
-  coordinator's requests (InitProducerId, EndTxn, AddOffsetsToTxn, TxnOffsetCommit) and the group
-  coordinator's OffsetFetch in
-  memory, so the real ``Transactions`` state machine runs unchanged (``send()`` outside a
-  transaction, commit without begin, ... raise the real errors).
+  coordinator's requests (InitProducerId, EndTxn, AddOffsetsToTxn, TxnOffsetCommit) and the
+  group coordinator's OffsetFetch in memory, so the real ``Transactions`` state machine runs
+  unchanged (``send()`` outside a transaction, commit without begin, ... raise the real errors).
 
 What the fake decides, as the real producer cannot tell:
 
