@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import random
 import ssl
 import time
@@ -195,8 +196,9 @@ class _ClientConfig:
         cfg = cls(urls)
         cfg.timeout_s = _number(rest, "timeout", 10.0, positive=True)
         cfg.cache_capacity = int(_number(rest, "cache.capacity", 1000, positive=True))
-        ttl = rest.pop("cache.latest.ttl.sec", None)
-        cfg.cache_latest_ttl_s = None if ttl is None else _number({"cache.latest.ttl.sec": ttl}, "cache.latest.ttl.sec", 0, positive=False)
+        if rest.get("cache.latest.ttl.sec") is not None:
+            cfg.cache_latest_ttl_s = _number(rest, "cache.latest.ttl.sec", 0, positive=False)
+        rest.pop("cache.latest.ttl.sec", None)
         cfg.max_retries = int(_number(rest, "max.retries", 3, positive=False))
         cfg.retries_wait_ms = int(_number(rest, "retries.wait.ms", 1000, positive=False))
         cfg.retries_max_wait_ms = int(_number(rest, "retries.max.wait.ms", 20000, positive=False))
@@ -268,8 +270,6 @@ def _ssl_context(rest: dict[str, Any]) -> ssl.SSLContext | None:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         elif isinstance(ca, str):
-            import os
-
             context = ssl.create_default_context(capath=ca) if os.path.isdir(ca) else ssl.create_default_context(cafile=ca)
         elif ca is None:
             context = ssl.create_default_context()

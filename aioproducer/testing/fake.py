@@ -269,7 +269,9 @@ class _FakeSender:
 class _FakeAccumulator(RecordAccumulator):
     """The real accumulator; each batch goes to the fake broker as soon as a record opened it."""
 
-    broker: _FakeBroker
+    def __init__(self, *args: Any, broker: _FakeBroker, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.broker = broker
 
     def try_append(
         self,
@@ -419,9 +421,9 @@ class _FakeEngine(ProducerEngine):
         tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
         pool = BufferPool(cfg.buffer_memory, cfg.batch_size, self.lifecycle, metrics=self.metrics)
         accumulator = _FakeAccumulator(
-            _accumulator_config(cfg), pool, tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle, log=self._log
+            _accumulator_config(cfg), pool, tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle, log=self._log,
+            broker=broker,
         )
-        accumulator.broker = broker
         broker.attach(self, accumulator, tm)
         sender = _FakeSender(broker, self)
         coordinators = _FakeCoordinators(broker)
