@@ -8,6 +8,7 @@ it was given, and wrong credentials refused. Its failures must say what failed.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 
 from aioproducer.testing import KafkaCluster, KafkaStartError, KafkaUnavailableError
-from aioproducer.testing.kafka import kafka_libs
+from aioproducer.testing.kafka import _thread_states, _wait_all_threads_stopped, kafka_libs
 
 from conftest import kafka_or_skip
 
@@ -108,6 +109,34 @@ def test_a_listener_not_configured_is_a_clear_error(kafka_cluster: KafkaCluster)
         kafka_cluster.bootstrap_servers_for("SSL")
     with pytest.raises(ValueError, match="no SSL listener"):
         _ = kafka_cluster.ca_file
+
+
+def test_pause_returns_once_every_thread_of_the_broker_is_stopped(kafka_cluster: KafkaCluster) -> None:
+    """``kill(SIGSTOP)`` returns before the last of the JVM's threads stops; ``pause_broker`` must not."""
+    node = kafka_cluster._node(1)
+    assert node.process is not None
+    tasks = Path(f"/proc/{node.process.pid}/task")
+    for _ in range(5):
+        kafka_cluster.pause_broker(1)
+        try:
+            states = _thread_states(tasks)
+            assert len(states) > 10 and set(states) <= {"T", "t"}, states
+        finally:
+            kafka_cluster.resume_broker(1)
+
+
+def test_a_process_that_does_not_stop_is_reported() -> None:
+    """SIGSTOP never sent: the wait gives up after its timeout with the pid, not a hang."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        with pytest.raises(RuntimeError, match=rf"process {child.pid} .* not all its threads stopped"):
+            _wait_all_threads_stopped(child.pid, timeout=0.05)
+        os.kill(child.pid, signal.SIGSTOP)
+        _wait_all_threads_stopped(child.pid, timeout=10)
+        os.kill(child.pid, signal.SIGCONT)
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.parametrize(
