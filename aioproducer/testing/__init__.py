@@ -30,6 +30,10 @@ the requests served; see ``aioproducer/testing/schema_registry.py``.
 records go through the real send path and land in memory (``history()``), for unit tests
 of a service; delivery is immediate, or held until ``complete_next()``/``fail_next()``.
 
+``MockCluster.read()`` and ``KafkaCluster.read()`` read a topic back as :class:`ConsumerRecord`
+objects through aioproducer's own protocol layer (``aioproducer/testing/readback.py``): no
+second Kafka client in a service's tests.
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -44,11 +48,13 @@ if TYPE_CHECKING:
     from aioproducer.testing.fake import FakeProducer, FakeRecord
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
+    from aioproducer.testing.readback import ConsumerRecord
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
 _LAZY = {
+    "ConsumerRecord": "aioproducer.testing.readback",
     "FakeProducer": "aioproducer.testing.fake",
     "FakeRecord": "aioproducer.testing.fake",
     "KafkaCluster": "aioproducer.testing.kafka",
@@ -71,6 +77,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfluentKafkaMissingError",
+    "ConsumerRecord",
     "FakeProducer",
     "FakeRecord",
     "FaultProxy",
