@@ -507,7 +507,7 @@ _FETCH_RESPONSE = _msg(
 # ListOffsetsRequest.json / ListOffsetsResponse.json: Kafka 4 removed v0 (several offsets per
 # answer); v2 IsolationLevel (latest = the last stable offset under read_committed), v4 current
 # leader epoch, v6 flexible, v7 the max-timestamp query. v8-10 add tiered-storage queries and a
-# timeout, which a read-back does not need (librdkafka's mock serves v0-7, Kafka 4.3 v1-10).
+# timeout, which a read-back does not need (librdkafka's mock serves v0-7, Kafka 4.3 v1-11).
 
 _LIST_OFFSETS_REQUEST = _msg(
     "ListOffsetsRequest", LIST_OFFSETS, "1-7", "6+",

@@ -226,6 +226,8 @@ class _TopicReader:
         self.partitions: tuple[int, ...] = ()
         self.positions: dict[int, int] = {}
         self.records: dict[int, list[ConsumerRecord]] = {}
+        #: Why the last try failed and was retried, for the timeout's message.
+        self.last_retry: str | None = None
 
     @property
     def total(self) -> int:
@@ -233,7 +235,10 @@ class _TopicReader:
 
     async def find_partitions(self) -> None:
         """The topic's partitions from fresh metadata; the broker's error when it does not know the topic."""
-        metadata = await self.client.refresh_metadata([self.topic])
+        try:
+            metadata = await self.client.refresh_metadata([self.topic])
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:  # no broker answered (yet)
+            raise _RetryError(f"metadata of topic {self.topic!r}: {exc}") from exc
         code = metadata.topic_error(self.topic)
         if code == UnknownTopicOrPartitionError.errno:
             raise UnknownTopicOrPartitionError(f"topic {self.topic!r} does not exist")
@@ -339,7 +344,8 @@ async def _retrying(reader: _TopicReader, step: Callable[[], Awaitable[_T]]) -> 
     while True:
         try:
             return await step()
-        except _RetryError:
+        except _RetryError as exc:
+            reader.last_retry = str(exc)
             reader.client.request_update()
             await asyncio.sleep(_RETRY_BACKOFF_S)
             try:
@@ -406,5 +412,6 @@ async def read_topic(
 
 def _timeout_message(reader: _TopicReader, count: int | None, timeout: float) -> str:
     wanted = f"{count} records" if count is not None else "every record up to the end offsets"
-    return f"reading topic {reader.topic!r}: wanted {wanted}, read {reader.total} within {timeout:g} s"
+    retried = f" (last retried: {reader.last_retry})" if reader.last_retry else ""
+    return f"reading topic {reader.topic!r}: wanted {wanted}, read {reader.total} within {timeout:g} s{retried}"
 

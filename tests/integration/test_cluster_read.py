@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from aioproducer import Producer
 from aioproducer.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 from aioproducer.testing import ConsumerRecord, MockCluster, MockClusterClosedError
+from aioproducer.testing.readback import read_topic
 from readback import read_topic_aiokafka
 
 pytestmark = pytest.mark.integration
@@ -139,6 +141,28 @@ async def test_read_follows_a_leader_moved_mid_read(mock_cluster: MockCluster, o
     assert {r.broker_id for r in mock_cluster.requests() if r.api_key == FETCH} >= {2, 3}
     if not old_leader_down:
         assert fields(records) == await read_topic_aiokafka(mock_cluster.bootstrap_servers, "orders", range(PARTITIONS))
+
+
+async def test_fetch_errors_of_a_stale_leader_are_retried(mock_cluster: MockCluster) -> None:
+    sent = rows(6)
+    await produce(mock_cluster.bootstrap_servers, "orders", sent)
+    mock_cluster.push_request_errors(FETCH, 6, 6, 6)  # NOT_LEADER_OR_FOLLOWER, three Fetches in a row
+    assert as_rows(await mock_cluster.read("orders", timeout=10.0)) == by_partition(sent)
+
+
+async def test_a_timeout_names_what_was_last_retried(mock_cluster: MockCluster) -> None:
+    await produce(mock_cluster.bootstrap_servers, "orders", rows(1))
+    mock_cluster.push_request_errors(FETCH, *[6] * 10_000)
+    with pytest.raises(KafkaTimeoutError, match="wanted 1 records, read 0 .*NotLeaderOrFollowerError"):
+        await mock_cluster.read("orders", count=1, timeout=0.5)
+
+
+async def test_no_broker_listening_is_a_timeout_naming_the_connection() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    with pytest.raises(KafkaTimeoutError, match=f"read 0 within 0.5 s .*127.0.0.1:{port}"):
+        await read_topic(f"127.0.0.1:{port}", "orders", timeout=0.5)
 
 
 async def test_unknown_topic_raises_the_brokers_error_and_is_not_created(mock_cluster: MockCluster) -> None:
