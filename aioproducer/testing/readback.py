@@ -29,7 +29,9 @@ sockets (:func:`complete_batches`, :func:`visible_batches`, :func:`fetched_recor
 
 Leaders move (a mock's ``set_partition_leader``, a real failover): a
 NOT_LEADER-like error or a broken connection refreshes the metadata and tries
-again, until the caller's ``timeout``.
+again, until the caller's ``timeout``. A batch that does not decode (a bad CRC,
+a truncated record) is no such case: its :class:`~aioproducer.errors.ProtocolError`
+is raised at once, as a consumer with ``check.crcs`` raises it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from aioproducer.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
-    ProtocolError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
@@ -266,7 +267,7 @@ class _TopicReader:
             try:
                 conn = await self.client.connection(node)
                 await ask(conn, parts)
-            except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as exc:
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 raise _RetryError(f"node {node}: {exc}") from exc
 
         results = await asyncio.gather(*(one(n, ps) for n, ps in groups.items()), return_exceptions=True)

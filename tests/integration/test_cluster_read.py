@@ -20,8 +20,13 @@ from typing import Any
 import pytest
 
 from aioproducer import Producer
-from aioproducer.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import KafkaTimeoutError, ProtocolError, UnknownTopicOrPartitionError
+from aioproducer.network.client import KafkaClient
+from aioproducer.protocol import compression
+from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import ConsumerRecord, MockCluster, MockClusterClosedError
+from aioproducer.testing.raw_produce import produce_batch
 from aioproducer.testing.readback import read_topic
 from readback import read_topic_aiokafka
 
@@ -48,13 +53,18 @@ def rows(n: int = 36, tag: str = "") -> list[Row]:
 
 
 async def produce(bootstrap_servers: str, topic: str, records: list[Row], **config: Any) -> None:
-    """Send ``records`` to their partitions and wait until every one is acknowledged."""
+    """Send ``records`` to their partitions, each half acknowledged before the next: two batches or more a partition.
+
+    A partition of several batches is what a read must walk from one Fetch to the next.
+    """
+    half = len(records) // 2
     async with Producer(bootstrap_servers=bootstrap_servers, **config) as producer:
-        futures = [
-            await producer.send(topic, value=value, key=key, headers=headers, partition=partition)
-            for partition, key, value, headers in records
-        ]
-        await asyncio.gather(*futures)
+        for part in (records[:half], records[half:]):
+            futures = [
+                await producer.send(topic, value=value, key=key, headers=headers, partition=partition)
+                for partition, key, value, headers in part
+            ]
+            await asyncio.gather(*futures)
 
 
 def fields(records: list[ConsumerRecord]) -> list[tuple[Any, ...]]:
@@ -163,6 +173,22 @@ async def test_no_broker_listening_is_a_timeout_naming_the_connection() -> None:
         port = s.getsockname()[1]  # closed when the block ends: nothing listens there
     with pytest.raises(KafkaTimeoutError, match=f"read 0 within 0.5 s .*127.0.0.1:{port}"):
         await read_topic(f"127.0.0.1:{port}", "orders", timeout=0.5)
+
+
+async def test_a_corrupt_batch_raises_a_protocol_error_at_once(mock_cluster: MockCluster) -> None:
+    """The mock stores a batch without checking its CRC: the read checks it, and does not retry it."""
+    builder = RecordBatchBuilder(compression.NONE, 1 << 16)
+    builder.append(1_700_000_000_000, b"k", b"value", None)
+    corrupt = bytearray(builder.build(-1, -1, -1, False))
+    corrupt[-1] ^= 0xFF
+    client = KafkaClient(ProducerConfig(bootstrap_servers=mock_cluster.bootstrap_servers))
+    await client.bootstrap()
+    try:
+        await produce_batch(client, "orders", 0, bytes(corrupt))
+    finally:
+        await client.close()
+    with pytest.raises(ProtocolError, match="CRC"):
+        await mock_cluster.read("orders", timeout=10.0)
 
 
 async def test_unknown_topic_raises_the_brokers_error_and_is_not_created(mock_cluster: MockCluster) -> None:

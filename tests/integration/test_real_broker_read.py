@@ -121,6 +121,8 @@ async def test_unknown_topic_raises_and_is_not_auto_created(kafka_cluster: Kafka
     for _ in range(2):
         with pytest.raises(UnknownTopicOrPartitionError, match=name):
             await kafka_cluster.read(name, timeout=10.0)
+    # Had a read's Metadata asked for it, the controller would have had that creation first: this one would fail.
+    kafka_cluster.create_topic(name, 1)
 
 
 async def test_bad_isolation_level_is_refused_naming_it(kafka_cluster: KafkaCluster) -> None:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import cast
 
 import pytest
 from crc32c import crc32c
 
 from aioproducer.errors import ProtocolError
+from aioproducer.network.client import KafkaClient
 from aioproducer.testing.readback import (
     ConsumerRecord,
+    _TopicReader,
     check_read_arguments,
     complete_batches,
     fetched_records,
@@ -227,6 +230,20 @@ def test_an_aborted_transaction_begun_before_the_fetch_offset() -> None:
     records, next_offset = fetched_records("t", 0, raw, fetch_offset=5, aborted=[(8, 0)], read_committed=True)
     assert values(records) == [b"plain"]
     assert next_offset == 8
+
+
+def test_a_read_to_the_end_offsets_keeps_no_record_past_them() -> None:
+    """Records written after the ends were taken may come in the same answer: they are not kept (count=None)."""
+    reader = _TopicReader(cast(KafkaClient, None), "t", 0)  # _take() needs no client
+    reader.positions, reader.records = {0: 0}, {0: []}
+    part = {"partition_index": 0, "error_code": 0, "aborted_transactions": None,
+            "records": data(0, b"a", b"b") + data(2, b"late")}
+    reader._take(part, 2)
+    assert values(reader.result()) == [b"a", b"b"]
+    assert reader.positions == {0: 3}
+    reader.positions, reader.records = {0: 0}, {0: []}
+    reader._take(part, None)  # while waiting for count records: everything
+    assert values(reader.result()) == [b"a", b"b", b"late"]
 
 
 def test_visible_batches_of_nothing() -> None:
