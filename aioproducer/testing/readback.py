@@ -100,7 +100,9 @@ class ConsumerRecord:
 
 def check_read_arguments(topic: object, count: object, timeout: object, isolation_level: object) -> None:
     """Raise ``TypeError``/``ValueError`` naming the first bad argument of a read, before any I/O."""
-    if not isinstance(topic, str) or not topic:
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+    if not topic:
         raise ValueError(f"topic must be a non-empty str, got {topic!r}")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
         raise TypeError(f"count must be an int >= 0 or None, got {count!r}")

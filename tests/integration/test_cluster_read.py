@@ -208,7 +208,7 @@ async def test_a_closed_mock_cluster_refuses_to_read() -> None:
     ("topic", "kwargs", "error", "match"),
     [
         ("", {}, ValueError, "topic"),
-        (None, {}, ValueError, "topic"),
+        (None, {}, TypeError, "topic"),
         ("orders", {"count": -1}, ValueError, "count"),
         ("orders", {"count": True}, TypeError, "count"),
         ("orders", {"count": 1.5}, TypeError, "count"),

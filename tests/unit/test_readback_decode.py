@@ -257,7 +257,8 @@ def test_visible_batches_of_nothing() -> None:
     ("kwargs", "error", "match"),
     [
         ({"topic": ""}, ValueError, "topic"),
-        ({"topic": 5}, ValueError, "topic"),
+        ({"topic": 5}, TypeError, "topic"),
+        ({"topic": b"t"}, TypeError, "topic"),
         ({"count": -1}, ValueError, "count"),
         ({"count": True}, TypeError, "count"),
         ({"count": 2.0}, TypeError, "count"),
