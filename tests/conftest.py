@@ -24,6 +24,9 @@ import pytest
 
 from aioproducer.testing import KafkaCluster, KafkaUnavailableError, MockCluster
 
+#: pytester runs the pytest plugin's fixtures in pytest sessions of their own (tests/integration/test_pytest_plugin.py).
+pytest_plugins = ("pytester",)
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``.ci/wheel-check`` the package is the installed wheel and the tests a copy: skip what reads the source tree."""
     if os.environ.get("AIOPRODUCER_FROM_WHEEL") != "1":
