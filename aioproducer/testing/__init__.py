@@ -30,6 +30,12 @@ the requests served; see ``aioproducer/testing/schema_registry.py``.
 records go through the real send path and land in memory (``history()``), for unit tests
 of a service; delivery is immediate, or held until ``complete_next()``/``fail_next()``.
 
+``assert_delivered_exactly_once`` and ``assert_ordered_per_key`` (``aioproducer/testing/assertions.py``)
+check what a test read back against what its service sent: the guarantees the project's own
+fault tests check. The pytest plugin (``aioproducer/pytest_plugin.py``, loaded by pytest
+through its entry point) gives the fixtures ``fake_producer``, ``mock_cluster``,
+``kafka_cluster``, ``fault_proxy`` and ``kafka_producer`` (a ``ProducerFactory``).
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -41,6 +47,8 @@ from aioproducer.testing._librdkafka import ConfluentKafkaMissingError, Librdkaf
 from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError, MockRequest
 
 if TYPE_CHECKING:
+    from aioproducer.pytest_plugin import ProducerFactory
+    from aioproducer.testing.assertions import assert_delivered_exactly_once, assert_ordered_per_key
     from aioproducer.testing.fake import FakeProducer, FakeRecord
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
@@ -49,6 +57,9 @@ if TYPE_CHECKING:
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
 _LAZY = {
+    "assert_delivered_exactly_once": "aioproducer.testing.assertions",
+    "assert_ordered_per_key": "aioproducer.testing.assertions",
+    "ProducerFactory": "aioproducer.pytest_plugin",
     "FakeProducer": "aioproducer.testing.fake",
     "FakeRecord": "aioproducer.testing.fake",
     "KafkaCluster": "aioproducer.testing.kafka",
@@ -70,6 +81,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "assert_delivered_exactly_once",
+    "assert_ordered_per_key",
     "ConfluentKafkaMissingError",
     "FakeProducer",
     "FakeRecord",
@@ -81,6 +94,7 @@ __all__ = [
     "MockCluster",
     "MockClusterClosedError",
     "MockRequest",
+    "ProducerFactory",
     "ProxyClosedError",
     "ProxyStats",
     "RegistryClosedError",
