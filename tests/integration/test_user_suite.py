@@ -25,6 +25,7 @@ EXPECTED = {
     "test_fastapi_service.py": 4,
     "test_aiohttp_service.py": 4,
     "test_order_worker.py": 2,
+    "test_readme_example.py": 3,
 }
 
 
