@@ -24,7 +24,7 @@ USER_SUITE = Path(__file__).resolve().parents[1] / "user_suite"
 EXPECTED = {
     "test_fastapi_service.py": 4,
     "test_aiohttp_service.py": 4,
-    "test_order_worker.py": 2,
+    "test_order_worker.py": 3,
     "test_readme_example.py": 3,
 }
 

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import uuid
 from collections.abc import Callable
 
+import order_worker
+import pytest
 from order_worker import Order, work, write_order
 
 from aioproducer.testing import (
     FakeProducer,
     FaultProxy,
     KafkaCluster,
+    MockCluster,
     ProducerFactory,
     assert_delivered_exactly_once,
     assert_ordered_per_key,
@@ -80,3 +85,22 @@ async def test_orders_are_read_committed_whole_once_and_in_order_across_a_broker
     assert_ordered_per_key(committed, sent)
     everything = await kafka_cluster.read(topic, count=len(sent) + 1, isolation_level="read_uncommitted")
     assert [r.key for r in everything].count(b"o-bad") == 1  # its first line was written, then aborted
+
+
+@pytest.mark.kafka_topics(**{TOPIC: 3})
+async def test_the_program_writes_the_orders_it_reads_and_says_how_many(mock_cluster: MockCluster) -> None:
+    """``python examples/order_worker.py < orders.jsonl`` on librdkafka's mock."""
+    orders = [{"order_id": "o-1", "lines": [{"sku": "A", "qty": 2}]}, {"order_id": "o-2", "lines": [{"sku": "B", "qty": 0}]},
+              {"order_id": "o-3", "lines": [{"sku": "C", "qty": 1}, {"sku": "D", "qty": 4}]}]
+    program = await asyncio.create_subprocess_exec(
+        sys.executable, order_worker.__file__, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "BOOTSTRAP_SERVERS": mock_cluster.bootstrap_servers, "TOPIC": TOPIC},
+    )
+    out, _ = await asyncio.wait_for(program.communicate("".join(json.dumps(o) + "\n" for o in orders).encode()), 60)
+    assert program.returncode == 0 and out.decode().splitlines()[-1] == "written 2 refused 1"
+    records = await mock_cluster.read(TOPIC, count=3)
+    assert_delivered_exactly_once(
+        records, [("o-1", json.dumps({"line": 0, "order_id": "o-1", "qty": 2, "sku": "A"}, sort_keys=True)),
+                  ("o-3", json.dumps({"line": 0, "order_id": "o-3", "qty": 1, "sku": "C"}, sort_keys=True)),
+                  ("o-3", json.dumps({"line": 1, "order_id": "o-3", "qty": 4, "sku": "D"}, sort_keys=True))],
+    )
