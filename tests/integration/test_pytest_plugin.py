@@ -171,3 +171,29 @@ def test_fake_producer_without_pytest_asyncio_says_what_to_install(pytester: pyt
     done = subprocess.run([sys.executable, str(runner)], cwd=pytester.path, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the fake_producer fixture needs pytest-asyncio (pip install pytest-asyncio)" in done.stdout, done.stdout
+
+
+def test_kafka_producer_lives_in_the_tests_own_loop_whatever_its_loop_scope(pytester: pytest.Pytester) -> None:
+    """Tests sharing a module-scoped loop: each producer starts (and is closed) in that loop; clusters fit any loop."""
+    result = run(pytester, """
+import asyncio
+import pytest
+
+loops = []
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_topics(t=1)
+async def test_first(mock_cluster, kafka_producer):
+    loops.append(asyncio.get_running_loop())
+    async with kafka_producer() as producer:
+        await producer.send_and_wait("t", b"1")
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.kafka_topics(t=1)
+async def test_second(mock_cluster, kafka_producer):
+    assert asyncio.get_running_loop() is loops[0]
+    async with kafka_producer(mock_cluster.bootstrap_servers) as producer:
+        await producer.send_and_wait("t", b"2")
+    assert [r.value for r in await mock_cluster.read("t")] == [b"2"]  # a fresh cluster per test
+""")
+    result.assert_outcomes(passed=2)
