@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -54,18 +54,13 @@ else:
 if TYPE_CHECKING:
     from aioproducer import Producer
     from aioproducer.testing import FakeProducer, FaultProxy, KafkaCluster, MockCluster
+    from aioproducer.testing.producer_factory import ProducerFactory
 
-__all__ = ["ACTIVE", "ProducerFactory"]
+__all__ = ["ACTIVE"]
 
 #: Brokers of the ``mock_cluster`` fixture: enough for leader moves and a broker down.
 MOCK_BROKERS = 3
 REQUIRE_ENV = "AIOPRODUCER_REQUIRE_KAFKA"
-
-
-class ProducerFactory(Protocol):
-    """The ``kafka_producer`` fixture: ``kafka_producer(cluster=None, **config) -> Producer``."""
-
-    def __call__(self, cluster: MockCluster | KafkaCluster | str | None = None, /, **config: Any) -> Producer: ...
 
 
 def marked_topics(node: pytest.Item | pytest.FixtureRequest) -> dict[str, int]:

@@ -47,9 +47,9 @@ from aioproducer.testing._librdkafka import ConfluentKafkaMissingError, Librdkaf
 from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError, MockRequest
 
 if TYPE_CHECKING:
-    from aioproducer.pytest_plugin import ProducerFactory
     from aioproducer.testing.assertions import assert_delivered_exactly_once, assert_ordered_per_key
     from aioproducer.testing.fake import FakeProducer, FakeRecord
+    from aioproducer.testing.producer_factory import ProducerFactory
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "assert_delivered_exactly_once": "aioproducer.testing.assertions",
     "assert_ordered_per_key": "aioproducer.testing.assertions",
-    "ProducerFactory": "aioproducer.pytest_plugin",
+    "ProducerFactory": "aioproducer.testing.producer_factory",
     "FakeProducer": "aioproducer.testing.fake",
     "FakeRecord": "aioproducer.testing.fake",
     "KafkaCluster": "aioproducer.testing.kafka",
