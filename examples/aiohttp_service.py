@@ -28,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from aioproducer import Producer
 from aioproducer.integrations.aiohttp import PRODUCER_KEY, install_exception_handlers, setup_producer, started_producer
 
 TOPIC_KEY = web.AppKey("topic", str)
@@ -50,8 +51,12 @@ def create_app(
     close_timeout: float = 10.0,
     wait_ready: bool = False,
     metrics_route: str | None = "/metrics",
+    producer: Producer | None = None,
 ) -> web.Application:
-    """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them)."""
+    """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them).
+
+    ``producer``: used in place of one made from the settings (a test's ``FakeProducer``).
+    """
     app = web.Application()
     app[TOPIC_KEY] = topic or os.environ.get("TOPIC", "events")
     config = {
@@ -64,7 +69,7 @@ def create_app(
     # and closes it within close_timeout on cleanup.
     # metrics_route: GET /metrics is the producer's metrics for Prometheus to scrape
     # (kafka_producer_record_send_total, ..._delivery_latency_seconds ...; needs prometheus_client).
-    setup_producer(app, config, close_timeout=close_timeout, wait_ready=wait_ready, metrics_route=metrics_route)
+    setup_producer(app, config if producer is None else producer, close_timeout=close_timeout, wait_ready=wait_ready, metrics_route=metrics_route)
     install_exception_handlers(app)  # brokers down, buffer full -> 503 + Retry-After, too large -> 413
     app.router.add_post("/events", publish)
     app.router.add_get("/ready", ready)

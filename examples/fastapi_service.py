@@ -30,6 +30,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 
+from aioproducer import Producer
 from aioproducer.integrations.fastapi import ProducerDep, install_exception_handlers, producer_lifespan, producer_ready
 
 #: Timeouts sized for a request that waits for its acknowledgement (the defaults suit batch jobs:
@@ -50,8 +51,12 @@ def create_app(
     close_timeout: float = 10.0,
     wait_ready: bool = False,
     metrics_route: str | None = "/metrics",
+    producer: Producer | None = None,
 ) -> FastAPI:
-    """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them)."""
+    """The service; arguments left out come from ``BOOTSTRAP_SERVERS`` and ``TOPIC`` (tests pass them).
+
+    ``producer``: used in place of one made from the settings (a test's ``FakeProducer``).
+    """
     topic_name = topic or os.environ.get("TOPIC", "events")
     config = {
         "bootstrap.servers": bootstrap_servers or os.environ.get("BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
@@ -64,7 +69,7 @@ def create_app(
     # metrics_route: GET /metrics is the producer's metrics for Prometheus to scrape
     # (kafka_producer_record_send_total, ..._delivery_latency_seconds ...; needs prometheus_client).
     app = FastAPI(
-        lifespan=producer_lifespan(config, close_timeout=close_timeout, wait_ready=wait_ready, metrics_route=metrics_route)
+        lifespan=producer_lifespan(config if producer is None else producer, close_timeout=close_timeout, wait_ready=wait_ready, metrics_route=metrics_route)
     )
     install_exception_handlers(app)  # brokers down, buffer full -> 503 + Retry-After, too large -> 413
 

@@ -24,6 +24,13 @@ import pytest
 
 from aioproducer.testing import KafkaCluster, KafkaUnavailableError, MockCluster
 
+#: tests/user_suite is a user's test suite, run as its own pytest session (tests/integration/test_user_suite.py):
+#: collected here, this file's fixtures would stand in for the plugin's it is there to test.
+collect_ignore = ["user_suite"]
+
+#: pytester runs the pytest plugin's fixtures in pytest sessions of their own (tests/integration/test_pytest_plugin.py).
+pytest_plugins = ("pytester",)
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``.ci/wheel-check`` the package is the installed wheel and the tests a copy: skip what reads the source tree."""
     if os.environ.get("AIOPRODUCER_FROM_WHEEL") != "1":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.errors import (
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from aioproducer.metrics.prometheus import ProducerCollector
 
 __all__ = [
+    "check_producer_config",
+    "producer_for",
     "ERROR_STATUS",
     "RETRY_AFTER",
     "MetricsEndpoint",
@@ -216,6 +218,23 @@ async def shutdown_producer(producer: Producer, name: str, close_timeout: float)
     else:
         log.info("aioproducer producer %r closed: every record delivered", name)
     return undelivered
+
+
+def check_producer_config(config: Any) -> Mapping[str, Any] | Producer:
+    """``config`` if it is producer settings or a ``Producer``; else a ``TypeError``, at the helper's call.
+
+    A ``Producer`` is used as it is: made by the application (its own subclass, its own
+    serializers) or by a test (a ``FakeProducer``). The app's startup starts it (a no-op if it
+    already runs) and its shutdown flushes and closes it, as one made from settings.
+    """
+    if isinstance(config, (Mapping, Producer)):
+        return config
+    raise TypeError(f"config must be a mapping of producer settings or a Producer, got {type(config).__name__}")
+
+
+def producer_for(config: Mapping[str, Any] | Producer) -> Producer:
+    """The producer an app's startup starts: the one given, or one made from the settings."""
+    return config if isinstance(config, Producer) else Producer(config)
 
 
 def check_metrics_route(metrics_route: Any) -> str:

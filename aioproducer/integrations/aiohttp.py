@@ -39,7 +39,9 @@ from aioproducer.integrations._common import (
     RETRY_AFTER,
     MetricsEndpoint,
     check_metrics_route,
+    check_producer_config,
     error_status,
+    producer_for,
     shutdown_producer,
     start_for_request,
     start_in_background,
@@ -67,7 +69,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def setup_producer(
     app: web.Application,
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | Producer,
     *,
     key: web.AppKey[Producer] = PRODUCER_KEY,
     close_timeout: float = 10.0,
@@ -76,6 +78,9 @@ def setup_producer(
     metrics_route: str | None = None,
 ) -> None:
     """Register a ``cleanup_ctx`` that starts ``Producer(config)`` as ``app[key]`` and closes it on cleanup.
+
+    ``config`` may be a ``Producer`` instead (a test's ``FakeProducer``): that one is started
+    and closed the same way.
 
     ``wait_ready``: as ``producer_lifespan``'s in the FastAPI integration (see the module
     docstring): ``False`` puts the producer in ``app[key]`` before it started, so that
@@ -90,6 +95,7 @@ def setup_producer(
     ``ImportError`` here, at the call, without ``prometheus_client``; ``ValueError`` for a path
     not starting with ``/``.
     """
+    config = check_producer_config(config)
     endpoint = _metrics_endpoint(app, check_metrics_route(metrics_route)) if metrics_route is not None else None
     app.cleanup_ctx.append(_producer_ctx(config, key, close_timeout, name, wait_ready, endpoint))
 
@@ -112,7 +118,7 @@ def _metrics_endpoint(app: web.Application, path: str) -> MetricsEndpoint:
 
 
 def _producer_ctx(
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | Producer,
     key: web.AppKey[Producer],
     close_timeout: float,
     name: str,
@@ -120,7 +126,7 @@ def _producer_ctx(
     endpoint: MetricsEndpoint | None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        producer = Producer(config)
+        producer = producer_for(config)
         if endpoint is not None:
             endpoint.add(producer)  # before start(): its first batches' latency counts too
         background: asyncio.Task[None] | None = None

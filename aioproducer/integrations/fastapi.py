@@ -55,6 +55,8 @@ from aioproducer.integrations._common import (
     RETRY_AFTER,
     MetricsEndpoint,
     check_metrics_route,
+    check_producer_config,
+    producer_for,
     shutdown_producer,
     start_for_request,
     start_in_background,
@@ -82,7 +84,7 @@ Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[dict[str, 
 
 
 def producer_lifespan(
-    config: Mapping[str, Any],
+    config: Mapping[str, Any] | Producer,
     *,
     name: str = "default",
     close_timeout: float = 10.0,
@@ -90,6 +92,9 @@ def producer_lifespan(
     metrics_route: str | None = None,
 ) -> Lifespan:
     """A lifespan (pass it as ``FastAPI(lifespan=...)``) that starts ``Producer(config)`` and closes it.
+
+    ``config`` may be a ``Producer`` instead (a test's ``FakeProducer``): that one is started
+    and closed the same way.
 
     ``wait_ready=True``: startup waits for the cluster's first metadata, trying the
     bootstrap servers again and again for up to ``max.block.ms``; a cluster unreachable
@@ -113,6 +118,7 @@ def producer_lifespan(
     given the same path share it, under their ``client_id`` labels. ``ImportError`` here, at the
     call, without ``prometheus_client``; ``ValueError`` for a path not starting with ``/``.
     """
+    config = check_producer_config(config)
     route = check_metrics_route(metrics_route) if metrics_route is not None else None
 
     @contextlib.asynccontextmanager
@@ -122,7 +128,7 @@ def producer_lifespan(
             producers = {}
         if name in producers:
             raise RuntimeError(f"an aioproducer producer named {name!r} is already registered on this app")
-        producer = Producer(config)
+        producer = producer_for(config)
         endpoint = _metrics_endpoint(app, route) if route is not None else None
         if endpoint is not None:
             endpoint.add(producer)  # before start(): its first batches' latency counts too

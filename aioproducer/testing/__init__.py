@@ -34,6 +34,12 @@ of a service; delivery is immediate, or held until ``complete_next()``/``fail_ne
 objects through aioproducer's own protocol layer (``aioproducer/testing/readback.py``): no
 second Kafka client in a service's tests.
 
+``assert_delivered_exactly_once`` and ``assert_ordered_per_key`` (``aioproducer/testing/assertions.py``)
+check what a test read back against what its service sent: the guarantees the project's own
+fault tests check. The pytest plugin (``aioproducer/pytest_plugin.py``, loaded by pytest
+through its entry point) gives the fixtures ``fake_producer``, ``mock_cluster``,
+``kafka_cluster``, ``fault_proxy`` and ``kafka_producer`` (a ``ProducerFactory``).
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -45,7 +51,9 @@ from aioproducer.testing._librdkafka import ConfluentKafkaMissingError, Librdkaf
 from aioproducer.testing.mock_cluster import MockCluster, MockClusterClosedError, MockRequest
 
 if TYPE_CHECKING:
+    from aioproducer.testing.assertions import assert_delivered_exactly_once, assert_ordered_per_key
     from aioproducer.testing.fake import FakeProducer, FakeRecord
+    from aioproducer.testing.producer_factory import ProducerFactory
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
     from aioproducer.testing.readback import ConsumerRecord
@@ -55,6 +63,9 @@ if TYPE_CHECKING:
 #: does not find its own module already imported by this package.
 _LAZY = {
     "ConsumerRecord": "aioproducer.testing.readback",
+    "assert_delivered_exactly_once": "aioproducer.testing.assertions",
+    "assert_ordered_per_key": "aioproducer.testing.assertions",
+    "ProducerFactory": "aioproducer.testing.producer_factory",
     "FakeProducer": "aioproducer.testing.fake",
     "FakeRecord": "aioproducer.testing.fake",
     "KafkaCluster": "aioproducer.testing.kafka",
@@ -76,6 +87,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "assert_delivered_exactly_once",
+    "assert_ordered_per_key",
     "ConfluentKafkaMissingError",
     "ConsumerRecord",
     "FakeProducer",
@@ -88,6 +101,7 @@ __all__ = [
     "MockCluster",
     "MockClusterClosedError",
     "MockRequest",
+    "ProducerFactory",
     "ProxyClosedError",
     "ProxyStats",
     "RegistryClosedError",

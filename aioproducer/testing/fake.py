@@ -47,8 +47,11 @@ What the fake decides, as the real producer cannot tell:
 * ``prepare_transaction()`` / ``complete_transaction()`` and ``committed_offsets()`` work on
   the same fake: its coordinators are its own (a prepared transaction of another fake is not
   known to it), and the group offsets are those its committed transactions sent.
-* Every record takes ``send()``'s general path (the fast paths stay closed) and
-  ``send_arrow()`` is not supported (it raises ``NotImplementedError``).
+* Every record takes ``send()``'s general path (the fast paths stay closed). ``send_arrow()``
+  runs the real native path; each batch it fills goes to the fake broker whole, its rows read
+  back from the batch's own bytes (so ``history()`` shows what the encoder wrote). Held, such a
+  batch is one entry: ``complete_next(1)`` completes all its rows, as a broker acknowledges a
+  batch, and returns their count.
 
 In a FastAPI app, one line overrides the dependency that gives the producer::
 
@@ -70,7 +73,7 @@ from typing import Any, cast
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError
-from aioproducer.internals.accumulator import NO_PARTITIONS, RecordAccumulator
+from aioproducer.internals.accumulator import NO_PARTITIONS, RecordAccumulator, TopicInfo
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.coordinator import CoordinatorRequest, Coordinators
@@ -85,7 +88,9 @@ from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.partitioner import TopicPartitions
 from aioproducer.producer import Producer
 from aioproducer.protocol import messages
+from aioproducer._native import ArrowRecords
 from aioproducer.arrow import ArrowDelivery
+from aioproducer.protocol.records import decode_batches
 from aioproducer.security.connector import ConnectionSecurity
 
 __all__ = ["FakeProducer", "FakeRecord"]
@@ -144,7 +149,9 @@ class _FakeBroker:
         self.offsets_history: list[dict[str, dict[tuple[str, int], int]]] = []
         #: Each group's committed offsets as its coordinator holds them (what OffsetFetch answers).
         self.group_offsets: dict[str, dict[tuple[str, int], int]] = {}
-        self.held: collections.deque[tuple[ProducerBatch, _Sent]] = collections.deque()
+        #: Batches held (``autocomplete=False``) with their records: one per ``send()``, a
+        #: ``send_arrow()`` batch's rows together (it completes as one, as on a broker).
+        self.held: collections.deque[tuple[ProducerBatch, tuple[_Sent, ...]]] = collections.deque()
         self._next_offset: dict[tuple[str, int], int] = {}
         self.producer_id = next(_producer_ids)
         self._accumulator: RecordAccumulator | None = None
@@ -155,8 +162,8 @@ class _FakeBroker:
         self._engine, self._accumulator, self._tm = engine, accumulator, tm
 
     # ---------------------------------------------------------------- the sender's part
-    def accept(self, batch: ProducerBatch, sent: _Sent) -> None:
-        """A record opened ``batch``: take it out of its deque, as a drain does, then complete or hold it."""
+    def accept(self, batch: ProducerBatch, sent: tuple[_Sent, ...]) -> None:
+        """Records opened ``batch``: take it out of its deque, as a drain does, then complete or hold it."""
         accumulator, engine, tm = self._accumulator, self._engine, self._tm
         assert accumulator is not None and engine is not None
         dq = accumulator.topic_info(batch.topic).batches.get(batch.partition)
@@ -172,13 +179,16 @@ class _FakeBroker:
         else:
             self.held.append((batch, sent))
 
-    def _acknowledge(self, batch: ProducerBatch, sent: _Sent) -> None:
+    def _acknowledge(self, batch: ProducerBatch, sent: tuple[_Sent, ...]) -> None:
         key = (batch.topic, batch.partition)
         offset = self._next_offset.get(key, 0)
         self._next_offset[key] = offset + batch.record_count
-        record = FakeRecord(sent.topic, batch.partition, offset, sent.key, sent.value, sent.headers, sent.timestamp)
+        records = [
+            FakeRecord(s.topic, batch.partition, offset + i, s.key, s.value, s.headers, s.timestamp)
+            for i, s in enumerate(sent)
+        ]
         tm = self._tm
-        (self.uncommitted if tm is not None and tm.transactional else self.history).append(record)
+        (self.uncommitted if tm is not None and tm.transactional else self.history).extend(records)
         self._finish(batch, offset, None)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
@@ -196,19 +206,25 @@ class _FakeBroker:
             engine.batch_complete(batch)
             batch.release()
 
+    def held_records(self) -> int:
+        return sum(len(sent) for _, sent in self.held)
+
     def complete_next(self, n: int) -> int:
+        """The ``n`` oldest held batches acknowledged; returns how many records they held."""
         done = 0
-        while done < n and self.held:
-            self._acknowledge(*self.held.popleft())
-            done += 1
+        for _ in range(min(n, len(self.held))):
+            batch, sent = self.held.popleft()
+            self._acknowledge(batch, sent)
+            done += len(sent)
         return done
 
     def fail_next(self, error: BaseException, n: int) -> int:
+        """The ``n`` oldest held batches failed with ``error``; returns how many records they held."""
         done = 0
-        while done < n and self.held:
-            batch, _ = self.held.popleft()
+        for _ in range(min(n, len(self.held))):
+            batch, sent = self.held.popleft()
             self._fail(batch, error)
-            done += 1
+            done += len(sent)
         return done
 
     def fail_all(self, error: BaseException) -> None:
@@ -288,8 +304,27 @@ class _FakeAccumulator(RecordAccumulator):
         future = super().try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, reserved)
         if future is not None:
             sent = _Sent(topic, key, value, tuple(headers) if headers else (), timestamp)
-            self.broker.accept(future._batch, sent)
+            self.broker.accept(future._batch, (sent,))
         return future
+
+    def _open_arrow_batch(
+        self,
+        info: TopicInfo,
+        topic: str,
+        partition: int,
+        records: ArrowRecords,
+        start: int,
+        stop: int,
+        delivery: ArrowDelivery,
+        reserved: int,
+    ) -> ProducerBatch | None:
+        """``send_arrow()``'s batches: each goes to the fake broker filled, its rows read back from its own bytes."""
+        batch = super()._open_arrow_batch(info, topic, partition, records, start, stop, delivery, reserved)
+        if batch is not None:
+            [decoded] = decode_batches(batch.records())
+            sent = tuple(_Sent(topic, r.key, r.value, tuple(r.headers), r.timestamp) for r in decoded.records)
+            self.broker.accept(batch, sent)
+        return batch
 
 
 class _FakeClient:
@@ -496,9 +531,6 @@ class FakeProducer(Producer):
     def _open_fast_path(self) -> None:
         """Kept closed: every record takes ``_send()``, one record per batch (see the module docstring)."""
 
-    async def send_arrow(self, topic: str, data: Any, *, row_outcomes: bool = False) -> ArrowDelivery:
-        raise NotImplementedError("FakeProducer does not take send_arrow(): use send() or send_many()")
-
     # ---------------------------------------------------------------- Java's MockProducer
     @property
     def autocomplete(self) -> bool:
@@ -522,14 +554,15 @@ class FakeProducer(Producer):
 
     def held(self) -> int:
         """Records sent and neither completed nor failed yet (``autocomplete=False``)."""
-        return len(self._broker.held)
+        return self._broker.held_records()
 
     def complete_next(self, n: int = 1) -> int:
-        """Acknowledge the ``n`` oldest held records; returns how many there were to complete."""
+        """Acknowledge the ``n`` oldest held records (a ``send_arrow()`` batch counts as one); returns how many records."""
         return self._broker.complete_next(_check_count("complete_next", n))
 
     def fail_next(self, error: BaseException, n: int = 1) -> int:
-        """Fail the ``n`` oldest held records with ``error`` (their futures raise it); returns how many failed."""
+        """Fail the ``n`` oldest held records with ``error`` (their futures raise it; a ``send_arrow()`` batch counts
+        as one); returns how many records failed."""
         if not isinstance(error, BaseException):
             raise TypeError(f"fail_next(error=...) must be an exception, got {type(error).__name__}")
         return self._broker.fail_next(error, _check_count("fail_next", n))

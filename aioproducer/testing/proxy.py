@@ -292,6 +292,12 @@ class _ProxyCore:
     async def refuse(self, on: bool) -> None:
         self._refusing = on
 
+    async def heal(self) -> None:
+        self._swallow = None
+        self._delay = 0.0
+        self._refusing = False
+        self._flowing.set()
+
     async def wait_swallowed(self, n: int, timeout: float) -> None:
         try:
             async with asyncio.timeout(timeout):
@@ -622,6 +628,15 @@ class FaultProxy(LoopThreadService):
     def refuse(self, on: bool = True) -> None:
         """While on, accept new client connections and abort them at once (RST); open ones are kept."""
         self._run(self._core.refuse(on))
+
+    def heal(self) -> None:
+        """End every fault at once: no rule swallowing responses, no delay, not paused, not refusing.
+
+        Connections already dropped stay dropped; counters (:attr:`stats`) are kept. The pytest
+        plugin's ``fault_proxy`` fixture calls it after each test, so one test's fault never
+        reaches the next.
+        """
+        self._run(self._core.heal())
 
     def wait_swallowed(self, n: int, timeout: float) -> None:
         """Block until ``n`` responses in total have been swallowed, or raise ``TimeoutError`` naming the counts."""

@@ -284,6 +284,22 @@ async def test_refuse_accepts_and_resets_until_turned_off(proxy: FaultProxy) -> 
     await conn.close()
 
 
+async def test_heal_ends_every_fault_at_once(cluster: MockCluster, proxy: FaultProxy) -> None:
+    """Refusing, a delay, paused and a swallow rule, all set: after ``heal()`` a request is answered."""
+    proxy.refuse()
+    proxy.set_delay(60_000)
+    proxy.pause()
+    proxy.swallow_responses(5, api_key=None)
+    proxy.heal()
+    conn = await connect(proxy)
+    try:
+        assert await conn.send(PRODUCE, produce_body(b"healed")) is not None
+    finally:
+        await conn.close()
+    assert proxy.stats.responses_swallowed == 0
+    assert await stored_values(cluster) == [b"healed"]
+
+
 async def test_upstream_is_connected_per_client_connection(cluster: MockCluster, proxy: FaultProxy) -> None:
     cluster.broker_down(1)
     with pytest.raises(KafkaConnectionError):

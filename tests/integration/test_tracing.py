@@ -34,7 +34,7 @@ from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.sender import Sender
 from aioproducer.protocol import compression
 from aioproducer.protocol.records import RecordBatchBuilder
-from aioproducer.testing import KafkaCluster, MockCluster
+from aioproducer.testing import FakeProducer, KafkaCluster, MockCluster
 
 from conftest import new_topic
 from readback import read_aiokafka
@@ -341,3 +341,23 @@ async def test_real_kafka_consumer_finds_the_span_in_the_traceparent_header(kafk
         assert span.attributes is not None and span.attributes["server.port"] == int(port)
     otel.tracer_provider.shutdown()
     otel.meter_provider.shutdown()
+
+
+async def test_a_fake_producer_traces_as_the_real_one(otel: Otel) -> None:
+    """FakeProducer: a span per record, ended at its (in-memory) acknowledgement or failure; traceparent in history."""
+    async with FakeProducer(
+        topics={"orders": 2}, autocomplete=False, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    ) as fake:
+        ok = await fake.send("orders", b"ok", partition=1)
+        bad = await fake.send("orders", b"bad", partition=0)
+        assert otel.spans() == []  # held: not acknowledged yet
+        fake.complete_next()
+        fake.fail_next(InvalidRecordError("refused"))
+        metadata = await ok
+        with pytest.raises(InvalidRecordError):
+            await bad
+    by_value = {s.attributes.get("messaging.destination.partition.id") if s.attributes else None: s for s in otel.spans()}
+    assert by_value["1"].status.status_code is StatusCode.UNSET and _offset(by_value["1"]) == metadata.offset == 0
+    assert by_value["0"].status.status_code is StatusCode.ERROR
+    [record] = fake.history()
+    assert dict(record.headers)["traceparent"] == _traceparent(by_value["1"])

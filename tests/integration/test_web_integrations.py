@@ -42,7 +42,7 @@ from aioproducer.integrations.fastapi import (
     install_exception_handlers,
     producer_lifespan,
 )
-from aioproducer.testing import FaultProxy, KafkaCluster, MockCluster
+from aioproducer.testing import FakeProducer, FaultProxy, KafkaCluster, MockCluster
 from conftest import kafka_or_skip, new_topic
 from helpers import closed_port, eventually
 from readback import read_aiokafka
@@ -512,6 +512,45 @@ def test_metrics_route_errors_name_the_argument(framework: str, monkeypatch: pyt
                                                     "pip install 'aioproducer[prometheus]'")):
         attach("/metrics")
     attach(None)  # without the route, nothing is needed
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "aiohttp"])
+async def test_a_producer_given_in_place_of_settings_is_started_and_closed_by_the_app(framework: str) -> None:
+    """``producer_lifespan(fake)`` / ``setup_producer(app, fake)``: handlers get that producer, shutdown closes it."""
+    fake = FakeProducer(topics={TOPIC: 1})
+    if framework == "fastapi":
+        app = FastAPI(lifespan=producer_lifespan(fake))
+
+        @app.post("/send")
+        async def send_fastapi(producer: ProducerDep) -> dict[str, int]:
+            return {"offset": (await producer.send_and_wait(TOPIC, b"v")).offset}
+
+        async with uvicorn_server(app) as (url, _server), httpx.AsyncClient(base_url=url) as client:
+            answer = (await client.post("/send")).json()
+    else:
+        web_app = web.Application()
+        aiohttp_integration.setup_producer(web_app, fake)
+
+        async def send_aiohttp(request: web.Request) -> web.Response:
+            producer = request.app[aiohttp_integration.PRODUCER_KEY]
+            return web.json_response({"offset": (await producer.send_and_wait(TOPIC, b"v")).offset})
+
+        web_app.router.add_post("/send", send_aiohttp)
+        async with aiohttp_server(web_app) as url, httpx.AsyncClient(base_url=url) as client:
+            answer = (await client.post("/send")).json()
+    assert answer == {"offset": 0}
+    assert [r.value for r in fake.history()] == [b"v"]
+    with pytest.raises(ProducerClosedError):  # the app's shutdown closed it
+        await fake.send(TOPIC, b"late")
+
+
+@pytest.mark.parametrize("framework", ["fastapi", "aiohttp"])
+def test_config_that_is_neither_settings_nor_a_producer_is_refused_at_the_call(framework: str) -> None:
+    with pytest.raises(TypeError, match="config must be a mapping of producer settings or a Producer, got str"):
+        if framework == "fastapi":
+            producer_lifespan("kafka:9092")  # type: ignore[arg-type]
+        else:
+            aiohttp_integration.setup_producer(web.Application(), "kafka:9092")  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ brokers down

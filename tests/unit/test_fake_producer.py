@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp.web
 import fastapi
 import httpx
+import pyarrow as pa
 import pytest
 
 from aioproducer import (
@@ -415,6 +416,56 @@ def _listening_socket() -> Any:
     return sock
 
 
+# ------------------------------------------------------------------ send_arrow
+
+
+def _arrow_rows(n: int) -> pa.Table:
+    return pa.table({
+        "key": [b"k%d" % (i % 3) for i in range(n)],
+        "value": [None if i == 4 else b"v%d" % i for i in range(n)],
+        "headers": pa.array([[{"key": "h", "value": b"%d" % i}] for i in range(n)],
+                            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        "timestamp": pa.array([1_700_000_000_000 + i for i in range(n)], pa.int64()),
+    })
+
+
+async def test_send_arrow_rows_land_in_history_as_sent_with_each_rows_offset() -> None:
+    async with FakeProducer(topics={"orders": 6}) as fake:
+        delivery = await fake.send_arrow("orders", _arrow_rows(9), row_outcomes=True)
+        report = await delivery
+    assert (report.rows, report.delivered, report.failed) == (9, 9, 0)
+    by_row = sorted(fake.history(), key=lambda r: int(r.timestamp))
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in by_row] == [
+        (b"k%d" % (i % 3), None if i == 4 else b"v%d" % i, (("h", b"%d" % i),), 1_700_000_000_000 + i) for i in range(9)
+    ]
+    assert [r.partition for r in by_row] == [partition_for_key(b"k%d" % (i % 3), 6) for i in range(9)]
+    assert report.offsets is not None and list(report.offsets) == [r.offset for r in by_row]
+    for partition in {r.partition for r in by_row}:  # offsets count up per partition from 0
+        assert [r.offset for r in fake.history() if r.partition == partition] == list(range(
+            sum(1 for r in by_row if r.partition == partition)))
+
+
+async def test_send_arrow_rows_are_held_per_batch_and_failed_rows_are_reported() -> None:
+    async with FakeProducer(topics={"orders": 1}, autocomplete=False) as fake:
+        first = await fake.send_arrow("orders", _arrow_rows(5))
+        second = await fake.send_arrow("orders", _arrow_rows(3))
+        assert fake.held() == 8
+        assert fake.complete_next() == 5  # the first call's batch, whole
+        assert fake.fail_next(InvalidRecordError("refused")) == 3
+        done, failed = await first, await second
+    assert (done.delivered, failed.failed) == (5, 3)
+    assert isinstance(failed.errors[0][1], InvalidRecordError)
+    assert [r.offset for r in fake.history()] == [0, 1, 2, 3, 4]
+
+
+async def test_send_arrow_in_an_aborted_transaction_goes_to_the_aborted_history() -> None:
+    async with FakeProducer(topics={"orders": 2}, transactional_id="arrow-tx") as fake:
+        fake.begin_transaction()
+        await (await fake.send_arrow("orders", _arrow_rows(4)))
+        await fake.abort_transaction()
+    assert fake.history() == [] and len(fake.aborted_history()) == 4
+
+
 # ------------------------------------------------------------------ parity with the real producer
 Action = Callable[[Producer], Awaitable[Any]]
 
@@ -481,6 +532,13 @@ PARITY_CASES: list[tuple[str, dict[str, Any], bool, Action]] = [
     ("begin twice", _TX, True, _begin_twice),
     ("commit after abort", _TX, True, _abort_then_commit),
     ("offsets outside a transaction", _TX, True, lambda p: p.send_offsets_to_transaction({("in", 0): 1}, "g")),
+    ("send_arrow without a value column", {}, True, lambda p: p.send_arrow("orders", pa.table({"key": [b"k"]}))),
+    ("send_arrow value column of ints", {}, True, lambda p: p.send_arrow("orders", pa.table({"value": [1, 2]}))),
+    ("send_arrow partition out of range", {}, True,
+     lambda p: p.send_arrow("orders", pa.table({"value": [b"v"], "partition": pa.array([9], pa.int32())}))),
+    ("send_arrow with a serializer", {"value_serializer": json_serializer}, True,
+     lambda p: p.send_arrow("orders", pa.table({"value": [b"v"]}))),
+    ("send_arrow not Arrow data", {}, True, lambda p: p.send_arrow("orders", [b"v"])),
 ]
 
 

@@ -188,3 +188,11 @@ def test_readme_metrics_table_matches_metric_defs() -> None:
     assert table == render_metrics_table().strip(), (
         "README metrics table is stale: regenerate it from aioproducer.internals.metrics.render_markdown_table()"
     )
+
+
+def test_the_readme_test_file_is_the_one_the_user_suite_runs() -> None:
+    """The complete test file under "Testing your service" is tests/user_suite/test_readme_example.py, byte for byte."""
+    text = README.read_text()
+    section = text[text.index("## Testing your service"):]
+    block = section[section.index("```python\n") + len("```python\n"):section.index("```\n\nThe plugin's fixtures")]
+    assert block == (README.parent / "tests" / "user_suite" / "test_readme_example.py").read_text()
