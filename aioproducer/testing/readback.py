@@ -21,7 +21,8 @@ sockets (:func:`complete_batches`, :func:`visible_batches`, :func:`fetched_recor
   whole batches are decoded, the next Fetch starts at the cut;
 * a Fetch from an offset inside a compressed batch answers the whole batch:
   records before the offset asked for are dropped;
-* control batches (transaction markers) are never records;
+* control batches (transaction markers) are never records; librdkafka's mock
+  writes them with a zero CRC, which is filled in before the CRC check;
 * under ``read_committed``, batches of aborted transactions are dropped as the
   Java consumer drops them (KIP-98): the answer lists, per producer id, the first
   offset of each aborted transaction in range; a transactional batch of that
@@ -42,6 +43,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from crc32c import crc32c
+
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
     KafkaConnectionError,
@@ -53,7 +56,7 @@ from aioproducer.errors import (
 from aioproducer.network.client import KafkaClient
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
-from aioproducer.protocol.records import DecodedBatch, decode_batches
+from aioproducer.protocol.records import RECORD_BATCH_OVERHEAD, DecodedBatch, decode_batches
 
 __all__ = [
     "ISOLATION_LEVELS",
@@ -80,6 +83,14 @@ _CLIENT_ID: Final = "aioproducer-readback"
 _ABORT_MARKER: Final = 0  # control record key: int16 version, int16 type (0 ABORT, 1 COMMIT)
 _CONTROL_KEY: Final = struct.Struct(">hh")
 _BATCH_PREFIX: Final = struct.Struct(">qi")  # baseOffset, batchLength: enough to walk batches
+# Where a batch's header fields sit (Kafka's protocol guide, "Record Batch"): magic at 16,
+# crc (uint32) at 17, attributes (int16) at 21, the first byte the CRC covers.
+_MAGIC_AT: Final = 16
+_CRC_AT: Final = 17
+_CRC_START: Final = 21
+_CRC: Final = struct.Struct(">I")
+_CRC_AND_ATTRIBUTES: Final = struct.Struct(">Ih")
+_CONTROL_BIT: Final = 0x20
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +147,28 @@ def complete_batches(data: bytes | bytearray | memoryview) -> memoryview:
     return view[:pos]
 
 
+def _with_marker_crcs(view: memoryview) -> bytes | memoryview:
+    """``view`` with the CRC of each control batch whose stored CRC is zero filled in.
+
+    librdkafka's mock cluster (2.16, measured) writes its transaction markers with a
+    zero CRC; Kafka never does. Such a marker would fail the CRC check of
+    :func:`decode_batches`, so the read fills the CRC in first. Only control
+    batches with a zero CRC are touched: a data batch with a bad CRC still fails.
+    """
+    patched: bytearray | None = None
+    pos = 0
+    while pos + _BATCH_PREFIX.size <= len(view):
+        _base, length = _BATCH_PREFIX.unpack_from(view, pos)
+        end = pos + _BATCH_PREFIX.size + length
+        if end - pos >= RECORD_BATCH_OVERHEAD and view[pos + _MAGIC_AT] == 2:
+            crc, attributes = _CRC_AND_ATTRIBUTES.unpack_from(view, pos + _CRC_AT)
+            if crc == 0 and attributes & _CONTROL_BIT:
+                patched = bytearray(view) if patched is None else patched
+                _CRC.pack_into(patched, pos + _CRC_AT, crc32c(view[pos + _CRC_START : end]))
+        pos = end
+    return view if patched is None else bytes(patched)
+
+
 def _is_abort_marker(batch: DecodedBatch) -> bool:
     """Whether a control batch holds an ABORT marker (its one record's key says the type)."""
     if not batch.records or batch.records[0].key is None or len(batch.records[0].key) < _CONTROL_KEY.size:
@@ -187,7 +220,7 @@ def fetched_records(
     The next offset follows the last whole batch (data, control or aborted alike:
     a consumer moves past all of them), or stays ``fetch_offset`` when none came.
     """
-    batches = decode_batches(complete_batches(data or b""))
+    batches = decode_batches(_with_marker_crcs(complete_batches(data or b"")))
     next_offset = max([fetch_offset, *(b.last_offset + 1 for b in batches)])
     records = [
         ConsumerRecord(topic, partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)

@@ -795,6 +795,7 @@ async def read_topic_aiokafka(
     *,
     isolation_level: str = "read_uncommitted",
     timeout: float = 10.0,
+    check_crcs: bool = True,
 ) -> list[tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]]:
     """Every record of ``partitions`` of ``topic`` up to their end offsets, as an aiokafka consumer reads them.
 
@@ -803,12 +804,13 @@ async def read_topic_aiokafka(
     read_committed). Each record is ``(topic, partition, offset, key, value, headers, timestamp)``
     with headers a tuple of ``(str, bytes | None)`` pairs, sorted by (partition, offset): the
     fields of ``aioproducer.testing.ConsumerRecord``, in its order, for comparing with it.
+    ``check_crcs=False`` for librdkafka's mock's transaction markers, written with a zero CRC.
     """
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest", isolation_level=isolation_level,
+        auto_offset_reset="earliest", isolation_level=isolation_level, check_crcs=check_crcs,
     )
     await consumer.start()
     try:

@@ -153,6 +153,23 @@ async def test_read_follows_a_leader_moved_mid_read(mock_cluster: MockCluster, o
         assert fields(records) == await read_topic_aiokafka(mock_cluster.bootstrap_servers, "orders", range(PARTITIONS))
 
 
+async def test_transactions_on_the_mock_committed_and_aborted_without_markers(mock_cluster: MockCluster) -> None:
+    """The mock writes its transaction markers with a zero CRC: they are read (and dropped) all the same."""
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, transactional_id="read-mock") as producer:
+        async with producer.transaction():
+            await producer.send("orders", value=b"committed", partition=0)
+        producer.begin_transaction()
+        await (await producer.send("orders", value=b"aborted", partition=0))
+        await producer.abort_transaction()
+        async with producer.transaction():
+            await producer.send("orders", value=b"last", partition=0)
+    records = await mock_cluster.read("orders", count=3)
+    assert [(r.offset, r.value) for r in records] == [(0, b"committed"), (2, b"aborted"), (4, b"last")]
+    # aiokafka checks the markers' CRCs too, and refuses them: not here.
+    assert fields(records) == await read_topic_aiokafka(mock_cluster.bootstrap_servers, "orders", range(PARTITIONS),
+                                                        check_crcs=False)
+
+
 async def test_fetch_errors_of_a_stale_leader_are_retried(mock_cluster: MockCluster) -> None:
     sent = rows(6)
     await produce(mock_cluster.bootstrap_servers, "orders", sent)

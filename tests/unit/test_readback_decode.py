@@ -162,6 +162,24 @@ def test_control_batches_are_never_records_but_are_moved_past(read_committed: bo
     assert next_offset == 2  # past the marker: the next Fetch must not read it again
 
 
+def _zero_crc(raw: bytes) -> bytes:
+    return raw[:17] + b"\x00\x00\x00\x00" + raw[21:]
+
+
+@pytest.mark.parametrize("read_committed", [False, True])
+def test_a_marker_with_a_zero_crc_is_read_as_librdkafkas_mock_writes_it(read_committed: bool) -> None:
+    raw = (data(0, b"x", producer_id=8, transactional=True) + _zero_crc(marker(1, 8, commit=False))
+           + data(2, b"ok", producer_id=8, transactional=True) + _zero_crc(marker(3, 8, commit=True)))
+    records, next_offset = fetched_records("t", 0, raw, fetch_offset=0, aborted=[(8, 0)], read_committed=read_committed)
+    assert values(records) == ([b"ok"] if read_committed else [b"x", b"ok"])
+    assert next_offset == 4
+
+
+def test_a_data_batch_with_a_zero_crc_is_still_corrupt() -> None:
+    with pytest.raises(ProtocolError, match="CRC"):
+        fetched_records("t", 0, _zero_crc(data(0, b"a", producer_id=8, transactional=True)), fetch_offset=0)
+
+
 # ---------------------------------------------------------- read_committed
 
 
