@@ -61,8 +61,10 @@ __all__ = [
     "API_NAMES",
     "API_VERSIONS",
     "END_TXN",
+    "FETCH",
     "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
     "METADATA",
     "OFFSET_FETCH",
     "PRODUCE",
@@ -87,6 +89,8 @@ __all__ = [
 
 # API keys (Kafka's ApiKeys.java).
 PRODUCE: Final = 0
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
 METADATA: Final = 3
 OFFSET_FETCH: Final = 9
 FIND_COORDINATOR: Final = 10
@@ -429,13 +433,119 @@ _SASL_AUTHENTICATE_RESPONSE = _msg(
     field("session_lifetime_ms", INT64, "1+", default=0),
 )
 
+# ------------------------------------------------------ Fetch and ListOffsets
+# The producer never sends these: ``aioproducer.testing.readback`` reads a topic back with
+# them. FetchRequest.json / FetchResponse.json: Kafka 4 removed v0-3, so v4 (IsolationLevel,
+# LastStableOffset, AbortedTransactions) is the floor; v5 log start offset, v7 fetch sessions
+# (unused: session 0, epoch -1 is a full fetch), v9 current leader epoch, v11 rack and
+# preferred read replica, v12 flexible. v13+ name topics by id only, so v12 is the ceiling
+# (librdkafka's mock serves v0-16, Kafka 4.3 v4-18: v12 on both).
+
+_FETCH_REQUEST = _msg(
+    "FetchRequest", FETCH, "4-12", "12+",
+    field("cluster_id", STRING, "12+", nullable="12+", default=None, tag=0),
+    field("replica_id", INT32, default=-1),
+    field("max_wait_ms", INT32),
+    field("min_bytes", INT32),
+    field("max_bytes", INT32, "3+", default=0x7FFFFFFF),
+    field("isolation_level", INT8, "4+", default=0),
+    field("session_id", INT32, "7+", default=0),
+    field("session_epoch", INT32, "7+", default=-1),
+    field("topics", array(
+        field("topic", STRING),
+        field("partitions", array(
+            field("partition", INT32),
+            field("current_leader_epoch", INT32, "9+", default=-1),
+            field("fetch_offset", INT64),
+            field("last_fetched_epoch", INT32, "12+", default=-1),
+            field("log_start_offset", INT64, "5+", default=-1),
+            field("partition_max_bytes", INT32),
+        )),
+    )),
+    field("forgotten_topics_data", array(
+        field("topic", STRING, "7+"),
+        field("partitions", ArrayOf(INT32), "7+"),
+    ), "7+"),
+    field("rack_id", STRING, "11+", default=""),
+)
+
+_FETCH_RESPONSE = _msg(
+    "FetchResponse", FETCH, "4-12", "12+",
+    field(_THROTTLE, INT32, "1+"),
+    field("error_code", INT16, "7+"),
+    field("session_id", INT32, "7+", default=0),
+    field("responses", array(
+        field("topic", STRING),
+        field("partitions", array(
+            field("partition_index", INT32),
+            field("error_code", INT16),
+            field("high_watermark", INT64),
+            field("last_stable_offset", INT64, "4+", default=-1),
+            field("log_start_offset", INT64, "5+", default=-1),
+            field("diverging_epoch", struct_of(
+                field("epoch", INT32, "12+", default=-1),
+                field("end_offset", INT64, "12+", default=-1),
+            ), "12+", tag=0),
+            field("current_leader", struct_of(
+                field("leader_id", INT32, "12+", default=-1),
+                field("leader_epoch", INT32, "12+", default=-1),
+            ), "12+", tag=1),
+            field("snapshot_id", struct_of(
+                field("end_offset", INT64, default=-1),
+                field("epoch", INT32, default=-1),
+            ), "12+", tag=2),
+            field("aborted_transactions", array(
+                field("producer_id", INT64, "4+"),
+                field("first_offset", INT64, "4+"),
+            ), "4+", nullable="4+"),
+            field("preferred_read_replica", INT32, "11+", default=-1),
+            field("records", RECORDS, nullable="0+", default=None),
+        )),
+    )),
+)
+
+# ListOffsetsRequest.json / ListOffsetsResponse.json: Kafka 4 removed v0 (several offsets per
+# answer); v2 IsolationLevel (latest = the last stable offset under read_committed), v4 current
+# leader epoch, v6 flexible, v7 the max-timestamp query. v8-10 add tiered-storage queries and a
+# timeout, which a read-back does not need (librdkafka's mock serves v0-7, Kafka 4.3 v1-11).
+
+_LIST_OFFSETS_REQUEST = _msg(
+    "ListOffsetsRequest", LIST_OFFSETS, "1-7", "6+",
+    field("replica_id", INT32, default=-1),
+    field("isolation_level", INT8, "2+", default=0),
+    field("topics", array(
+        field("name", STRING),
+        field("partitions", array(
+            field("partition_index", INT32),
+            field("current_leader_epoch", INT32, "4+", default=-1),
+            field("timestamp", INT64),
+        )),
+    )),
+)
+
+_LIST_OFFSETS_RESPONSE = _msg(
+    "ListOffsetsResponse", LIST_OFFSETS, "1-7", "6+",
+    field(_THROTTLE, INT32, "2+"),
+    field("topics", array(
+        field("name", STRING),
+        field("partitions", array(
+            field("partition_index", INT32),
+            field("error_code", INT16),
+            field("timestamp", INT64, "1+", default=-1),
+            field("offset", INT64, "1+", default=-1),
+            field("leader_epoch", INT32, "4+", default=-1),
+        )),
+    )),
+)
+
 # ------------------------------------------------------------------ registry
 
 #: api_key -> request body schema.
 REQUEST_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
     s.api_key: s
     for s in (
-        _PRODUCE_REQUEST, _METADATA_REQUEST, _OFFSET_FETCH_REQUEST, _API_VERSIONS_REQUEST, _INIT_PRODUCER_ID_REQUEST,
+        _PRODUCE_REQUEST, _FETCH_REQUEST, _LIST_OFFSETS_REQUEST, _METADATA_REQUEST, _OFFSET_FETCH_REQUEST,
+        _API_VERSIONS_REQUEST, _INIT_PRODUCER_ID_REQUEST,
         _FIND_COORDINATOR_REQUEST, _ADD_PARTITIONS_TO_TXN_REQUEST, _ADD_OFFSETS_TO_TXN_REQUEST,
         _END_TXN_REQUEST, _TXN_OFFSET_COMMIT_REQUEST, _SASL_HANDSHAKE_REQUEST, _SASL_AUTHENTICATE_REQUEST,
     )
@@ -445,7 +555,8 @@ REQUEST_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
 RESPONSE_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
     s.api_key: s
     for s in (
-        _PRODUCE_RESPONSE, _METADATA_RESPONSE, _OFFSET_FETCH_RESPONSE, _API_VERSIONS_RESPONSE,
+        _PRODUCE_RESPONSE, _FETCH_RESPONSE, _LIST_OFFSETS_RESPONSE, _METADATA_RESPONSE, _OFFSET_FETCH_RESPONSE,
+        _API_VERSIONS_RESPONSE,
         _INIT_PRODUCER_ID_RESPONSE, _FIND_COORDINATOR_RESPONSE, _ADD_PARTITIONS_TO_TXN_RESPONSE, _ADD_OFFSETS_TO_TXN_RESPONSE,
         _END_TXN_RESPONSE, _TXN_OFFSET_COMMIT_RESPONSE, _SASL_HANDSHAKE_RESPONSE, _SASL_AUTHENTICATE_RESPONSE,
     )

@@ -30,6 +30,10 @@ the requests served; see ``aioproducer/testing/schema_registry.py``.
 records go through the real send path and land in memory (``history()``), for unit tests
 of a service; delivery is immediate, or held until ``complete_next()``/``fail_next()``.
 
+``MockCluster.read()`` and ``KafkaCluster.read()`` read a topic back as :class:`ConsumerRecord`
+objects through aioproducer's own protocol layer (``aioproducer/testing/readback.py``): no
+second Kafka client in a service's tests.
+
 ``assert_delivered_exactly_once`` and ``assert_ordered_per_key`` (``aioproducer/testing/assertions.py``)
 check what a test read back against what its service sent: the guarantees the project's own
 fault tests check. The pytest plugin (``aioproducer/pytest_plugin.py``, loaded by pytest
@@ -52,11 +56,13 @@ if TYPE_CHECKING:
     from aioproducer.testing.producer_factory import ProducerFactory
     from aioproducer.testing.kafka import KafkaCluster, KafkaStartError, KafkaUnavailableError
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
+    from aioproducer.testing.readback import ConsumerRecord
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
 _LAZY = {
+    "ConsumerRecord": "aioproducer.testing.readback",
     "assert_delivered_exactly_once": "aioproducer.testing.assertions",
     "assert_ordered_per_key": "aioproducer.testing.assertions",
     "ProducerFactory": "aioproducer.testing.producer_factory",
@@ -84,6 +90,7 @@ __all__ = [
     "assert_delivered_exactly_once",
     "assert_ordered_per_key",
     "ConfluentKafkaMissingError",
+    "ConsumerRecord",
     "FakeProducer",
     "FakeRecord",
     "FaultProxy",

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from aioproducer.testing.proxy import FaultProxy
+    from aioproducer.testing.readback import ConsumerRecord
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -859,6 +860,35 @@ class KafkaCluster:
         self._tool(
             "kafka.admin.ConfigCommand", "--bootstrap-server", self.internal_bootstrap_servers, "--alter",
             "--entity-type", "clients", "--entity-name", client_id, *change,
+        )
+
+    async def read(
+        self,
+        topic: str,
+        *,
+        count: int | None = None,
+        timeout: float = 10.0,
+        isolation_level: str = "read_uncommitted",
+    ) -> list[ConsumerRecord]:
+        """The records of ``topic``, every partition, sorted by (partition, offset): no second client needed.
+
+        Read through the brokers' internal PLAINTEXT listener (the admin calls'),
+        so it works whatever the client listeners need (TLS, SASL) or suffer (a
+        :class:`~aioproducer.testing.proxy.FaultProxy`). ``count=None`` reads up to
+        each partition's end offset as of the call (the high watermark; the last
+        stable offset under ``read_committed``, which also drops aborted
+        transactions); ``count=n`` waits until at least ``n`` records are there
+        (then returns all up to the end offsets of that moment, so possibly more
+        than ``n``) and raises :class:`~aioproducer.errors.KafkaTimeoutError` after
+        ``timeout`` seconds. See :func:`aioproducer.testing.readback.read_topic`.
+        """
+        from aioproducer.testing.readback import check_read_arguments, read_topic
+
+        check_read_arguments(topic, count, timeout, isolation_level)
+        if self._closed:
+            raise RuntimeError("this KafkaCluster is closed")
+        return await read_topic(
+            self.internal_bootstrap_servers, topic, count=count, timeout=timeout, isolation_level=isolation_level
         )
 
     def partition_leader(self, topic: str, partition: int) -> int:

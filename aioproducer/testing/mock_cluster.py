@@ -52,10 +52,13 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from aioproducer.testing import _librdkafka as _rd
 from aioproducer.testing._librdkafka import LibrdkafkaError
+
+if TYPE_CHECKING:
+    from aioproducer.testing.readback import ConsumerRecord
 
 __all__ = ["LibrdkafkaError", "MockCluster", "MockClusterClosedError", "MockRequest"]
 
@@ -256,6 +259,21 @@ class MockCluster:
         """
         with self._lock:
             self._lib.rd_kafka_mock_topic_set_error(self._handle(), topic.encode(), code)
+
+    async def read(self, topic: str, *, count: int | None = None, timeout: float = 10.0) -> list[ConsumerRecord]:
+        """The records of ``topic``, every partition, sorted by (partition, offset): no second client needed.
+
+        ``count=None`` reads up to each partition's high watermark as of the call;
+        ``count=n`` waits until at least ``n`` records are there (then returns all
+        up to the high watermarks of that moment, so possibly more than ``n``) and
+        raises :class:`~aioproducer.errors.KafkaTimeoutError` after ``timeout``
+        seconds. See :func:`aioproducer.testing.readback.read_topic`. A closed
+        cluster raises :class:`MockClusterClosedError` at once.
+        """
+        from aioproducer.testing.readback import check_read_arguments, read_topic
+
+        check_read_arguments(topic, count, timeout, "read_uncommitted")
+        return await read_topic(self.bootstrap_servers, topic, count=count, timeout=timeout)
 
     # ------------------------------------------------------------------ brokers
 

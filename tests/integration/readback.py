@@ -79,6 +79,7 @@ __all__ = [
     "kafka_libs_dir",
     "read_all_records",
     "read_all_values",
+    "read_topic_aiokafka",
     "read_isolated",
     "read_aiokafka",
     "read_confluent",
@@ -785,3 +786,43 @@ async def _stable_ends(bootstrap_servers: str, tps: list[Any], committed: Any) -
             await asyncio.sleep(0.1)  # between polls; the caller's timeout bounds the wait
     finally:
         await uncommitted.stop()
+
+
+async def read_topic_aiokafka(
+    bootstrap_servers: str,
+    topic: str,
+    partitions: Iterable[int],
+    *,
+    isolation_level: str = "read_uncommitted",
+    timeout: float = 10.0,
+    check_crcs: bool = True,
+) -> list[tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]]:
+    """Every record of ``partitions`` of ``topic`` up to their end offsets, as an aiokafka consumer reads them.
+
+    ``AIOKafkaConsumer(auto_offset_reset="earliest")`` with the partitions assigned (no group),
+    at ``isolation_level``; the ends are taken first (the last stable offsets under
+    read_committed). Each record is ``(topic, partition, offset, key, value, headers, timestamp)``
+    with headers a tuple of ``(str, bytes | None)`` pairs, sorted by (partition, offset): the
+    fields of ``aioproducer.testing.ConsumerRecord``, in its order, for comparing with it.
+    ``check_crcs=False`` for librdkafka's mock's transaction markers, written with a zero CRC.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest", isolation_level=isolation_level, check_crcs=check_crcs,
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        out = []
+        async with asyncio.timeout(timeout):
+            ends = await consumer.end_offsets(tps)
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
+                    out += [(topic, tp.partition, m.offset, m.key, m.value, tuple(_headers(m.headers)), m.timestamp)
+                            for m in messages if m.offset < ends[tp]]
+        return sorted(out, key=lambda r: (r[1], r[2]))
+    finally:
+        await consumer.stop()

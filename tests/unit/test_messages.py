@@ -291,6 +291,106 @@ def test_offset_fetch_v7_response_golden() -> None:
     assert m.encode_response(m.OFFSET_FETCH, 7, 7, body)[4:] == payload
 
 
+def test_fetch_v4_request_golden() -> None:
+    body = {"max_wait_ms": 200, "min_bytes": 1, "isolation_level": 1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 2, "fetch_offset": 5, "partition_max_bytes": 1024}]}]}
+    assert m.encode_request(m.FETCH, 4, 7, None, body)[4:] == bytes.fromhex(
+        "0001" "0004" "00000007" "ffff"  # header v1, null client id
+        "ffffffff"  # replica_id -1: a consumer
+        "000000c8" "00000001" "7fffffff"  # max_wait_ms 200, min_bytes 1, max_bytes default
+        "01"  # isolation_level: read_committed
+        "00000001" "0001" "74"  # topics: [t]
+        "00000001" "00000002" "0000000000000005" "00000400"  # partition 2 at offset 5, 1 KiB
+    )
+
+
+def test_fetch_v12_request_golden_flexible() -> None:
+    body = {"max_wait_ms": 100, "min_bytes": 1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 9, "partition_max_bytes": 16}]}]}
+    assert m.encode_request(m.FETCH, 12, 3, None, body)[4:] == bytes.fromhex(
+        "0001" "000c" "00000003" "ffff" "00"  # header v2
+        "ffffffff" "00000064" "00000001" "7fffffff" "00"  # replica, wait, min, max bytes, read_uncommitted
+        "00000000" "ffffffff"  # session 0, epoch -1: a full fetch, no session
+        "02" "02" "74"  # compact topics: [t]
+        "02" "00000000" "ffffffff" "0000000000000009"  # partition 0, current leader epoch -1, offset 9
+        "ffffffff" "ffffffffffffffff" "00000010" "00"  # last fetched epoch, log start, max bytes, tags
+        "00"  # topic tagged fields
+        "01"  # forgotten_topics_data: []
+        "01"  # rack_id ""
+        "00"  # body tagged fields (cluster_id null: omitted)
+    )
+
+
+def test_fetch_v12_response_golden_aborted_transactions_and_tagged_leader() -> None:
+    payload = bytes.fromhex(
+        "00000003" "00"  # header v1
+        "00000000" "0000" "00000000"  # throttle, error_code, session_id
+        "02" "02" "74"  # responses: [t]
+        "02" "00000001" "0000"  # partition 1, no error
+        "000000000000000a" "0000000000000008" "0000000000000000"  # HW 10, LSO 8, log start 0
+        "02" "00000000000003e9" "0000000000000004" "00"  # aborted: [producer 1001 from offset 4], its tags
+        "ffffffff"  # preferred_read_replica -1
+        "04" "616263"  # records: compact nullable bytes b"abc"
+        "01" "01" "09" "00000002" "00000007" "00"  # tagged: current_leader (tag 1) = leader 2, epoch 7
+        "00"  # topic tagged fields
+        "00"  # body tagged fields
+    )
+    correlation_id, body = m.decode_response(m.FETCH, 12, payload)
+    assert correlation_id == 3
+    part = body["responses"][0]["partitions"][0]
+    assert (part["partition_index"], part["high_watermark"], part["last_stable_offset"]) == (1, 10, 8)
+    assert part["aborted_transactions"] == [{"producer_id": 1001, "first_offset": 4}]
+    assert part["current_leader"] == {"leader_id": 2, "leader_epoch": 7}
+    assert part["diverging_epoch"] == {"epoch": -1, "end_offset": -1}
+    assert bytes(part["records"]) == b"abc"
+    assert m.encode_response(m.FETCH, 12, 3, body)[4:] == payload
+
+
+def test_fetch_v4_response_null_aborted_transactions_and_records() -> None:
+    payload = bytes.fromhex(
+        "00000005"  # header v0
+        "00000000"  # throttle_time_ms
+        "00000001" "0001" "74"  # responses: [t]
+        "00000001" "00000000" "0006"  # partition 0, NOT_LEADER_OR_FOLLOWER
+        "ffffffffffffffff" "ffffffffffffffff"  # HW, LSO unknown
+        "ffffffff" "ffffffff"  # aborted_transactions: null, records: null
+    )
+    assert m.decode_response(m.FETCH, 4, payload) == (5, {"throttle_time_ms": 0, "responses": [
+        {"topic": "t", "partitions": [{"partition_index": 0, "error_code": 6, "high_watermark": -1,
+                                       "last_stable_offset": -1, "aborted_transactions": None, "records": None}]}]})
+
+
+def test_list_offsets_v1_request_golden() -> None:
+    body = {"topics": [{"name": "t", "partitions": [{"partition_index": 3, "timestamp": -2}]}]}
+    assert m.encode_request(m.LIST_OFFSETS, 1, 9, None, body)[4:] == bytes.fromhex(
+        "0002" "0001" "00000009" "ffff"  # header v1
+        "ffffffff"  # replica_id -1
+        "00000001" "0001" "74"  # topics: [t]
+        "00000001" "00000003" "fffffffffffffffe"  # partition 3, timestamp -2: earliest
+    )
+
+
+def test_list_offsets_v7_request_and_response_golden_flexible() -> None:
+    body = {"isolation_level": 1, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+    assert m.encode_request(m.LIST_OFFSETS, 7, 9, None, body)[4:] == bytes.fromhex(
+        "0002" "0007" "00000009" "ffff" "00"  # header v2
+        "ffffffff" "01"  # replica_id -1, read_committed
+        "02" "02" "74"  # compact topics: [t]
+        "02" "00000000" "ffffffff" "ffffffffffffffff" "00"  # partition 0, leader epoch -1, latest, tags
+        "00" "00"  # topic, body tagged fields
+    )
+    payload = bytes.fromhex(
+        "00000009" "00"  # header v1
+        "00000000"  # throttle_time_ms
+        "02" "02" "74"  # topics: [t]
+        "02" "00000000" "0000" "ffffffffffffffff" "000000000000002a" "00000003" "00"  # offset 42, epoch 3
+        "00" "00"
+    )
+    assert m.decode_response(m.LIST_OFFSETS, 7, payload) == (9, {"throttle_time_ms": 0, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0, "error_code": 0, "timestamp": -1, "offset": 42,
+                                      "leader_epoch": 3}]}]})
+
+
 # ------------------------------------------------------------ header rules
 
 
@@ -303,6 +403,7 @@ def test_offset_fetch_v7_response_golden() -> None:
         (m.API_VERSIONS, 2, 1, 0), (m.API_VERSIONS, 3, 2, 0),  # the exception
         (m.SASL_HANDSHAKE, 1, 1, 0),
         (m.OFFSET_FETCH, 5, 1, 0), (m.OFFSET_FETCH, 6, 2, 1),
+        (m.FETCH, 11, 1, 0), (m.FETCH, 12, 2, 1), (m.LIST_OFFSETS, 5, 1, 0), (m.LIST_OFFSETS, 6, 2, 1),
     ],
 )
 def test_header_versions(key: int, version: int, request_header: int, response_header: int) -> None:
@@ -356,7 +457,9 @@ def test_tagged_field_equal_to_default_is_omitted() -> None:
 
 @pytest.mark.parametrize(("key", "version"), [(m.PRODUCE, 2), (m.PRODUCE, 12), (m.METADATA, 0), (m.METADATA, 13),
                                                (m.API_VERSIONS, 4), (m.INIT_PRODUCER_ID, 5),
-                                               (m.OFFSET_FETCH, 0), (m.OFFSET_FETCH, 8), (99, 0)])
+                                               (m.OFFSET_FETCH, 0), (m.OFFSET_FETCH, 8),
+                                               (m.FETCH, 3), (m.FETCH, 13), (m.LIST_OFFSETS, 0),
+                                               (m.LIST_OFFSETS, 8), (99, 0)])
 def test_unsupported_versions_raise(key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersionError):
         m.encode_request(key, version, 1, None, {})
@@ -373,6 +476,9 @@ def test_supported_versions_contract() -> None:
     assert m.SUPPORTED_VERSIONS[m.API_VERSIONS] == (0, 3)
     assert m.SUPPORTED_VERSIONS[m.INIT_PRODUCER_ID] == (0, 4)
     assert m.SUPPORTED_VERSIONS[m.OFFSET_FETCH] == (1, 7)  # v0 read ZooKeeper; v8+ batch groups
+    assert (m.FETCH, m.LIST_OFFSETS) == (1, 2)
+    assert m.SUPPORTED_VERSIONS[m.FETCH] == (4, 12)  # Kafka 4 removed v0-3; v13+ name topics by id
+    assert m.SUPPORTED_VERSIONS[m.LIST_OFFSETS] == (1, 7)  # Kafka 4 removed v0; v8+ tiered storage
     for key in (m.FIND_COORDINATOR, m.ADD_PARTITIONS_TO_TXN, m.ADD_OFFSETS_TO_TXN, m.END_TXN,
                 m.TXN_OFFSET_COMMIT, m.SASL_HANDSHAKE, m.SASL_AUTHENTICATE):
         assert key in m.SUPPORTED_VERSIONS
