@@ -197,3 +197,21 @@ async def test_second(mock_cluster, kafka_producer):
     assert [r.value for r in await mock_cluster.read("t")] == [b"2"]  # a fresh cluster per test
 """)
     result.assert_outcomes(passed=2)
+
+
+def test_a_fault_left_on_by_one_test_is_healed_before_the_next(pytester: pytest.Pytester) -> None:
+    """The first test leaves the proxy refusing, delaying and paused; the second still sends through it."""
+    result = run(pytester, """
+def test_leaves_faults_on(kafka_cluster, fault_proxy):
+    assert fault_proxy is kafka_cluster.proxy(1)
+    fault_proxy.refuse()
+    fault_proxy.set_delay(60_000)
+    fault_proxy.pause()
+
+async def test_sends_through_the_proxy(kafka_cluster, fault_proxy, kafka_producer):
+    kafka_cluster.create_topic("healed", partitions=1)
+    async with kafka_producer(kafka_cluster, request_timeout_ms=5000, delivery_timeout_ms=10000) as producer:
+        await producer.send_and_wait("healed", b"v")
+    assert [r.value for r in await kafka_cluster.read("healed")] == [b"v"]
+""")
+    result.assert_outcomes(passed=2)
