@@ -29,7 +29,10 @@ from readback import read_all_values
 pytestmark = pytest.mark.integration
 
 USER, PASSWORD = "alice", "alice-secret-7f3a"
-REAUTH_MS = 2000
+#: The brokers' session lifetime (``connections.max.reauth.ms``). A client re-authenticates at 85-95 % of
+#: it, as Java's does: at 2 s that left 100-300 ms, and a CI run on a loaded 2-core machine once missed
+#: it (the broker closed the connection; the client reconnected and lost nothing). 5 s leaves 250-750 ms.
+REAUTH_MS = 5000
 _topics = itertools.count()
 
 
@@ -238,7 +241,7 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
 
         client._on_sendable = counting
         futures = []
-        deadline = time.monotonic() + 3.5 * REAUTH_MS / 1000
+        deadline = time.monotonic() + 2.5 * REAUTH_MS / 1000  # two re-authentications, at ~0.9 and ~1.8 lifetimes
         while time.monotonic() < deadline:
             futures.append(await producer.send(topic, b"%d" % sent, key=b"k"))
             sent += 1
@@ -247,7 +250,7 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
         await asyncio.gather(*futures)
         assert client._conns == first and all(conn.is_connected for conn in first.values())  # re-authenticated, not reconnected
     # One connection to the broker for metadata and produce: its first authentication and at
-    # least two re-authentications within the 3.5 session lifetimes.
+    # least two re-authentications within the 2.5 session lifetimes.
     assert len(calls) >= 3, calls
     assert len(reauthenticated) >= 2
     values = await read_all_values(secured.bootstrap_servers, topic, [0, 1])
