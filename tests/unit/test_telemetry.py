@@ -392,3 +392,10 @@ def test_delta_temporality_subscription_pushes_deltas() -> None:
     _, second = telemetry.next_request(2000) or (0, {})
     assert pushed_values(first)[P + "record.send.total"] == 10
     assert pushed_values(second)[P + "record.send.total"] == 4
+
+
+def test_delta_of_each_topic_from_its_own_last_value() -> None:
+    last: dict[Any, Any] = {}
+    kip714_metrics({"topic.a.record-send-total": 10, "topic.b.record-send-total": 5}, ("",), 50, 10, last)
+    (metric,) = kip714_metrics({"topic.a.record-send-total": 12, "topic.b.record-send-total": 9}, ("",), 90, 50, last)
+    assert {p.attributes["topic"]: p.value for p in metric.points} == {"a": 2, "b": 4}
