@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from aioproducer.errors import KafkaConnectionError, UnsupportedVersionError
+from aioproducer.config import ProducerConfig
+from aioproducer.errors import ConfigError, KafkaConnectionError, UnsupportedVersionError
 from aioproducer.internals.telemetry import (
     DEFAULT_PUSH_INTERVAL_MS,
     ClientTelemetry,
@@ -399,3 +400,14 @@ def test_delta_of_each_topic_from_its_own_last_value() -> None:
     kip714_metrics({"topic.a.record-send-total": 10, "topic.b.record-send-total": 5}, ("",), 50, 10, last)
     (metric,) = kip714_metrics({"topic.a.record-send-total": 12, "topic.b.record-send-total": 9}, ("",), 90, 50, last)
     assert {p.attributes["topic"]: p.value for p in metric.points} == {"a": 2, "b": 4}
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, "0", None, [True]])
+def test_enable_metrics_push_bad_values_name_the_key(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"enable\.metrics\.push must be a boolean"):
+        ProducerConfig(enable_metrics_push=bad)
+
+
+def test_enable_metrics_push_defaults_to_true_as_java() -> None:
+    assert ProducerConfig().enable_metrics_push is True
+    assert ProducerConfig({"enable.metrics.push": "FALSE"}).enable_metrics_push is False
