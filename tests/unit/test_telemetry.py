@@ -8,6 +8,7 @@ state machine runs on a fake clock: no sleeping, every time passed in.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import logging
 import math
@@ -22,6 +23,7 @@ from aioproducer.errors import ConfigError, KafkaConnectionError, UnsupportedVer
 from aioproducer.internals.telemetry import (
     DEFAULT_PUSH_INTERVAL_MS,
     ClientTelemetry,
+    TelemetrySender,
     TelemetryState,
     kip714_metrics,
 )
@@ -411,3 +413,35 @@ def test_enable_metrics_push_bad_values_name_the_key(bad: object) -> None:
 def test_enable_metrics_push_defaults_to_true_as_java() -> None:
     assert ProducerConfig().enable_metrics_push is True
     assert ProducerConfig({"enable.metrics.push": "FALSE"}).enable_metrics_push is False
+
+
+async def test_the_task_asks_pushes_on_close_and_ends() -> None:
+    """TelemetrySender over a fake ``send_any``: the ask at once, the terminating push on close(), then the end."""
+    sent: list[tuple[int, dict[str, Any]]] = []
+
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        sent.append((api_key, body))
+        if api_key == messages.GET_TELEMETRY_SUBSCRIPTIONS:
+            return subscription(push_interval_ms=3_600_000)
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    telemetry, _ = machine()
+    task_owner = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(task_owner.run())
+    deadline = asyncio.get_running_loop().time() + 5
+    while telemetry.state is not TelemetryState.PUSH_NEEDED:
+        assert asyncio.get_running_loop().time() < deadline, "no subscription"
+        await asyncio.sleep(0)
+    task_owner.close()
+    await asyncio.wait_for(task, 5)
+    assert [(api, body.get("terminating")) for api, body in sent] == [
+        (messages.GET_TELEMETRY_SUBSCRIPTIONS, None), (messages.PUSH_TELEMETRY, True)]
+
+
+async def test_the_task_ends_on_a_broker_without_kip714() -> None:
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        raise UnsupportedVersionError("API key 71 is not supported by the broker")
+
+    telemetry, _ = machine()
+    await asyncio.wait_for(TelemetrySender(telemetry, send_any, lambda: 0.0, LOG).run(), 5)
+    assert telemetry.state is TelemetryState.TERMINATED
