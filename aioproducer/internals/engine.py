@@ -252,11 +252,12 @@ class ProducerEngine:
         telemetry, task = self.telemetry, self.telemetry_task
         if telemetry is None or task is None:
             return
-        telemetry.close()
-        left = self.config.request_timeout_ms / 1000
+        left = self.config.request_timeout_ms / 1000 if telemetry.close() else 0.0
         if deadline is not None:
             left = min(left, max(0.0, deadline - asyncio.get_running_loop().time()))
         try:
+            if left <= 0:
+                raise TimeoutError  # nothing to push, or no time left: the task ends now
             await asyncio.wait_for(asyncio.shield(task), left)
         except TimeoutError:
             task.cancel()

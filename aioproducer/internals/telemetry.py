@@ -338,7 +338,12 @@ class TelemetrySender:
             telemetry.on_push(response, self._clock())
         self._wake.set()  # close() may have come meanwhile
 
-    def close(self) -> None:
-        """Ask for the terminating push (or the end): the task sends it and ends."""
-        self.telemetry.initiate_close()
+    def close(self) -> bool:
+        """Ask for the terminating push: True if one is due (the task sends it and ends), False if nothing is.
+
+        With False the caller cancels the task rather than wait for it: a request under way that
+        answers nothing the producer needs (a subscription with no metrics, say) must not hold ``close()``.
+        """
+        due = self.telemetry.initiate_close()
         self._wake.set()
+        return due

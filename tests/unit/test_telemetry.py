@@ -432,7 +432,7 @@ async def test_the_task_asks_pushes_on_close_and_ends() -> None:
     while telemetry.state is not TelemetryState.PUSH_NEEDED:
         assert asyncio.get_running_loop().time() < deadline, "no subscription"
         await asyncio.sleep(0)
-    task_owner.close()
+    assert task_owner.close() is True
     await asyncio.wait_for(task, 5)
     assert [(api, body.get("terminating")) for api, body in sent] == [
         (messages.GET_TELEMETRY_SUBSCRIPTIONS, None), (messages.PUSH_TELEMETRY, True)]
@@ -444,4 +444,21 @@ async def test_the_task_ends_on_a_broker_without_kip714() -> None:
 
     telemetry, _ = machine()
     await asyncio.wait_for(TelemetrySender(telemetry, send_any, lambda: 0.0, LOG).run(), 5)
+    assert telemetry.state is TelemetryState.TERMINATED
+
+
+async def test_close_with_nothing_subscribed_says_so() -> None:
+    """An empty subscription: close() reports no terminating push due (the engine then cancels the task)."""
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        return subscription(requested_metrics=[])
+
+    telemetry, _ = machine()
+    sender = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(sender.run())
+    deadline = asyncio.get_running_loop().time() + 5
+    while telemetry.subscription_id != 9:
+        assert asyncio.get_running_loop().time() < deadline, "no subscription"
+        await asyncio.sleep(0)
+    assert sender.close() is False
+    await asyncio.wait_for(task, 5)
     assert telemetry.state is TelemetryState.TERMINATED
