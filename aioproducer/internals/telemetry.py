@@ -178,7 +178,7 @@ class ClientTelemetry:
         self.state = (
             TelemetryState.TERMINATING_PUSH_IN_PROGRESS if terminating else TelemetryState.PUSH_IN_PROGRESS
         )
-        codec = self._compression_type()
+        codec = self.next_compression_type()
         payload = self._payload()
         return messages.PUSH_TELEMETRY, {
             "client_instance_id": self.client_instance_id,
@@ -188,7 +188,7 @@ class ClientTelemetry:
             "metrics": compression.compress(codec, payload) if codec != compression.NONE else payload,
         }
 
-    def _compression_type(self) -> int:
+    def next_compression_type(self) -> int:
         """The first type the broker accepts that this installation can write (Java: the broker's order)."""
         for codec in self.accepted_compression_types:
             try:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from aioproducer import Producer
-from aioproducer.protocol import messages
+from aioproducer.protocol import compression, messages
 from aioproducer.protocol.otlp import AGGREGATION_TEMPORALITY_DELTA, Metric, decode_metrics_data
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.kafka import KafkaUnavailableError, compile_java, kafka_libs
@@ -97,6 +97,12 @@ async def test_the_reporter_receives_the_subscribed_metrics_and_the_terminating_
             return sent_total(pushes(recorder_file, client_id)) == 25
 
         await eventually(pushed_all, timeout=30, what="a push counting the 25 records")
+        sender = producer._engine.telemetry
+        assert sender is not None
+        accepted = sender.telemetry.accepted_compression_types
+        # The pushes went compressed with the broker's first choice (Kafka 4.3 accepts them all).
+        assert accepted and accepted[0] != compression.NONE
+        assert sender.telemetry.next_compression_type() == accepted[0]
     finally:
         await producer.close()
     elapsed_ms = (time.monotonic() - started) * 1000
