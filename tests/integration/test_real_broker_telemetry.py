@@ -21,6 +21,7 @@ import pytest
 
 from aioproducer import Producer
 from aioproducer.protocol import compression, messages
+from aioproducer.internals.telemetry import TelemetryState
 from aioproducer.protocol.otlp import AGGREGATION_TEMPORALITY_DELTA, Metric, decode_metrics_data
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.kafka import KafkaUnavailableError, compile_java, kafka_libs
@@ -162,3 +163,16 @@ async def test_enable_metrics_push_false_pushes_nothing(
     assert after.get(messages.GET_TELEMETRY_SUBSCRIPTIONS, 0) - before.get(messages.GET_TELEMETRY_SUBSCRIPTIONS, 0) == 1
     control_pushes = len(pushes(recorder_file, control_id))
     assert after.get(messages.PUSH_TELEMETRY, 0) - before.get(messages.PUSH_TELEMETRY, 0) == control_pushes
+
+
+async def test_a_cluster_without_a_client_metrics_reporter_ends_telemetry_quietly(kafka_cluster: KafkaCluster) -> None:
+    """The session's broker has no reporter, so it offers no GetTelemetrySubscriptions: telemetry ends, sends go on."""
+    topic = new_topic(kafka_cluster, 1)
+    async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, client_id="telemetry-none",
+                        **REAL_BROKER_TIMEOUTS) as producer:
+        sender = producer._engine.telemetry
+        assert sender is not None
+        await eventually(lambda: sender.telemetry.state is TelemetryState.TERMINATED, timeout=15,
+                         what="telemetry ended")
+        await producer.send(topic, b"v")
+    assert [r.value for r in await kafka_cluster.read(topic, count=1)] == [b"v"]
