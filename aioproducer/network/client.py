@@ -515,9 +515,13 @@ class KafkaClient:
         moved: list[BrokerConnection] = []
 
         def install(response: dict[str, Any]) -> ClusterMetadata:
-            if response.get("error_code") == errors.RebootstrapRequiredError.errno and self._trigger.enabled:
-                self._trigger.rebootstrap_required()  # KIP-1102: the broker says our view is stale
-                raise _RebootstrapNow()
+            if response.get("error_code") == errors.RebootstrapRequiredError.errno:
+                if self._trigger.enabled:
+                    self._trigger.rebootstrap_required()  # KIP-1102: the broker says our view is stale
+                    raise _RebootstrapNow()
+                # Under none, as Java: not an update (the answer names no broker); the view stays.
+                failure = KafkaConnectionError("a broker answered REBOOTSTRAP_REQUIRED (metadata.recovery.strategy=none)")
+                raise NoBrokerAnsweredError(str(failure), [failure])
             metadata = ClusterMetadata.from_response(response).keeping_newer_leaders(self._metadata)
             for node_id, conn in list(self._conns.items()):
                 node = metadata.nodes.get(node_id)
