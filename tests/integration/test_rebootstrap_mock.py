@@ -166,3 +166,24 @@ async def test_rebootstrap_required_under_none_keeps_the_view(old: MockCluster) 
             assert client.rebootstrap_count == 0
         finally:
             await client.close()
+
+
+async def test_set_upstream_moves_new_connections_only(old: MockCluster, new: MockCluster) -> None:
+    from aioproducer.network.connection import BrokerConnection
+
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    with FaultProxy(servers(old)[0]) as proxy:
+        before = BrokerConnection(proxy.host, proxy.port, -1, client_id="t")
+        await before.connect()
+        proxy.set_upstream(servers(new)[0])
+        after = BrokerConnection(proxy.host, proxy.port, -1, client_id="t")
+        await after.connect()
+        try:
+            for conn, cluster in ((before, old), (after, new)):
+                answer = await conn.send(messages.METADATA, body)
+                assert answer is not None
+                assert {(b["host"], b["port"]) for b in answer["brokers"]} == set(servers(cluster))
+            assert proxy.upstream == servers(new)[0]
+        finally:
+            await before.close()
+            await after.close()
