@@ -8,6 +8,7 @@ that notes the address), so a test sees which addresses the client still tries.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -33,6 +34,23 @@ class Recorder:
     async def __call__(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         self.attempts.append((host, port))
         return await asyncio.open_connection(host, port)
+
+
+class FakeResolver:
+    """Names to addresses, addresses to canonical names; records the names it was asked for."""
+
+    def __init__(self, addresses: dict[str, list[str]], names: dict[str, str]) -> None:
+        self._addresses, self._names = addresses, names
+        self.asked: list[str] = []
+
+    async def addresses(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        if host not in self._addresses:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self._addresses[host]
+
+    async def canonical_name(self, address: str) -> str:
+        return self._names[address]
 
 
 @pytest.fixture
@@ -187,3 +205,35 @@ async def test_set_upstream_moves_new_connections_only(old: MockCluster, new: Mo
         finally:
             await before.close()
             await after.close()
+
+
+async def test_canonical_bootstrap_names_are_resolved_again_at_each_rebootstrap(old: MockCluster) -> None:
+    host, port = servers(old)[0]
+    resolver = FakeResolver({"kafka.alias": [host]}, {host: host})
+    config = Config([("kafka.alias", port)], client_dns_lookup="resolve_canonical_bootstrap_servers_only",
+                    metadata_recovery_rebootstrap_trigger_ms=TRIGGER_MS)
+    recorder = Recorder()
+    client = KafkaClient(config, clock=FakeClock(), open_streams=recorder, resolver=resolver)
+    try:
+        await client.bootstrap()
+        assert recorder.attempts[0] == (host, port)  # the canonical name, never the alias
+        assert ("kafka.alias", port) not in recorder.attempts
+        assert resolver.asked == ["kafka.alias"]
+        await client.refresh_metadata()
+        assert resolver.asked == ["kafka.alias"]  # resolved once per (re)bootstrap, not per refresh
+        old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED)
+        await client.refresh_metadata()
+        assert resolver.asked == ["kafka.alias", "kafka.alias"]
+    finally:
+        await client.close()
+
+
+async def test_a_bootstrap_name_that_does_not_resolve_is_a_retriable_bootstrap_failure() -> None:
+    config = Config([("gone.example", 9092)], client_dns_lookup="resolve_canonical_bootstrap_servers_only")
+    client = KafkaClient(config, clock=FakeClock(), resolver=FakeResolver({}, {}))
+    try:
+        with pytest.raises(NoBrokerAnsweredError, match="gone.example:9092") as exc:
+            await client.refresh_metadata()
+        assert exc.value.connection_level
+    finally:
+        await client.close()
