@@ -163,7 +163,8 @@ class DnsResolver:
         return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
     async def canonical_name(self, address: str) -> str:
-        name, _port = await asyncio.get_running_loop().getnameinfo((address, 0), socket.NI_NAMEREQD)
+        # No NI_NAMEREQD: an address without a name comes back as itself, as Java's getCanonicalHostName.
+        name, _port = await asyncio.get_running_loop().getnameinfo((address, 0))
         return str(name)
 
 
@@ -177,8 +178,9 @@ async def resolve_bootstrap_servers(
     so a name whose first address is dead still connects, and a rebootstrap sees DNS
     changes. ``resolve_canonical_bootstrap_servers_only``: each name is resolved now and
     each of its addresses replaced by its canonical name (reverse lookup), for setups
-    where the alias is not what the brokers' certificates or principals name; an
-    address without one is skipped with a warning, as Java skips an unresolved one.
+    where the alias is not what the brokers' certificates or principals name (an address
+    without a name stays itself, as in Java). A name that does not resolve, or an address
+    whose reverse lookup fails, is skipped with a warning, as Java skips an unresolved one.
     Raises :class:`KafkaConnectionError` when nothing is left (retried as a broker down).
     """
     if lookup != "resolve_canonical_bootstrap_servers_only":

@@ -174,3 +174,14 @@ def test_metadata_v13_request_is_v12s_body() -> None:
     v13 = m.encode_request(m.METADATA, 13, 3, "c", body)
     assert v12[:6] == v13[:6] and v12[8:] == v13[8:]  # size, api key; version differs; header and body alike
     assert v13[6:8] == b"\x00\x0d"
+
+
+async def test_the_system_resolver_resolves_and_reverse_resolves_a_literal_address() -> None:
+    from aioproducer.network.client import DnsResolver
+
+    resolver = DnsResolver()
+    assert await resolver.addresses("127.0.0.1", 9092) == ["127.0.0.1"]
+    name = await resolver.canonical_name("127.0.0.1")  # "localhost" here, the address itself without a name
+    assert name and await resolver.addresses(name, 9092)
+    with pytest.raises(OSError):
+        await resolver.addresses("no-such-host.invalid", 9092)  # RFC 2606: never resolves
