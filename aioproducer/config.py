@@ -6,7 +6,10 @@ string values as in a properties file, *and* Python keywords (``linger_ms=5``, d
 underscores), and exposes typed attributes with the Python names (``cfg.linger_ms == 5``).
 
 Defaults are those of the **Java client 3.9** (``ProducerConfig.java`` of that release), because
-aioproducer follows Kafka 3.9 semantics. The one visible consequence: ``linger.ms`` defaults to
+aioproducer follows Kafka 3.9 semantics, with one exception: ``metadata.recovery.strategy``
+defaults to ``rebootstrap``, as in Java 4.x (3.9: ``none``), because a producer that recovers when
+its cluster moves behind the same bootstrap name is what users now expect, and aioproducer already
+fell back to the bootstrap servers when no known broker answered. The one visible consequence: ``linger.ms`` defaults to
 **0**; Kafka 4.0 changed it to 5 (KIP-1030) — set ``linger_ms=5`` to get 4.0's batching.
 
 Everything is checked at construction, with messages that name the key: unknown keys (with the
@@ -27,8 +30,7 @@ Key status (the full table, with defaults and types, is :func:`render_markdown_t
 
 ========================================  ======================================================
 supported                                 every key in :data:`CONFIG_DEFS` not listed below
-accepted and ignored (harmless)           ``client.dns.lookup``, ``metadata.recovery.strategy``,
-                                          ``metric.reporters``, ``metrics.recording.level``
+accepted and ignored (harmless)           ``metric.reporters``, ``metrics.recording.level``
 accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
@@ -425,8 +427,9 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl_oauth_token_provider", "object", None, "Python only, OAUTHBEARER: `f()` or `async f()` returning a token string or `(token, expiry_ms)`; called for every connection and re-authentication.", _token_provider),
     ConfigDef("transactional.id", "string", None, "Turns on transactions (`begin_transaction()` ... `commit_transaction()`); a producer with the same id fences this one. Forces idempotence on.", _transactional_id),
     ConfigDef("transaction.timeout.ms", "int", 60000, "How long the coordinator lets a transaction stay open before aborting it.", _int(1)),
-    ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "Accepted and ignored: every resolved address is tried.", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"]), _IGN),
-    ConfigDef("metadata.recovery.strategy", "string", "none", "Accepted and ignored (3.9 default `none`).", _choice(["none", "rebootstrap"]), _IGN),
+    ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "`use_all_dns_ips`: each connection resolves its name again and tries every address in turn. `resolve_canonical_bootstrap_servers_only`: each bootstrap name is resolved, at start and at every rebootstrap, and its addresses replaced by their canonical names (reverse lookup).", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"])),
+    ConfigDef("metadata.recovery.strategy", "string", "rebootstrap", "`rebootstrap` (Java 4.x's default, KIP-899): a metadata refresh tries the bootstrap servers after the known brokers, and when no metadata arrived for `metadata.recovery.rebootstrap.trigger.ms` or a broker answers REBOOTSTRAP_REQUIRED the client drops its cluster view and connections and starts again from the bootstrap servers, resolved again. `none` (3.9's default): the bootstrap servers serve only until the first metadata.", _choice(["none", "rebootstrap"])),
+    ConfigDef("metadata.recovery.rebootstrap.trigger.ms", "long", 300000, "With `metadata.recovery.strategy=rebootstrap`: how long metadata may fail to arrive before the client rebootstraps (KIP-1102).", _int(0, long=True)),
     ConfigDef("metric.reporters", "list", [], "Accepted and ignored (no JMX).", _string_list, _IGN),
     ConfigDef("metrics.num.samples", "int", 2, "How many samples `producer.metrics()`'s rates, averages and maxima are kept over (each `metrics.sample.window.ms` long); the oldest is dropped as a new one starts.", _int(1)),
     ConfigDef("metrics.recording.level", "string", "INFO", "Accepted and ignored.", _choice(["INFO", "DEBUG", "TRACE"]), _IGN),
@@ -556,6 +559,7 @@ class ProducerConfig:
     transaction_timeout_ms: int
     client_dns_lookup: str
     metadata_recovery_strategy: str
+    metadata_recovery_rebootstrap_trigger_ms: int
     metric_reporters: list[str]
     metrics_num_samples: int
     metrics_recording_level: str

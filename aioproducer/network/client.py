@@ -41,6 +41,20 @@ restores (a broker closing an idle connection, a restart between two attempts). 
 :attr:`KafkaClient.brokers_reachable` is false from an attempt that failed
 while no connection to any broker was live until any connection succeeds.
 
+Rebootstrap (KIP-899, KIP-1102), as Java 4.x's ``NetworkClient`` with
+``metadata.recovery.strategy=rebootstrap`` (the default): after the nodes of
+the current view, a metadata refresh tries the bootstrap servers too (with
+``none`` only before the first metadata, as Java: the view is all it knows
+after that). When no metadata arrived for
+``metadata.recovery.rebootstrap.trigger.ms`` (a :class:`RebootstrapTrigger`
+started at the first attempt after the last success), or a Metadata answer
+(v13+) says REBOOTSTRAP_REQUIRED (129), the next refresh first
+*rebootstraps*: every connection is closed (requests in flight fail as a lost
+connection does, and the sender retries them), the view is emptied (no stale
+node is tried again), the bootstrap servers are resolved again
+(``client.dns.lookup``) and asked. :func:`resolve_bootstrap_servers` says what
+``client.dns.lookup`` does.
+
 Throttling (KIP-219) follows it too: a Produce response (v6+) with
 ``throttle_time_ms > 0`` makes :meth:`is_ready` false for that node until the
 time is up (:meth:`throttle_delay` says how long, so the sender sleeps until
@@ -52,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -65,13 +80,21 @@ from aioproducer.errors import (
     KafkaTimeoutError,
     ProtocolError,
 )
-from aioproducer.logs import client_logger
+from aioproducer.logs import LogLike, client_logger
 from aioproducer.stats import ByteCounts
 from aioproducer.network.connection import Authenticator, BrokerConnection, OpenStreams
-from aioproducer.network.metadata import ClusterMetadata, Node
+from aioproducer.network.metadata import ClusterMetadata, Node, RebootstrapTrigger
 from aioproducer.protocol import messages
 
-__all__ = ["ClientClosedError", "ClientConfig", "KafkaClient", "NoBrokerAnsweredError"]
+__all__ = [
+    "BootstrapResolver",
+    "ClientClosedError",
+    "ClientConfig",
+    "DnsResolver",
+    "KafkaClient",
+    "NoBrokerAnsweredError",
+    "resolve_bootstrap_servers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +135,77 @@ class ClientConfig(Protocol):
     def receive_buffer_bytes(self) -> int: ...
     @property
     def retry_backoff_ms(self) -> int: ...
+    @property
+    def metadata_recovery_strategy(self) -> str: ...
+    @property
+    def metadata_recovery_rebootstrap_trigger_ms(self) -> int: ...
+    @property
+    def client_dns_lookup(self) -> str: ...
+
+
+class BootstrapResolver(Protocol):
+    """Name resolution for the bootstrap servers; :class:`DnsResolver` asks the system, a test injects its own."""
+
+    async def addresses(self, host: str, port: int) -> list[str]:
+        """Every IP address ``host`` resolves to, in the resolver's order; empty or an OSError if none."""
+        ...
+
+    async def canonical_name(self, address: str) -> str:
+        """The name a reverse lookup of ``address`` gives (the address itself when it has none)."""
+        ...
+
+
+class DnsResolver:
+    """The system's resolver, through the event loop's executor (``getaddrinfo``, ``getnameinfo``)."""
+
+    async def addresses(self, host: str, port: int) -> list[str]:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+    async def canonical_name(self, address: str) -> str:
+        # No NI_NAMEREQD: an address without a name comes back as itself, as Java's getCanonicalHostName.
+        name, _port = await asyncio.get_running_loop().getnameinfo((address, 0))
+        return str(name)
+
+
+async def resolve_bootstrap_servers(
+    servers: Sequence[tuple[str, int]], lookup: str, resolver: BootstrapResolver, log: LogLike
+) -> list[tuple[str, int]]:
+    """The addresses to bootstrap from, as ``client.dns.lookup`` says (Java's ``ClientUtils``).
+
+    ``use_all_dns_ips``: the names as given; every connection attempt resolves its name
+    again and tries each address it resolves to in turn (asyncio's ``open_connection``),
+    so a name whose first address is dead still connects, and a rebootstrap sees DNS
+    changes. ``resolve_canonical_bootstrap_servers_only``: each name is resolved now and
+    each of its addresses replaced by its canonical name (reverse lookup), for setups
+    where the alias is not what the brokers' certificates or principals name (an address
+    without a name stays itself, as in Java). A name that does not resolve, or an address
+    whose reverse lookup fails, is skipped with a warning, as Java skips an unresolved one.
+    Raises :class:`KafkaConnectionError` when nothing is left (retried as a broker down).
+    """
+    if lookup != "resolve_canonical_bootstrap_servers_only":
+        return list(servers)
+    resolved: list[tuple[str, int]] = []
+    for host, port in servers:
+        try:
+            addresses = await resolver.addresses(host, port)
+        except OSError as exc:
+            log.warning("bootstrap server %s:%d does not resolve (%s): skipped", host, port, exc)
+            continue
+        for address in addresses:
+            try:
+                name = await resolver.canonical_name(address)
+            except OSError as exc:
+                log.warning("bootstrap address %s of %s has no canonical name (%s): skipped", address, host, exc)
+                continue
+            if (name, port) not in resolved:
+                resolved.append((name, port))
+    if not resolved:
+        raise KafkaConnectionError(
+            "no bootstrap server resolved to a canonical name (client.dns.lookup=resolve_canonical_bootstrap_servers_only): "
+            + ", ".join(f"{h}:{p}" for h, p in servers)
+        )
+    return resolved
 
 
 @dataclass(slots=True)
@@ -147,6 +241,10 @@ class NoBrokerAnsweredError(KafkaConnectionError):
         return not self.errors or any(isinstance(e, (KafkaConnectionError, KafkaTimeoutError)) for e in self.errors)
 
 
+class _RebootstrapNow(Exception):
+    """A Metadata answer said REBOOTSTRAP_REQUIRED under ``rebootstrap``: the refresh rebootstraps and asks again."""
+
+
 async def _sleep_ms(ms: float) -> None:
     await asyncio.sleep(ms / 1000.0)
 
@@ -172,6 +270,7 @@ class KafkaClient:
         byte_counts: ByteCounts | None = None,
         on_sendable: Callable[[], None] | None = None,
         on_metadata: Callable[[ClusterMetadata], None] | None = None,
+        resolver: BootstrapResolver | None = None,
     ) -> None:
         if not config.bootstrap_servers:
             raise errors.ConfigError("bootstrap_servers is empty: nowhere to connect")
@@ -224,6 +323,14 @@ class KafkaClient:
         self._unlisted: dict[int, tuple[str, int]] = {}
         #: Clock time of the failed attempt that began the cluster-wide outage (no broker reachable), or None.
         self._no_broker_since: float | None = None
+        #: When to rebootstrap (metadata.recovery.*); the bootstrap addresses, resolved on first use and again
+        #: after every rebootstrap (client.dns.lookup); how many rebootstraps this client made.
+        self._trigger = RebootstrapTrigger(
+            config.metadata_recovery_strategy, config.metadata_recovery_rebootstrap_trigger_ms
+        )
+        self._resolver: BootstrapResolver = resolver or DnsResolver()
+        self._bootstrap_addresses: list[tuple[str, int]] | None = None
+        self.rebootstrap_count = 0
 
     # --------------------------------------------------------------- metadata
 
@@ -410,6 +517,13 @@ class KafkaClient:
         moved: list[BrokerConnection] = []
 
         def install(response: dict[str, Any]) -> ClusterMetadata:
+            if response.get("error_code") == errors.RebootstrapRequiredError.errno:
+                if self._trigger.enabled:
+                    self._trigger.rebootstrap_required()  # KIP-1102: the broker says our view is stale
+                    raise _RebootstrapNow()
+                # Under none, as Java: not an update (the answer names no broker); the view stays.
+                failure = KafkaConnectionError("a broker answered REBOOTSTRAP_REQUIRED (metadata.recovery.strategy=none)")
+                raise NoBrokerAnsweredError(str(failure), [failure])
             metadata = ClusterMetadata.from_response(response).keeping_newer_leaders(self._metadata)
             for node_id, conn in list(self._conns.items()):
                 node = metadata.nodes.get(node_id)
@@ -418,12 +532,59 @@ class KafkaClient:
             self._install(metadata)
             self._last_refresh_ms = self._clock()
             self._done_seq = max(self._done_seq, seq)
+            if metadata.nodes:  # as Java: an answer naming no broker (one starting up) is no update
+                self._trigger.metadata_updated()
             return metadata
 
         try:
-            return await self._send_any(messages.METADATA, body, install)
+            for _ in range(2):  # a second REBOOTSTRAP_REQUIRED right after a rebootstrap is a failed attempt
+                await self._maybe_rebootstrap()
+                try:
+                    return await self._send_any(messages.METADATA, body, install)
+                except _RebootstrapNow:
+                    self._log.info("a broker answered REBOOTSTRAP_REQUIRED: rebootstrapping")
+            failure = KafkaConnectionError("the bootstrap servers answered REBOOTSTRAP_REQUIRED after a rebootstrap")
+            raise NoBrokerAnsweredError(str(failure), [failure])
         finally:
             await asyncio.gather(*(c.close() for c in moved))
+
+    async def _maybe_rebootstrap(self) -> None:
+        """Start the rebootstrap timer for this attempt; rebootstrap first if it is due."""
+        now = self._clock()
+        self._trigger.attempt_started(now)
+        if self._trigger.needs_rebootstrap(now):
+            await self.rebootstrap(now)
+
+    async def rebootstrap(self, now: float | None = None) -> None:
+        """Forget the cluster view and start again from the bootstrap servers (Java's ``Metadata.rebootstrap``).
+
+        Every connection is closed (their requests in flight fail as on a lost connection, so
+        the sender retries them), the view emptied so no stale node is tried again, and the
+        bootstrap servers resolved again on their next use. Called by a refresh when the
+        :class:`RebootstrapTrigger` is due; the timer restarts so the bootstrap servers get
+        ``metadata.recovery.rebootstrap.trigger.ms`` to answer.
+        """
+        now = self._clock() if now is None else now
+        self.rebootstrap_count += 1
+        self._log.info(
+            "rebootstrapping (metadata.recovery.strategy=rebootstrap): dropping %d known nodes and %d connections, "
+            "resolving the bootstrap servers again", len(self._metadata.nodes), len(self._conns),
+        )
+        conns = list(self._conns.values())
+        self._conns.clear()
+        self._unlisted.clear()
+        self._bootstrap_addresses = None
+        self._install(ClusterMetadata.empty())
+        self._trigger.rebootstrapped(now)
+        await asyncio.gather(*(c.close() for c in conns))
+
+    async def _bootstrap_list(self) -> list[tuple[str, int]]:
+        """The bootstrap addresses, resolved as ``client.dns.lookup`` says on first use after a (re)bootstrap."""
+        if self._bootstrap_addresses is None:
+            self._bootstrap_addresses = await resolve_bootstrap_servers(
+                self._config.bootstrap_servers, self._config.client_dns_lookup, self._resolver, self._log
+            )
+        return self._bootstrap_addresses
 
     async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         """Send a request any broker can answer (FindCoordinator) to the least loaded one; its answer."""
@@ -463,7 +624,15 @@ class KafkaClient:
                 continue
             if (response := await self._try_send(conn, api_key, body, failures)) is not None:
                 return handle(response)
-        for index, (host, port) in enumerate(self._config.bootstrap_servers):
+        # Java's KIP-899 rebootstrap when no node of the view is available; with
+        # metadata.recovery.strategy=none the bootstrap servers serve only until the first metadata.
+        use_bootstrap = self._trigger.enabled or not self._metadata.nodes
+        try:
+            bootstrap = await self._bootstrap_list() if use_bootstrap else []
+        except KafkaConnectionError as exc:
+            failures.append(("bootstrap.servers", exc))
+            bootstrap = []
+        for index, (host, port) in enumerate(bootstrap):
             conn = self._new_connection(host, port, -1 - index)
             try:
                 try:

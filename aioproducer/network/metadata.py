@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from aioproducer.errors import UnknownTopicOrPartitionError
 from aioproducer.partitioner import TopicPartitions
 
-__all__ = ["NO_LEADER", "ClusterMetadata", "Node", "PartitionMetadata", "TopicMetadata"]
+__all__ = ["NO_LEADER", "ClusterMetadata", "Node", "PartitionMetadata", "RebootstrapTrigger", "TopicMetadata"]
 
 #: What a Metadata response says for "no leader" (leader election in progress, all replicas offline).
 NO_LEADER = -1
@@ -269,3 +269,53 @@ class ClusterMetadata:
         UNKNOWN_TOPIC_OR_PARTITION (3) when the snapshot does not mention it."""
         meta = self.topics.get(topic)
         return _UNKNOWN_TOPIC_OR_PARTITION if meta is None else meta.error_code
+
+
+class RebootstrapTrigger:
+    """When the client must rebootstrap (KIP-899, KIP-1102): the state of Java's ``metadataAttemptStartMs``.
+
+    Why a timer and not a failure count: a broker that accepts connections but never
+    answers fails no connection attempt, and a cluster whose every node moved away fails
+    them all; either way what matters is that no metadata arrived for
+    ``metadata.recovery.rebootstrap.trigger.ms``. As in Java's ``NetworkClient``: the
+    timer starts at the first metadata attempt after the last success (one already
+    running is not restarted), a successful Metadata answer stops it, a rebootstrap
+    restarts it (the bootstrap servers get the same time to answer), and a Metadata
+    answer saying REBOOTSTRAP_REQUIRED (129) makes it due at once. With
+    ``metadata.recovery.strategy=none`` it is never due. Pure: every time is passed in.
+    """
+
+    __slots__ = ("_enabled", "_trigger_ms", "_started_ms")
+
+    def __init__(self, strategy: str, trigger_ms: float) -> None:
+        self._enabled = strategy == "rebootstrap"
+        self._trigger_ms = trigger_ms
+        #: When the running attempt began (ms of the client's clock), None while metadata is fresh.
+        self._started_ms: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether ``metadata.recovery.strategy`` is ``rebootstrap``."""
+        return self._enabled
+
+    def attempt_started(self, now: float) -> None:
+        """A metadata update began: the timer starts unless it runs already."""
+        if self._started_ms is None:
+            self._started_ms = now
+
+    def metadata_updated(self) -> None:
+        """A Metadata answer was installed: the cluster is reachable, the timer stops."""
+        self._started_ms = None
+
+    def rebootstrap_required(self) -> None:
+        """The broker answered REBOOTSTRAP_REQUIRED (129): due now (Java sets the start to 0)."""
+        self._started_ms = float("-inf")
+
+    def rebootstrapped(self, now: float) -> None:
+        """The view was replaced by the bootstrap servers: they get a full period to answer."""
+        self._started_ms = now
+
+    def needs_rebootstrap(self, now: float) -> bool:
+        """Whether no metadata arrived for longer than the trigger (or 129 said so), under ``rebootstrap``."""
+        started = self._started_ms
+        return self._enabled and started is not None and now - started > self._trigger_ms

@@ -172,10 +172,12 @@ _PRODUCE_RESPONSE = _msg(
 # ------------------------------------------------------------------ Metadata
 # MetadataRequest.json / MetadataResponse.json. v4 AllowAutoTopicCreation,
 # v7 leader epochs, v8 authorized operations, v9 flexible, v10 topic ids,
-# v11 drops cluster authorized operations, v12 nullable topic names.
+# v11 drops cluster authorized operations, v12 nullable topic names, v13 (Kafka 4.0,
+# KIP-1102) the same request whose answer ends with a top-level error code
+# (REBOOTSTRAP_REQUIRED, 129: the client must rebootstrap).
 
 _METADATA_REQUEST = _msg(
-    "MetadataRequest", METADATA, "1-12", "9+",
+    "MetadataRequest", METADATA, "1-13", "9+",
     field("topics", array(
         field("topic_id", UUID, "10+"),
         field("name", STRING, nullable="10+"),
@@ -186,7 +188,7 @@ _METADATA_REQUEST = _msg(
 )
 
 _METADATA_RESPONSE = _msg(
-    "MetadataResponse", METADATA, "1-12", "9+",
+    "MetadataResponse", METADATA, "1-13", "9+",
     field(_THROTTLE, INT32, "3+"),
     field("brokers", array(
         field("node_id", INT32),
@@ -213,6 +215,7 @@ _METADATA_RESPONSE = _msg(
         field("topic_authorized_operations", INT32, "8+", default=-(2**31)),
     )),
     field("cluster_authorized_operations", INT32, "8-10", default=-(2**31)),
+    field("error_code", INT16, "13+", default=0),
 )
 
 # --------------------------------------------------------------- ApiVersions

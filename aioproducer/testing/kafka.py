@@ -741,6 +741,22 @@ class KafkaCluster:
         self._wait_started([node])
         self.wait_for_brokers({node_id} | self.running_brokers())
 
+    def restart_on_new_ports(self) -> None:
+        """Stop every broker, give each client listener a new port, start them again; wait until they serve.
+
+        The same node ids, data and cluster id: the cluster moved, as behind a load balancer or a
+        DNS alias re-pointed (the rebootstrap tests put a FaultProxy there). Clients that knew the
+        old ports find nothing there; the internal listener (:meth:`read`, the admin calls) keeps its port.
+        """
+        if any(node.proxies for node in self._nodes):
+            raise RuntimeError("restart_on_new_ports needs proxy=False: the proxies would hide the move")
+        self._terminate(self._nodes, signal.SIGTERM)
+        for node in self._nodes:
+            node.listener_ports = {name: _free_port() for name in self._listeners}
+            node.advertised_ports = dict(node.listener_ports)
+        self._write_configs()
+        self.start_all()
+
     def stop_broker(self, node_id: int) -> None:
         """SIGTERM: the node shuts down cleanly (closing its connections); SIGKILL after 20 s."""
         self._terminate([self._node(node_id)], signal.SIGTERM)

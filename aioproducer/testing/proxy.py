@@ -292,6 +292,9 @@ class _ProxyCore:
     async def refuse(self, on: bool) -> None:
         self._refusing = on
 
+    async def set_upstream(self, upstream: tuple[str, int]) -> None:
+        self._upstream = upstream
+
     async def heal(self) -> None:
         self._swallow = None
         self._delay = 0.0
@@ -624,6 +627,16 @@ class FaultProxy(LoopThreadService):
     def resume(self) -> None:
         """Deliver what :meth:`pause` held back and go on forwarding."""
         self._run(self._core.set_flowing(True))
+
+    def set_upstream(self, upstream: tuple[str, int]) -> None:
+        """Forward client connections accepted from now on to ``upstream``; open ones keep theirs.
+
+        For a bootstrap address that outlives its brokers: a cluster that moved to new
+        ports behind the same name (a load balancer, a DNS alias re-pointed). Open
+        connections are not touched: :meth:`drop_connections` ends them if the test wants.
+        """
+        self._run(self._core.set_upstream(upstream))
+        self.upstream = upstream
 
     def refuse(self, on: bool = True) -> None:
         """While on, accept new client connections and abort them at once (RST); open ones are kept."""

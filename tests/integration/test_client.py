@@ -45,6 +45,9 @@ class Config:
     send_buffer_bytes: int = -1
     receive_buffer_bytes: int = -1
     retry_backoff_ms: int = 100
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300000
+    client_dns_lookup: str = "use_all_dns_ips"
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -77,7 +77,8 @@ JAVA_39_DEFAULTS: dict[str, Any] = {
     "transactional_id": None,
     "transaction_timeout_ms": 60000,
     "client_dns_lookup": "use_all_dns_ips",
-    "metadata_recovery_strategy": "none",
+    "metadata_recovery_strategy": "rebootstrap",  # Java 4.x's default (3.9: none): see config.py
+    "metadata_recovery_rebootstrap_trigger_ms": 300000,  # Java 4.x (KIP-1102)
     "metric_reporters": [],
     "metrics_num_samples": 2,
     "metrics_recording_level": "INFO",
@@ -164,7 +165,8 @@ FORMS: list[tuple[str, Any, Any, Any]] = [
     ("sasl_oauth_token_provider", None, None, None),
     ("transaction.timeout.ms", "90000", 90000, 90000),
     ("client.dns.lookup", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only", "resolve_canonical_bootstrap_servers_only"),
-    ("metadata.recovery.strategy", "rebootstrap", "rebootstrap", "rebootstrap"),
+    ("metadata.recovery.strategy", "none", "none", "none"),
+    ("metadata.recovery.rebootstrap.trigger.ms", "5000", 5000, 5000),
     ("metric.reporters", "a.B, c.D", ["a.B", "c.D"], ["a.B", "c.D"]),
     ("metrics.num.samples", "3", 3, 3),
     ("metrics.recording.level", "debug", "DEBUG", "DEBUG"),
@@ -265,6 +267,11 @@ def test_wrong_type_message_names_key_and_value() -> None:
         ("interceptor.classes", "no_such_module_q.Interceptor", "interceptor.classes"),
         ("key.serializer", 42, "key.serializer"),
         ("partitioner.class", "no_such_module_q.P", "partitioner.class"),
+        ("metadata.recovery.strategy", "always", "metadata.recovery.strategy must be one of none, rebootstrap"),
+        ("metadata.recovery.strategy", 1, "metadata.recovery.strategy"),
+        ("metadata.recovery.rebootstrap.trigger.ms", -1, "metadata.recovery.rebootstrap.trigger.ms must be an integer >= 0"),
+        ("metadata.recovery.rebootstrap.trigger.ms", "soon", "metadata.recovery.rebootstrap.trigger.ms"),
+        ("client.dns.lookup", "default", "client.dns.lookup must be one of"),
     ],
 )
 def test_invalid_values(key: str, value: Any, match: str) -> None:
