@@ -30,8 +30,7 @@ Key status (the full table, with defaults and types, is :func:`render_markdown_t
 
 ========================================  ======================================================
 supported                                 every key in :data:`CONFIG_DEFS` not listed below
-accepted and ignored (harmless)           ``metric.reporters``, ``metrics.recording.level``,
-                                          ``enable.metrics.push``
+accepted and ignored (harmless)           ``metric.reporters``, ``metrics.recording.level``
 accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
@@ -435,7 +434,7 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("metrics.num.samples", "int", 2, "How many samples `producer.metrics()`'s rates, averages and maxima are kept over (each `metrics.sample.window.ms` long); the oldest is dropped as a new one starts.", _int(1)),
     ConfigDef("metrics.recording.level", "string", "INFO", "Accepted and ignored.", _choice(["INFO", "DEBUG", "TRACE"]), _IGN),
     ConfigDef("metrics.sample.window.ms", "long", 30000, "The length of one sample of `producer.metrics()`'s rates, averages and maxima: they cover the last `metrics.num.samples` samples (0 is taken as 1 ms).", _int(0, long=True)),
-    ConfigDef("enable.metrics.push", "boolean", True, "Accepted and ignored (no KIP-714 telemetry).", _bool, _IGN),
+    ConfigDef("enable.metrics.push", "boolean", True, "KIP-714 client telemetry: when the cluster has a client-metrics subscription matching this producer, push the subscribed metrics (`org.apache.kafka.producer.*`, OTLP) every push interval the broker gives, and once more on `close()`. A broker without KIP-714 ends it quietly.", _bool),
 )
 
 #: Options with no Java key (objects a properties file cannot hold): their key is their keyword.

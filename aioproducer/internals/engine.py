@@ -46,6 +46,7 @@ from aioproducer.internals.coordinator import Coordinators
 from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.sender import Sender
+from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import Transactions
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
@@ -106,6 +107,9 @@ class ProducerEngine:
         self.coordinators: Coordinators | None = None
         #: The transaction calls, with ``transactional.id`` only (their state: the transaction manager).
         self.transactions: Transactions | None = None
+        #: KIP-714 client telemetry (``enable.metrics.push``) and its task; set by _start() with the parts.
+        self.telemetry: TelemetrySender | None = None
+        self.telemetry_task: asyncio.Task[None] | None = None
 
     @property
     def lifecycle(self) -> LifecycleView:
@@ -231,6 +235,33 @@ class ProducerEngine:
             await client.close()  # nothing may outlive a start that did not finish
             raise
         self._run_parts(client, accumulator, sender, tm, coordinators, transactions)
+        if cfg.enable_metrics_push:
+            self._start_telemetry(client)
+
+    def _start_telemetry(self, client: KafkaClient) -> None:
+        """``enable.metrics.push``: the KIP-714 cycle as a task of its own, beside the sender's."""
+        log = client_logger("aioproducer.telemetry", self.config.client_id)
+        telemetry = ClientTelemetry(
+            self.java_metrics, resource={"client_id": self.config.client_id}, log=log, now=self.clock(),
+        )
+        self.telemetry = TelemetrySender(telemetry, client.send_any, self.clock, log)
+        self.telemetry_task = asyncio.get_running_loop().create_task(self.telemetry.run(), name="aioproducer-telemetry")
+
+    async def _close_telemetry(self, deadline: float | None) -> None:
+        """The terminating push (KIP-714), within what is left of the close, ``request.timeout.ms`` at most."""
+        telemetry, task = self.telemetry, self.telemetry_task
+        if telemetry is None or task is None:
+            return
+        left = self.config.request_timeout_ms / 1000 if telemetry.close() else 0.0
+        if deadline is not None:
+            left = min(left, max(0.0, deadline - asyncio.get_running_loop().time()))
+        try:
+            if left <= 0:
+                raise TimeoutError  # nothing to push, or no time left: the task ends now
+            await asyncio.wait_for(asyncio.shield(task), left)
+        except TimeoutError:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def _run_parts(
         self,
@@ -366,6 +397,7 @@ class ProducerEngine:
             self._failure_log.flush()  # what close() failed, and what was still counted, said now
             for interceptor in self._interceptors:
                 safe_call(self._log, interceptor, "close")
+            await self._close_telemetry(deadline)
             lifecycle.finish()  # no connection opens any more
             await client.close(deadline)
 
@@ -407,9 +439,13 @@ class ProducerEngine:
         if loop is None or loop.is_closed() or sender is None or task is None or client is None:
             return
 
+        telemetry_task = self.telemetry_task
+
         def abandon() -> None:
             sender.wakeup()
             task.cancel()
+            if telemetry_task is not None:
+                telemetry_task.cancel()
             sender.abort_incomplete(ProducerClosedError("the producer was garbage-collected without close(): record not delivered"))
             lifecycle.finish()
             client.abandon()
@@ -432,19 +468,9 @@ class ProducerEngine:
         cfg = self.config
         accumulator = self.accumulator
         pool = accumulator.pool if accumulator is not None else None
-        client, sender, tm = self.client, self.sender, self.transaction_manager
+        tm = self.transaction_manager
         buffer_available = pool.available_memory if pool is not None else cfg.buffer_memory
         waiting = pool.queued if pool is not None else 0
-        java = self.metrics.snapshot(
-            self.clock(),
-            buffer_total=cfg.buffer_memory,
-            buffer_available=buffer_available,
-            waiting=waiting,
-            requests_in_flight=sender.requests_in_flight if sender is not None else 0,
-            metadata_age_ms=client.metadata_age() if client is not None else float("inf"),
-            connection_count=client.connection_count if client is not None else 0,
-            byte_counts=client.byte_counts if client is not None else None,
-        )
         return {
             "records_sent": self.records_sent,
             "records_failed": self.records_failed,
@@ -455,8 +481,27 @@ class ProducerEngine:
             "incomplete_batches": len(accumulator.incomplete_batches()) if accumulator is not None else 0,
             "producer_id": tm.producer_id if tm else -1,
             "producer_epoch": tm.producer_epoch if tm else -1,
-            **java,
+            **self.java_metrics(),
         }
+
+    def java_metrics(self) -> dict[str, float | int]:
+        """The Java producer's metrics by their names (``METRIC_DEFS``): ``metrics()``'s and telemetry's."""
+        cfg = self.config
+        accumulator = self.accumulator
+        pool = accumulator.pool if accumulator is not None else None
+        client, sender = self.client, self.sender
+        buffer_available = pool.available_memory if pool is not None else cfg.buffer_memory
+        waiting = pool.queued if pool is not None else 0
+        return self.metrics.snapshot(
+            self.clock(),
+            buffer_total=cfg.buffer_memory,
+            buffer_available=buffer_available,
+            waiting=waiting,
+            requests_in_flight=sender.requests_in_flight if sender is not None else 0,
+            metadata_age_ms=client.metadata_age() if client is not None else float("inf"),
+            connection_count=client.connection_count if client is not None else 0,
+            byte_counts=client.byte_counts if client is not None else None,
+        )
 
 
 def _accumulator_config(cfg: ProducerConfig) -> AccumulatorConfig:

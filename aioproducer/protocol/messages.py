@@ -63,11 +63,13 @@ __all__ = [
     "END_TXN",
     "FETCH",
     "FIND_COORDINATOR",
+    "GET_TELEMETRY_SUBSCRIPTIONS",
     "INIT_PRODUCER_ID",
     "LIST_OFFSETS",
     "METADATA",
     "OFFSET_FETCH",
     "PRODUCE",
+    "PUSH_TELEMETRY",
     "REQUEST_SCHEMAS",
     "RESPONSE_SCHEMAS",
     "RequestHeader",
@@ -102,6 +104,8 @@ ADD_OFFSETS_TO_TXN: Final = 25
 END_TXN: Final = 26
 TXN_OFFSET_COMMIT: Final = 28
 SASL_AUTHENTICATE: Final = 36
+GET_TELEMETRY_SUBSCRIPTIONS: Final = 71
+PUSH_TELEMETRY: Final = 72
 
 #: Error code 35, used by the ApiVersions v0 fallback.
 UNSUPPORTED_VERSION_ERROR_CODE: Final = 35
@@ -541,6 +545,44 @@ _LIST_OFFSETS_RESPONSE = _msg(
     )),
 )
 
+# ------------------------------------------------------ client telemetry (KIP-714)
+# GetTelemetrySubscriptionsRequest.json / PushTelemetryRequest.json and their responses:
+# v0 only, flexible from v0. The client instance id is the zero UUID until the broker
+# assigns one; Metrics is an OTLP MetricsData, compressed as CompressionType says.
+
+_GET_TELEMETRY_SUBSCRIPTIONS_REQUEST = _msg(
+    "GetTelemetrySubscriptionsRequest", GET_TELEMETRY_SUBSCRIPTIONS, "0", "0+",
+    field("client_instance_id", UUID),
+)
+
+_GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE = _msg(
+    "GetTelemetrySubscriptionsResponse", GET_TELEMETRY_SUBSCRIPTIONS, "0", "0+",
+    field(_THROTTLE, INT32),
+    field("error_code", INT16),
+    field("client_instance_id", UUID),
+    field("subscription_id", INT32),
+    field("accepted_compression_types", ArrayOf(INT8)),
+    field("push_interval_ms", INT32),
+    field("telemetry_max_bytes", INT32),
+    field("delta_temporality", BOOL),
+    field("requested_metrics", ArrayOf(STRING)),
+)
+
+_PUSH_TELEMETRY_REQUEST = _msg(
+    "PushTelemetryRequest", PUSH_TELEMETRY, "0", "0+",
+    field("client_instance_id", UUID),
+    field("subscription_id", INT32),
+    field("terminating", BOOL),
+    field("compression_type", INT8),
+    field("metrics", BYTES),
+)
+
+_PUSH_TELEMETRY_RESPONSE = _msg(
+    "PushTelemetryResponse", PUSH_TELEMETRY, "0", "0+",
+    field(_THROTTLE, INT32),
+    field("error_code", INT16),
+)
+
 # ------------------------------------------------------------------ registry
 
 #: api_key -> request body schema.
@@ -551,6 +593,7 @@ REQUEST_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
         _API_VERSIONS_REQUEST, _INIT_PRODUCER_ID_REQUEST,
         _FIND_COORDINATOR_REQUEST, _ADD_PARTITIONS_TO_TXN_REQUEST, _ADD_OFFSETS_TO_TXN_REQUEST,
         _END_TXN_REQUEST, _TXN_OFFSET_COMMIT_REQUEST, _SASL_HANDSHAKE_REQUEST, _SASL_AUTHENTICATE_REQUEST,
+        _GET_TELEMETRY_SUBSCRIPTIONS_REQUEST, _PUSH_TELEMETRY_REQUEST,
     )
 }
 
@@ -562,6 +605,7 @@ RESPONSE_SCHEMAS: Final[Mapping[int, MessageSchema]] = {
         _API_VERSIONS_RESPONSE,
         _INIT_PRODUCER_ID_RESPONSE, _FIND_COORDINATOR_RESPONSE, _ADD_PARTITIONS_TO_TXN_RESPONSE, _ADD_OFFSETS_TO_TXN_RESPONSE,
         _END_TXN_RESPONSE, _TXN_OFFSET_COMMIT_RESPONSE, _SASL_HANDSHAKE_RESPONSE, _SASL_AUTHENTICATE_RESPONSE,
+        _GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE, _PUSH_TELEMETRY_RESPONSE,
     )
 }
 

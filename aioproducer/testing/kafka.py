@@ -397,6 +397,8 @@ class KafkaCluster:
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
     ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
+    ``extra_classpath`` puts plugin classes on the brokers' classpath (with
+    ``broker_config={"metric.reporters": ...}``: a client-metrics reporter, KIP-714).
     ``dedicated_controller=True`` adds a controller-only node (id 100) and makes
     the brokers broker-only, so that stopping two of three brokers leaves a
     working quorum (leaders move, ISRs shrink, ``NOT_ENOUGH_REPLICAS`` shows);
@@ -421,8 +423,11 @@ class KafkaCluster:
         ssl_client_auth: str = "none",
         dedicated_controller: bool = False,
         jvm_options: Sequence[str] = _JVM_OPTIONS,
+        extra_classpath: Sequence[Path] = (),
     ) -> None:
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
+        #: Folders or jars put on the brokers' classpath after Kafka's (a plugin: a client-metrics reporter).
+        self._extra_classpath = tuple(str(Path(entry)) for entry in extra_classpath)
         self.version = version
         self._brokers = brokers
         self._listeners = tuple(listeners)
@@ -685,7 +690,8 @@ class KafkaCluster:
         command = [self._java, *self._jvm_options,
                    f"-Dlog4j2.configurationFile={self._work / 'log4j2-broker.properties'}",
                    f"-Dkafka.logs.dir={node.directory / 'logs'}",
-                   "-cp", classpath(self.libs), "kafka.Kafka", str(node.properties)]
+                   "-cp", os.pathsep.join((classpath(self.libs), *self._extra_classpath)), "kafka.Kafka",
+                   str(node.properties)]
         main_thread = threading.current_thread() is threading.main_thread()
         with open(node.log, "ab") as log:
             node.process = subprocess.Popen(
@@ -876,6 +882,31 @@ class KafkaCluster:
         self._tool(
             "kafka.admin.ConfigCommand", "--bootstrap-server", self.internal_bootstrap_servers, "--alter",
             "--entity-type", "clients", "--entity-name", client_id, *change,
+        )
+
+    def set_client_metrics(
+        self, name: str, *, metrics: Sequence[str], interval_ms: int, match: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create or replace the client-metrics subscription ``name`` (KIP-714), through ``kafka-configs``.
+
+        ``metrics`` are the metric name prefixes the matching clients push (``["*"]``: all),
+        ``interval_ms`` their push interval (100 ms at least), ``match`` the client selectors
+        (``{"client_id": "telemetry-.*"}``, regular expressions; none: every client). Only
+        clients that ask for their subscription after the change see it. A JVM start, a few seconds.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name must be a non-empty string, got {name!r}")
+        if isinstance(metrics, str) or not all(isinstance(m, str) and "," not in m for m in metrics):
+            raise ValueError(f"metrics must be a sequence of prefixes without ',', got {metrics!r}")
+        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int) or interval_ms < 100:
+            raise ValueError(f"interval_ms must be an int >= 100, got {interval_ms!r}")
+        selectors = ",".join(f"{key}={value}" for key, value in (match or {}).items())
+        settings = f"metrics=[{','.join(metrics)}],interval.ms={interval_ms}"
+        if selectors:
+            settings += f",match=[{selectors}]"
+        self._tool(
+            "kafka.admin.ConfigCommand", "--bootstrap-server", self.internal_bootstrap_servers, "--alter",
+            "--entity-type", "client-metrics", "--entity-name", name, "--add-config", settings,
         )
 
     async def read(

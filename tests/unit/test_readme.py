@@ -161,6 +161,8 @@ def test_every_keyword_and_key_the_readme_api_sections_name_exists() -> None:
             continue  # `producer.ready`: an attribute, checked below
         if name.startswith(("messaging.", "server.", "error.")):
             continue  # OpenTelemetry's attribute and metric names (### OpenTelemetry)
+        if name.startswith("org.apache.kafka.producer."):
+            continue  # KIP-714's metric names (client telemetry, ### Metrics)
         assert name in CONFIG_KEYS, f"README, The API: `{name}` is not a config key"
     attributes = {span.split(".")[1] for span in spans if re.fullmatch(r"producer\.[a-z_]+", span)}
     assert {"ready", "brokers_reachable"} <= attributes  # the scan sees them
