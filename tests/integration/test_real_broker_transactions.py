@@ -4,6 +4,8 @@ One three-broker cluster for the module, as transactions run in production (the 
 can move); tests that stop, pause or kill a broker start or resume it before they end. The
 brokers abort a transaction past its ``transaction.timeout.ms`` within half a second
 (``transaction.abort.timed.out.transaction.cleanup.interval.ms``), for the timeout tests.
+The module runs twice: on a cluster whose finalized ``transaction.version`` is 2 (transactions
+v2, KIP-890 part 2: no AddPartitionsToTxn, the epoch bumped at every EndTxn) and on one at 1.
 Records are read back by aiokafka with ``isolation_level="read_committed"`` (only committed
 records) and ``read_uncommitted`` (everything written, to show that aborted records did reach
 the log and are hidden by the abort marker, not missing).
@@ -40,10 +42,12 @@ pytestmark = pytest.mark.integration
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[KafkaCluster]:
+@pytest.fixture(scope="module", params=[2, 1], ids=["transaction.version=2", "transaction.version=1"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """Every test runs on a cluster under transactions v2 (KIP-890 part 2) and on one under v1."""
     with kafka_or_skip(
-        brokers=3, topics={}, broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+        brokers=3, topics={}, broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"},
+        transaction_version=request.param,
     ) as c:
         yield c
 
