@@ -512,7 +512,16 @@ class Transactions:
         await self._send(replace(request, handle=functools.partial(self._end_txn_answered, what)), math.inf)
 
     def _end_txn_answered(self, what: str, answer: dict[str, Any]) -> None:
-        """EndTxn's answer judged (``_judged``); under v2 the new producer id and epoch are taken."""
+        """EndTxn's answer judged (``_judged``); under v2 the new producer id and epoch are taken.
+
+        Under v2 a commit with the epoch before the coordinator's own abort (the transaction
+        outlived ``transaction.timeout.ms``, and the abort bumped the epoch) reads to the
+        coordinator as a retry of an EndTxn that aborted: INVALID_TXN_STATE (measured on Kafka
+        4.3.1). So it is told apart as a refused epoch is (``_send``): InitProducerId with the
+        current epoch answers fenced, or gives the new epoch and the transaction is known aborted.
+        """
+        if self.tm.transaction_v2 and first_error_code(answer) == InvalidTxnStateError.errno:
+            raise _EpochRefused(InvalidTxnStateError.errno)
         self._judged(what, answer)
         if self.tm.transaction_v2:
             self.tm.transaction_completed(int(answer["producer_id"]), int(answer["producer_epoch"]))

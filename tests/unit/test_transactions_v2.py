@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from aioproducer.errors import IllegalStateError, TransactionAbortableError, UnsupportedVersionError
+from aioproducer.errors import (
+    IllegalStateError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionAbortableError,
+    UnsupportedVersionError,
+)
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.coordinator import CoordinatorRequest
 from aioproducer.internals.transaction_manager import (
@@ -376,3 +382,35 @@ async def test_the_transaction_version_is_read_again_at_each_begin() -> None:
     await tx.commit()
     tx.begin()
     assert tm.transaction_v2
+
+
+async def test_under_v2_invalid_txn_state_from_a_commit_is_asked_about_as_a_refused_epoch() -> None:
+    """Kafka 4.3.1 under v2 answers a commit with the epoch its own timeout abort bumped with INVALID_TXN_STATE.
+
+    InitProducerId with the current epoch tells: here it gives the next epoch (timed out, not
+    fenced), so the commit raises the abortable InvalidProducerEpochError and the abort sends nothing.
+    """
+    script = Script()
+    tx = transactions(script, 2)
+    await tx.init()
+    tx.begin()
+    started(tx)
+    script.end_txn_error = InvalidTxnStateError.errno
+    with pytest.raises(InvalidProducerEpochError, match="coordinator aborted the transaction"):
+        await tx.commit()
+    assert [k for k, *_ in script.sent] == [INIT, END_TXN, INIT] and state(tx.tm) is S.ABORTABLE_ERROR
+    await tx.abort()
+    assert [k for k, *_ in script.sent] == [INIT, END_TXN, INIT] and state(tx.tm) is S.READY
+    assert tx.tm.producer_epoch == 1
+
+
+async def test_under_v1_invalid_txn_state_from_a_commit_stays_fatal() -> None:
+    script = Script()
+    tx = transactions(script, 1)
+    await tx.init()
+    tx.begin()
+    started(tx)
+    script.end_txn_error = InvalidTxnStateError.errno
+    with pytest.raises(InvalidTxnStateError):
+        await tx.commit()
+    assert state(tx.tm) is S.FATAL_ERROR
