@@ -50,6 +50,17 @@ The requests the sender's pass makes for the transaction manager are here too:
 InitProducerId of an idempotent producer or AddPartitionsToTxn, and the sender runs it and
 fails the queued records if it fails (:class:`RequestFailed`).
 
+Transactions v2 (KIP-890 part 2, see ``transaction_manager.py``): the cluster's finalized
+``transaction.version``, read at ``init`` and each ``begin`` (``transaction_version``), picks the
+versions of EndTxn and TxnOffsetCommit (``request_version_range``); under v2 ``send_offsets``
+sends no AddOffsetsToTxn, every EndTxn's answer gives the producer id and epoch to use next,
+and a prepared transaction records that it is v2, so that whoever completes it sends EndTxn v5.
+KIP-1050's classes map onto what is here: retriable (and refresh-retriable: a moved
+coordinator) are retried by ``Coordinators``; abortable (TRANSACTION_ABORTABLE, a failed record)
+make the transaction abortable; application-recoverable (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
+are told apart first (KIP-588, below) and are fatal only if fenced; the rest (authorization,
+INVALID_TXN_STATE) fatal.
+
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
 closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
 fails a transaction makes it abortable (``abort_transaction()`` and the producer works again).
