@@ -299,14 +299,25 @@ async def test_a_coordinator_the_producers_metadata_lacks_is_reached_at_the_addr
     assert await read(cluster, topic, committed=True) == [b"before", b"after"]
 
 
-async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_producer_goes_on(cluster: KafkaCluster) -> None:
+async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_producer_goes_on(
+    cluster: KafkaCluster, request: pytest.FixtureRequest
+) -> None:
     """KIP-588: timed out is not fenced. After a refused epoch, ``abort_transaction()`` gets the new one.
+
+    On a Kafka 4.3.1 cluster formatted at ``transaction.version=1`` the coordinator answers the
+    InitProducerId with the epoch before its timeout abort with PRODUCER_FENCED (measured with
+    main's code before transactions v2 too, 2026-11-26): expected to fail there, strictly.
 
     Each round leaves a transaction open past ``transaction.timeout.ms`` until the broker has
     aborted it (a read_committed reader sees no open transaction), then meets the refused epoch
     another way: a record sent after it, a commit, an abort. Before, the producer was fatal
     after each (``IllegalStateError`` from every later call) and had to be rebuilt.
     """
+    if cluster.transaction_version == 1:
+        request.applymarker(pytest.mark.xfail(
+            strict=True, raises=ProducerFencedError,
+            reason="Kafka 4.3.1 at transaction.version=1 fences the KIP-588 InitProducerId after a timeout abort",
+        ))
     topic = fresh(cluster, partitions=1)
     # 3 s: the transactions that must succeed have to finish within it on a loaded machine.
     kept: list[bytes] = []
