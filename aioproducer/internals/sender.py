@@ -619,7 +619,7 @@ class Sender:
     def _transaction_v2(self) -> bool:
         """Produce v12 (transactions v2: the request adds its partitions to the transaction), else v11 at most."""
         tm = self.transaction_manager
-        return tm is not None and tm.transaction_v2
+        return tm is not None and tm.transactional and tm.transaction_v2
 
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""

@@ -10,6 +10,7 @@ script in memory (``Script``) that records every round trip with the versions it
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from aioproducer.errors import (
 )
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.coordinator import CoordinatorRequest
+from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import (
     TransactionManager,
     TransactionState,
@@ -414,3 +416,15 @@ async def test_under_v1_invalid_txn_state_from_a_commit_stays_fatal() -> None:
     with pytest.raises(InvalidTxnStateError):
         await tx.commit()
     assert state(tx.tm) is S.FATAL_ERROR
+
+
+@pytest.mark.parametrize(("transactional_id", "level", "v12"), [("tx", 2, True), ("tx", 1, False), (None, 2, False)])
+def test_the_sender_asks_for_produce_v12_only_in_a_transaction_under_v2(
+    transactional_id: str | None, level: int, v12: bool
+) -> None:
+    """``Sender._transaction_v2`` is what each Produce request is sent with (``send_produce(transaction_v2=...)``)."""
+    tm = TransactionManager(transactional_id)
+    tm.use_transaction_version(level)
+    sender = SimpleNamespace(transaction_manager=tm)
+    assert Sender._transaction_v2.fget(sender) is v12  # type: ignore[attr-defined]
+    assert Sender._transaction_v2.fget(SimpleNamespace(transaction_manager=None)) is False  # type: ignore[attr-defined]
