@@ -59,7 +59,8 @@ KIP-1050's classes map onto what is here: retriable (and refresh-retriable: a mo
 coordinator) are retried by ``Coordinators``; abortable (TRANSACTION_ABORTABLE, a failed record)
 make the transaction abortable; application-recoverable (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
 are told apart first (KIP-588, below) and are fatal only if fenced; the rest (authorization,
-INVALID_TXN_STATE) fatal.
+INVALID_TXN_STATE) fatal, except INVALID_TXN_STATE answering a v2 commit, which Kafka 4.3.1 gives
+for the epoch its own timeout abort bumped and is told apart too (``_end_txn_answered``).
 
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
 closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
