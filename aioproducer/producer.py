@@ -785,9 +785,9 @@ class Producer:
         self._require_started()
         coordinators = self._engine.coordinators
         assert coordinators is not None  # set with the accumulator
-        await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._max_block_ms)
+        next_producer = await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._max_block_ms)
         if self._engine.transactions is not None:
-            self._engine.transactions.completed(prepared)
+            self._engine.transactions.completed(prepared, next_producer)
 
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
         """Commit a consumer's offsets (partition -> next offset to read) as part of the transaction.

@@ -98,7 +98,8 @@ class CoordinatorRequest(Generic[_T]):
     ``body`` makes the request, per attempt (a body that carries the current producer epoch);
     ``handle`` reads the answer that :meth:`Coordinators.send` gets back (one that is not "moved"
     or "later"): the result, or the error it means, raised. A caller that needs a version of the
-    API says so in ``min_version``.
+    API says so in ``min_version``; one that must not send a later version (a later EndTxn or
+    TxnOffsetCommit means transactions v2) in ``max_version``.
     """
 
     key_type: int
@@ -108,6 +109,7 @@ class CoordinatorRequest(Generic[_T]):
     body: Callable[[], dict[str, Any]]
     handle: Callable[[dict[str, Any]], _T]
     min_version: int = 0
+    max_version: int | None = None
 
 
 async def _sleep_ms(ms: float) -> None:
@@ -163,7 +165,12 @@ class Coordinators:
                 node = await self._find(key_type, key, deadline, what)
                 connection = await self._client.connection_to(node.node_id, node.host, node.port)
                 _require_version(connection, key, api_key, request.min_version, what)
-                answer: dict[str, Any] = await connection.send(api_key, request.body())
+                answer: dict[str, Any] = await (
+                    connection.send(api_key, request.body()) if request.max_version is None
+                    else connection.send(api_key, request.body(), version=min(
+                        int(connection.api_version(api_key)), request.max_version
+                    ))
+                )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 self.forget(key_type, key)
                 last = exc

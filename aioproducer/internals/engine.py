@@ -31,6 +31,7 @@ So this engine holds no reference to the producer; the one thing it tells the pr
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,7 +48,7 @@ from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
-from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager
 from aioproducer.internals.transactions import Transactions
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike, client_logger
@@ -226,6 +227,7 @@ class ProducerEngine:
             transactions = Transactions(
                 tm, coordinators, cfg.max_block_ms,
                 flush=self.flush, abort_undrained=sender.abort_undrained, on_fatal=self._fatal, clock=self.clock,
+                transaction_version=functools.partial(client.finalized_feature_level, TRANSACTION_VERSION_FEATURE),
             )
         try:
             await self._bootstrap(client)

@@ -122,11 +122,12 @@ class ProduceConnection(Protocol):
 
     def send_produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None,
+        transactional_id: str | None = None, transaction_v2: bool = False,
     ) -> None: ...
 
     async def produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
+        transaction_v2: bool = False,
     ) -> ProduceResponse | None: ...
 
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None: ...
@@ -614,6 +615,12 @@ class Sender:
         self._offload.shutdown()
 
     # ------------------------------------------------------------------ produce requests
+    @property
+    def _transaction_v2(self) -> bool:
+        """Produce v12 (transactions v2: the request adds its partitions to the transaction), else v11 at most."""
+        tm = self.transaction_manager
+        return tm is not None and tm.transactional and tm.transaction_v2
+
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
@@ -633,6 +640,7 @@ class Sender:
                 timeout_ms=self.config.request_timeout_ms,
                 on_response=functools.partial(self._on_node_response, node, batches, sent_ms),
                 transactional_id=self._transactional_id,
+                transaction_v2=self._transaction_v2,
             )
         except (KafkaError, OSError, ValueError) as exc:
             self._untrack_sent(batches)
@@ -677,7 +685,8 @@ class Sender:
             connection = await self.client.connection(node)
             sent_ms = self._record_sent(batches)
             response = await connection.produce(
-                topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id
+                topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id,
+                transaction_v2=self._transaction_v2,
             )
             if response is not None:
                 self._record_response(node, sent_ms, response)

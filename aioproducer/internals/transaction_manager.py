@@ -59,6 +59,25 @@ KIP-588 the coordinator also bumps the epoch when it aborts a transaction that o
 coordinator which (InitProducerId with the current id and epoch: PRODUCER_FENCED if another
 producer took over, the new epoch if the transaction only timed out). Only the first is fatal.
 
+Transactions version 2 (KIP-890 part 2)
+----------------------------------------
+When the cluster's finalized ``transaction.version`` feature (ApiVersions, KIP-584) is 2 or
+more at ``begin_transaction()`` (``use_transaction_version``; fixed for the whole transaction,
+as Java decides at begin), the transaction runs under v2:
+
+* no AddPartitionsToTxn: Produce v12 adds a partition to the transaction itself, so a
+  partition's batches are drained at once and the partition counts as in the transaction
+  (it must be ended) from its first batch numbered for a request (``assign_sequence``);
+* no AddOffsetsToTxn: TxnOffsetCommit v5 adds the group itself;
+* EndTxn v5: the coordinator bumps the epoch at every commit or abort (its markers carry the
+  new epoch, so a late write of the old one is refused) and answers with the producer id and
+  epoch to use next, which the producer takes (``transaction_completed``); every partition's
+  next batch starts the new epoch at sequence 0. An abort therefore needs no InitProducerId
+  for a KIP-360 bump: the EndTxn gives it.
+
+Under v1 (or an older cluster) nothing changes: AddPartitionsToTxn, EndTxn v3 with the epoch
+kept, Produce at most v11, TxnOffsetCommit at most v3 (``request_version_range``).
+
 Owned by the sender and the producer's transaction calls, on the event loop only.
 """
 
@@ -76,12 +95,38 @@ from aioproducer.errors import (
     UnknownProducerIdError,
 )
 from aioproducer.internals.batch import ProducerBatch
+from aioproducer.protocol import messages
 
-__all__ = ["TransactionManager", "TransactionState", "PartitionSequences"]
+__all__ = [
+    "TRANSACTION_VERSION_FEATURE",
+    "PartitionSequences",
+    "TransactionManager",
+    "TransactionState",
+    "request_version_range",
+]
 
 MAX_SEQUENCE = 2**31 - 1
 MAX_EPOCH = 2**15 - 1
 NO_LAST_ACKED = -1
+
+#: The finalized feature (KIP-584) whose level 2 enables transactions v2 (KIP-890 part 2).
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+#: api key -> the (lowest, highest) version sent under transactions v1 and under v2. Under v2
+#: the exact versions that carry its meaning (Produce v12, EndTxn v5, TxnOffsetCommit v5); under
+#: v1 what aioproducer sent before v2 (a broker refuses Produce v12 in a v1 transaction, and a
+#: v5 EndTxn would bump the epoch).
+_V1_RANGES: dict[int, tuple[int, int]] = {
+    messages.PRODUCE: (3, 11), messages.END_TXN: (0, 3), messages.TXN_OFFSET_COMMIT: (0, 3),
+}
+_V2_RANGES: dict[int, tuple[int, int]] = {
+    messages.PRODUCE: (12, 12), messages.END_TXN: (5, 5), messages.TXN_OFFSET_COMMIT: (5, 5),
+}
+
+
+def request_version_range(api_key: int, transaction_v2: bool) -> tuple[int, int]:
+    """The versions of Produce, EndTxn or TxnOffsetCommit a transaction under v1 or v2 may send (pure)."""
+    return (_V2_RANGES if transaction_v2 else _V1_RANGES)[api_key]
+
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.errno
 UNKNOWN_PRODUCER_ID = UnknownProducerIdError.errno
@@ -188,6 +233,9 @@ class TransactionManager:
         #: The coordinator had aborted this transaction (it timed out) and the producer holds its
         #: new epoch already: aborting it sends nothing. Written by ``aborted_by_coordinator``, ``end_transaction``.
         self.coordinator_aborted = False
+        #: The current (or next) transaction runs under transactions v2 (see the module docstring).
+        #: Written by ``use_transaction_version`` only, outside a transaction.
+        self.transaction_v2 = False
         #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}
@@ -270,6 +318,31 @@ class TransactionManager:
         """The abort's InitProducerId gave the new epoch a failed batch needed (KIP-360)."""
         self.bump_on_abort = False
 
+    def use_transaction_version(self, level: int) -> None:
+        """The cluster's finalized ``transaction.version`` (0 if unknown): v2 from level 2 on, for the next transaction.
+
+        Called at ``init_transactions()`` and ``begin_transaction()``; a transaction keeps the
+        version it began with (its requests must agree), so a call inside one is a bug here.
+        """
+        if self.state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION,
+                          TransactionState.ABORTING_TRANSACTION, TransactionState.ABORTABLE_ERROR,
+                          TransactionState.PREPARED_TRANSACTION):
+            raise IllegalStateError(f"the transaction version cannot change in state {self.state.value}")
+        self.transaction_v2 = level >= 2
+
+    def transaction_completed(self, producer_id: int, producer_epoch: int) -> None:
+        """EndTxn v5 answered (transactions v2): the coordinator bumped the epoch; take what it gave.
+
+        Every partition's next batch starts the new epoch at sequence 0 (``assign_sequence``);
+        a KIP-360 bump a failed batch asked for is done by this one (no InitProducerId).
+        """
+        if producer_id < 0 or producer_epoch < 0:
+            raise IllegalStateError(
+                f"EndTxn v5 answered without a producer id and epoch ({producer_id}, {producer_epoch})"
+            )
+        self.set_producer_id_and_epoch(producer_id, producer_epoch)
+        self.bump_on_abort = False
+
     def offsets_added_to_transaction(self) -> None:
         """AddOffsetsToTxn succeeded: the transaction must be ended even without records."""
         self.offsets_added = True
@@ -281,6 +354,8 @@ class TransactionManager:
 
     def maybe_add_partition(self, topic: str, partition: int) -> None:
         """A batch opened for ``topic``/``partition`` inside the transaction: add it before it is sent."""
+        if self.transaction_v2:
+            return  # Produce v12 adds it: counted as in the transaction once a batch is numbered for it
         key = (topic, partition)
         if key not in self.partitions_in_transaction and key not in self.partitions_being_added:
             self.pending_partitions.add(key)
@@ -390,8 +465,8 @@ class TransactionManager:
         if not self.has_producer_id:
             return True
         key = (batch.topic, batch.partition)
-        if self.transactional_id is not None and key not in self.partitions_in_transaction:
-            return True  # the coordinator must know the partition first (AddPartitionsToTxn)
+        if self.transactional_id is not None and not self.transaction_v2 and key not in self.partitions_in_transaction:
+            return True  # the coordinator must know the partition first (AddPartitionsToTxn; v2: Produce adds it)
         entry = self._partitions.get(key)
         if entry is None:
             return False
@@ -418,6 +493,8 @@ class TransactionManager:
         batch.set_producer_state(self.producer_id, self.producer_epoch, entry.next_sequence, self.transactional)
         entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
         entry.unacked.append(batch)
+        if self.transaction_v2 and self.transactional:
+            self.partitions_in_transaction.add((batch.topic, batch.partition))  # its Produce v12 may add it
 
     # -- answers ----------------------------------------------------------------------
     def can_retry(self, batch: ProducerBatch, error_code: int, log_start_offset: int) -> bool | None:

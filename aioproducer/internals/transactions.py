@@ -50,6 +50,18 @@ The requests the sender's pass makes for the transaction manager are here too:
 InitProducerId of an idempotent producer or AddPartitionsToTxn, and the sender runs it and
 fails the queued records if it fails (:class:`RequestFailed`).
 
+Transactions v2 (KIP-890 part 2, see ``transaction_manager.py``): the cluster's finalized
+``transaction.version``, read at ``init`` and each ``begin`` (``transaction_version``), picks the
+versions of EndTxn and TxnOffsetCommit (``request_version_range``); under v2 ``send_offsets``
+sends no AddOffsetsToTxn, every EndTxn's answer gives the producer id and epoch to use next,
+and a prepared transaction records that it is v2, so that whoever completes it sends EndTxn v5.
+KIP-1050's classes map onto what is here: retriable (and refresh-retriable: a moved
+coordinator) are retried by ``Coordinators``; abortable (TRANSACTION_ABORTABLE, a failed record)
+make the transaction abortable; application-recoverable (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH)
+are told apart first (KIP-588, below) and are fatal only if fenced; the rest (authorization,
+INVALID_TXN_STATE) fatal, except INVALID_TXN_STATE answering a v2 commit, which Kafka 4.3.1 gives
+for the epoch its own timeout abort bumped and is told apart too (``_end_txn_answered``).
+
 Errors as Java classifies them: fenced and unauthorized are fatal (the producer can only be
 closed; every later call says why, fenced as ``ProducerFencedError``), everything else that
 fails a transaction makes it abortable (``abort_transaction()`` and the producer works again).
@@ -63,7 +75,7 @@ import logging
 import math
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from aioproducer.errors import (
@@ -90,7 +102,7 @@ from aioproducer.internals.coordinator import (
     first_error_code,
     raise_for,
 )
-from aioproducer.internals.transaction_manager import TransactionManager, TransactionState
+from aioproducer.internals.transaction_manager import TransactionManager, TransactionState, request_version_range
 from aioproducer.logs import LogLike
 from aioproducer.protocol import messages
 
@@ -132,6 +144,11 @@ class PreparedTransaction:
     producer_id: int
     producer_epoch: int
     started: bool = True
+    #: Whether it runs under transactions v2 (KIP-890 part 2): it must be ended with EndTxn v5,
+    #: as it began (a v1 EndTxn for a v2 transaction is refused). The id and epoch above are the
+    #: ones it was prepared under; the EndTxn v5 that ends it bumps the epoch, and the producer
+    #: that prepared it takes the new one only if it completes it itself (``completed``).
+    transaction_v2: bool = False
 
 
 @dataclass(frozen=True)
@@ -224,6 +241,7 @@ class Transactions:
         abort_undrained: Callable[[BaseException], None],
         on_fatal: Callable[[BaseException], None],
         clock: Clock = monotonic_ms,
+        transaction_version: Callable[[], int] | None = None,
     ) -> None:
         assert tm.transactional_id is not None
         self.tm = tm
@@ -240,6 +258,9 @@ class Transactions:
         self.on_fatal = on_fatal
         #: The commit, abort or prepare whose outcome its caller has not received yet (it timed out).
         self._pending: _Pending | None = None
+        #: The cluster's finalized ``transaction.version`` as the client last heard it (ApiVersions,
+        #: KIP-584); read at init and at each begin. None: 0 (transactions v1).
+        self._transaction_version = transaction_version or (lambda: 0)
 
     def _deadline(self) -> float:
         """``max.block.ms`` from now, on the producer's clock."""
@@ -249,8 +270,10 @@ class Transactions:
         self, api_key: int, what: str, body: Callable[[], dict[str, Any]], key_type: int = TRANSACTION, key: str | None = None
     ) -> CoordinatorRequest[None]:
         """A round trip of a transaction call: its answer judged by ``_judged`` (see ``_send``)."""
+        low, high = _versions(api_key, self.tm.transaction_v2)
         return CoordinatorRequest(
-            key_type, self.transactional_id if key is None else key, api_key, what, body, functools.partial(self._judged, what)
+            key_type, self.transactional_id if key is None else key, api_key, what, body,
+            functools.partial(self._judged, what), low, high,
         )
 
     def _judged(self, what: str, answer: dict[str, Any]) -> None:
@@ -384,6 +407,7 @@ class Transactions:
         tm.require("init_transactions()", _S.UNINITIALIZED)
         tm.transition(_S.INITIALIZING)
         await self._init_producer_id("init_transactions()", self._deadline())
+        tm.use_transaction_version(self._transaction_version())
         tm.transition(_S.READY)
 
     async def _init_producer_id(self, what: str, deadline: float) -> None:
@@ -418,6 +442,7 @@ class Transactions:
     def begin(self) -> None:
         self.require_no_pending("begin_transaction()")
         self.tm.require("begin_transaction()", _S.READY)
+        self.tm.use_transaction_version(self._transaction_version())  # fixed for this transaction
         self.tm.transition(_S.IN_TRANSACTION)
 
     async def commit(self) -> None:
@@ -470,24 +495,48 @@ class Transactions:
         tm = self.tm
         await self._deliver_all("prepare_transaction()")
         tm.transition(_S.PREPARED_TRANSACTION)
-        return PreparedTransaction(self.transactional_id, tm.producer_id, tm.producer_epoch, tm.transaction_started)
+        return PreparedTransaction(
+            self.transactional_id, tm.producer_id, tm.producer_epoch, tm.transaction_started, tm.transaction_v2
+        )
 
-    def completed(self, prepared: PreparedTransaction) -> None:
-        """This producer's own prepared transaction was ended by ``complete_prepared``: ready for the next."""
+    def completed(self, prepared: PreparedTransaction, next_producer: tuple[int, int] | None = None) -> None:
+        """This producer's own prepared transaction was ended by ``complete_prepared``: ready for the next.
+
+        ``next_producer``: the producer id and epoch EndTxn v5 gave (transactions v2), taken so
+        that the next transaction carries them; None under v1 (the epoch stays).
+        """
         tm = self.tm
         if (
             tm.state is _S.PREPARED_TRANSACTION
             and prepared.transactional_id == self.transactional_id
             and (prepared.producer_id, prepared.producer_epoch) == (tm.producer_id, tm.producer_epoch)
         ):
+            if next_producer is not None:
+                tm.transaction_completed(*next_producer)
             tm.end_transaction()
 
     async def _end_txn(self, committed: bool) -> None:
         tm = self.tm
         what = "commit_transaction()" if committed else "abort_transaction()"
         body = functools.partial(self._end_txn_body, committed)
+        request = self._txn_request(messages.END_TXN, what, body)
         # Bounded by the caller's wait (``_run``), and retried after it as Java does.
-        await self._send(self._txn_request(messages.END_TXN, what, body), math.inf)
+        await self._send(replace(request, handle=functools.partial(self._end_txn_answered, what)), math.inf)
+
+    def _end_txn_answered(self, what: str, answer: dict[str, Any]) -> None:
+        """EndTxn's answer judged (``_judged``); under v2 the new producer id and epoch are taken.
+
+        Under v2 a commit with the epoch before the coordinator's own abort (the transaction
+        outlived ``transaction.timeout.ms``, and the abort bumped the epoch) reads to the
+        coordinator as a retry of an EndTxn that aborted: INVALID_TXN_STATE (measured on Kafka
+        4.3.1). So it is told apart as a refused epoch is (``_send``): InitProducerId with the
+        current epoch answers fenced, or gives the new epoch and the transaction is known aborted.
+        """
+        if self.tm.transaction_v2 and first_error_code(answer) == InvalidTxnStateError.errno:
+            raise _EpochRefused(InvalidTxnStateError.errno)
+        self._judged(what, answer)
+        if self.tm.transaction_v2:
+            self.tm.transaction_completed(int(answer["producer_id"]), int(answer["producer_epoch"]))
 
     def _end_txn_body(self, committed: bool) -> dict[str, Any]:
         tm = self.tm
@@ -519,13 +568,14 @@ class Transactions:
                 code = first_error_code(answer)
                 if code in _EPOCH_REJECTED:
                     tm.epoch_refused()  # fenced, or the coordinator aborted it already: InitProducerId tells
-                else:
-                    self._check(code, what)
+                    return
+                self._check(code, what)
+                if tm.transaction_v2:  # the abort bumped the epoch: also the KIP-360 bump a failed batch needed
+                    tm.transaction_completed(int(answer["producer_id"]), int(answer["producer_epoch"]))
 
             body = functools.partial(self._end_txn_body, False)
-            await self._coordinators.send(
-                CoordinatorRequest(TRANSACTION, self.transactional_id, messages.END_TXN, what, body, handle), math.inf
-            )
+            request = self._txn_request(messages.END_TXN, what, body)
+            await self._coordinators.send(replace(request, handle=handle), math.inf)
         if tm.epoch_rejected or tm.bump_on_abort:  # KIP-588 / KIP-360: a new epoch, or PRODUCER_FENCED
             tm.transition(_S.INITIALIZING)
             await self._init_producer_id(what, math.inf)
@@ -548,14 +598,15 @@ class Transactions:
                  "committed_metadata": ""}
             )
         deadline = self._deadline()
-        await self._send(
-            self._txn_request(
-                messages.ADD_OFFSETS_TO_TXN, what,
-                lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
-                         "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
-            ),
-            deadline,
-        )
+        if not tm.transaction_v2:  # under v2, TxnOffsetCommit v5 adds the group itself (KIP-890 part 2)
+            await self._send(
+                self._txn_request(
+                    messages.ADD_OFFSETS_TO_TXN, what,
+                    lambda: {"transactional_id": self.transactional_id, "producer_id": tm.producer_id,
+                             "producer_epoch": tm.producer_epoch, "group_id": group.group_id},
+                ),
+                deadline,
+            )
         tm.offsets_added_to_transaction()
         await self._send(
             self._txn_request(
@@ -763,15 +814,19 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 async def complete_prepared(
     coordinators: Coordinators, prepared: PreparedTransaction, *, commit: bool, max_block_ms: int
-) -> None:
+) -> tuple[int, int] | None:
     """EndTxn for a prepared transaction, from any producer: commit or abort it (checked).
 
     Retried as every coordinator request is, until ``max_block_ms``. An EndTxn repeated after
     one that succeeded with the same outcome succeeds again; one whose transaction was fenced or
     timed out raises ``ProducerFencedError`` / ``InvalidProducerEpochError``.
+
+    Under transactions v2 (``prepared.transaction_v2``) the EndTxn is v5, as the transaction
+    began, and its answer's producer id and epoch (the coordinator bumped it) are returned, for
+    the producer that prepared it if it is the one completing it; None under v1.
     """
     if not prepared.started:
-        return
+        return None
     what = f"complete_transaction(commit={commit})"
     body = {
         "transactional_id": prepared.transactional_id,
@@ -780,7 +835,7 @@ async def complete_prepared(
         "committed": commit,
     }
 
-    def handle(answer: dict[str, Any]) -> None:
+    def handle(answer: dict[str, Any]) -> tuple[int, int] | None:
         code = first_error_code(answer)
         if code:
             cls = error_for_code(code)
@@ -788,9 +843,21 @@ async def complete_prepared(
                 f"{what} for transactional.id {prepared.transactional_id!r} (producer id {prepared.producer_id}, "
                 f"epoch {prepared.producer_epoch}): {cls.message}"
             )
+        return (int(answer["producer_id"]), int(answer["producer_epoch"])) if prepared.transaction_v2 else None
 
-    request = CoordinatorRequest(TRANSACTION, prepared.transactional_id, messages.END_TXN, what, lambda: body, handle)
-    await coordinators.send(request, coordinators.deadline(max_block_ms))
+    low, high = _versions(messages.END_TXN, prepared.transaction_v2)
+    request = CoordinatorRequest(
+        TRANSACTION, prepared.transactional_id, messages.END_TXN, what, lambda: body, handle, low, high
+    )
+    return await coordinators.send(request, coordinators.deadline(max_block_ms))
+
+
+def _versions(api_key: int, transaction_v2: bool) -> tuple[int, int | None]:
+    """(min_version, max_version) of a coordinator request of a transaction under v1 or v2 (no limit for the others)."""
+    if api_key in (messages.END_TXN, messages.TXN_OFFSET_COMMIT):
+        low, high = request_version_range(api_key, transaction_v2)
+        return low, high
+    return 0, None
 
 
 def _pair(tp: Any) -> tuple[Any, Any] | None:

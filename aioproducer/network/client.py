@@ -321,6 +321,10 @@ class KafkaClient:
         self._closing_conns: list[BrokerConnection] = []  # what close() is closing: abort() drops them
         #: node id -> (host, port) named by a FindCoordinator answer for a node the metadata lacks.
         self._unlisted: dict[int, tuple[str, int]] = {}
+        #: The cluster's finalized features (KIP-584) with the highest epoch any broker reported
+        #: in ApiVersions, and that epoch: written by ``_note_features`` on every connection.
+        self._finalized_features: dict[str, int] = {}
+        self._finalized_features_epoch = -1
         #: Clock time of the failed attempt that began the cluster-wide outage (no broker reachable), or None.
         self._no_broker_since: float | None = None
         #: When to rebootstrap (metadata.recovery.*); the bootstrap addresses, resolved on first use and again
@@ -644,6 +648,7 @@ class KafkaClient:
                     self._attempt_failed()
                     continue
                 self._no_broker_since = None  # a broker answers: the cluster is reachable
+                self._note_features(conn)
                 if (response := await self._try_send(conn, api_key, body, failures)) is not None:
                     return handle(response)
             finally:
@@ -928,6 +933,7 @@ class KafkaClient:
             await conn.close()
             raise KafkaConnectionError("the client was closed while connecting")
         self._node_reachable(node_id, conn)
+        self._note_features(conn)
         current = self._conns.get(node_id)
         if current is not None and current.is_connected:
             # Never overwrite a connection: one dropped unclosed keeps its socket open and its
@@ -938,6 +944,17 @@ class KafkaClient:
         if current is not None:
             await current.close()  # a broken one nobody removed yet
         return conn
+
+    def _note_features(self, conn: BrokerConnection) -> None:
+        """Keep the newest finalized features a broker reported (a higher epoch; brokers learn of a change at different times)."""
+        epoch = conn.finalized_features_epoch
+        if epoch > self._finalized_features_epoch:
+            self._finalized_features = conn.finalized_features
+            self._finalized_features_epoch = epoch
+
+    def finalized_feature_level(self, name: str) -> int:
+        """The cluster's finalized level of feature ``name`` (KIP-584), as the newest ApiVersions said; 0: not finalized or not known."""
+        return self._finalized_features.get(name, 0)
 
     def _node_reachable(self, node_id: int, conn: BrokerConnection) -> None:
         """A connection to ``node_id`` succeeded: its backoff resets and its outage episode, if any, ends."""

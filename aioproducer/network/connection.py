@@ -251,6 +251,16 @@ class BrokerConnection:
         """The broker's ``api_key -> (min, max)`` ranges from ApiVersions (a copy)."""
         return self._protocol.broker_api_versions
 
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        """The cluster's finalized feature levels this broker reported in ApiVersions (KIP-584), a copy."""
+        return self._protocol.finalized_features
+
+    @property
+    def finalized_features_epoch(self) -> int:
+        """The epoch of :attr:`finalized_features` (-1: none reported)."""
+        return self._protocol.finalized_features_epoch
+
     def api_version(self, api_key: int) -> int:
         """The highest version of ``api_key`` that both aioproducer and the broker speak.
 
@@ -428,8 +438,11 @@ class BrokerConnection:
         acks: int,
         timeout_ms: int,
         transactional_id: str | None = None,
+        transaction_v2: bool = False,
     ) -> ProduceResponse | None:
         """Send one Produce request through the fast codec and wait for its response.
+
+        ``transaction_v2``: as Produce v12 (transactions v2, ``ClientConnection.produce_version``).
 
         ``None`` for ``acks=0`` (no response; returns once the frame is written,
         so a producer that sends faster than the socket drains is held back).
@@ -438,11 +451,12 @@ class BrokerConnection:
         if not self.is_connected:
             raise self._not_connected_error()
         protocol = self._protocol
-        protocol.produce_version()  # an UnsupportedVersionError before waiting for a slot
+        protocol.produce_version(transaction_v2)  # an UnsupportedVersionError before waiting for a slot
 
         def submit(token: _Callback, now: float) -> Chunks:
             return protocol.send_produce(
-                token, topic_data, now, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id, reserved=True
+                token, topic_data, now, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+                reserved=True, transaction_v2=transaction_v2,
             )
 
         response: ProduceResponse | None = await self._request(submit, acks != 0)
@@ -456,6 +470,7 @@ class BrokerConnection:
         timeout_ms: int,
         on_response: ProduceCallback,
         transactional_id: str | None = None,
+        transaction_v2: bool = False,
     ) -> None:
         """Write one Produce request now; its outcome goes to ``on_response`` later.
 
@@ -480,7 +495,8 @@ class BrokerConnection:
         if not protocol.has_free_slot:
             raise RuntimeError(f"{self!r}: no in-flight slot free; check can_send_more() first")
         frame = protocol.send_produce(
-            on_response, topic_data, self._now(), acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+            on_response, topic_data, self._now(), acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+            transaction_v2=transaction_v2,
         )
         self._write(frame, on_response)
         if self._timer is None:

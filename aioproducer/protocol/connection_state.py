@@ -346,6 +346,8 @@ class ClientConnection(Generic[Token]):
         self._needed = 4
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self._produce_version: int | None = None
+        self._finalized_features: dict[str, int] = {}
+        self._finalized_features_epoch = -1
         self._negotiation_version = 0
         #: Re-authenticate this far into the session lifetime the broker gives (Java draws 85-95 %).
         self.reauth_fraction = reauth_fraction
@@ -427,12 +429,40 @@ class ClientConnection(Generic[Token]):
             f"(node {self.node_id}): aioproducer speaks {show(ours)}, the broker {show(theirs)}"
         )
 
-    def produce_version(self) -> int:
-        """The Produce version for this broker, computed once (the hot path asks per request)."""
-        version = self._produce_version
-        if version is None:
-            version = self._produce_version = self.api_version(messages.PRODUCE)
-        return version
+    def produce_version(self, transaction_v2: bool = False) -> int:
+        """The Produce version for this broker, computed once (the hot path asks per request).
+
+        v12 (``transaction_v2``: a transaction under ``transaction.version`` 2 adds its partitions
+        by producing to them) or at most v11: a broker takes v12 inside a transaction only
+        under transactions v2, so nobody else sends it. A broker without v12 asked for it is an
+        :class:`UnsupportedVersionError` (the cluster finalized a feature this broker lacks).
+        """
+        if transaction_v2:
+            version = self.api_version(messages.PRODUCE)
+            if version < produce.TRANSACTION_V2_VERSION:
+                raise UnsupportedVersionError(
+                    f"broker {self.address} (node {self.node_id}) speaks Produce up to v{version}, but the "
+                    f"cluster's transaction.version is 2, which needs v{produce.TRANSACTION_V2_VERSION}"
+                )
+            return produce.TRANSACTION_V2_VERSION
+        cached = self._produce_version
+        if cached is None:
+            cached = self._produce_version = min(self.api_version(messages.PRODUCE), produce.TRANSACTION_V2_VERSION - 1)
+        return cached
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        """The cluster's finalized feature levels from ApiVersions v3+ (KIP-584), ``name -> max level`` (a copy).
+
+        ``transaction.version`` among them says whether transactions v2 may be used. Empty
+        before the answer, or from a broker older than ApiVersions v3.
+        """
+        return dict(self._finalized_features)
+
+    @property
+    def finalized_features_epoch(self) -> int:
+        """The epoch of :attr:`finalized_features` (-1: none): a higher one is the newer word."""
+        return self._finalized_features_epoch
 
     # --------------------------------------------------------------- slots
 
@@ -510,6 +540,10 @@ class ClientConnection(Generic[Token]):
         self._broker_versions = {
             int(k["api_key"]): (int(k["min_version"]), int(k["max_version"])) for k in body.get("api_keys") or ()
         }
+        self._finalized_features = {
+            str(f["name"]): int(f["max_version_level"]) for f in body.get("finalized_features") or ()
+        }
+        self._finalized_features_epoch = int(body.get("finalized_features_epoch", -1))
         sasl, self._pending_sasl = self._pending_sasl, None
         if sasl is not None:
             self._state = ConnectionState.SASL_HANDSHAKE
@@ -660,16 +694,20 @@ class ClientConnection(Generic[Token]):
         timeout_ms: int,
         transactional_id: str | None = None,
         reserved: bool = False,
+        transaction_v2: bool = False,
     ) -> Chunks:
         """:meth:`send_request` for Produce at the negotiated version, with the hand-written codec.
+
+        ``transaction_v2``: Produce v12, for a transaction under ``transaction.version`` 2 (see
+        :meth:`produce_version`).
 
         The hot path: one tracking entry per request and nothing else. ``acks=0``
         expects no response (see :meth:`send_request`).
         """
         self._check_sendable(reserved)
         version = self._produce_version
-        if version is None:
-            version = self.produce_version()
+        if version is None or transaction_v2:
+            version = self.produce_version(transaction_v2)
         frame: Chunks = produce.encode_produce_request(
             version, self._sequence & _CORRELATION_MASK, self.client_id, transactional_id, acks, timeout_ms, topic_data
         )

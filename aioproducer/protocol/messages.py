@@ -120,11 +120,13 @@ _THROTTLE = "throttle_time_ms"
 # ------------------------------------------------------------------- Produce
 # ProduceRequest.json: v3 adds TransactionalId (RecordBatch v2 only from v3 on),
 # v7 zstd, v8 RecordErrors in the response, v9 flexible, v10 KIP-951 leader
-# hints in the response, v11 TRANSACTION_ABORTABLE (KIP-890). v0-2 carry old
-# message sets, which aioproducer never writes.
+# hints in the response, v11 TRANSACTION_ABORTABLE (KIP-890), v12 the same bytes
+# as v11 but, inside a transaction, adds the partition to it (transactions v2,
+# KIP-890 part 2: sent only when the cluster's transaction.version is 2, see
+# ``transaction_manager.py``). v0-2 carry old message sets, which aioproducer never writes.
 
 _PRODUCE_REQUEST = _msg(
-    "ProduceRequest", PRODUCE, "3-11", "9+",
+    "ProduceRequest", PRODUCE, "3-12", "9+",
     field("transactional_id", STRING, "3+", nullable="3+", default=None),
     field("acks", INT16),
     field("timeout_ms", INT32),
@@ -145,7 +147,7 @@ _NODE_ENDPOINT = array(
 )
 
 _PRODUCE_RESPONSE = _msg(
-    "ProduceResponse", PRODUCE, "3-11", "9+",
+    "ProduceResponse", PRODUCE, "3-12", "9+",
     field("responses", array(
         field("name", STRING),
         field("partition_responses", array(
@@ -370,8 +372,13 @@ _ADD_OFFSETS_TO_TXN_RESPONSE = _msg(
     field("error_code", INT16),
 )
 
+# EndTxn v4 TRANSACTION_ABORTABLE; v5 (transactions v2, KIP-890 part 2): the
+# coordinator bumps the epoch at every commit or abort and answers with the
+# producer id and epoch to use next. TxnOffsetCommit v4 TRANSACTION_ABORTABLE;
+# v5 the same bytes, but it adds the group to the transaction itself (no
+# AddOffsetsToTxn). v4 and v5 are sent only under transaction.version 2.
 _END_TXN_REQUEST = _msg(
-    "EndTxnRequest", END_TXN, "0-3", "3+",
+    "EndTxnRequest", END_TXN, "0-5", "3+",
     field("transactional_id", STRING),
     field("producer_id", INT64),
     field("producer_epoch", INT16),
@@ -379,13 +386,15 @@ _END_TXN_REQUEST = _msg(
 )
 
 _END_TXN_RESPONSE = _msg(
-    "EndTxnResponse", END_TXN, "0-3", "3+",
+    "EndTxnResponse", END_TXN, "0-5", "3+",
     field(_THROTTLE, INT32),
     field("error_code", INT16),
+    field("producer_id", INT64, "5+", default=-1),
+    field("producer_epoch", INT16, "5+", default=-1),
 )
 
 _TXN_OFFSET_COMMIT_REQUEST = _msg(
-    "TxnOffsetCommitRequest", TXN_OFFSET_COMMIT, "0-3", "3+",
+    "TxnOffsetCommitRequest", TXN_OFFSET_COMMIT, "0-5", "3+",
     field("transactional_id", STRING),
     field("group_id", STRING),
     field("producer_id", INT64),
@@ -405,7 +414,7 @@ _TXN_OFFSET_COMMIT_REQUEST = _msg(
 )
 
 _TXN_OFFSET_COMMIT_RESPONSE = _msg(
-    "TxnOffsetCommitResponse", TXN_OFFSET_COMMIT, "0-3", "3+",
+    "TxnOffsetCommitResponse", TXN_OFFSET_COMMIT, "0-5", "3+",
     field(_THROTTLE, INT32),
     field("topics", array(
         field("name", STRING),

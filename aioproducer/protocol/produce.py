@@ -20,18 +20,18 @@ straight-line code and no intermediate dicts:
 
 The wire layout is the one declared in ``messages._PRODUCE_REQUEST`` /
 ``_PRODUCE_RESPONSE`` (Kafka's ``ProduceRequest.json`` / ``ProduceResponse.json``)
-for every version aioproducer speaks, v3 to v11: v3 adds the transactional id,
+for every version aioproducer speaks, v3 to v12: v3 adds the transactional id,
 v5 ``log_start_offset``, v8 ``record_errors`` and ``error_message``, v9 the
 flexible (compact, tagged) encoding with request header v2 and response header
 v1, v10 the KIP-951 leader hints as tagged fields (``current_leader``, tag 0 of
 a partition; ``node_endpoints``, tag 0 of the body); v11 only adds an error
-code. ``tests/unit/test_produce_codec.py`` holds both codecs to byte-for-byte
+code, v12 none (it changes only what a broker does with a transactional request). ``tests/unit/test_produce_codec.py`` holds both codecs to byte-for-byte
 and value-for-value equality with the generic one, for every version.
 
 Errors follow the generic codec's contract: decoding raises only
 :class:`~aioproducer.errors.ProtocolError` for truncated or malformed input
 (bytes after a complete body are ignored, as for every response); encoding a
-value that does not fit raises ``ValueError``; a version outside v3-v11 raises
+value that does not fit raises ``ValueError``; a version outside v3-v12 raises
 :class:`~aioproducer.errors.UnsupportedVersionError`.
 
 Pure functions over bytes: no sockets, no asyncio.
@@ -64,7 +64,11 @@ __all__ = [
 PRODUCE_API_KEY: Final = 0
 #: The Produce versions this codec speaks (the same range as ``messages.SUPPORTED_VERSIONS``).
 MIN_VERSION: Final = 3
-MAX_VERSION: Final = 11
+MAX_VERSION: Final = 12
+#: Produce v12 adds a transaction's partition to it (transactions v2, KIP-890 part 2): sent only
+#: by a transactional producer when the cluster's ``transaction.version`` is 2. Any other
+#: producer speaks at most v11, as before (``ClientConnection.produce_version``).
+TRANSACTION_V2_VERSION: Final = 12
 #: From this version on, Produce uses compact strings/arrays/bytes and tagged fields (KIP-482).
 FIRST_FLEXIBLE_VERSION: Final = 9
 #: Record batches at least this large become chunks of their own instead of being copied

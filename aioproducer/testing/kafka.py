@@ -403,6 +403,10 @@ class KafkaCluster:
     the brokers broker-only, so that stopping two of three brokers leaves a
     working quorum (leaders move, ISRs shrink, ``NOT_ENOUGH_REPLICAS`` shows);
     with combined nodes it would stop the controller too.
+    ``transaction_version`` (1 or 2) finalizes the ``transaction.version`` feature at format
+    time (``kafka-storage format --feature transaction.version=N``): 2 is transactions v2
+    (KIP-890 part 2), 1 the classic protocol; None leaves Kafka's default for its release
+    (2 for Kafka 4.x).
 
     A sync and async context manager; :meth:`close` is idempotent. Blocking
     calls (start, stop) block the calling thread: from async code, run them in
@@ -424,10 +428,17 @@ class KafkaCluster:
         dedicated_controller: bool = False,
         jvm_options: Sequence[str] = _JVM_OPTIONS,
         extra_classpath: Sequence[Path] = (),
+        transaction_version: int | None = None,
     ) -> None:
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
         #: Folders or jars put on the brokers' classpath after Kafka's (a plugin: a client-metrics reporter).
         self._extra_classpath = tuple(str(Path(entry)) for entry in extra_classpath)
+        if transaction_version is not None and (
+            not isinstance(transaction_version, int) or isinstance(transaction_version, bool)
+            or transaction_version not in (1, 2)
+        ):
+            raise ValueError(f"transaction_version must be 1, 2 or None, got {transaction_version!r}")
+        self.transaction_version = transaction_version
         self.version = version
         self._brokers = brokers
         self._listeners = tuple(listeners)
@@ -658,6 +669,8 @@ class KafkaCluster:
         for user, password in self._scram_users.items():
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                 scram += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
+        if self.transaction_version is not None:
+            scram += ["--feature", f"transaction.version={self.transaction_version}"]
         errors: list[BaseException] = []
 
         def format_node(node: _Node) -> None:

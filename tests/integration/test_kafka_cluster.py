@@ -147,6 +147,9 @@ def test_a_process_that_does_not_stop_is_reported() -> None:
         ({"listeners": ("PLAINTEXT", "TLS")}, "listeners must be distinct names"),
         ({"scram_users": {"bob": "a,b"}}, "scram_users"),
         ({"ssl_client_auth": "maybe"}, "ssl_client_auth"),
+        ({"transaction_version": 3}, "transaction_version must be 1, 2 or None, got 3"),
+        ({"transaction_version": True}, "transaction_version must be 1, 2 or None, got True"),
+        ({"transaction_version": "2"}, "transaction_version must be 1, 2 or None, got '2'"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(kwargs: dict[str, Any], message: str) -> None:

@@ -186,12 +186,13 @@ class Connection:
 
     def send_produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None,
+        transactional_id: str | None = None, transaction_v2: bool = False,
     ) -> None:
         self.network.requests.append(Request(self.node, topic_data, on_response))
 
     async def produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
+        transaction_v2: bool = False,
     ) -> ProduceResponse | None:
         """The task path (``acks=0``, or a connection replaced since ``ready()``): delivered at once."""
         self.network.sent.append(Request(self.node, topic_data, lambda response, error: None))

@@ -187,7 +187,7 @@ def test_negotiation_refused_otherwise_is_unsupported_version_and_breaks() -> No
 
 def test_no_common_version_names_both_ranges() -> None:
     machine = ready(produce_max=2)  # a broker older than Produce v3
-    with pytest.raises(UnsupportedVersionError, match="v3-v11.*the broker v3-v2"):
+    with pytest.raises(UnsupportedVersionError, match="v3-v12.*the broker v3-v2"):
         produce(machine, "p")
     assert machine.in_flight_count == 0
 

@@ -51,7 +51,7 @@ class Coordinator:
     def api_version(self, api_key: int) -> int:
         return 9
 
-    async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def send(self, api_key: int, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
         self.requests.append((api_key, body))
         if self.error_code is None:  # no answer: the connection's request.timeout.ms passes
             self.clock.now += self.request_timeout_ms

@@ -455,7 +455,7 @@ def test_tagged_field_equal_to_default_is_omitted() -> None:
 # ---------------------------------------------------- versions and defaults
 
 
-@pytest.mark.parametrize(("key", "version"), [(m.PRODUCE, 2), (m.PRODUCE, 12), (m.METADATA, 0), (m.METADATA, 14),
+@pytest.mark.parametrize(("key", "version"), [(m.PRODUCE, 2), (m.PRODUCE, 13), (m.METADATA, 0), (m.METADATA, 14),
                                                (m.API_VERSIONS, 4), (m.INIT_PRODUCER_ID, 5),
                                                (m.OFFSET_FETCH, 0), (m.OFFSET_FETCH, 8),
                                                (m.FETCH, 3), (m.FETCH, 13), (m.LIST_OFFSETS, 0),
@@ -471,7 +471,8 @@ def test_unsupported_versions_raise(key: int, version: int) -> None:
 
 def test_supported_versions_contract() -> None:
     assert (m.PRODUCE, m.METADATA, m.OFFSET_FETCH, m.API_VERSIONS, m.INIT_PRODUCER_ID) == (0, 3, 9, 18, 22)
-    assert m.SUPPORTED_VERSIONS[m.PRODUCE] == (3, 11)
+    assert m.SUPPORTED_VERSIONS[m.PRODUCE] == (3, 12)  # v12: transactions v2 only; v13+ name topics by id
+    assert m.SUPPORTED_VERSIONS[m.END_TXN] == m.SUPPORTED_VERSIONS[m.TXN_OFFSET_COMMIT] == (0, 5)  # v5: transactions v2
     assert m.SUPPORTED_VERSIONS[m.METADATA] == (1, 13)  # v13: the top-level error code (KIP-1102)
     assert m.SUPPORTED_VERSIONS[m.API_VERSIONS] == (0, 3)
     assert m.SUPPORTED_VERSIONS[m.INIT_PRODUCER_ID] == (0, 4)

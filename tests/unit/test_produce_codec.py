@@ -27,7 +27,7 @@ VERSIONS = list(range(m.SUPPORTED_VERSIONS[m.PRODUCE][0], m.SUPPORTED_VERSIONS[m
 
 def test_codec_covers_every_supported_produce_version() -> None:
     assert (produce.MIN_VERSION, produce.MAX_VERSION) == m.SUPPORTED_VERSIONS[m.PRODUCE]
-    assert VERSIONS == list(range(3, 12))
+    assert VERSIONS == list(range(3, 13))
 
 
 # ------------------------------------------------------------------ requests
@@ -164,7 +164,7 @@ def test_topic_names_longer_than_int16_only_fit_flexible_versions() -> None:
         )
 
 
-@pytest.mark.parametrize("version", [0, 2, 12])
+@pytest.mark.parametrize("version", [0, 2, 13])
 def test_unsupported_versions_raise(version: int) -> None:
     with pytest.raises(UnsupportedVersionError):
         produce.encode_produce_request(version, 1, "c", None, 1, 5, [])

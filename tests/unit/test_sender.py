@@ -86,7 +86,7 @@ class FakeConnection:
 
     def send_produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None,
+        transactional_id: str | None = None, transaction_v2: bool = False,
     ) -> None:
         if self.client.fail_with is not None:
             raise self.client.fail_with
@@ -103,7 +103,8 @@ class FakeConnection:
         raise AssertionError("these tests run without idempotence: nothing but Produce is sent")
 
     async def produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None
+        self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
+        transaction_v2: bool = False,
     ) -> ProduceResponse | None:
         self.client.produced.append((topic_data, acks))
         return self.client.produce_result
