@@ -108,6 +108,9 @@ async def test_tokens_are_cached_refreshed_and_presented_at_every_reauthenticati
             sent += 1
             if sent % 50 == 0:
                 await asyncio.gather(*futures[-50:])  # requests keep flowing across the re-authentications
+                # Paced (a rate, not a wait for a condition): unpaced, 700,000 records took the
+                # read-back past its timeout; a few thousand a second cross every re-authentication.
+                await asyncio.sleep(0.02)
         await asyncio.gather(*futures)
     issued = provider.tokens_issued(CLIENT) - issued_before
     # Sessions of 5 s over 17.5 s: the first authentication and at least three re-authentications,
