@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aioproducer.config import Password, ProducerConfig
-from aioproducer.errors import ConfigError, KafkaConnectionError, SslAuthenticationError
+from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.logs import client_logger
 from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
 from aioproducer.security.oidc import OidcSettings, OidcTokenCache, RefreshSettings
@@ -147,6 +147,8 @@ async def _token(sasl: SaslSettings) -> str:
         result = provider()
         if inspect.isawaitable(result):
             result = await result
+    except AuthenticationError:
+        raise  # the provider knows retrying cannot help (no AWS credentials, say)
     except Exception as exc:  # noqa: BLE001 - the user's code: report it as a failed connection attempt
         raise KafkaConnectionError(f"the OAUTHBEARER token provider raised {type(exc).__name__}: {exc}") from exc
     token = result[0] if isinstance(result, tuple) else result
@@ -228,6 +230,8 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     oidc = _oidc_settings(cfg, mechanism, credentials if cfg.sasl_jaas_config is not None else {})
     if oidc is not None:
         return SaslSettings(mechanism, oidc=oidc)
+    if credentials.get("msk_iam") == "true":
+        return SaslSettings(mechanism, token_provider=_msk_provider(cfg, credentials))
     if mechanism == "OAUTHBEARER":
         if cfg.sasl_oauth_token_provider is None and principal is None:
             raise ConfigError(
@@ -302,6 +306,22 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
         buffer_seconds=cfg.sasl_login_refresh_buffer_seconds,
     )
     return OidcSettings(url, client_id, Password(secret), scope or None, refresh, timeout_s=cfg.request_timeout_ms / 1000)
+
+
+def _msk_provider(cfg: ProducerConfig, options: dict[str, str]) -> TokenProvider:
+    """MSK IAM tokens for the JAAS line's IAMLoginModule: region from the brokers' names, botocore's credentials."""
+    if cfg.sasl_oauth_token_provider is not None:
+        raise ConfigError("sasl_oauth_token_provider and sasl.jaas.config's IAMLoginModule both give tokens: give one")
+    try:
+        import botocore  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise ConfigError("sasl.jaas.config: IAMLoginModule (AWS MSK IAM) needs botocore: pip install 'aioproducer[msk]'") from None
+    from aioproducer.security.msk_iam import msk_provider_from_jaas
+
+    try:
+        return msk_provider_from_jaas(options, [host for host, _ in cfg.bootstrap_servers])
+    except ValueError as exc:
+        raise ConfigError(f"sasl.jaas.config: {exc}") from None
 
 
 def _oidc_value(cfg: ProducerConfig, java: str, rdkafka: str | None, option: str, jaas: dict[str, str]) -> str | None:

@@ -223,15 +223,19 @@ def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
     (ScramLoginModule also ``tokenauth: "true"`` when its ``tokenauth`` option is
     true, for delegation tokens). OAuthBearerLoginModule gives its
     ``unsecuredLoginStringClaim_sub`` as ``principal`` and every other option
-    under its own name.
+    under its own name. AWS's IAMLoginModule (with OAUTHBEARER) gives its options and
+    ``msk_iam: "true"``: tokens are SigV4-presigned URLs (:mod:`aioproducer.security.msk_iam`).
     """
     module = config.login_module.rsplit(".", 1)[-1]
     wanted = mechanism.strip().upper()
     if module == _MSK_IAM_MODULE:
-        raise ValueError(
-            f"{config.login_module} (AWS MSK IAM) is not supported as a login module: use SASL mechanism "
-            "OAUTHBEARER with a token provider that returns MSK IAM tokens (e.g. from AWS's MSK IAM SASL signer)"
-        )
+        if wanted != "OAUTHBEARER":
+            raise ValueError(
+                f"{config.login_module} (AWS MSK IAM) signs in through SASL mechanism OAUTHBEARER here "
+                f"(MSK's IAM listeners take both): set sasl.mechanism=OAUTHBEARER, not {mechanism!r}"
+            )
+        # The JAAS options (awsProfileName, ...) and a marker: the connector makes MSK IAM tokens.
+        return {**config.options, "msk_iam": "true"}
     if module not in _MODULE_MECHANISMS:
         supported = ", ".join(_MODULE_MECHANISMS)
         # Named only if it looks like one: a secret pasted in its place must not be echoed.
