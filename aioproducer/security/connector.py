@@ -36,7 +36,7 @@ from typing import Any
 from aioproducer.config import Password, ProducerConfig
 from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.logs import client_logger
-from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
+from aioproducer.security.jaas import MSK_IAM_MARKER, credentials_from_jaas, parse_jaas_config
 from aioproducer.security.oidc import OidcSettings, OidcTokenCache, RefreshSettings
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
 from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
@@ -230,7 +230,7 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     oidc = _oidc_settings(cfg, mechanism, credentials if cfg.sasl_jaas_config is not None else {})
     if oidc is not None:
         return SaslSettings(mechanism, oidc=oidc)
-    if credentials.get("msk_iam") == "true":
+    if credentials.get(MSK_IAM_MARKER) == "true":
         return SaslSettings(mechanism, token_provider=_msk_provider(cfg, credentials))
     if mechanism == "OAUTHBEARER":
         if cfg.sasl_oauth_token_provider is None and principal is None:

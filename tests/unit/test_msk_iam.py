@@ -143,6 +143,13 @@ def test_the_jaas_line_alone_signs_in_with_msk_iam() -> None:
     assert (sasl.token_provider.region, sasl.token_provider.profile) == ("us-west-2", "prod")
 
 
+def test_an_oauthbearer_jaas_option_cannot_pose_as_the_msk_marker() -> None:
+    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="alice" msk_iam="true" aws_msk_iam="true";')
+    sasl = ConnectionSecurity.from_config(ProducerConfig(msk_config(**{"sasl.jaas.config": jaas}))).sasl
+    assert sasl is not None and sasl.token_provider is None and sasl.unsecured_principal == "alice"
+
+
 async def test_the_provider_signs_with_botocores_credentials() -> None:
     session = mock.Mock()
     session.get_credentials.return_value.get_frozen_credentials.return_value = mock.Mock(
