@@ -346,6 +346,25 @@ def _login_callback_handler(key: str, value: Any) -> str | None:
     return name
 
 
+#: Java 4.1's JWT retrievers (KIP-1139) by simple name -> the grant aioproducer uses for it.
+JWT_RETRIEVERS: dict[str, str] = {
+    "DefaultJwtRetriever": "client_credentials",
+    "ClientCredentialsJwtRetriever": "client_credentials",
+    "JwtBearerJwtRetriever": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+}
+
+
+def _jwt_retriever(key: str, value: Any) -> str:
+    """One of Java's retrievers, by its class name (any package, so shaded copies match)."""
+    name = _string(key, value).strip()
+    if name.rsplit(".", 1)[-1] not in JWT_RETRIEVERS:
+        raise ConfigError(
+            f"{key} must be one of Java's {', '.join(JWT_RETRIEVERS)} (org.apache.kafka.common.security.oauthbearer.*), "
+            f"got {_show(name)}"
+        )
+    return name
+
+
 def _transactional_id(key: str, value: Any) -> str | None:
     """None (no transactions) or a non-empty string: the id that fences earlier incarnations."""
     if value is None:
@@ -461,6 +480,8 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.oauthbearer.client.credentials.client.id", "string", None, "OIDC client id (Java 4.1+). Wins over the JAAS line's `clientId`; `sasl.oauthbearer.client.id` is librdkafka's name of it.", _optional_string),
     ConfigDef("sasl.oauthbearer.client.credentials.client.secret", "password", None, "OIDC client secret (Java 4.1+). Wins over the JAAS line's `clientSecret`; `sasl.oauthbearer.client.secret` is librdkafka's name of it.", _password),
     ConfigDef("sasl.oauthbearer.scope", "string", None, "OIDC scope asked for (space-separated). Wins over the JAAS line's `scope`.", _optional_string),
+    ConfigDef("sasl.oauthbearer.jwt.retriever.class", "class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever", "How tokens are asked for (KIP-1139): `DefaultJwtRetriever` or `ClientCredentialsJwtRetriever`, the client credentials grant; `JwtBearerJwtRetriever`, the JWT bearer grant (RFC 7523) with the assertion in `sasl.oauthbearer.assertion.file`.", _jwt_retriever),
+    ConfigDef("sasl.oauthbearer.assertion.file", "string", None, "JWT bearer grant: a file holding the signed assertion JWT, read again for every token request (so it can be rotated). Assertions made here from a private key are not supported.", _optional_string),
     ConfigDef("sasl.oauthbearer.method", "string", "default", "librdkafka's switch: `oidc` fetches tokens from `sasl.oauthbearer.token.endpoint.url` (which then must be set); `default` does too when that URL is set.", _choice(["default", "oidc"])),
     ConfigDef("sasl.oauthbearer.client.id", "string", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.id`.", _optional_string),
     ConfigDef("sasl.oauthbearer.client.secret", "password", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.secret`.", _password),
@@ -602,6 +623,8 @@ class ProducerConfig:
     sasl_oauthbearer_client_credentials_client_id: str | None
     sasl_oauthbearer_client_credentials_client_secret: Password | None
     sasl_oauthbearer_scope: str | None
+    sasl_oauthbearer_jwt_retriever_class: str
+    sasl_oauthbearer_assertion_file: str | None
     sasl_oauthbearer_method: str
     sasl_oauthbearer_client_id: str | None
     sasl_oauthbearer_client_secret: Password | None

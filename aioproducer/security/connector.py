@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import ssl
 import time
 import urllib.parse
@@ -33,11 +34,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aioproducer.config import Password, ProducerConfig
+from aioproducer.config import JWT_RETRIEVERS, Password, ProducerConfig
 from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.logs import client_logger
 from aioproducer.security.jaas import MSK_IAM_MARKER, credentials_from_jaas, parse_jaas_config
-from aioproducer.security.oidc import OidcSettings, OidcTokenCache, RefreshSettings
+from aioproducer.security.oidc import JWT_BEARER, OidcSettings, OidcTokenCache, RefreshSettings
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
 from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
 
@@ -288,6 +289,14 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
         raise ConfigError("sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url both give tokens: give one")
     _check_endpoint_url(url)
     client_id, secret, scope = (_oidc_value(cfg, java, rdkafka, option, jaas) for java, rdkafka, option in _OIDC_SOURCES)
+    grant = JWT_RETRIEVERS[cfg.sasl_oauthbearer_jwt_retriever_class.rsplit(".", 1)[-1]]
+    if grant == JWT_BEARER:
+        return _jwt_bearer_settings(cfg, url, client_id, secret, scope)
+    if cfg.sasl_oauthbearer_assertion_file is not None:
+        raise ConfigError(
+            "sasl.oauthbearer.assertion.file is for the JWT bearer grant: set "
+            "sasl.oauthbearer.jwt.retriever.class=org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+        )
     if not client_id or not secret:
         missing = " and ".join(name for name, value in (("client id", client_id), ("client secret", secret)) if not value)
         raise ConfigError(
@@ -295,17 +304,41 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
             "and ...client.secret (librdkafka: sasl.oauthbearer.client.id and .client.secret), or clientId and clientSecret "
             "in sasl.jaas.config"
         )
+    _require_aiohttp()
+    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000)
+
+
+def _jwt_bearer_settings(cfg: ProducerConfig, url: str, client_id: str | None, secret: str | None, scope: str | None) -> OidcSettings:
+    """KIP-1139's JWT bearer grant: the assertion file instead of the client's id and secret."""
+    path = cfg.sasl_oauthbearer_assertion_file
+    if path is None:
+        raise ConfigError("sasl.oauthbearer.jwt.retriever.class=JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file")
+    if client_id or secret:
+        raise ConfigError(
+            "the JWT bearer grant authenticates with sasl.oauthbearer.assertion.file: drop the client id and secret "
+            "(keys or JAAS options)"
+        )
+    if not os.access(path, os.R_OK) or not os.path.isfile(path):
+        raise ConfigError(f"sasl.oauthbearer.assertion.file {path!r} is not a readable file")
+    _require_aiohttp()
+    return OidcSettings(url, "", Password(""), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000,
+                        grant_type=JWT_BEARER, assertion_file=path)
+
+
+def _require_aiohttp() -> None:
     try:
         import aiohttp  # noqa: F401 - only whether it is there
     except ImportError:
         raise ConfigError("sasl.oauthbearer.token.endpoint.url needs aiohttp: pip install 'aioproducer[oidc]'") from None
-    refresh = RefreshSettings(
+
+
+def _refresh(cfg: ProducerConfig) -> RefreshSettings:
+    return RefreshSettings(
         window_factor=cfg.sasl_login_refresh_window_factor,
         window_jitter=cfg.sasl_login_refresh_window_jitter,
         min_period_seconds=cfg.sasl_login_refresh_min_period_seconds,
         buffer_seconds=cfg.sasl_login_refresh_buffer_seconds,
     )
-    return OidcSettings(url, client_id, Password(secret), scope or None, refresh, timeout_s=cfg.request_timeout_ms / 1000)
 
 
 def _msk_provider(cfg: ProducerConfig, options: dict[str, str]) -> TokenProvider:

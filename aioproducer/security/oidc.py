@@ -9,6 +9,10 @@ handed to every authentication (each new connection, each KIP-368 re-authenticat
 its refresh point, then fetched again: one request per token lifetime, not one per
 connection.
 
+KIP-1139's JWT bearer grant (RFC 7523) sends, instead of the client's credentials, a signed
+assertion read from ``sasl.oauthbearer.assertion.file`` for every request (so that whoever
+makes it can rotate it); assertions made here from a private key are not supported.
+
 The refresh point follows Java's ``sasl.login.refresh.*`` rule: at ``window.factor`` of
 the lifetime plus up to ``window.jitter`` of it at random; moved earlier if that leaves
 less than ``buffer.seconds`` before expiry, and later if it comes sooner than
@@ -69,9 +73,17 @@ class RefreshSettings:
     buffer_seconds: int = 300
 
 
+CLIENT_CREDENTIALS: Final = "client_credentials"
+JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+
 @dataclass(frozen=True, repr=False)
 class OidcSettings:
-    """Where and as whom to ask for tokens; ``repr`` shows no secret."""
+    """Where and as whom to ask for tokens; ``repr`` shows no secret.
+
+    The client credentials grant uses ``client_id`` and ``client_secret``; the JWT bearer
+    grant (KIP-1139, RFC 7523) the assertion in ``assertion_file`` instead.
+    """
 
     token_endpoint_url: str
     client_id: str
@@ -80,8 +92,12 @@ class OidcSettings:
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
     #: Upper bound on one token request (connect, send, answer), in seconds.
     timeout_s: float = 30.0
+    grant_type: str = CLIENT_CREDENTIALS
+    assertion_file: str | None = None
 
     def __repr__(self) -> str:
+        if self.grant_type == JWT_BEARER:
+            return f"OidcSettings({self.token_endpoint_url!r}, jwt-bearer, assertion_file={self.assertion_file!r}, scope={self.scope!r})"
         return f"OidcSettings({self.token_endpoint_url!r}, client_id={self.client_id!r}, scope={self.scope!r})"
 
 
@@ -97,8 +113,20 @@ class AccessToken:
         return f"AccessToken(received_ms={self.received_ms}, expires_ms={self.expires_ms})"
 
 
-def token_request(settings: OidcSettings) -> tuple[dict[str, str], bytes]:
-    """The headers and form body of a client credentials request (RFC 6749 §4.4.2, Basic auth of §2.3.1)."""
+def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple[dict[str, str], bytes]:
+    """The headers and form body of a token request.
+
+    Client credentials: RFC 6749 §4.4.2, the client authenticated with Basic auth (§2.3.1).
+    JWT bearer: RFC 7523 §2.1, ``assertion`` in the form and no client authentication, as Java sends it.
+    """
+    if settings.grant_type == JWT_BEARER:
+        if not assertion:
+            raise ValueError("token_request: the JWT bearer grant needs an assertion")
+        form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        if settings.scope:
+            form["scope"] = settings.scope
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        return headers, urllib.parse.urlencode(form).encode("ascii")
     user = urllib.parse.quote(settings.client_id, safe="")
     secret = urllib.parse.quote(settings.client_secret.value, safe="")
     basic = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
@@ -186,7 +214,8 @@ async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
     """One client credentials request over aiohttp; errors classified as :func:`parse_token_response` does."""
     import aiohttp
 
-    headers, body = token_request(settings)
+    assertion = await asyncio.to_thread(read_assertion, settings.assertion_file) if settings.grant_type == JWT_BEARER else None
+    headers, body = token_request(settings, assertion)
     url = settings.token_endpoint_url
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.timeout_s)) as session:
@@ -194,7 +223,23 @@ async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
                 status, answer = response.status, await response.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {type(exc).__name__}") from None
-    return parse_token_response(status, answer, now_ms, url=url, secret=settings.client_secret.value)
+    return parse_token_response(status, answer, now_ms, url=url, secret=assertion or settings.client_secret.value)
+
+
+def read_assertion(path: str | None) -> str:
+    """The assertion in ``sasl.oauthbearer.assertion.file`` (read for every request: it may be rotated)."""
+    if path is None:
+        raise SaslAuthenticationFailedError("OAUTHBEARER: the JWT bearer grant needs sasl.oauthbearer.assertion.file")
+    try:
+        with open(path, encoding="utf-8") as file:
+            assertion = file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SaslAuthenticationFailedError(
+            f"sasl.oauthbearer.assertion.file {path!r} cannot be read: {type(exc).__name__}"
+        ) from None
+    if assertion.count(".") != 2:
+        raise SaslAuthenticationFailedError(f"sasl.oauthbearer.assertion.file {path!r} does not hold a JWT")
+    return assertion
 
 
 class OidcTokenCache:

@@ -7,7 +7,11 @@ at :attr:`OidcProvider.jwks_endpoint_url`, and signs a JWT for every client whos
 secret (HTTP Basic, or ``client_id``/``client_secret`` in the form) match one given to it:
 ``sub`` is the client id, ``exp`` ``token_lifetime_s`` after ``iat``. A wrong secret or an
 unknown client is answered ``401 {"error": "invalid_client", ...}``, another grant
-``400 unsupported_grant_type``, as RFC 6749 §5.2 has it. Every token request is logged
+``400 unsupported_grant_type``, as RFC 6749 §5.2 has it. The JWT bearer grant (RFC 7523,
+KIP-1139) takes an assertion from :meth:`OidcProvider.assertion_for` (signed with a key the
+provider keeps for that client, as if the client had registered its public key): its
+signature, ``iss``/``sub``, ``aud`` (the token endpoint) and ``exp`` are checked, else
+``400 invalid_grant``. Every token request is logged
 (:attr:`OidcProvider.requests`, secrets left out), so a test can count how often a client
 asked. Like :class:`~aioproducer.testing.SchemaRegistry`, it is driven synchronously
 from any thread and closed with :meth:`OidcProvider.close` (or ``with``)::
@@ -29,12 +33,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from aiohttp import web
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from aioproducer.testing._loop_thread import LoopThreadService
 
 __all__ = ["OidcProvider", "OidcProviderClosedError", "TokenRequest"]
+
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 class OidcProviderClosedError(RuntimeError):
@@ -56,6 +63,17 @@ class TokenRequest:
 
 def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _jws(header: dict[str, Any], claims: dict[str, Any], key: rsa.RSAPrivateKey) -> str:
+    """A compact RS256 JWS of ``claims``."""
+    signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
+    signature = key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64url(signature)}"
 
 
 def _uint(number: int) -> str:
@@ -86,6 +104,8 @@ class OidcProvider(LoopThreadService):
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key_id = secrets.token_hex(8)
         self._requests: list[TokenRequest] = []
+        #: Each client's assertion key (JWT bearer grant), made on first use.
+        self._client_keys: dict[str, rsa.RSAPrivateKey] = {}
         self._log_lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self._start_thread("aioproducer-oidc-provider")
@@ -130,6 +150,16 @@ class OidcProvider(LoopThreadService):
         self._check_lifetime(seconds)
         self._lifetime = seconds
 
+    def assertion_for(self, client_id: str, *, lifetime_s: int = 300, audience: str | None = None) -> str:
+        """A JWT bearer assertion for ``client_id`` (a known client), signed with the key registered for it."""
+        if client_id not in self._clients:
+            raise ValueError(f"assertion_for: unknown client {client_id!r}")
+        key = self._client_keys.setdefault(client_id, rsa.generate_private_key(public_exponent=65537, key_size=2048))
+        now = int(time.time())
+        claims = {"iss": client_id, "sub": client_id, "aud": audience or self.token_endpoint_url,
+                  "iat": now, "exp": now + lifetime_s, "jti": secrets.token_hex(8)}
+        return _jws({"alg": "RS256", "typ": "JWT", "kid": f"client-{client_id}"}, claims, key)
+
     def issue_token(self, client_id: str, *, lifetime_s: int | None = None, scope: str | None = None) -> str:
         """A token signed by this provider, without a request (for tests of the broker side)."""
         return self._sign(client_id, scope, self._lifetime if lifetime_s is None else lifetime_s)[0]
@@ -168,6 +198,8 @@ class OidcProvider(LoopThreadService):
         form = urllib.parse.parse_qs((await request.read()).decode("utf-8", "replace"))
         grant = form.get("grant_type", [None])[0]
         scope = form.get("scope", [None])[0]
+        if grant == JWT_BEARER:
+            return self._jwt_bearer(form.get("assertion", [""])[0], scope)
         client_id, secret = self._credentials(request, form)
         if client_id is None or self._clients.get(client_id) != secret:
             return self._refuse(client_id, grant, scope, 401, "invalid_client", "client authentication failed")
@@ -180,6 +212,42 @@ class OidcProvider(LoopThreadService):
         if scope:
             body["scope"] = scope
         return web.json_response(body)
+
+    def _jwt_bearer(self, assertion: str, scope: str | None) -> web.Response:
+        """RFC 7523 §3: the assertion's signature, issuer, subject, audience and expiry."""
+        client_id, problem = self._check_assertion(assertion)
+        if problem is not None:
+            return self._refuse(client_id, JWT_BEARER, scope, 400, "invalid_grant", problem)
+        assert client_id is not None
+        token, token_id = self._sign(client_id, scope, self._lifetime)
+        self._record(TokenRequest(client_id, JWT_BEARER, scope, 200, token_id, time.time()))
+        return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": self._lifetime})
+
+    def _check_assertion(self, assertion: str) -> tuple[str | None, str | None]:
+        """(client id, None) for a good assertion, else (who it claims to be, why it is refused)."""
+        try:
+            header_b64, claims_b64, signature_b64 = assertion.split(".")
+            claims = json.loads(_unb64url(claims_b64))
+            header = json.loads(_unb64url(header_b64))
+        except ValueError:
+            return None, "the assertion is not a JWT"
+        client_id = claims.get("iss") if isinstance(claims, dict) else None
+        key = self._client_keys.get(client_id) if isinstance(client_id, str) else None
+        if key is None or not isinstance(header, dict) or header.get("alg") != "RS256":
+            return None, "the assertion's issuer has no registered key"
+        try:
+            key.public_key().verify(_unb64url(signature_b64), f"{header_b64}.{claims_b64}".encode("ascii"),
+                                    padding.PKCS1v15(), hashes.SHA256())
+        except (InvalidSignature, ValueError):
+            return client_id, "the assertion's signature does not verify"
+        if claims.get("sub") != client_id:
+            return client_id, "the assertion's subject is not its issuer"
+        if claims.get("aud") not in (self.token_endpoint_url, self.issuer):
+            return client_id, "the assertion is for another audience"
+        exp = claims.get("exp")
+        if not isinstance(exp, int) or exp <= time.time():
+            return client_id, "the assertion has expired"
+        return client_id, None
 
     @staticmethod
     def _credentials(request: web.Request, form: dict[str, list[str]]) -> tuple[str | None, str | None]:
@@ -211,7 +279,4 @@ class OidcProvider(LoopThreadService):
             claims["aud"] = self.audience
         if scope:
             claims["scope"] = scope
-        header = {"alg": "RS256", "typ": "JWT", "kid": self.key_id}
-        signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
-        signature = self._key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{_b64url(signature)}", token_id
+        return _jws({"alg": "RS256", "typ": "JWT", "kid": self.key_id}, claims, self._key), token_id

@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -175,3 +176,26 @@ async def test_the_listener_refuses_a_token_the_provider_did_not_sign(cluster: K
     })
     with pytest.raises(SaslAuthenticationFailedError, match="the broker rejected the token with status 'invalid_token'"):
         await producer.start()
+
+
+async def test_the_jwt_bearer_grant_signs_in_with_an_assertion_file(
+    cluster: KafkaCluster, provider: OidcProvider, tmp_path: Path
+) -> None:
+    """KIP-1139: the assertion, not a client secret, gets the token the broker checks."""
+    topic = fresh_topic(cluster)
+    assertion = tmp_path / "assertion.jwt"
+    assertion.write_text(provider.assertion_for(CLIENT))
+    before = len(provider.requests)
+    config = {
+        "bootstrap.servers": cluster.bootstrap_servers_for("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": provider.token_endpoint_url,
+        "sasl.oauthbearer.jwt.retriever.class": "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever",
+        "sasl.oauthbearer.assertion.file": str(assertion),
+    }
+    async with Producer(config) as producer:
+        await (await producer.send(topic, b"by-assertion", partition=0))
+    assert [r.value for r in await cluster.read(topic, count=1)] == [b"by-assertion"]
+    assert [(r.grant_type, r.status) for r in provider.requests[before:]] == [
+        ("urn:ietf:params:oauth:grant-type:jwt-bearer", 200)]

@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,12 +22,14 @@ from aioproducer.config import Password, ProducerConfig
 from aioproducer.errors import ConfigError, KafkaConnectionError, SaslAuthenticationFailedError
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.security.oidc import (
+    JWT_BEARER,
     AccessToken,
     OidcSettings,
     OidcTokenCache,
     RefreshSettings,
     fetch_token,
     parse_token_response,
+    read_assertion,
     refresh_at_ms,
     token_request,
 )
@@ -378,3 +381,97 @@ async def test_an_unreachable_endpoint_is_a_retriable_connection_error() -> None
     with pytest.raises(KafkaConnectionError, match="could not be reached") as info:
         await fetch_token(OidcSettings(url, "svc", Password(SECRET)), NOW)
     assert info.value.retriable
+
+
+# ------------------------------------------------------------------------ the JWT bearer grant (KIP-1139)
+
+
+JWT_BEARER_RETRIEVER = "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+
+
+def test_a_jwt_bearer_request_carries_the_assertion_and_no_client_authentication() -> None:
+    s = OidcSettings(URL, "", Password(""), scope="kafka", grant_type=JWT_BEARER, assertion_file="/x")
+    headers, body = token_request(s, "a.b.c")
+    assert urllib.parse.parse_qs(body.decode()) == {
+        "grant_type": ["urn:ietf:params:oauth:grant-type:jwt-bearer"], "assertion": ["a.b.c"], "scope": ["kafka"]}
+    assert "Authorization" not in headers
+    with pytest.raises(ValueError, match="needs an assertion"):
+        token_request(s)
+    assert repr(s) == f"OidcSettings({URL!r}, jwt-bearer, assertion_file='/x', scope='kafka')"
+
+
+def test_the_assertion_file_is_read_for_every_request_and_checked(tmp_path: Path) -> None:
+    path = tmp_path / "assertion.jwt"
+    path.write_text("h.c.s1\n")
+    assert read_assertion(str(path)) == "h.c.s1"
+    path.write_text("h.c.s2")
+    assert read_assertion(str(path)) == "h.c.s2"  # rotated: read again
+    path.write_text("not a jwt")
+    with pytest.raises(SaslAuthenticationFailedError, match="does not hold a JWT") as info:
+        read_assertion(str(path))
+    assert "not a jwt" not in str(info.value)
+    with pytest.raises(SaslAuthenticationFailedError, match="cannot be read: FileNotFoundError"):
+        read_assertion(str(tmp_path / "gone"))
+
+
+def jwt_bearer_keys(path: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": URL,
+        "sasl.oauthbearer.jwt.retriever.class": JWT_BEARER_RETRIEVER,
+        "sasl.oauthbearer.assertion.file": str(path),
+    } | extra
+
+
+def test_the_jwt_bearer_retriever_takes_the_assertion_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.jwt"
+    path.write_text("h.c.s")
+    got = oidc_of(jwt_bearer_keys(path, **{"sasl.oauthbearer.scope": "kafka"}))
+    assert (got.grant_type, got.assertion_file, got.scope) == (JWT_BEARER, str(path), "kafka")
+    shaded = oidc_of(jwt_bearer_keys(path, **{"sasl.oauthbearer.jwt.retriever.class": "kafkashaded.x.JwtBearerJwtRetriever"}))
+    assert shaded.grant_type == JWT_BEARER
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"sasl.oauthbearer.jwt.retriever.class": "com.example.Mine"},
+     "sasl.oauthbearer.jwt.retriever.class must be one of Java's DefaultJwtRetriever, ClientCredentialsJwtRetriever, JwtBearerJwtRetriever"),
+    ({"sasl.oauthbearer.jwt.retriever.class": 3}, "sasl.oauthbearer.jwt.retriever.class must be a string"),
+    ({"sasl.oauthbearer.assertion.file": None}, "JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file"),
+    ({"sasl.oauthbearer.assertion.file": "/no/such/assertion.jwt"}, "'/no/such/assertion.jwt' is not a readable file"),
+    ({"sasl.oauthbearer.assertion.file": 7}, "sasl.oauthbearer.assertion.file must be a string"),
+    ({"sasl.oauthbearer.client.id": "svc"}, "the JWT bearer grant authenticates with sasl.oauthbearer.assertion.file: drop"),
+    ({"sasl.jaas.config": JAAS}, "drop the client id and secret"),
+    ({"sasl.oauthbearer.jwt.retriever.class": "ClientCredentialsJwtRetriever"},
+     "sasl.oauthbearer.assertion.file is for the JWT bearer grant"),
+])
+def test_bad_jwt_bearer_settings_fail_when_the_producer_is_made(tmp_path: Path, extra: dict[str, Any], message: str) -> None:
+    path = tmp_path / "a.jwt"
+    path.write_text("h.c.s")
+    config = {k: v for k, v in jwt_bearer_keys(path, **extra).items() if v is not None}
+    with pytest.raises(ConfigError, match=message):
+        Producer(config)
+
+
+async def test_the_provider_grants_a_token_for_a_good_assertion_only(tmp_path: Path) -> None:
+    with OidcProvider(clients={"svc": SECRET}, token_lifetime_s=60) as provider:
+        path = tmp_path / "a.jwt"
+        s = OidcSettings(provider.token_endpoint_url, "", Password(""), scope="kafka", grant_type=JWT_BEARER,
+                         assertion_file=str(path))
+        path.write_text(provider.assertion_for("svc"))
+        got = await fetch_token(s, NOW)
+        claims = json.loads(base64.urlsafe_b64decode(got.value.split(".")[1] + "=="))
+        assert claims["sub"] == "svc" and claims["exp"] - claims["iat"] == 60
+        refused = {
+            "expired": provider.assertion_for("svc", lifetime_s=-10),
+            "another audience": provider.assertion_for("svc", audience="https://elsewhere"),
+            "signature": provider.assertion_for("svc")[:-4] + "AAAA",
+        }
+        for why, assertion in refused.items():
+            path.write_text(assertion)
+            with pytest.raises(SaslAuthenticationFailedError, match=r"HTTP 400\): invalid_grant") as info:
+                await fetch_token(s, NOW)
+            assert assertion not in str(info.value), why
+        assert [(r.grant_type, r.status) for r in provider.requests] == [
+            ("urn:ietf:params:oauth:grant-type:jwt-bearer", 200)] + [("urn:ietf:params:oauth:grant-type:jwt-bearer", 400)] * 3
+        with pytest.raises(ValueError, match="unknown client 'nobody'"):
+            provider.assertion_for("nobody")
