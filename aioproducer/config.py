@@ -315,6 +315,57 @@ def _token_provider(key: str, value: Any) -> Any:
     )
 
 
+def _double(low: float, high: float) -> Parser:
+    """A Java ``double`` in [low, high], from a number or a decimal string."""
+
+    def parse(key: str, value: Any) -> float:
+        number: float | None = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if number is None or not low <= number <= high:
+            raise ConfigError(f"{key} must be a number in [{low}, {high}], got {_show(value)}")
+        return number
+
+    return parse
+
+
+def _login_callback_handler(key: str, value: Any) -> str | None:
+    """Java's OIDC login handler, named as Java users paste it; no other class can run here."""
+    if value is None:
+        return None
+    name = _string(key, value).strip()
+    if name.rsplit(".", 1)[-1] != "OAuthBearerLoginCallbackHandler":
+        raise ConfigError(
+            f"{key}: only org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler "
+            f"(OIDC sign-in, built in) is supported, got {_show(name)}; for your own tokens pass sasl_oauth_token_provider="
+        )
+    return name
+
+
+#: Java 4.1's JWT retrievers (KIP-1139) by simple name -> the grant aioproducer uses for it.
+JWT_RETRIEVERS: dict[str, str] = {
+    "DefaultJwtRetriever": "client_credentials",
+    "ClientCredentialsJwtRetriever": "client_credentials",
+    "JwtBearerJwtRetriever": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+}
+
+
+def _jwt_retriever(key: str, value: Any) -> str:
+    """One of Java's retrievers, by its class name (any package, so shaded copies match)."""
+    name = _string(key, value).strip()
+    if name.rsplit(".", 1)[-1] not in JWT_RETRIEVERS:
+        raise ConfigError(
+            f"{key} must be one of Java's {', '.join(JWT_RETRIEVERS)} (org.apache.kafka.common.security.oauthbearer.*), "
+            f"got {_show(name)}"
+        )
+    return name
+
+
 def _transactional_id(key: str, value: Any) -> str | None:
     """None (no transactions) or a non-empty string: the id that fences earlier incarnations."""
     if value is None:
@@ -425,6 +476,21 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.username", "string", None, "librdkafka's name: the SASL user (PLAIN, SCRAM), instead of `sasl.jaas.config`.", _optional_string),
     ConfigDef("sasl.password", "password", None, "librdkafka's name: the SASL password, with `sasl.username`.", _password),
     ConfigDef("sasl_oauth_token_provider", "object", None, "Python only, OAUTHBEARER: `f()` or `async f()` returning a token string or `(token, expiry_ms)`; called for every connection and re-authentication.", _token_provider),
+    # OAUTHBEARER sign-in with OIDC client credentials (KIP-768): aioproducer.security.oidc.
+    ConfigDef("sasl.oauthbearer.token.endpoint.url", "string", None, "OAUTHBEARER: the OAuth token endpoint; set, tokens are fetched there with the client credentials grant (needs `aioproducer[oidc]`), cached and fetched again before they expire (`sasl.login.refresh.*`). http(s) URLs only.", _optional_string),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.id", "string", None, "OIDC client id (Java 4.1+). Wins over the JAAS line's `clientId`; `sasl.oauthbearer.client.id` is librdkafka's name of it.", _optional_string),
+    ConfigDef("sasl.oauthbearer.client.credentials.client.secret", "password", None, "OIDC client secret (Java 4.1+). Wins over the JAAS line's `clientSecret`; `sasl.oauthbearer.client.secret` is librdkafka's name of it.", _password),
+    ConfigDef("sasl.oauthbearer.scope", "string", None, "OIDC scope asked for (space-separated). Wins over the JAAS line's `scope`.", _optional_string),
+    ConfigDef("sasl.oauthbearer.jwt.retriever.class", "class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever", "How tokens are asked for (KIP-1139): `DefaultJwtRetriever` or `ClientCredentialsJwtRetriever`, the client credentials grant; `JwtBearerJwtRetriever`, the JWT bearer grant (RFC 7523) with the assertion in `sasl.oauthbearer.assertion.file`.", _jwt_retriever),
+    ConfigDef("sasl.oauthbearer.assertion.file", "string", None, "JWT bearer grant: a file holding the signed assertion JWT, read again for every token request (so it can be rotated). Assertions made here from a private key are not supported.", _optional_string),
+    ConfigDef("sasl.oauthbearer.method", "string", "default", "librdkafka's switch: `oidc` fetches tokens from `sasl.oauthbearer.token.endpoint.url` (which then must be set); `default` does too when that URL is set.", _choice(["default", "oidc"])),
+    ConfigDef("sasl.oauthbearer.client.id", "string", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.id`.", _optional_string),
+    ConfigDef("sasl.oauthbearer.client.secret", "password", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.secret`.", _password),
+    ConfigDef("sasl.login.callback.handler.class", "class", None, "Accepted only as Java's `OAuthBearerLoginCallbackHandler` (OIDC sign-in, which `sasl.oauthbearer.token.endpoint.url` turns on anyway).", _login_callback_handler),
+    ConfigDef("sasl.login.refresh.window.factor", "double", 0.8, "OIDC tokens: fetched again at this fraction of their lifetime (plus jitter), within the buffer and minimum period below.", _double(0.5, 1.0)),
+    ConfigDef("sasl.login.refresh.window.jitter", "double", 0.05, "OIDC tokens: at most this fraction of their lifetime added at random to the refresh point.", _double(0.0, 0.25)),
+    ConfigDef("sasl.login.refresh.min.period.seconds", "short", 60, "OIDC tokens: not fetched again sooner than this after one is received (unless its lifetime leaves no room for this and the buffer).", _int(0, 900)),
+    ConfigDef("sasl.login.refresh.buffer.seconds", "short", 300, "OIDC tokens: fetched again at least this long before they expire (unless the lifetime leaves no room for this and the minimum period).", _int(0, 3600)),
     ConfigDef("transactional.id", "string", None, "Turns on transactions (`begin_transaction()` ... `commit_transaction()`); a producer with the same id fences this one. Forces idempotence on.", _transactional_id),
     ConfigDef("transaction.timeout.ms", "int", 60000, "How long the coordinator lets a transaction stay open before aborting it.", _int(1)),
     ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "`use_all_dns_ips`: each connection resolves its name again and tries every address in turn. `resolve_canonical_bootstrap_servers_only`: each bootstrap name is resolved, at start and at every rebootstrap, and its addresses replaced by their canonical names (reverse lookup).", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"])),
@@ -555,6 +621,20 @@ class ProducerConfig:
     sasl_username: str | None
     sasl_password: Password | None
     sasl_oauth_token_provider: Any
+    sasl_oauthbearer_token_endpoint_url: str | None
+    sasl_oauthbearer_client_credentials_client_id: str | None
+    sasl_oauthbearer_client_credentials_client_secret: Password | None
+    sasl_oauthbearer_scope: str | None
+    sasl_oauthbearer_jwt_retriever_class: str
+    sasl_oauthbearer_assertion_file: str | None
+    sasl_oauthbearer_method: str
+    sasl_oauthbearer_client_id: str | None
+    sasl_oauthbearer_client_secret: Password | None
+    sasl_login_callback_handler_class: str | None
+    sasl_login_refresh_window_factor: float
+    sasl_login_refresh_window_jitter: float
+    sasl_login_refresh_min_period_seconds: int
+    sasl_login_refresh_buffer_seconds: int
     transactional_id: str | None
     transaction_timeout_ms: int
     client_dns_lookup: str

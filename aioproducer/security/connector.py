@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import ssl
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aioproducer.config import Password, ProducerConfig
-from aioproducer.errors import ConfigError, KafkaConnectionError, SslAuthenticationError
+from aioproducer.config import JWT_RETRIEVERS, Password, ProducerConfig
+from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.logs import client_logger
-from aioproducer.security.jaas import credentials_from_jaas, parse_jaas_config
+from aioproducer.security.jaas import MSK_IAM_MARKER, credentials_from_jaas, parse_jaas_config
+from aioproducer.security.oidc import JWT_BEARER, OidcSettings, OidcTokenCache, RefreshSettings
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
 from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
 
@@ -60,19 +63,27 @@ class SaslSettings:
     unsecured_principal: str | None = None
     #: SCRAM extensions from the JAAS line (``tokenauth=true``: a delegation token).
     extensions: tuple[tuple[str, str], ...] = ()
+    #: OAUTHBEARER tokens from an OIDC token endpoint (``sasl.oauthbearer.token.endpoint.url``).
+    oidc: OidcSettings | None = None
 
     def __repr__(self) -> str:
         who = self.username or self.unsecured_principal or ("token provider" if self.token_provider else None)
+        if self.oidc is not None:
+            return f"SaslSettings({self.mechanism}, {self.oidc!r})"
         return f"SaslSettings({self.mechanism}, {who!r})"
 
 
 class ConnectionSecurity:
     """What ``security.protocol`` asks of every connection: TLS, SASL, both or neither."""
 
-    def __init__(self, protocol: str, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None) -> None:
+    def __init__(
+        self, protocol: str, ssl_context: ssl.SSLContext | None, sasl: SaslSettings | None, client_id: str = ""
+    ) -> None:
         self.protocol = protocol
         self.ssl_context = ssl_context
         self.sasl = sasl
+        #: One token cache for every connection of the producer: a token serves them all until its refresh point.
+        self.oidc_tokens = None if sasl is None or sasl.oidc is None else OidcTokenCache(sasl.oidc, client_id=client_id)
 
     def __repr__(self) -> str:
         return f"ConnectionSecurity({self.protocol}, tls={self.ssl_context is not None}, sasl={self.sasl!r})"
@@ -82,7 +93,7 @@ class ConnectionSecurity:
         protocol = cfg.security_protocol
         tls = _tls_context(cfg) if protocol in ("SSL", "SASL_SSL") else None
         sasl = _sasl_settings(cfg) if protocol.startswith("SASL") else None
-        return cls(protocol, tls, sasl)
+        return cls(protocol, tls, sasl, cfg.client_id)
 
     # ------------------------------------------------------------------ streams
 
@@ -111,8 +122,11 @@ class ConnectionSecurity:
         sasl = self.sasl
         if sasl is None:
             return None
+        oidc_tokens = self.oidc_tokens
 
         async def make() -> SaslClient:
+            if oidc_tokens is not None:
+                return OAuthBearerClient(await oidc_tokens.token())
             if sasl.mechanism == "OAUTHBEARER":
                 return OAuthBearerClient(await _token(sasl))
             assert sasl.username is not None and sasl.password is not None
@@ -134,6 +148,8 @@ async def _token(sasl: SaslSettings) -> str:
         result = provider()
         if inspect.isawaitable(result):
             result = await result
+    except AuthenticationError:
+        raise  # the provider knows retrying cannot help (no AWS credentials, say)
     except Exception as exc:  # noqa: BLE001 - the user's code: report it as a failed connection attempt
         raise KafkaConnectionError(f"the OAUTHBEARER token provider raised {type(exc).__name__}: {exc}") from exc
     token = result[0] if isinstance(result, tuple) else result
@@ -197,6 +213,7 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     username, password = cfg.sasl_username, cfg.sasl_password
     principal: str | None = None
     extensions: tuple[tuple[str, str], ...] = ()
+    credentials: dict[str, str] = {}
     if cfg.sasl_jaas_config is not None:
         if username is not None or password is not None:
             raise ConfigError("sasl.jaas.config and sasl.username/sasl.password both give credentials: give one")
@@ -211,6 +228,11 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
         if credentials.get("tokenauth", "").lower() == "true":
             extensions = (("tokenauth", "true"),)
     source = "sasl.jaas.config" if cfg.sasl_jaas_config is not None else "sasl.username/sasl.password"
+    oidc = _oidc_settings(cfg, mechanism, credentials if cfg.sasl_jaas_config is not None else {})
+    if oidc is not None:
+        return SaslSettings(mechanism, oidc=oidc)
+    if credentials.get(MSK_IAM_MARKER) == "true":
+        return SaslSettings(mechanism, token_provider=_msk_provider(cfg, credentials))
     if mechanism == "OAUTHBEARER":
         if cfg.sasl_oauth_token_provider is None and principal is None:
             raise ConfigError(
@@ -235,6 +257,121 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
         lambda: create_sasl_client(mechanism, username=username, password=password.value, extensions=dict(extensions) or None),
     )
     return settings
+
+
+#: (Java's key, librdkafka's key, the JAAS option) for each OIDC client setting; the keys win over the JAAS line.
+_OIDC_SOURCES = (
+    ("sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id", "clientId"),
+    ("sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.client.secret", "clientSecret"),
+    ("sasl.oauthbearer.scope", None, "scope"),
+)
+
+
+def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) -> OidcSettings | None:
+    """OIDC sign-in if the token endpoint is set (or ``sasl.oauthbearer.method=oidc`` asks for it), else None.
+
+    Each client setting comes from Java's key, else librdkafka's (both given and different: an
+    error), else the JAAS option, as Java 4.x reads them.
+    """
+    url = cfg.sasl_oauthbearer_token_endpoint_url
+    given = sorted(key for key in cfg.explicit_keys if key.startswith("sasl.oauthbearer.") and key != "sasl.oauthbearer.method")
+    if url is None:
+        if cfg.sasl_oauthbearer_method == "oidc":
+            raise ConfigError("sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url")
+        if cfg.sasl_login_callback_handler_class is not None:
+            raise ConfigError(f"sasl.login.callback.handler.class={cfg.sasl_login_callback_handler_class} needs sasl.oauthbearer.token.endpoint.url")
+        if given:
+            raise ConfigError(f"{', '.join(given)} given without sasl.oauthbearer.token.endpoint.url: give it, or drop them")
+        return None
+    if mechanism != "OAUTHBEARER":
+        raise ConfigError(f"sasl.oauthbearer.token.endpoint.url needs sasl.mechanism=OAUTHBEARER, not {mechanism}")
+    if cfg.sasl_oauth_token_provider is not None:
+        raise ConfigError("sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url both give tokens: give one")
+    _check_endpoint_url(url)
+    client_id, secret, scope = (_oidc_value(cfg, java, rdkafka, option, jaas) for java, rdkafka, option in _OIDC_SOURCES)
+    grant = JWT_RETRIEVERS[cfg.sasl_oauthbearer_jwt_retriever_class.rsplit(".", 1)[-1]]
+    if grant == JWT_BEARER:
+        return _jwt_bearer_settings(cfg, url, client_id, secret, scope)
+    if cfg.sasl_oauthbearer_assertion_file is not None:
+        raise ConfigError(
+            "sasl.oauthbearer.assertion.file is for the JWT bearer grant: set "
+            "sasl.oauthbearer.jwt.retriever.class=org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
+        )
+    if not client_id or not secret:
+        missing = " and ".join(name for name, value in (("client id", client_id), ("client secret", secret)) if not value)
+        raise ConfigError(
+            f"sasl.oauthbearer.token.endpoint.url: the {missing} missing: give sasl.oauthbearer.client.credentials.client.id "
+            "and ...client.secret (librdkafka: sasl.oauthbearer.client.id and .client.secret), or clientId and clientSecret "
+            "in sasl.jaas.config"
+        )
+    _require_aiohttp()
+    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000)
+
+
+def _jwt_bearer_settings(cfg: ProducerConfig, url: str, client_id: str | None, secret: str | None, scope: str | None) -> OidcSettings:
+    """KIP-1139's JWT bearer grant: the assertion file instead of the client's id and secret."""
+    path = cfg.sasl_oauthbearer_assertion_file
+    if path is None:
+        raise ConfigError("sasl.oauthbearer.jwt.retriever.class=JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file")
+    if client_id or secret:
+        raise ConfigError(
+            "the JWT bearer grant authenticates with sasl.oauthbearer.assertion.file: drop the client id and secret "
+            "(keys or JAAS options)"
+        )
+    if not os.access(path, os.R_OK) or not os.path.isfile(path):
+        raise ConfigError(f"sasl.oauthbearer.assertion.file {path!r} is not a readable file")
+    _require_aiohttp()
+    return OidcSettings(url, "", Password(""), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000,
+                        grant_type=JWT_BEARER, assertion_file=path)
+
+
+def _require_aiohttp() -> None:
+    try:
+        import aiohttp  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url needs aiohttp: pip install 'aioproducer[oidc]'") from None
+
+
+def _refresh(cfg: ProducerConfig) -> RefreshSettings:
+    return RefreshSettings(
+        window_factor=cfg.sasl_login_refresh_window_factor,
+        window_jitter=cfg.sasl_login_refresh_window_jitter,
+        min_period_seconds=cfg.sasl_login_refresh_min_period_seconds,
+        buffer_seconds=cfg.sasl_login_refresh_buffer_seconds,
+    )
+
+
+def _msk_provider(cfg: ProducerConfig, options: dict[str, str]) -> TokenProvider:
+    """MSK IAM tokens for the JAAS line's IAMLoginModule: region from the brokers' names, botocore's credentials."""
+    if cfg.sasl_oauth_token_provider is not None:
+        raise ConfigError("sasl_oauth_token_provider and sasl.jaas.config's IAMLoginModule both give tokens: give one")
+    try:
+        import botocore  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise ConfigError("sasl.jaas.config: IAMLoginModule (AWS MSK IAM) needs botocore: pip install 'aioproducer[msk]'") from None
+    from aioproducer.security.msk_iam import msk_provider_from_jaas
+
+    try:
+        return msk_provider_from_jaas(options, [host for host, _ in cfg.bootstrap_servers])
+    except ValueError as exc:
+        raise ConfigError(f"sasl.jaas.config: {exc}") from None
+
+
+def _oidc_value(cfg: ProducerConfig, java: str, rdkafka: str | None, option: str, jaas: dict[str, str]) -> str | None:
+    values = [getattr(cfg, key.replace(".", "_")) for key in (java, rdkafka) if key is not None]
+    texts = [value.value if isinstance(value, Password) else value for value in values]
+    present = [text for text in texts if text is not None]
+    if len(present) == 2 and present[0] != present[1]:
+        raise ConfigError(f"{java} and {rdkafka} (librdkafka's name) disagree: give one")
+    return present[0] if present else jaas.get(option)
+
+
+def _check_endpoint_url(url: str) -> None:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url must be an http:// or https:// URL with a host")
+    if parsed.username is not None or parsed.password is not None:
+        raise ConfigError("sasl.oauthbearer.token.endpoint.url may not hold a user or password: give the client id and secret")
 
 
 def _check_now(source: str, make: Callable[[], object]) -> None:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["JaasConfig", "credentials_from_jaas", "parse_jaas_config"]
+__all__ = ["MSK_IAM_MARKER", "JaasConfig", "credentials_from_jaas", "parse_jaas_config"]
 
 CONTROL_FLAGS: Final = ("required", "requisite", "sufficient", "optional")
 _SECRET_MARKERS: Final = ("password", "secret", "token")
@@ -214,6 +214,8 @@ _MODULE_MECHANISMS: Final = {
     _OAUTH_MODULE: ("OAUTHBEARER",),
 }
 _UNSECURED_SUB: Final = "unsecuredLoginStringClaim_sub"
+#: The key :func:`credentials_from_jaas` adds for AWS's IAMLoginModule (with a space: never an option's name).
+MSK_IAM_MARKER: Final = "aws msk iam"
 
 
 def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
@@ -223,15 +225,19 @@ def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
     (ScramLoginModule also ``tokenauth: "true"`` when its ``tokenauth`` option is
     true, for delegation tokens). OAuthBearerLoginModule gives its
     ``unsecuredLoginStringClaim_sub`` as ``principal`` and every other option
-    under its own name.
+    under its own name. AWS's IAMLoginModule (with OAUTHBEARER) gives its options and
+    :data:`MSK_IAM_MARKER` set to ``"true"``: tokens are SigV4-presigned URLs (:mod:`aioproducer.security.msk_iam`).
     """
     module = config.login_module.rsplit(".", 1)[-1]
     wanted = mechanism.strip().upper()
     if module == _MSK_IAM_MODULE:
-        raise ValueError(
-            f"{config.login_module} (AWS MSK IAM) is not supported as a login module: use SASL mechanism "
-            "OAUTHBEARER with a token provider that returns MSK IAM tokens (e.g. from AWS's MSK IAM SASL signer)"
-        )
+        if wanted != "OAUTHBEARER":
+            raise ValueError(
+                f"{config.login_module} (AWS MSK IAM) signs in through SASL mechanism OAUTHBEARER here "
+                f"(MSK's IAM listeners take both): set sasl.mechanism=OAUTHBEARER, not {mechanism!r}"
+            )
+        # The JAAS options (awsProfileName, ...) and a marker no option can be (a JAAS name holds no space).
+        return {**config.options, MSK_IAM_MARKER: "true"}
     if module not in _MODULE_MECHANISMS:
         supported = ", ".join(_MODULE_MECHANISMS)
         # Named only if it looks like one: a secret pasted in its place must not be echoed.

@@ -26,6 +26,9 @@ library: without confluent-kafka, import it from ``aioproducer.testing.proxy``.
 aiohttp (the ``schema-registry`` extra), with faults on command and a log of
 the requests served; see ``aioproducer/testing/schema_registry.py``.
 
+``OidcProvider`` is a fake OIDC provider (client credentials token endpoint and JWKS, an
+RSA key per run) for OAUTHBEARER sign-in tests; see ``aioproducer/testing/oidc_provider.py``.
+
 ``FakeProducer`` (``aioproducer/testing/fake.py``) is a ``Producer`` with no broker at all:
 records go through the real send path and land in memory (``history()``), for unit tests
 of a service; delivery is immediate, or held until ``complete_next()``/``fail_next()``.
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from aioproducer.testing.proxy import FaultProxy, ProxyClosedError, ProxyStats
     from aioproducer.testing.readback import ConsumerRecord
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
+    from aioproducer.testing.oidc_provider import OidcProvider, OidcProviderClosedError
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
@@ -76,6 +80,8 @@ _LAZY = {
     "ProxyStats": "aioproducer.testing.proxy",
     "SchemaRegistry": "aioproducer.testing.schema_registry",
     "RegistryClosedError": "aioproducer.testing.schema_registry",
+    "OidcProvider": "aioproducer.testing.oidc_provider",
+    "OidcProviderClosedError": "aioproducer.testing.oidc_provider",
 }
 
 
@@ -101,6 +107,8 @@ __all__ = [
     "MockCluster",
     "MockClusterClosedError",
     "MockRequest",
+    "OidcProvider",
+    "OidcProviderClosedError",
     "ProducerFactory",
     "ProxyClosedError",
     "ProxyStats",

@@ -392,7 +392,9 @@ class KafkaCluster:
     :data:`LISTENERS`; :attr:`bootstrap_servers` is the first one's.
     ``scram_users`` (``{"alice": "alice-secret"}``) are valid for PLAIN,
     SCRAM-SHA-256 and SCRAM-SHA-512 on the SASL listeners; OAUTHBEARER takes
-    any unsecured JWT there (Kafka's test validator). ``broker_config``
+    any unsecured JWT there (Kafka's test validator), or, with ``oauthbearer_jwks_url``
+    (e.g. an :class:`~aioproducer.testing.OidcProvider`'s), only JWTs signed by a key that
+    JWKS publishes (the broker's ``OAuthBearerValidatorCallbackHandler``). ``broker_config``
     adds or overrides broker properties on every node. ``proxy=True`` puts a
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
@@ -429,6 +431,7 @@ class KafkaCluster:
         jvm_options: Sequence[str] = _JVM_OPTIONS,
         extra_classpath: Sequence[Path] = (),
         transaction_version: int | None = None,
+        oauthbearer_jwks_url: str | None = None,
     ) -> None:
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
         #: Folders or jars put on the brokers' classpath after Kafka's (a plugin: a client-metrics reporter).
@@ -447,6 +450,10 @@ class KafkaCluster:
         self._replication_factor = min(3, brokers) if replication_factor is None else replication_factor
         self._ssl_client_auth = ssl_client_auth
         self._jvm_options = tuple(jvm_options)
+        self._jwks_url = oauthbearer_jwks_url
+        if oauthbearer_jwks_url is not None:
+            # Kafka 4 fetches no URL a SASL/OAUTHBEARER setting names unless this JVM property allows it.
+            self._jvm_options += (f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oauthbearer_jwks_url}",)
         self._lock = threading.RLock()  # guards _nodes' processes against close() from atexit
         self._closed = False
         self.libs = kafka_libs(version)
@@ -611,12 +618,7 @@ class KafkaCluster:
                     props[f"{prefix}.{mechanism}.sasl.jaas.config"] = (
                         "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                     )
-                # OAUTHBEARER with Kafka's unsecured-token validator (the broker's default without a
-                # callback handler): any principal, no signature; for tests only.
-                props[f"{prefix}.oauthbearer.sasl.jaas.config"] = (
-                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-                    'unsecuredLoginStringClaim_sub="admin";'
-                )
+                props.update(self._oauthbearer_properties(prefix))
         if self._tls:
             props.update({
                 "ssl.keystore.type": "PEM",
@@ -626,6 +628,21 @@ class KafkaCluster:
                 "ssl.client.auth": self._ssl_client_auth,
             })
         return props
+
+    def _oauthbearer_properties(self, prefix: str) -> dict[str, str]:
+        """OAUTHBEARER on one SASL listener: JWTs checked against the JWKS, or any unsecured token."""
+        module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+        if self._jwks_url is None:
+            # Kafka's unsecured-token validator (the broker's default without a callback handler):
+            # any principal, no signature; for tests only.
+            return {f"{prefix}.oauthbearer.sasl.jaas.config": f'{module} required unsecuredLoginStringClaim_sub="admin";'}
+        return {
+            f"{prefix}.oauthbearer.sasl.jaas.config": f"{module} required;",
+            f"{prefix}.oauthbearer.sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            f"{prefix}.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": self._jwks_url,
+            "sasl.oauthbearer.jwks.endpoint.url": self._jwks_url,
+        }
 
     def _make_tls(self) -> dict[str, Path]:
         """A CA, a broker certificate for localhost/127.0.0.1 and a client certificate, all PEM."""

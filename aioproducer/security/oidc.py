@@ -1,0 +1,289 @@
+"""OAUTHBEARER tokens from an OIDC provider (KIP-768 client credentials), fetched, cached, refreshed.
+
+Theory of operation. Java's ``OAuthBearerLoginCallbackHandler`` asks the token endpoint
+(``sasl.oauthbearer.token.endpoint.url``) for an access token with the OAuth client
+credentials grant (RFC 6749 §4.4): a form POST of ``grant_type=client_credentials`` and
+the scope, the client id and secret in an HTTP Basic header (§2.3.1, each form-url-encoded
+first). The token is a JWT the broker verifies against the provider's JWKS. It is kept and
+handed to every authentication (each new connection, each KIP-368 re-authentication) until
+its refresh point, then fetched again: one request per token lifetime, not one per
+connection.
+
+KIP-1139's JWT bearer grant (RFC 7523) sends, instead of the client's credentials, a signed
+assertion read from ``sasl.oauthbearer.assertion.file`` for every request (so that whoever
+makes it can rotate it); assertions made here from a private key are not supported.
+
+The refresh point follows Java's ``sasl.login.refresh.*`` rule: at ``window.factor`` of
+the lifetime plus up to ``window.jitter`` of it at random; moved earlier if that leaves
+less than ``buffer.seconds`` before expiry, and later if it comes sooner than
+``min.period.seconds`` after the token arrived; if the lifetime cannot hold both the
+buffer and the minimum period, the window point stands. Unlike Java no thread refreshes
+in the background: the first authentication past the refresh point fetches (one fetch at
+a time; the others wait for it), which is all a producer's connections need.
+
+The expiry is the JWT's ``exp`` claim (seconds, what the broker enforces), else the
+response's ``expires_in`` (seconds from now); a token with neither is refused.
+
+Failures. The provider refusing the client (an HTTP 4xx: ``invalid_client``, a wrong
+secret, an unknown scope) is a :class:`SaslAuthenticationFailedError` carrying the
+provider's own ``error``/``error_description``: retrying cannot help, so ``start()``
+fails at once. The provider unreachable, slow or failing (5xx, 429) is a
+:class:`KafkaConnectionError`, retried as a broker connection is. The client secret and
+the tokens never appear in a message, a ``repr`` or the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import random
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from aioproducer.config import Password
+from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedError
+from aioproducer.logs import client_logger
+from aioproducer.security.sasl import token_expiry_ms
+
+__all__ = [
+    "AccessToken",
+    "OidcSettings",
+    "OidcTokenCache",
+    "RefreshSettings",
+    "parse_token_response",
+    "refresh_at_ms",
+    "token_request",
+]
+
+#: How much of the provider's error body goes into a message (it is the provider's text, not ours).
+_MAX_ERROR_TEXT: Final = 300
+
+
+@dataclass(frozen=True)
+class RefreshSettings:
+    """Java's ``sasl.login.refresh.*`` keys, with Java's defaults."""
+
+    window_factor: float = 0.8
+    window_jitter: float = 0.05
+    min_period_seconds: int = 60
+    buffer_seconds: int = 300
+
+
+CLIENT_CREDENTIALS: Final = "client_credentials"
+JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+
+@dataclass(frozen=True, repr=False)
+class OidcSettings:
+    """Where and as whom to ask for tokens; ``repr`` shows no secret.
+
+    The client credentials grant uses ``client_id`` and ``client_secret``; the JWT bearer
+    grant (KIP-1139, RFC 7523) the assertion in ``assertion_file`` instead.
+    """
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: Password
+    scope: str | None = None
+    refresh: RefreshSettings = field(default_factory=RefreshSettings)
+    #: Upper bound on one token request (connect, send, answer), in seconds.
+    timeout_s: float = 30.0
+    grant_type: str = CLIENT_CREDENTIALS
+    assertion_file: str | None = None
+
+    def __repr__(self) -> str:
+        if self.grant_type == JWT_BEARER:
+            return f"OidcSettings({self.token_endpoint_url!r}, jwt-bearer, assertion_file={self.assertion_file!r}, scope={self.scope!r})"
+        return f"OidcSettings({self.token_endpoint_url!r}, client_id={self.client_id!r}, scope={self.scope!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class AccessToken:
+    """One token from the provider: its value (never shown), when it arrived and when it expires (ms)."""
+
+    value: str
+    received_ms: int
+    expires_ms: int
+
+    def __repr__(self) -> str:
+        return f"AccessToken(received_ms={self.received_ms}, expires_ms={self.expires_ms})"
+
+
+def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple[dict[str, str], bytes]:
+    """The headers and form body of a token request.
+
+    Client credentials: RFC 6749 §4.4.2, the client authenticated with Basic auth (§2.3.1).
+    JWT bearer: RFC 7523 §2.1, ``assertion`` in the form and no client authentication, as Java sends it.
+    """
+    if settings.grant_type == JWT_BEARER:
+        if not assertion:
+            raise ValueError("token_request: the JWT bearer grant needs an assertion")
+        form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        if settings.scope:
+            form["scope"] = settings.scope
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        return headers, urllib.parse.urlencode(form).encode("ascii")
+    user = urllib.parse.quote(settings.client_id, safe="")
+    secret = urllib.parse.quote(settings.client_secret.value, safe="")
+    basic = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+    form = {"grant_type": "client_credentials"}
+    if settings.scope:
+        form["scope"] = settings.scope
+    headers = {
+        "Authorization": f"Basic {basic}",
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Accept": "application/json",
+    }
+    return headers, urllib.parse.urlencode(form).encode("ascii")
+
+
+def parse_token_response(status: int, body: bytes, now_ms: int, *, url: str, secret: str = "") -> AccessToken:
+    """The token in the provider's answer, or the error saying why there is none.
+
+    ``secret`` is cut out of any provider text quoted in an error (a provider that echoes
+    the request must not leak it through us).
+    """
+    if status >= 500 or status == 429:
+        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secret)}")
+    if status != 200:
+        raise SaslAuthenticationFailedError(
+            f"OAUTHBEARER: the token endpoint {url} refused the client (HTTP {status}){_provider_text(body, secret)}"
+        )
+    document = _json_object(body)
+    token = document.get("access_token") if document is not None else None
+    if not isinstance(token, str) or not token:
+        raise SaslAuthenticationFailedError(f"OAUTHBEARER: the token endpoint {url} answered without an access_token")
+    expires_ms = token_expiry_ms(token)
+    if expires_ms is None:
+        expires_in = document.get("expires_in") if document is not None else None
+        if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) and expires_in > 0:
+            expires_ms = now_ms + int(expires_in * 1000)
+    if expires_ms is None:
+        raise SaslAuthenticationFailedError(
+            f"OAUTHBEARER: the token from {url} does not say when it expires (neither a JWT exp claim nor expires_in)"
+        )
+    if expires_ms <= now_ms:
+        raise SaslAuthenticationFailedError(f"OAUTHBEARER: the token endpoint {url} handed out an expired token")
+    return AccessToken(token, now_ms, expires_ms)
+
+
+def _json_object(body: bytes) -> dict[str, object] | None:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _provider_text(body: bytes, secret: str) -> str:
+    """``: <error>: <error_description>`` from an OAuth error document (RFC 6749 §5.2), else the body's start."""
+    document = _json_object(body)
+    if document is not None and isinstance(document.get("error"), str):
+        text = str(document["error"])
+        if isinstance(document.get("error_description"), str):
+            text += f": {document['error_description']}"
+    else:
+        text = body.decode("utf-8", "replace").strip()
+    if secret:
+        text = text.replace(secret, "***")
+    text = text[:_MAX_ERROR_TEXT]
+    return f": {text}" if text else ""
+
+
+def refresh_at_ms(token: AccessToken, refresh: RefreshSettings, draw: float) -> int:
+    """When to fetch the next token (Java's rule, see the module doc); ``draw`` in [0, 1) picks the jitter."""
+    start, expiry = token.received_ms, token.expires_ms
+    lifetime = expiry - start
+    at = start + int(lifetime * (refresh.window_factor + refresh.window_jitter * draw))
+    min_period_ms = refresh.min_period_seconds * 1000
+    buffer_ms = refresh.buffer_seconds * 1000
+    if min_period_ms + buffer_ms > lifetime:
+        return at
+    return max(min(at, expiry - buffer_ms), start + min_period_ms)
+
+
+#: Fetches one token: (settings, now_ms) -> token. The default speaks HTTP with aiohttp.
+Fetcher = Callable[[OidcSettings, int], Awaitable[AccessToken]]
+
+
+async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
+    """One client credentials request over aiohttp; errors classified as :func:`parse_token_response` does."""
+    import aiohttp
+
+    assertion = await asyncio.to_thread(read_assertion, settings.assertion_file) if settings.grant_type == JWT_BEARER else None
+    headers, body = token_request(settings, assertion)
+    url = settings.token_endpoint_url
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.timeout_s)) as session:
+            async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
+                status, answer = response.status, await response.read()
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {type(exc).__name__}") from None
+    return parse_token_response(status, answer, now_ms, url=url, secret=assertion or settings.client_secret.value)
+
+
+def read_assertion(path: str | None) -> str:
+    """The assertion in ``sasl.oauthbearer.assertion.file`` (read for every request: it may be rotated)."""
+    if path is None:
+        raise SaslAuthenticationFailedError("OAUTHBEARER: the JWT bearer grant needs sasl.oauthbearer.assertion.file")
+    try:
+        with open(path, encoding="utf-8") as file:
+            assertion = file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SaslAuthenticationFailedError(
+            f"sasl.oauthbearer.assertion.file {path!r} cannot be read: {type(exc).__name__}"
+        ) from None
+    if assertion.count(".") != 2:
+        raise SaslAuthenticationFailedError(f"sasl.oauthbearer.assertion.file {path!r} does not hold a JWT")
+    return assertion
+
+
+class OidcTokenCache:
+    """The current token and its refresh point; :meth:`token` fetches only when that has passed."""
+
+    def __init__(
+        self,
+        settings: OidcSettings,
+        *,
+        fetch: Fetcher = fetch_token,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        draw: Callable[[], float] = random.random,
+        client_id: str = "",
+    ) -> None:
+        self.settings = settings
+        self._fetch = fetch
+        self._clock_ms = clock_ms
+        self._draw = draw
+        self._token: AccessToken | None = None
+        self._refresh_at = 0
+        self._lock: asyncio.Lock | None = None
+        self._log = client_logger("aioproducer.security.oidc", client_id)
+
+    def __repr__(self) -> str:
+        return f"OidcTokenCache({self.settings!r}, holds_token={self._token is not None})"
+
+    @property
+    def refresh_at(self) -> int:
+        """When the held token is to be replaced (ms since the epoch); 0 before the first."""
+        return self._refresh_at
+
+    async def token(self) -> str:
+        """The held token while it is before its refresh point, else a new one (one fetch at a time)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            now = self._clock_ms()
+            if self._token is None or now >= self._refresh_at:
+                token = await self._fetch(self.settings, now)
+                self._token = token
+                self._refresh_at = refresh_at_ms(token, self.settings.refresh, self._draw())
+                self._log.debug(
+                    "OAUTHBEARER: new token from %s for client %s, expires in %d ms, refreshed in %d ms",
+                    self.settings.token_endpoint_url, self.settings.client_id,
+                    token.expires_ms - now, self._refresh_at - now,
+                )
+            return self._token.value
