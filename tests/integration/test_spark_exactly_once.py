@@ -7,6 +7,8 @@ attempt 0 holds back the second half of the rows until the topic's log end holds
 default at-least-once write the first attempt's rows are then in the topic twice (the control:
 it shows the failure came after rows reached the log); with ``transactional=True`` a
 read_committed consumer sees every row exactly once. Read back by aiokafka in both isolation levels.
+The transactional writes run twice: on a cluster under transactions v2 (KIP-890 part 2, Kafka 4.3's
+default) and on one under v1.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pyspark.sql.pandas.functions import pandas_udf
 
 from aioproducer.spark import register_data_source, write_kafka
 from aioproducer.testing import KafkaCluster
-from conftest import new_topic
+from conftest import kafka_or_skip, new_topic
 from readback import read_isolated
 from spark_support import spark  # noqa: F401  (the session fixture)
 
@@ -103,6 +105,18 @@ async def everything(cluster: KafkaCluster, topic: str) -> Counter[bytes]:
     return Counter(await read_isolated(cluster.bootstrap_servers, topic, [0, 1], committed=False, timeout=30))
 
 
+@pytest.fixture(scope="module", params=[2, 1], ids=["transaction.version=2", "transaction.version=1"])
+def tx_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """The transactional writes run under transactions v2 (the session node: Kafka 4.3's default) and under v1."""
+    if request.param == 2:
+        session: KafkaCluster = request.getfixturevalue("kafka_cluster")
+        assert session.transaction_version in (None, 2)
+        yield session
+        return
+    with kafka_or_skip(brokers=1, transaction_version=1) as cluster:
+        yield cluster
+
+
 @pytest.fixture
 def small_batches(spark: SparkSession) -> Iterator[None]:
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
@@ -125,50 +139,50 @@ async def test_at_least_once_a_retried_task_writes_its_first_rows_twice(
 
 @pytest.mark.usefixtures("small_batches")
 async def test_transactional_each_row_once_after_a_task_retry_and_a_rerun(
-    spark: SparkSession, kafka_cluster: KafkaCluster
+    spark: SparkSession, tx_cluster: KafkaCluster
 ) -> None:
-    topic = new_topic(kafka_cluster, 2)
-    cfg = config(kafka_cluster, **{"transactional.id": f"{topic}-job"})
-    stats = write_kafka(failing(frame(spark), kafka_cluster, topic), cfg, topic, transactional=True, batch_id=0)
+    topic = new_topic(tx_cluster, 2)
+    cfg = config(tx_cluster, **{"transactional.id": f"{topic}-job"})
+    stats = write_kafka(failing(frame(spark), tx_cluster, topic), cfg, topic, transactional=True, batch_id=0)
     assert stats.retried_tasks == 1
     assert stats.records == ROWS and stats.skipped_tasks == 0
-    assert await committed(kafka_cluster, topic) == expected()
+    assert await committed(tx_cluster, topic) == expected()
     # The failed attempt's rows are in the log (read_uncommitted), hidden by the abort its successor wrote.
-    assert sum((await everything(kafka_cluster, topic)).values()) >= ROWS + REACHED
+    assert sum((await everything(tx_cluster, topic)).values()) >= ROWS + REACHED
 
     again = write_kafka(frame(spark), cfg, topic, transactional=True, batch_id=0)  # a rerun of batch 0
     assert (again.records, again.skipped_tasks) == (0, 1)
-    assert await committed(kafka_cluster, topic) == expected()
+    assert await committed(tx_cluster, topic) == expected()
 
     following = write_kafka(frame(spark, ROWS), cfg, topic, transactional=True, batch_id=1)
     assert (following.records, following.skipped_tasks) == (ROWS, 0)
-    assert await committed(kafka_cluster, topic) == expected() + expected(ROWS)
+    assert await committed(tx_cluster, topic) == expected() + expected(ROWS)
 
 
-async def test_transactional_tasks_keep_their_own_progress(spark: SparkSession, kafka_cluster: KafkaCluster) -> None:
+async def test_transactional_tasks_keep_their_own_progress(spark: SparkSession, tx_cluster: KafkaCluster) -> None:
     """Three partitions, three transactional ids and markers; a topic column, so a progress topic."""
-    out, progress = new_topic(kafka_cluster, 2), new_topic(kafka_cluster, 1)
+    out, progress = new_topic(tx_cluster, 2), new_topic(tx_cluster, 1)
     df = spark.range(300, numPartitions=3).selectExpr(f"'{out}' AS topic", "CAST(CAST(id AS STRING) AS BINARY) AS value")
-    cfg = config(kafka_cluster, **{"transactional.id": f"{out}-job"})
+    cfg = config(tx_cluster, **{"transactional.id": f"{out}-job"})
     first = write_kafka(df, cfg, transactional=True, batch_id=5, progress_topic=progress)
     assert [t.records for t in first.tasks] == [100, 100, 100]
     rerun = write_kafka(df, cfg, transactional=True, batch_id=5, progress_topic=progress)
     assert rerun.skipped_tasks == 3 and rerun.records == 0
     older = write_kafka(df, cfg, transactional=True, batch_id=4, progress_topic=progress)
     assert older.skipped_tasks == 3  # batch ids only go forward: an older one is done too
-    assert await committed(kafka_cluster, out) == Counter(str(i).encode() for i in range(300))
+    assert await committed(tx_cluster, out) == Counter(str(i).encode() for i in range(300))
 
 
 @pytest.mark.usefixtures("small_batches")
-async def test_the_data_source_commits_once_after_a_task_retry(spark: SparkSession, kafka_cluster: KafkaCluster) -> None:
+async def test_the_data_source_commits_once_after_a_task_retry(spark: SparkSession, tx_cluster: KafkaCluster) -> None:
     """The same through ``df.write.format("aioproducer")``: the data source's commit() on the driver ends the transactions."""
     register_data_source(spark)
-    topic = new_topic(kafka_cluster, 2)
+    topic = new_topic(tx_cluster, 2)
 
     def save(df: DataFrame, batch: int) -> None:
         (
             df.write.format("aioproducer")
-            .option("kafka.bootstrap.servers", kafka_cluster.bootstrap_servers)
+            .option("kafka.bootstrap.servers", tx_cluster.bootstrap_servers)
             .option("kafka.transactional.id", f"{topic}-source")
             .option("topic", topic)
             .option("transactional", "true")
@@ -177,8 +191,8 @@ async def test_the_data_source_commits_once_after_a_task_retry(spark: SparkSessi
             .save()
         )
 
-    save(failing(frame(spark), kafka_cluster, topic), 0)
-    assert await committed(kafka_cluster, topic) == expected()
-    assert sum((await everything(kafka_cluster, topic)).values()) >= ROWS + REACHED  # the failed attempt's, aborted
+    save(failing(frame(spark), tx_cluster, topic), 0)
+    assert await committed(tx_cluster, topic) == expected()
+    assert sum((await everything(tx_cluster, topic)).values()) >= ROWS + REACHED  # the failed attempt's, aborted
     save(frame(spark), 0)  # a rerun of batch 0
-    assert await committed(kafka_cluster, topic) == expected()
+    assert await committed(tx_cluster, topic) == expected()
