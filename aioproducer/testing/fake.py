@@ -91,6 +91,7 @@ from aioproducer.protocol import messages
 from aioproducer._native import ArrowRecords
 from aioproducer.arrow import ArrowDelivery
 from aioproducer.protocol.records import decode_batches
+from aioproducer.testing.readback import ConsumerRecord
 from aioproducer.security.connector import ConnectionSecurity
 
 __all__ = ["FakeProducer", "FakeRecord"]
@@ -101,17 +102,10 @@ _NODE = 0
 _producer_ids = itertools.count(1000)
 
 
-@dataclass(frozen=True, slots=True)
-class FakeRecord:
-    """A record as the broker would store it: bytes as serialized, with its partition and offset."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp: int
+#: A record as the broker would store it (bytes as serialized, with its partition and offset): the
+#: same type ``MockCluster.read()``/``KafkaCluster.read()`` return, so a fake's history and a topic
+#: read back compare as they are.
+FakeRecord = ConsumerRecord
 
 
 @dataclass(frozen=True, slots=True)
