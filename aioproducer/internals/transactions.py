@@ -20,7 +20,9 @@ makes the coordinator round trips that move it, each bounded by ``max.block.ms``
 * A refused epoch (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, from any request) means fenced or
   timed out; InitProducerId with the current id and epoch tells which (KIP-588): PRODUCER_FENCED
   (fatal, ``ProducerFencedError``), or the epoch the coordinator gave when it aborted the
-  transaction (abortable; the abort then sends nothing more).
+  transaction (abortable; the abort then sends nothing more). Only transactions v2 give the
+  new epoch: under v1 the coordinator answers PRODUCER_FENCED to a timed-out producer too
+  (``_fenced_message``).
 * ``send_offsets``: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit to
   the group's coordinator, with the consumer's generation and member id when given (KIP-447:
   a zombie consumer's offsets are refused).
@@ -410,6 +412,28 @@ class Transactions:
         tm.use_transaction_version(self._transaction_version())
         tm.transition(_S.READY)
 
+    def _fenced_message(self, what: str) -> str:
+        """Why InitProducerId refused the epoch, as far as the cluster lets the producer know.
+
+        Under transactions v1 the coordinator's timeout abort leaves no record of the epoch it
+        replaced, so it answers the KIP-588 question (InitProducerId with the old epoch) with
+        PRODUCER_FENCED too: Kafka 4.3.1 at ``transaction.version=1`` does, and fences Java's
+        producer the same way. Only under v2, where every EndTxn records the last epoch, is
+        a timed-out producer given its new epoch. So under v1 the message names both causes.
+        """
+        tm = self.tm
+        fenced = (
+            f"{what} for transactional.id {self.transactional_id!r}: a newer producer with the same "
+            f"transactional.id fenced this one (producer id {tm.producer_id}, epoch {tm.producer_epoch})"
+        )
+        if tm.transaction_v2 or tm.state is _S.INITIALIZING:
+            return fenced
+        return (
+            f"{fenced}, or the coordinator aborted the transaction after transaction.timeout.ms="
+            f"{tm.transaction_timeout_ms} ms: below transaction.version 2 Kafka fences the producer for that too "
+            "(from 2 on it goes on); close it and start a new one with this transactional.id"
+        )
+
     async def _init_producer_id(self, what: str, deadline: float) -> None:
         """InitProducerId with the current id and epoch (-1 at first); a refused epoch is fatal here."""
         tm = self.tm
@@ -425,10 +449,7 @@ class Transactions:
         def handle(answer: dict[str, Any]) -> None:
             code = first_error_code(answer)
             if code in _EPOCH_REJECTED:
-                error = ProducerFencedError(
-                    f"{what} for transactional.id {self.transactional_id!r}: a newer producer with the same "
-                    f"transactional.id fenced this one (producer id {tm.producer_id}, epoch {tm.producer_epoch})"
-                )
+                error = ProducerFencedError(self._fenced_message(what))
                 tm.fatal_error(error)
                 self.on_fatal(error)
                 raise error

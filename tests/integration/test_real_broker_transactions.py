@@ -299,25 +299,23 @@ async def test_a_coordinator_the_producers_metadata_lacks_is_reached_at_the_addr
     assert await read(cluster, topic, committed=True) == [b"before", b"after"]
 
 
-async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_producer_goes_on(
-    cluster: KafkaCluster, request: pytest.FixtureRequest
+async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_producer_goes_on_under_v2(
+    cluster: KafkaCluster,
 ) -> None:
     """KIP-588: timed out is not fenced. After a refused epoch, ``abort_transaction()`` gets the new one.
-
-    On a Kafka 4.3.1 cluster formatted at ``transaction.version=1`` the coordinator answers the
-    InitProducerId with the epoch before its timeout abort with PRODUCER_FENCED (measured with
-    main's code before transactions v2 too, 2026-11-26): expected to fail there, strictly.
 
     Each round leaves a transaction open past ``transaction.timeout.ms`` until the broker has
     aborted it (a read_committed reader sees no open transaction), then meets the refused epoch
     another way: a record sent after it, a commit, an abort. Before, the producer was fatal
     after each (``IllegalStateError`` from every later call) and had to be rebuilt.
+
+    Under v1 the coordinator fences the producer instead (the next test): its timeout abort
+    keeps no record of the epoch it replaced, so it cannot tell a timed-out producer from a
+    zombie. v2's EndTxn records it, and the producer goes on.
     """
     if cluster.transaction_version == 1:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=ProducerFencedError,
-            reason="Kafka 4.3.1 at transaction.version=1 fences the KIP-588 InitProducerId after a timeout abort",
-        ))
+        await _timed_out_under_v1_is_fenced(cluster)
+        return
     topic = fresh(cluster, partitions=1)
     # 3 s: the transactions that must succeed have to finish within it on a loaded machine.
     kept: list[bytes] = []
@@ -334,7 +332,7 @@ async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_produc
             if meet in ("send", "commit"):
                 with pytest.raises(InvalidProducerEpochError, match="'t-timeout'.*outlived transaction.timeout.ms=3000"):
                     await producer.commit_transaction()  # not ProducerFencedError: nobody took over
-            await producer.abort_transaction()  # the new epoch (or, if fenced, ProducerFencedError)
+            await producer.abort_transaction()  # the new epoch
             async with producer.transaction():
                 await producer.send(topic, b"kept-" + meet.encode(), key=b"k")
             kept.append(b"kept-" + meet.encode())
@@ -342,6 +340,33 @@ async def test_a_transaction_the_coordinator_timed_out_is_aborted_and_the_produc
     assert sorted(await read(cluster, topic, committed=False)) == sorted(
         [b"too-late-send", b"kept-send", b"too-late-commit", b"kept-commit", b"too-late-abort", b"kept-abort"]
     )
+
+
+async def _timed_out_under_v1_is_fenced(cluster: KafkaCluster) -> None:
+    """Under v1 a timed-out producer is fenced (as Kafka fences Java's); the error names both causes.
+
+    Measured on Kafka 4.3.1 at ``transaction.version=1``: InitProducerId with the epoch before
+    the timeout abort answers PRODUCER_FENCED. A new producer with the same id goes on, and
+    nothing of the timed-out transaction is committed.
+    """
+    topic = fresh(cluster, partitions=1)
+    conf = {**config(cluster, "t-timeout-v1"), "transaction.timeout.ms": 3000}
+    async with Producer(conf) as producer:
+        producer.begin_transaction()
+        await (await producer.send(topic, b"too-late", key=b"k"))
+        assert await read(cluster, topic, committed=True, timeout=30) == []  # aborted by the coordinator
+        both = "'t-timeout-v1'.*fenced this one.*or the coordinator aborted.*transaction.timeout.ms=3000"
+        with pytest.raises(ProducerFencedError, match=both):
+            await producer.commit_transaction()
+        with pytest.raises(ProducerFencedError):
+            await producer.abort_transaction()
+        with pytest.raises(ProducerFencedError):
+            producer.begin_transaction()
+    async with Producer(conf) as successor:
+        async with successor.transaction():
+            await successor.send(topic, b"kept", key=b"k")
+    assert await read(cluster, topic, committed=True) == [b"kept"]
+    assert sorted(await read(cluster, topic, committed=False)) == [b"kept", b"too-late"]
 
 
 async def test_a_zombie_fenced_mid_transaction_gets_producer_fenced_from_commit_and_every_later_call(
