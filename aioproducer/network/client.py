@@ -27,7 +27,8 @@ refreshes share one request; a snapshot is stale after ``metadata.max.age.ms`` o
 Reconnect backoff follows ``ClusterConnectionStates``: after the n-th
 consecutive failed attempt to reach a node the next attempt waits
 ``reconnect.backoff.ms * 2**(n-1)``, jittered by ±20 %, capped at
-``reconnect.backoff.max.ms``; a successful connection resets it. :meth:`KafkaClient.bootstrap`
+``reconnect.backoff.max.ms``; a successful connection resets it. A connection lost before it
+answered any of the requests sent on it counts as a failed attempt too (``_note_lost``). :meth:`KafkaClient.bootstrap`
 backs off the same way between rounds over every bootstrap server, until its timeout.
 
 Reachability. A node is *unreachable* from the first failed attempt to connect
@@ -213,6 +214,11 @@ class _NodeBackoff:
     """Reconnect bookkeeping for one node (Java's ``NodeConnectionState``)."""
 
     failures: int = 0
+    #: Connections in a row that were set up, sent requests and were lost before answering any
+    #: (a broker or proxy that closes each one right after authentication): the backoff counts
+    #: them as failed attempts, or the producer would reconnect in a loop. Reset by any other
+    #: lost connection.
+    closed_early: int = 0
     last_attempt_ms: float = float("-inf")
     backoff_ms: float = 0.0
     last_error: errors.KafkaError | None = None  # why the last attempt failed; None once one succeeded
@@ -402,8 +408,36 @@ class KafkaClient:
         would neither log an outage nor see it in ``brokers_reachable`` until traffic came.
         """
         self._log.debug("connection to node %s lost (%s): metadata will be refreshed", conn.node_id, error)
+        if self._conns.get(conn.node_id) is conn:  # set up: a failed connect() is counted by _connect
+            self._note_lost(conn, error)
         self.request_update()
         self._wake_sender()
+
+    def _note_lost(self, conn: BrokerConnection, error: KafkaError) -> None:
+        """A set-up connection broke: one sent requests that it never answered backs the node off.
+
+        A broker (or a proxy) that authenticates each connection and closes it at once would
+        otherwise be reconnected to without pause, since the connect itself succeeded. Such a
+        loss counts as a failed attempt: the next connection waits ``reconnect.backoff.ms``,
+        doubling per loss in a row up to ``reconnect.backoff.max.ms``, with one WARNING per
+        run of them. Java's ``ClusterConnectionStates.disconnected`` waits the base backoff
+        after every loss; a connection that answered, or was never asked anything (idle, or
+        ``acks=0`` only), is replaced here at once (a broker closing an idle connection, a
+        restart between two attempts).
+        """
+        state = self._backoff.setdefault(conn.node_id, _NodeBackoff())
+        if not conn.never_answered:
+            state.closed_early = 0
+            return
+        state.closed_early += 1
+        state.last_attempt_ms = self._clock()
+        state.backoff_ms = self._reconnect_backoff_ms(state.failures + state.closed_early)
+        if state.closed_early == 1:
+            self._log.warning(
+                "node %s (%s): the connection was lost before the broker answered any request (%s); reconnecting "
+                "with backoff up to reconnect.backoff.max.ms=%d ms",
+                conn.node_id, conn.address, error, self._config.reconnect_backoff_max_ms,
+            )
 
     def request_update(self) -> None:
         """Mark the metadata stale: :meth:`time_to_next_update` says it is due (after ``retry.backoff.ms``).
@@ -803,7 +837,7 @@ class KafkaClient:
         if conn is not None and conn.is_connected:
             return 0.0
         state = self._backoff.get(node_id)
-        if state is None or state.failures == 0:
+        if state is None or not (state.failures or state.closed_early):
             return 0.0
         now = self._clock() if now is None else now
         return max(0.0, state.last_attempt_ms + state.backoff_ms - now)
@@ -925,7 +959,7 @@ class KafkaClient:
                 )
             state.last_error = exc
             state.failures += 1
-            state.backoff_ms = self._reconnect_backoff_ms(state.failures)
+            state.backoff_ms = self._reconnect_backoff_ms(state.failures + state.closed_early)
             self._attempt_failed()
             self.request_update()  # the broker may have moved or left
             raise

@@ -232,6 +232,11 @@ class BrokerConnection:
         return self._protocol.is_established
 
     @property
+    def never_answered(self) -> bool:
+        """Requests expecting an answer were sent on it (past the handshake) and none was answered."""
+        return self._protocol.never_answered
+
+    @property
     def in_flight_count(self) -> int:
         """Requests sent (or being sent) that still hold an in-flight slot."""
         return self._protocol.in_flight_count

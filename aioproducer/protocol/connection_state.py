@@ -354,6 +354,11 @@ class ClientConnection(Generic[Token]):
         self._auth: _Authentication[Token] | None = None
         self._pending_sasl: SaslMechanism | None = None
         self._reauthenticate_at: float | None = None
+        #: Whether the owner sent a request that expects an answer (past negotiation and SASL),
+        #: and whether the broker answered one: a connection lost with requests sent and none
+        #: answered was no use, and its owner backs off before the next one (``never_answered``).
+        self.requested = False
+        self.answered = False
 
     def __repr__(self) -> str:
         return f"<ClientConnection node={self.node_id} {self.address} {self._state.value}>"
@@ -378,6 +383,11 @@ class ClientConnection(Generic[Token]):
     def has_free_slot(self) -> bool:
         """Whether a request may be sent now: READY (not re-authenticating) and a slot free."""
         return self._slots_held < self.max_in_flight and self._state is ConnectionState.READY
+
+    @property
+    def never_answered(self) -> bool:
+        """Requests expecting an answer were sent and none was answered (yet)."""
+        return self.requested and not self.answered
 
     @property
     def is_established(self) -> bool:
@@ -677,6 +687,8 @@ class ClientConnection(Generic[Token]):
         not encode; nothing is tracked then (a reserved slot stays reserved).
         """
         self._check_sendable(reserved)
+        if expect_response:
+            self.requested = True
         if api_key in _SASL_APIS:
             raise ValueError(f"{_api_name(api_key)} is sent by the connection itself (pass a mechanism to initiate())")
         frame = messages.encode_request_chunks(
@@ -705,6 +717,8 @@ class ClientConnection(Generic[Token]):
         expects no response (see :meth:`send_request`).
         """
         self._check_sendable(reserved)
+        if acks:
+            self.requested = True
         version = self._produce_version
         if version is None or transaction_v2:
             version = self.produce_version(transaction_v2)
@@ -908,6 +922,7 @@ class ClientConnection(Generic[Token]):
         self._emit_response(head, body, events)
 
     def _emit_response(self, head: _Pending[Token], body: Any, events: list[Event[Token]]) -> None:
+        self.answered = True
         if head.api_key == messages.PRODUCE and head.version >= PRODUCE_CLIENT_THROTTLE_VERSION:
             throttle_ms = body.throttle_time_ms if head.fast_produce else body.get("throttle_time_ms", 0)
             if throttle_ms > 0:

@@ -652,3 +652,58 @@ async def test_brokers_reachable_follows_a_cluster_wide_outage(caplog: pytest.Lo
             assert fresh.brokers_reachable
         finally:
             await fresh.close()
+
+
+async def test_a_broker_that_closes_each_connection_before_answering_is_reconnected_to_with_backoff(
+    mock_cluster: MockCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Negotiated, then lost before any answer, again and again: each loss is a failed attempt.
+
+    The connect itself succeeds each time, so without this the client reconnected at once, in a
+    loop, for as long as the broker (or a proxy in front of it) kept closing. A proxy in front of
+    a mock broker closes each connection when the first answer past the handshake comes back.
+    One WARNING for the run; a connection that did answer is replaced at once when lost.
+    """
+    from aioproducer.testing import FaultProxy
+
+    caplog.set_level(logging.INFO, CLIENT_LOGGER)
+    clock = FakeClock()
+    config = Config(servers(mock_cluster), reconnect_backoff_ms=100, reconnect_backoff_max_ms=500)
+    fresh = KafkaClient(config, clock=clock, rng=random.Random(7))
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    with FaultProxy(servers(mock_cluster)[0]) as proxy:
+        try:
+            await fresh.bootstrap()
+            seen = []
+            for _ in range(5):
+                proxy.swallow_responses(1, api_key=messages.METADATA, then="close")
+                assert fresh.connection_delay(99) == 0
+                conn = await fresh.connection_to(99, proxy.host, proxy.port)
+                with pytest.raises(KafkaConnectionError):
+                    await conn.send(messages.METADATA, body)
+                await eventually(lambda: not conn.is_connected)
+                seen.append(fresh.connection_delay(99))
+                clock.now += seen[-1]  # the next attempt may start now: no real waiting
+            for n, delay in enumerate(seen):
+                term = 100 * 2**n
+                assert min(term * 0.8, 500) <= delay <= min(term * 1.2, 500), seen
+            warnings = [line for level, line in client_lines(caplog) if level == logging.WARNING]
+            [warning] = warnings  # one for the run
+            assert warning.startswith(
+                f"[test-client] node 99 ({proxy.address}): the connection was lost before the broker answered any request "
+                f"(connection to {proxy.address} (node 99) broke: "
+            ), warning
+            assert warning.endswith("); reconnecting with backoff up to reconnect.backoff.max.ms=500 ms"), warning
+            conn = await fresh.connection_to(99, proxy.host, proxy.port)
+            assert await conn.send(messages.METADATA, body) is not None  # answered: a healthy connection
+            assert proxy.drop_connections() == 1
+            await eventually(lambda: not conn.is_connected)
+            assert fresh.connection_delay(99) == 0  # replaced at once, and the run of losses is over
+            conn = await fresh.connection_to(99, proxy.host, proxy.port)
+            proxy.swallow_responses(1, api_key=messages.METADATA, then="close")
+            with pytest.raises(KafkaConnectionError):
+                await conn.send(messages.METADATA, body)
+            await eventually(lambda: not conn.is_connected)
+            assert 80 <= fresh.connection_delay(99) <= 120  # a new run starts at reconnect.backoff.ms
+        finally:
+            await fresh.close()

@@ -507,3 +507,18 @@ def test_a_connection_closed_before_it_started_refuses_to_start() -> None:
     assert machine.close(KafkaConnectionError("closed")) == []
     with pytest.raises(RuntimeError):
         machine.initiate("connect", 0)
+
+
+def test_never_answered_is_a_request_sent_past_the_handshake_and_no_answer_yet() -> None:
+    """What the client backs off for when the connection is lost: the handshake's answers and acks=0 do not count."""
+    machine = ready()
+    assert not machine.never_answered  # negotiated: answers, but to the machine's own requests
+    produce(machine, "fire-and-forget", acks=0)
+    assert not machine.never_answered  # acks=0 expects nothing
+    frame = produce(machine, "p1")
+    assert machine.never_answered
+    machine.receive_data(answer(frame, produce_body()), 1)
+    assert not machine.never_answered
+    other = ready()
+    other.send_request("meta", messages.METADATA, 1, {"topics": []}, 0)
+    assert other.never_answered
