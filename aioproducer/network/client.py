@@ -101,9 +101,9 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-#: ±20 %: the jitter Java applies to reconnect backoff so that clients which
+#: ±20 %: the jitter Java applies to reconnect and metadata backoff so that clients which
 #: lost a broker together do not all come back at the same instant.
-_RECONNECT_JITTER = 0.2
+_BACKOFF_JITTER = 0.2
 
 
 class ClientConfig(Protocol):
@@ -136,6 +136,8 @@ class ClientConfig(Protocol):
     def receive_buffer_bytes(self) -> int: ...
     @property
     def retry_backoff_ms(self) -> int: ...
+    @property
+    def retry_backoff_max_ms(self) -> int: ...
     @property
     def metadata_recovery_strategy(self) -> str: ...
     @property
@@ -303,6 +305,11 @@ class KafkaClient:
         self._topics: dict[str, float] = {}
         self._last_refresh_ms = float("-inf")  # last successful refresh
         self._last_attempt_ms = float("-inf")  # last refresh started, successful or not
+        #: Refreshes failed in a row, and the wait after the last one before the next may start:
+        #: ``retry.backoff.ms`` doubling per failure up to ``retry.backoff.max.ms``, jittered
+        #: (KIP-580, Java's ``Metadata`` since 3.7). Written by ``_refresh_done`` only.
+        self._refresh_failures = 0
+        self._refresh_backoff_ms = float(config.retry_backoff_ms)
         # An update is wanted while _wanted_seq > _done_seq; a refresh records the
         # _wanted_seq it started at, so a request made while it is in flight survives it.
         self._wanted_seq = 1
@@ -462,12 +469,13 @@ class KafkaClient:
         As Java's ``Metadata.timeToNextUpdate``: when an update was requested
         or the snapshot reached ``metadata.max.age.ms``, but never sooner than
         ``retry.backoff.ms`` after the previous attempt, so a cluster that
-        cannot answer is not asked in a tight loop. What a sender loop bounds
-        its sleep with, instead of polling.
+        cannot answer is not asked in a tight loop; after failed refreshes in a
+        row that wait doubles per failure up to ``retry.backoff.max.ms`` (KIP-580).
+        What a sender loop bounds its sleep with, instead of polling.
         """
         now = self._clock() if now is None else now
         expire = 0.0 if self.update_requested else self._config.metadata_max_age_ms - self.metadata_age(now)
-        allow = self._last_attempt_ms + self._config.retry_backoff_ms - now
+        allow = self._last_attempt_ms + self._refresh_backoff_ms - now
         return max(0.0, expire, allow)
 
     async def bootstrap(self, timeout_ms: float = 0.0) -> ClusterMetadata:
@@ -541,8 +549,17 @@ class KafkaClient:
     def _refresh_done(self, task: asyncio.Task[ClusterMetadata]) -> None:
         if self._refresh is task:
             self._refresh = None
-        if not task.cancelled():
-            task.exception()  # retrieved here so a refresh nobody awaits any more is not reported
+        if task.cancelled():
+            return
+        config = self._config
+        if task.exception() is None:  # retrieved here so a refresh nobody awaits any more is not reported
+            self._refresh_failures = 0
+            self._refresh_backoff_ms = float(config.retry_backoff_ms)
+        else:
+            self._refresh_failures += 1
+            self._refresh_backoff_ms = self._backoff_ms(
+                config.retry_backoff_ms, config.retry_backoff_max_ms, self._refresh_failures
+            )
 
     async def _do_refresh(self, topics: frozenset[str], seq: int) -> ClusterMetadata:
         """One Metadata request to the least loaded broker; installs the snapshot it returns."""
@@ -730,8 +747,9 @@ class KafkaClient:
 
         What ``send()`` does before partitioning (Java's ``waitOnMetadata``,
         bounded by ``max.block.ms``): the topic is tracked, metadata refreshed,
-        and while the topic is unknown (or no broker answers) refreshed again
-        every ``retry.backoff.ms``. A non-retriable topic error (authorization,
+        and while the topic is unknown refreshed again every ``retry.backoff.ms``
+        (while no broker answers, after the growing backoff of failed refreshes,
+        :meth:`time_to_next_update`). A non-retriable topic error (authorization,
         invalid name) is raised at once. After ``timeout_ms`` raises
         ``KafkaTimeoutError("Topic X not present in metadata after N ms")``.
         After :meth:`interrupt_waits` (or :meth:`close`) it raises
@@ -784,7 +802,7 @@ class KafkaClient:
                 raise errors.error_for_code(code)(f"topic {topic!r}")
             remaining = deadline - self._clock()
             if remaining > 0 and attempted:
-                await asyncio.sleep(min(self._config.retry_backoff_ms, remaining) / 1000)
+                await asyncio.sleep(min(self._refresh_backoff_ms, remaining) / 1000)  # KIP-580, see time_to_next_update
                 remaining = deadline - self._clock()
             if remaining <= 0:
                 message = f"Topic {topic} not present in metadata after {timeout_ms:g} ms"
@@ -1024,10 +1042,12 @@ class KafkaClient:
 
     def _reconnect_backoff_ms(self, failures: int) -> float:
         """``reconnect.backoff.ms * 2**(failures-1)`` jittered ±20 %, capped at the max."""
-        base = self._config.reconnect_backoff_ms
-        cap = self._config.reconnect_backoff_max_ms
+        return self._backoff_ms(self._config.reconnect_backoff_ms, self._config.reconnect_backoff_max_ms, failures)
+
+    def _backoff_ms(self, base: int, cap: int, failures: int) -> float:
+        """``base * 2**(failures-1)`` jittered ±20 %, capped at ``cap`` (or ``base`` if above it)."""
         term = base * 2.0 ** min(failures - 1, 62)
-        jittered = term * self._rng.uniform(1 - _RECONNECT_JITTER, 1 + _RECONNECT_JITTER)
+        jittered = term * self._rng.uniform(1 - _BACKOFF_JITTER, 1 + _BACKOFF_JITTER)
         return min(jittered, max(cap, base))
 
     # ------------------------------------------------------------------ close

@@ -45,6 +45,7 @@ class Config:
     send_buffer_bytes: int = -1
     receive_buffer_bytes: int = -1
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     metadata_recovery_strategy: str = "rebootstrap"
     metadata_recovery_rebootstrap_trigger_ms: int = 300000
     client_dns_lookup: str = "use_all_dns_ips"
@@ -340,6 +341,43 @@ async def test_staleness_with_a_fake_clock(mock_cluster: MockCluster) -> None:
         clock.now += 100
         assert await refresh_if_due(client)
         assert not client.update_requested
+    finally:
+        await client.close()
+
+
+async def test_failed_refreshes_in_a_row_back_off_exponentially_up_to_retry_backoff_max_ms(
+    mock_cluster: MockCluster,
+) -> None:
+    """KIP-580, as Java's ``Metadata``: retry.backoff.ms doubling per failed refresh, jittered, capped; a success resets it.
+
+    With a fixed retry.backoff.ms a cluster that closes every connection was asked ten times a
+    second, each time on new connections, for as long as it lasted.
+    """
+    clock = FakeClock()
+    client = KafkaClient(Config(servers(mock_cluster), retry_backoff_ms=100, retry_backoff_max_ms=700), clock=clock,
+                         rng=random.Random(3))
+    try:
+        await client.refresh_metadata()
+        for node in (1, 2, 3):
+            mock_cluster.broker_down(node)
+        seen = []
+        for _ in range(5):
+            client.request_update()
+            clock.now += client.time_to_next_update()  # due now: no real waiting
+            assert client.time_to_next_update() == 0
+            with pytest.raises(KafkaConnectionError):
+                await client.refresh_metadata()
+            seen.append(client.time_to_next_update())
+        for n, delay in enumerate(seen):
+            term = 100 * 2**n
+            assert min(term * 0.8, 700) <= delay <= min(term * 1.2, 700), seen
+        assert seen[-1] == 700
+        for node in (1, 2, 3):
+            mock_cluster.broker_up(node)
+        clock.now += seen[-1] + 60_000  # past every node's reconnect backoff too
+        await client.refresh_metadata()
+        client.request_update()
+        assert client.time_to_next_update() == 100  # reset by the success
     finally:
         await client.close()
 
