@@ -15,6 +15,7 @@ Real-broker tests skip, with the reason, when Java or Maven is missing, unless
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -113,3 +114,23 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[BrokerUnderTest]:
     else:
         kafka: KafkaCluster = request.getfixturevalue("kafka_cluster")
         yield BrokerUnderTest("kafka", kafka.bootstrap_servers, new_topic(kafka))
+
+
+class FakeResolver:
+    """A ``BootstrapResolver`` for ``client.dns.lookup`` tests: names to addresses, addresses to canonical names; what it was asked."""
+
+    def __init__(self, addresses: dict[str, list[str]], names: dict[str, str]) -> None:
+        self._addresses = addresses
+        self._names = names
+        self.asked: list[str] = []
+
+    async def addresses(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        if host not in self._addresses:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self._addresses[host]
+
+    async def canonical_name(self, address: str) -> str:
+        if address not in self._names:
+            raise socket.herror(1, "Unknown host")
+        return self._names[address]

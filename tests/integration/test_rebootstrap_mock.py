@@ -8,8 +8,9 @@ that notes the address), so a test sees which addresses the client still tries.
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -18,6 +19,7 @@ from aioproducer.network.client import KafkaClient, NoBrokerAnsweredError
 from aioproducer.protocol import messages
 from aioproducer.testing import FaultProxy, MockCluster
 from test_client import Config, FakeClock, servers
+from conftest import FakeResolver
 
 pytestmark = pytest.mark.integration
 
@@ -36,23 +38,6 @@ class Recorder:
         return await asyncio.open_connection(host, port)
 
 
-class FakeResolver:
-    """Names to addresses, addresses to canonical names; records the names it was asked for."""
-
-    def __init__(self, addresses: dict[str, list[str]], names: dict[str, str]) -> None:
-        self._addresses, self._names = addresses, names
-        self.asked: list[str] = []
-
-    async def addresses(self, host: str, port: int) -> list[str]:
-        self.asked.append(host)
-        if host not in self._addresses:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return self._addresses[host]
-
-    async def canonical_name(self, address: str) -> str:
-        return self._names[address]
-
-
 @pytest.fixture
 def old() -> Iterator[MockCluster]:
     with MockCluster(brokers=2) as mc:
@@ -65,10 +50,27 @@ def new() -> Iterator[MockCluster]:
         yield mc
 
 
-def _client(proxy: FaultProxy, strategy: str, clock: FakeClock, recorder: Recorder) -> KafkaClient:
-    config = Config([(proxy.host, proxy.port)], reconnect_backoff_ms=1, reconnect_backoff_max_ms=1,
-                    metadata_recovery_strategy=strategy, metadata_recovery_rebootstrap_trigger_ms=TRIGGER_MS)
-    return KafkaClient(config, clock=clock, open_streams=recorder)
+class Proxied(NamedTuple):
+    """A client bootstrapped through a proxy in front of a mock cluster, on a fake clock, recording its connections."""
+
+    client: KafkaClient
+    proxy: FaultProxy
+    clock: FakeClock
+    recorder: Recorder
+
+
+@contextlib.asynccontextmanager
+async def proxied(upstream: MockCluster, strategy: str = "rebootstrap") -> AsyncIterator[Proxied]:
+    clock, recorder = FakeClock(), Recorder()
+    with FaultProxy(servers(upstream)[0]) as proxy:
+        config = Config([(proxy.host, proxy.port)], reconnect_backoff_ms=1, reconnect_backoff_max_ms=1,
+                        metadata_recovery_strategy=strategy, metadata_recovery_rebootstrap_trigger_ms=TRIGGER_MS)
+        client = KafkaClient(config, clock=clock, open_streams=recorder)
+        try:
+            await client.bootstrap()
+            yield Proxied(client, proxy, clock, recorder)
+        finally:
+            await client.close()
 
 
 async def _move(proxy: FaultProxy, old: MockCluster, new: MockCluster) -> set[tuple[str, int]]:
@@ -80,110 +82,74 @@ async def _move(proxy: FaultProxy, old: MockCluster, new: MockCluster) -> set[tu
 
 
 async def test_no_metadata_for_the_trigger_rebootstraps_to_the_moved_cluster(old: MockCluster, new: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "rebootstrap", clock, recorder)
-        try:
-            await client.bootstrap()
-            first = await client.connection(next(iter(client.metadata.nodes)))
-            gone = await _move(proxy, old, new)
-            proxy.refuse()  # the bootstrap name is down for a while too: nothing answers
-            with pytest.raises(NoBrokerAnsweredError):
-                await client.refresh_metadata()
-            assert client.rebootstrap_count == 0
-            clock.now += TRIGGER_MS + 1
-            proxy.refuse(False)
-            recorder.attempts.clear()
-            metadata = await client.refresh_metadata()
-            assert client.rebootstrap_count == 1
-            assert {(n.host, n.port) for n in metadata.nodes.values()} == set(servers(new))
-            assert not first.is_connected  # the stale view's connections were closed
-            assert not gone & set(recorder.attempts)  # no stale node was tried after the rebootstrap
-            assert recorder.attempts[0] == (proxy.host, proxy.port)
-        finally:
-            await client.close()
+    async with proxied(old) as (client, proxy, clock, recorder):
+        first = await client.connection(next(iter(client.metadata.nodes)))
+        gone = await _move(proxy, old, new)
+        proxy.refuse()  # the bootstrap name is down for a while too: nothing answers
+        with pytest.raises(NoBrokerAnsweredError):
+            await client.refresh_metadata()
+        assert client.rebootstrap_count == 0
+        clock.now += TRIGGER_MS + 1
+        proxy.refuse(False)
+        recorder.attempts.clear()
+        metadata = await client.refresh_metadata()
+        assert client.rebootstrap_count == 1
+        assert {(n.host, n.port) for n in metadata.nodes.values()} == set(servers(new))
+        assert not first.is_connected  # the stale view's connections were closed
+        assert not gone & set(recorder.attempts)  # no stale node was tried after the rebootstrap
+        assert recorder.attempts[0] == (proxy.host, proxy.port)
 
 
 async def test_none_keeps_trying_the_old_view(old: MockCluster, new: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "none", clock, recorder)
-        try:
-            await client.bootstrap()
-            before = dict(client.metadata.nodes)
-            gone = await _move(proxy, old, new)
-            recorder.attempts.clear()
-            for _ in range(2):
-                clock.now += 10 * TRIGGER_MS
-                with pytest.raises(NoBrokerAnsweredError):
-                    await client.refresh_metadata()
-            assert set(recorder.attempts) <= gone  # never the bootstrap address again
-            assert dict(client.metadata.nodes) == before
-            assert client.rebootstrap_count == 0
-        finally:
-            await client.close()
+    async with proxied(old, "none") as (client, proxy, clock, recorder):
+        before = dict(client.metadata.nodes)
+        gone = await _move(proxy, old, new)
+        recorder.attempts.clear()
+        for _ in range(2):
+            clock.now += 10 * TRIGGER_MS
+            with pytest.raises(NoBrokerAnsweredError):
+                await client.refresh_metadata()
+        assert set(recorder.attempts) <= gone  # never the bootstrap address again
+        assert dict(client.metadata.nodes) == before
+        assert client.rebootstrap_count == 0
 
 
 async def test_metadata_answers_reset_the_trigger(old: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "rebootstrap", clock, recorder)
-        try:
-            await client.bootstrap()
-            for _ in range(3):
-                clock.now += 10 * TRIGGER_MS
-                await client.refresh_metadata()
-            assert client.rebootstrap_count == 0
-        finally:
-            await client.close()
+    async with proxied(old) as (client, proxy, clock, recorder):
+        for _ in range(3):
+            clock.now += 10 * TRIGGER_MS
+            await client.refresh_metadata()
+        assert client.rebootstrap_count == 0
 
 
 async def test_rebootstrap_required_rebootstraps_at_once(old: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "rebootstrap", clock, recorder)
-        try:
-            await client.bootstrap()
-            first = await client.connection(next(iter(client.metadata.nodes)))
-            old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED)
-            metadata = await client.refresh_metadata()  # no clock move: the broker's word is enough
-            assert client.rebootstrap_count == 1
-            assert {(n.host, n.port) for n in metadata.nodes.values()} == set(servers(old))
-            assert not first.is_connected
-        finally:
-            await client.close()
+    async with proxied(old) as (client, proxy, clock, recorder):
+        first = await client.connection(next(iter(client.metadata.nodes)))
+        old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED)
+        metadata = await client.refresh_metadata()  # no clock move: the broker's word is enough
+        assert client.rebootstrap_count == 1
+        assert {(n.host, n.port) for n in metadata.nodes.values()} == set(servers(old))
+        assert not first.is_connected
 
 
 async def test_rebootstrap_required_twice_fails_the_refresh_as_unreachable(old: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "rebootstrap", clock, recorder)
-        try:
-            await client.bootstrap()
-            old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED, REBOOTSTRAP_REQUIRED)
-            with pytest.raises(NoBrokerAnsweredError, match="REBOOTSTRAP_REQUIRED after a rebootstrap") as exc:
-                await client.refresh_metadata()
-            assert exc.value.connection_level  # bootstrap() and the sender retry it
-            assert client.rebootstrap_count == 1
-            assert (await client.refresh_metadata()).nodes
-        finally:
-            await client.close()
+    async with proxied(old) as (client, proxy, clock, recorder):
+        old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED, REBOOTSTRAP_REQUIRED)
+        with pytest.raises(NoBrokerAnsweredError, match="REBOOTSTRAP_REQUIRED after a rebootstrap") as exc:
+            await client.refresh_metadata()
+        assert exc.value.connection_level  # bootstrap() and the sender retry it
+        assert client.rebootstrap_count == 1
+        assert (await client.refresh_metadata()).nodes
 
 
 async def test_rebootstrap_required_under_none_keeps_the_view(old: MockCluster) -> None:
-    clock, recorder = FakeClock(), Recorder()
-    with FaultProxy(servers(old)[0]) as proxy:
-        client = _client(proxy, "none", clock, recorder)
-        try:
-            await client.bootstrap()
-            before = dict(client.metadata.nodes)
-            old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED)
-            with pytest.raises(KafkaConnectionError, match="REBOOTSTRAP_REQUIRED"):
-                await client.refresh_metadata()
-            assert dict(client.metadata.nodes) == before
-            assert client.rebootstrap_count == 0
-        finally:
-            await client.close()
+    async with proxied(old, "none") as (client, proxy, clock, recorder):
+        before = dict(client.metadata.nodes)
+        old.push_request_errors(messages.METADATA, REBOOTSTRAP_REQUIRED)
+        with pytest.raises(KafkaConnectionError, match="REBOOTSTRAP_REQUIRED"):
+            await client.refresh_metadata()
+        assert dict(client.metadata.nodes) == before
+        assert client.rebootstrap_count == 0
 
 
 async def test_set_upstream_moves_new_connections_only(old: MockCluster, new: MockCluster) -> None:

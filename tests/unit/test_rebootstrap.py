@@ -4,7 +4,6 @@ injected clock, the bootstrap resolution on an injected resolver, Metadata v13's
 from __future__ import annotations
 
 import logging
-import socket
 
 import pytest
 
@@ -12,6 +11,8 @@ from aioproducer.errors import KafkaConnectionError, RebootstrapRequiredError
 from aioproducer.network.client import resolve_bootstrap_servers
 from aioproducer.network.metadata import RebootstrapTrigger
 from aioproducer.protocol import messages as m
+
+from conftest import FakeResolver
 
 TRIGGER_MS = 1000
 log = logging.getLogger("test_rebootstrap")
@@ -74,26 +75,6 @@ def test_none_is_never_due() -> None:
 
 
 # ------------------------------------------------------------ client.dns.lookup
-
-
-class FakeResolver:
-    """Names to addresses and addresses to canonical names; what it was asked."""
-
-    def __init__(self, addresses: dict[str, list[str]], names: dict[str, str]) -> None:
-        self._addresses = addresses
-        self._names = names
-        self.asked: list[str] = []
-
-    async def addresses(self, host: str, port: int) -> list[str]:
-        self.asked.append(host)
-        if host not in self._addresses:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return self._addresses[host]
-
-    async def canonical_name(self, address: str) -> str:
-        if address not in self._names:
-            raise socket.herror(1, "Unknown host")
-        return self._names[address]
 
 
 async def test_use_all_dns_ips_keeps_the_names_for_each_connection_to_resolve() -> None:

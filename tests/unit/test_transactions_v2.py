@@ -9,7 +9,6 @@ script in memory (``Script``) that records every round trip with the versions it
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,7 +21,6 @@ from aioproducer.errors import (
     TransactionAbortableError,
     UnsupportedVersionError,
 )
-from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.coordinator import CoordinatorRequest
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import (
@@ -33,7 +31,7 @@ from aioproducer.internals.transaction_manager import (
 from aioproducer.internals.transactions import PreparedTransaction, Transactions, complete_prepared
 from aioproducer.protocol import messages
 from aioproducer.protocol.connection_state import ClientConnection, ConnectionState
-from aioproducer.protocol.records import RecordBatchBuilder
+from test_transaction_manager import batch, drained
 
 S = TransactionState
 PRODUCE, END_TXN, TXN_OFFSET_COMMIT = messages.PRODUCE, messages.END_TXN, messages.TXN_OFFSET_COMMIT
@@ -129,20 +127,6 @@ def ready(transaction_version: int) -> TransactionManager:
     tm.use_transaction_version(transaction_version)
     tm.transition(S.READY)
     return tm
-
-
-def batch(partition: int = 0, records: int = 2) -> ProducerBatch:
-    b = ProducerBatch("t", partition, RecordBatchBuilder(), 0.0, 0, asyncio.get_running_loop())
-    for i in range(records):
-        assert b.try_append(i, None, b"v", None, None) is not None
-    return b
-
-
-def drained(tm: TransactionManager, b: ProducerBatch) -> ProducerBatch:
-    assert not tm.should_stop_drain(b)
-    tm.assign_sequence(b)
-    b.drained()
-    return b
 
 
 @pytest.mark.parametrize(("level", "v2"), [(0, False), (1, False), (2, True), (3, True)])
