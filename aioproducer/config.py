@@ -576,8 +576,9 @@ _REFUSED_KEYS: dict[str, str] = {
 
 
 def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
-    if name in _REFUSED_KEYS:
-        return ConfigError(_REFUSED_KEYS[name])
+    refused = _REFUSED_KEYS.get(name) or _REFUSED_KEYS.get(name.replace("_", "."))
+    if refused is not None:
+        return ConfigError(refused)
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"unknown {what} {name!r}{hint}")

@@ -121,10 +121,17 @@ def test_a_refusal_carries_the_providers_error_and_never_the_secret() -> None:
         parse_token_response(403, b"forbidden", NOW, url=URL)
 
 
-@pytest.mark.parametrize("status", [500, 503, 429])
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 429])
 def test_a_failing_or_busy_provider_is_a_retriable_connection_error(status: int) -> None:
     with pytest.raises(KafkaConnectionError, match=f"answered HTTP {status}: temporarily_unavailable"):
         parse_token_response(status, answer(error="temporarily_unavailable"), NOW, url=URL)
+
+
+@pytest.mark.parametrize("status", [400, 404, 501, 505])
+def test_the_statuses_java_does_not_retry_are_refusals(status: int) -> None:
+    """Java's HttpJwtRetriever: every 4xx but 408 and 429, and 501 and 505, end the request at once."""
+    with pytest.raises(SaslAuthenticationFailedError, match=rf"\(HTTP {status}\): nope"):
+        parse_token_response(status, answer(error="nope"), NOW, url=URL)
 
 
 # ------------------------------------------------------------------------ the refresh point

@@ -296,6 +296,21 @@ def test_every_bad_value_of_every_new_key_fails_when_the_producer_is_made_naming
             assert secret not in text, (extra, text)
 
 
+def test_librdkafkas_inline_key_is_refused_as_a_keyword_too() -> None:
+    with pytest.raises(ConfigError, match="give Java's sasl.oauthbearer.assertion.private.key.file") as info:
+        ProducerConfig(sasl_oauthbearer_assertion_private_key_pem="-----BEGIN PRIVATE KEY-----secret")
+    assert "secret" not in str(info.value)
+
+
+async def test_a_key_file_gone_after_start_fails_the_token_request_naming_the_key(key_file: Path) -> None:
+    security = ConnectionSecurity.from_config(ProducerConfig(private_key_keys(key_file)))
+    assert security.oidc_tokens is not None
+    key_file.unlink()
+    with pytest.raises(SaslAuthenticationFailedError,
+                       match=f"OAUTHBEARER: sasl.oauthbearer.assertion.private.key.file '{key_file}' cannot be read: FileNotFoundError"):
+        await security.oidc_tokens.token()
+
+
 def test_retry_and_timeout_keys_without_the_token_endpoint_are_refused() -> None:
     with pytest.raises(ConfigError, match="sasl.login.read.timeout.ms given without sasl.oauthbearer.token.endpoint.url"):
         Producer({"bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
@@ -407,7 +422,8 @@ async def test_the_read_timeout_ends_a_request_the_endpoint_never_answers() -> N
         server.listen()
         url = f"http://127.0.0.1:{server.getsockname()[1]}/token"
         settings = OidcSettings(url, "svc", Password("s"), timeout_s=30, read_timeout_s=0.2)
-        with pytest.raises(KafkaConnectionError, match="could not be reached: SocketTimeoutError"):
+        # aiohttp's read timeout (SocketTimeoutError; ServerTimeoutError before 3.10), not the total's TimeoutError.
+        with pytest.raises(KafkaConnectionError, match="could not be reached: (Socket|Server)TimeoutError"):
             await fetch_token(settings, NOW_MS)
 
 
