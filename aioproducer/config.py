@@ -366,6 +366,37 @@ def _jwt_retriever(key: str, value: Any) -> str:
     return name
 
 
+def _optional_choice(options: Iterable[str]) -> Parser:
+    choice = _choice(options)
+    return lambda key, value: None if value is None else choice(key, value)
+
+
+def _optional_int(low: int) -> Parser:
+    number = _int(low)
+    return lambda key, value: None if value is None else number(key, value)
+
+
+def _extensions(key: str, value: Any) -> dict[str, str] | None:
+    """librdkafka's ``key=value,key2=value2``; a mapping is taken too. Each name once."""
+    if value is None or isinstance(value, Mapping):
+        pairs = list((value or {}).items())
+    else:
+        pairs = []
+        for item in _string(key, value).split(","):
+            name, equals, text = item.partition("=")
+            if not equals or not name.strip():
+                raise ConfigError(f"{key} must be key=value pairs separated by commas, got an item without a key and '='")
+            pairs.append((name.strip(), text))
+    result: dict[str, str] = {}
+    for name, text in pairs:
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise ConfigError(f"{key}: extension names and values must be strings")
+        if name in result:
+            raise ConfigError(f"{key}: extension {name!r} given twice")
+        result[name] = text
+    return result or None
+
+
 def _transactional_id(key: str, value: Any) -> str | None:
     """None (no transactions) or a non-empty string: the id that fences earlier incarnations."""
     if value is None:
@@ -481,8 +512,22 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.oauthbearer.client.credentials.client.id", "string", None, "OIDC client id (Java 4.1+). Wins over the JAAS line's `clientId`; `sasl.oauthbearer.client.id` is librdkafka's name of it.", _optional_string),
     ConfigDef("sasl.oauthbearer.client.credentials.client.secret", "password", None, "OIDC client secret (Java 4.1+). Wins over the JAAS line's `clientSecret`; `sasl.oauthbearer.client.secret` is librdkafka's name of it.", _password),
     ConfigDef("sasl.oauthbearer.scope", "string", None, "OIDC scope asked for (space-separated). Wins over the JAAS line's `scope`.", _optional_string),
-    ConfigDef("sasl.oauthbearer.jwt.retriever.class", "class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever", "How tokens are asked for (KIP-1139): `DefaultJwtRetriever` or `ClientCredentialsJwtRetriever`, the client credentials grant; `JwtBearerJwtRetriever`, the JWT bearer grant (RFC 7523) with the assertion in `sasl.oauthbearer.assertion.file`.", _jwt_retriever),
-    ConfigDef("sasl.oauthbearer.assertion.file", "string", None, "JWT bearer grant: a file holding the signed assertion JWT, read again for every token request (so it can be rotated). Assertions made here from a private key are not supported.", _optional_string),
+    ConfigDef("sasl.oauthbearer.jwt.retriever.class", "class", "org.apache.kafka.common.security.oauthbearer.DefaultJwtRetriever", "How tokens are asked for (KIP-1139): `DefaultJwtRetriever` or `ClientCredentialsJwtRetriever`, the client credentials grant; `JwtBearerJwtRetriever`, the JWT bearer grant (RFC 7523) with the assertion in `sasl.oauthbearer.assertion.file` or signed here with `sasl.oauthbearer.assertion.private.key.file`.", _jwt_retriever),
+    ConfigDef("sasl.oauthbearer.assertion.file", "string", None, "JWT bearer grant: a file holding the signed assertion JWT, read again for every token request (so it can be rotated). Given, every other `sasl.oauthbearer.assertion.*` key is ignored (as in Java).", _optional_string),
+    # KIP-1139 assertions signed by the client (Java 4.1+; librdkafka 2.11+ has the same names): aioproducer.security.assertion.
+    ConfigDef("sasl.oauthbearer.assertion.private.key.file", "string", None, "JWT bearer grant without `sasl.oauthbearer.assertion.file`: the PEM (PKCS#8) private key a fresh assertion is signed with for every token request; read again each time (so it can be rotated). Needs `aioproducer[oidc]`.", _optional_string),
+    ConfigDef("sasl.oauthbearer.assertion.private.key.passphrase", "password", None, "The passphrase of an encrypted `sasl.oauthbearer.assertion.private.key.file`.", _password),
+    ConfigDef("sasl.oauthbearer.assertion.algorithm", "string", "RS256", "How the assertion is signed, and its header's `alg`: `RS256` (an RSA key) or `ES256` (an EC key on P-256).", _choice(["RS256", "ES256"])),
+    ConfigDef("sasl.oauthbearer.assertion.claim.aud", "string", None, "The assertion's `aud` claim (the template file may override it).", _optional_string),
+    ConfigDef("sasl.oauthbearer.assertion.claim.iss", "string", None, "The assertion's `iss` claim (the template file may override it).", _optional_string),
+    ConfigDef("sasl.oauthbearer.assertion.claim.sub", "string", None, "The assertion's `sub` claim (the template file may override it).", _optional_string),
+    ConfigDef("sasl.oauthbearer.assertion.claim.exp.seconds", "int", 300, "The assertion's `exp`: this many seconds after its `iat` (now).", _int(0, 86400)),
+    ConfigDef("sasl.oauthbearer.assertion.claim.nbf.seconds", "int", 60, "The assertion's `nbf`: this many seconds before its `iat` (now).", _int(0, 3600)),
+    ConfigDef("sasl.oauthbearer.assertion.claim.jti.include", "boolean", False, "Give each assertion a `jti` claim, a random UUID.", _bool),
+    ConfigDef("sasl.oauthbearer.assertion.template.file", "string", None, "A JSON file `{\"header\": {...}, \"payload\": {...}}` of static header fields and claims, read for every assertion; they override the `claim.aud/iss/sub` keys, and `alg`, `typ`, `iat`, `exp`, `nbf`, `jti` override them.", _optional_string),
+    ConfigDef("sasl.oauthbearer.grant.type", "string", None, "librdkafka's switch of grant: `client_credentials`, or `urn:ietf:params:oauth:grant-type:jwt-bearer` (Java: `sasl.oauthbearer.jwt.retriever.class=...JwtBearerJwtRetriever`).", _optional_choice(["client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer"])),
+    ConfigDef("sasl.oauthbearer.extensions", "string", None, "librdkafka's OAUTHBEARER SASL extensions, `key=value,key2=value2`, sent with every token (as Java's JAAS `extension_<key>` and `unsecuredLoginExtension_<key>` options, which are read too).", _extensions),
+    ConfigDef("sasl.oauthbearer.header.urlencode", "boolean", False, "Client credentials grant: form-url-encode the client id and secret in the token request's Basic header, as RFC 6749 says (KIP-1025; false, Java's default: as they are).", _bool),
     ConfigDef("sasl.oauthbearer.method", "string", "default", "librdkafka's switch: `oidc` fetches tokens from `sasl.oauthbearer.token.endpoint.url` (which then must be set); `default` does too when that URL is set.", _choice(["default", "oidc"])),
     ConfigDef("sasl.oauthbearer.client.id", "string", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.id`.", _optional_string),
     ConfigDef("sasl.oauthbearer.client.secret", "password", None, "librdkafka's name of `sasl.oauthbearer.client.credentials.client.secret`.", _password),
@@ -491,6 +536,10 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("sasl.login.refresh.window.jitter", "double", 0.05, "OIDC tokens: at most this fraction of their lifetime added at random to the refresh point.", _double(0.0, 0.25)),
     ConfigDef("sasl.login.refresh.min.period.seconds", "short", 60, "OIDC tokens: not fetched again sooner than this after one is received (unless its lifetime leaves no room for this and the buffer).", _int(0, 900)),
     ConfigDef("sasl.login.refresh.buffer.seconds", "short", 300, "OIDC tokens: fetched again at least this long before they expire (unless the lifetime leaves no room for this and the minimum period).", _int(0, 3600)),
+    ConfigDef("sasl.login.retry.backoff.ms", "long", 100, "OIDC token requests: the wait after the first one that failed for a reason that may pass (unreachable, HTTP 5xx, 408, 429), doubled after each further failure.", _int(0, long=True)),
+    ConfigDef("sasl.login.retry.backoff.max.ms", "long", 10000, "OIDC token requests: the most time spent retrying one (the last wait is cut to fit); then `start()` or the connection fails and is retried as a broker connection is. 0: no retries.", _int(0, long=True)),
+    ConfigDef("sasl.login.connect.timeout.ms", "int", None, "OIDC token requests: the most time connecting to the token endpoint may take (None: `request.timeout.ms` bounds the whole request).", _optional_int(1)),
+    ConfigDef("sasl.login.read.timeout.ms", "int", None, "OIDC token requests: the most time to wait for the token endpoint's answer to arrive (None: `request.timeout.ms` bounds the whole request).", _optional_int(1)),
     ConfigDef("transactional.id", "string", None, "Turns on transactions (`begin_transaction()` ... `commit_transaction()`); a producer with the same id fences this one. Forces idempotence on.", _transactional_id),
     ConfigDef("transaction.timeout.ms", "int", 60000, "How long the coordinator lets a transaction stay open before aborting it.", _int(1)),
     ConfigDef("client.dns.lookup", "string", "use_all_dns_ips", "`use_all_dns_ips`: each connection resolves its name again and tries every address in turn. `resolve_canonical_bootstrap_servers_only`: each bootstrap name is resolved, at start and at every rebootstrap, and its addresses replaced by their canonical names (reverse lookup).", _choice(["use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"])),
@@ -517,7 +566,19 @@ _KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes", "part
 _KEY_BY_ATTR.update(_KEYWORD_ALIASES)
 
 
+#: librdkafka keys that do not map one to one to a Java key: refused, naming the key to use.
+_REFUSED_KEYS: dict[str, str] = {
+    "sasl.oauthbearer.assertion.jwt.template.file": "librdkafka's sasl.oauthbearer.assertion.jwt.template.file is not "
+    "read here: give Java's sasl.oauthbearer.assertion.template.file (a JSON object of \"header\" and \"payload\")",
+    "sasl.oauthbearer.assertion.private.key.pem": "librdkafka's sasl.oauthbearer.assertion.private.key.pem (the key "
+    "inline) is not supported: put the key in a file and give Java's sasl.oauthbearer.assertion.private.key.file",
+}
+
+
 def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
+    refused = _REFUSED_KEYS.get(name) or _REFUSED_KEYS.get(name.replace("_", "."))
+    if refused is not None:
+        return ConfigError(refused)
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"unknown {what} {name!r}{hint}")
@@ -627,6 +688,19 @@ class ProducerConfig:
     sasl_oauthbearer_scope: str | None
     sasl_oauthbearer_jwt_retriever_class: str
     sasl_oauthbearer_assertion_file: str | None
+    sasl_oauthbearer_assertion_private_key_file: str | None
+    sasl_oauthbearer_assertion_private_key_passphrase: Password | None
+    sasl_oauthbearer_assertion_algorithm: str
+    sasl_oauthbearer_assertion_claim_aud: str | None
+    sasl_oauthbearer_assertion_claim_iss: str | None
+    sasl_oauthbearer_assertion_claim_sub: str | None
+    sasl_oauthbearer_assertion_claim_exp_seconds: int
+    sasl_oauthbearer_assertion_claim_nbf_seconds: int
+    sasl_oauthbearer_assertion_claim_jti_include: bool
+    sasl_oauthbearer_assertion_template_file: str | None
+    sasl_oauthbearer_grant_type: str | None
+    sasl_oauthbearer_extensions: dict[str, str] | None
+    sasl_oauthbearer_header_urlencode: bool
     sasl_oauthbearer_method: str
     sasl_oauthbearer_client_id: str | None
     sasl_oauthbearer_client_secret: Password | None
@@ -635,6 +709,10 @@ class ProducerConfig:
     sasl_login_refresh_window_jitter: float
     sasl_login_refresh_min_period_seconds: int
     sasl_login_refresh_buffer_seconds: int
+    sasl_login_retry_backoff_ms: int
+    sasl_login_retry_backoff_max_ms: int
+    sasl_login_connect_timeout_ms: int | None
+    sasl_login_read_timeout_ms: int | None
     transactional_id: str | None
     transaction_timeout_ms: int
     client_dns_lookup: str

@@ -37,6 +37,7 @@ from typing import Any
 from aioproducer.config import JWT_RETRIEVERS, Password, ProducerConfig
 from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnectionError, SslAuthenticationError
 from aioproducer.logs import client_logger
+from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
 from aioproducer.security.jaas import MSK_IAM_MARKER, credentials_from_jaas, parse_jaas_config
 from aioproducer.security.oidc import JWT_BEARER, OidcSettings, OidcTokenCache, RefreshSettings
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
@@ -65,6 +66,8 @@ class SaslSettings:
     extensions: tuple[tuple[str, str], ...] = ()
     #: OAUTHBEARER tokens from an OIDC token endpoint (``sasl.oauthbearer.token.endpoint.url``).
     oidc: OidcSettings | None = None
+    #: OAUTHBEARER SASL extensions sent with every token (RFC 7628 §3.1; Java's JAAS ``extension_*``).
+    oauth_extensions: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:
         who = self.username or self.unsecured_principal or ("token provider" if self.token_provider else None)
@@ -124,11 +127,13 @@ class ConnectionSecurity:
             return None
         oidc_tokens = self.oidc_tokens
 
+        extensions = dict(sasl.oauth_extensions) or None
+
         async def make() -> SaslClient:
             if oidc_tokens is not None:
-                return OAuthBearerClient(await oidc_tokens.token())
+                return OAuthBearerClient(await oidc_tokens.token(), extensions)
             if sasl.mechanism == "OAUTHBEARER":
-                return OAuthBearerClient(await _token(sasl))
+                return OAuthBearerClient(await _token(sasl), extensions)
             assert sasl.username is not None and sasl.password is not None
             return create_sasl_client(
                 sasl.mechanism, username=sasl.username, password=sasl.password.value, extensions=dict(sasl.extensions) or None
@@ -229,8 +234,9 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
             extensions = (("tokenauth", "true"),)
     source = "sasl.jaas.config" if cfg.sasl_jaas_config is not None else "sasl.username/sasl.password"
     oidc = _oidc_settings(cfg, mechanism, credentials if cfg.sasl_jaas_config is not None else {})
+    oauth_extensions = _oauth_extensions(cfg, mechanism, credentials, oidc is not None)
     if oidc is not None:
-        return SaslSettings(mechanism, oidc=oidc)
+        return SaslSettings(mechanism, oidc=oidc, oauth_extensions=oauth_extensions)
     if credentials.get(MSK_IAM_MARKER) == "true":
         return SaslSettings(mechanism, token_provider=_msk_provider(cfg, credentials))
     if mechanism == "OAUTHBEARER":
@@ -239,7 +245,8 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
                 "sasl.mechanism=OAUTHBEARER needs sasl_oauth_token_provider= (a callable returning a token), or, "
                 "for a test broker, sasl.jaas.config with unsecuredLoginStringClaim_sub"
             )
-        settings = SaslSettings(mechanism, token_provider=cfg.sasl_oauth_token_provider, unsecured_principal=principal)
+        settings = SaslSettings(mechanism, token_provider=cfg.sasl_oauth_token_provider, unsecured_principal=principal,
+                                oauth_extensions=oauth_extensions)
         if principal is not None and cfg.sasl_oauth_token_provider is None:
             _check_now(source, lambda: unsecured_jwt(principal, lifetime_ms=_UNSECURED_LIFETIME_MS, now_ms=0))
         return settings
@@ -259,6 +266,24 @@ def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     return settings
 
 
+def _oauth_extensions(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str], oidc: bool) -> tuple[tuple[str, str], ...]:
+    """OAUTHBEARER extensions: the JAAS line's (``extension_<name>`` for OIDC sign-in,
+    ``unsecuredLoginExtension_<name>`` for an unsecured token, as Java's two login handlers
+    read them), then librdkafka's ``sasl.oauthbearer.extensions`` (which wins for a name in both)."""
+    prefix = "extension_" if oidc else "unsecuredLoginExtension_"
+    extensions = {name.removeprefix(prefix): value for name, value in jaas.items() if name.startswith(prefix)}
+    extensions |= cfg.sasl_oauthbearer_extensions or {}
+    if not extensions:
+        return ()
+    if mechanism != "OAUTHBEARER":
+        raise ConfigError(f"sasl.oauthbearer.extensions are OAUTHBEARER's: sasl.mechanism is {mechanism}")
+    try:
+        OAuthBearerClient("placeholder", extensions)  # the mechanism's own rules; its messages name no value
+    except ValueError as exc:
+        raise ConfigError(f"sasl.oauthbearer.extensions: {exc}") from None
+    return tuple(extensions.items())
+
+
 #: (Java's key, librdkafka's key, the JAAS option) for each OIDC client setting; the keys win over the JAAS line.
 _OIDC_SOURCES = (
     ("sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id", "clientId"),
@@ -274,7 +299,8 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
     error), else the JAAS option, as Java 4.x reads them.
     """
     url = cfg.sasl_oauthbearer_token_endpoint_url
-    given = sorted(key for key in cfg.explicit_keys if key.startswith("sasl.oauthbearer.") and key != "sasl.oauthbearer.method")
+    given = sorted(key for key in cfg.explicit_keys if key.startswith(("sasl.oauthbearer.", "sasl.login.retry", "sasl.login.connect",
+                   "sasl.login.read")) and key not in ("sasl.oauthbearer.method", "sasl.oauthbearer.extensions"))
     if url is None:
         if cfg.sasl_oauthbearer_method == "oidc":
             raise ConfigError("sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url")
@@ -289,12 +315,13 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
         raise ConfigError("sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url both give tokens: give one")
     _check_endpoint_url(url)
     client_id, secret, scope = (_oidc_value(cfg, java, rdkafka, option, jaas) for java, rdkafka, option in _OIDC_SOURCES)
-    grant = JWT_RETRIEVERS[cfg.sasl_oauthbearer_jwt_retriever_class.rsplit(".", 1)[-1]]
+    grant = _grant(cfg)
     if grant == JWT_BEARER:
         return _jwt_bearer_settings(cfg, url, client_id, secret, scope)
-    if cfg.sasl_oauthbearer_assertion_file is not None:
+    assertion_keys = sorted(key for key in cfg.explicit_keys if key.startswith("sasl.oauthbearer.assertion."))
+    if assertion_keys:
         raise ConfigError(
-            "sasl.oauthbearer.assertion.file is for the JWT bearer grant: set "
+            f"{', '.join(assertion_keys)}: for the JWT bearer grant only; set "
             "sasl.oauthbearer.jwt.retriever.class=org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever"
         )
     if not client_id or not secret:
@@ -305,24 +332,94 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
             "in sasl.jaas.config"
         )
     _require_aiohttp()
-    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000)
+    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), **_http(cfg))
+
+
+def _grant(cfg: ProducerConfig) -> str:
+    """Java's retriever class, else librdkafka's ``sasl.oauthbearer.grant.type`` (both given: they must agree)."""
+    grant = JWT_RETRIEVERS[cfg.sasl_oauthbearer_jwt_retriever_class.rsplit(".", 1)[-1]]
+    librdkafka = cfg.sasl_oauthbearer_grant_type
+    if librdkafka is None:
+        return grant
+    if "sasl.oauthbearer.jwt.retriever.class" in cfg.explicit_keys and librdkafka != grant:
+        raise ConfigError(
+            f"sasl.oauthbearer.jwt.retriever.class={cfg.sasl_oauthbearer_jwt_retriever_class} and "
+            f"sasl.oauthbearer.grant.type={librdkafka} (librdkafka's switch) disagree: give one"
+        )
+    return librdkafka
+
+
+def _http(cfg: ProducerConfig) -> dict[str, Any]:
+    """How token requests are made and retried: ``sasl.login.retry.*``, ``.connect/read.timeout.ms``, ``header.urlencode``."""
+    if cfg.sasl_login_retry_backoff_max_ms < cfg.sasl_login_retry_backoff_ms and "sasl.login.retry.backoff.max.ms" in cfg.explicit_keys:
+        raise ConfigError(
+            f"sasl.login.retry.backoff.max.ms ({cfg.sasl_login_retry_backoff_max_ms}) must be >= "
+            f"sasl.login.retry.backoff.ms ({cfg.sasl_login_retry_backoff_ms})"
+        )
+    connect, read = cfg.sasl_login_connect_timeout_ms, cfg.sasl_login_read_timeout_ms
+    return {
+        "timeout_s": cfg.request_timeout_ms / 1000,
+        "retry_backoff_ms": cfg.sasl_login_retry_backoff_ms,
+        "retry_backoff_max_ms": max(cfg.sasl_login_retry_backoff_max_ms, cfg.sasl_login_retry_backoff_ms),
+        "connect_timeout_s": None if connect is None else connect / 1000,
+        "read_timeout_s": None if read is None else read / 1000,
+        "header_urlencode": cfg.sasl_oauthbearer_header_urlencode,
+    }
 
 
 def _jwt_bearer_settings(cfg: ProducerConfig, url: str, client_id: str | None, secret: str | None, scope: str | None) -> OidcSettings:
-    """KIP-1139's JWT bearer grant: the assertion file instead of the client's id and secret."""
-    path = cfg.sasl_oauthbearer_assertion_file
-    if path is None:
-        raise ConfigError("sasl.oauthbearer.jwt.retriever.class=JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file")
+    """KIP-1139's JWT bearer grant: the assertion file, else one signed here, instead of the client's id and secret.
+
+    The file wins over a private key (Java ignores every other ``assertion.*`` key then); it
+    is said once, at info level, so that a forgotten key does not go unnoticed.
+    """
+    path, key_file = cfg.sasl_oauthbearer_assertion_file, cfg.sasl_oauthbearer_assertion_private_key_file
+    if path is None and key_file is None:
+        raise ConfigError(
+            "sasl.oauthbearer.jwt.retriever.class=JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file "
+            "or sasl.oauthbearer.assertion.private.key.file"
+        )
     if client_id or secret:
         raise ConfigError(
-            "the JWT bearer grant authenticates with sasl.oauthbearer.assertion.file: drop the client id and secret "
-            "(keys or JAAS options)"
+            "the JWT bearer grant authenticates with an assertion: drop the client id and secret (keys or JAAS options)"
         )
-    if not os.access(path, os.R_OK) or not os.path.isfile(path):
-        raise ConfigError(f"sasl.oauthbearer.assertion.file {path!r} is not a readable file")
     _require_aiohttp()
-    return OidcSettings(url, "", Password(""), scope or None, _refresh(cfg), timeout_s=cfg.request_timeout_ms / 1000,
-                        grant_type=JWT_BEARER, assertion_file=path)
+    common = {"grant_type": JWT_BEARER, **_http(cfg)}
+    if path is not None:
+        if not os.access(path, os.R_OK) or not os.path.isfile(path):
+            raise ConfigError(f"sasl.oauthbearer.assertion.file {path!r} is not a readable file")
+        ignored = sorted(k for k in cfg.explicit_keys if k.startswith("sasl.oauthbearer.assertion.") and k != "sasl.oauthbearer.assertion.file")
+        if ignored:
+            client_logger(__name__, cfg.client_id).info(
+                "sasl.oauthbearer.assertion.file is given: %s ignored (as in Java)", ", ".join(ignored))
+        return OidcSettings(url, "", Password(""), scope or None, _refresh(cfg), assertion_file=path, **common)
+    return OidcSettings(url, "", Password(""), scope or None, _refresh(cfg), assertion=_assertion_settings(cfg), **common)
+
+
+def _assertion_settings(cfg: ProducerConfig) -> AssertionSettings:
+    """The keys of an assertion made here; the key and template are tried once now, so a bad one is a ConfigError."""
+    try:
+        import cryptography  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise ConfigError("sasl.oauthbearer.assertion.private.key.file needs cryptography: pip install 'aioproducer[oidc]'") from None
+    assert cfg.sasl_oauthbearer_assertion_private_key_file is not None
+    settings = AssertionSettings(
+        private_key_file=cfg.sasl_oauthbearer_assertion_private_key_file,
+        passphrase=cfg.sasl_oauthbearer_assertion_private_key_passphrase,
+        algorithm=cfg.sasl_oauthbearer_assertion_algorithm,
+        aud=cfg.sasl_oauthbearer_assertion_claim_aud,
+        iss=cfg.sasl_oauthbearer_assertion_claim_iss,
+        sub=cfg.sasl_oauthbearer_assertion_claim_sub,
+        exp_seconds=cfg.sasl_oauthbearer_assertion_claim_exp_seconds,
+        nbf_seconds=cfg.sasl_oauthbearer_assertion_claim_nbf_seconds,
+        include_jti=cfg.sasl_oauthbearer_assertion_claim_jti_include,
+        template_file=cfg.sasl_oauthbearer_assertion_template_file,
+    )
+    try:
+        make_assertion(settings, 0)
+    except AssertionFileError as exc:
+        raise ConfigError(str(exc)) from None
+    return settings
 
 
 def _require_aiohttp() -> None:

@@ -10,8 +10,10 @@ its refresh point, then fetched again: one request per token lifetime, not one p
 connection.
 
 KIP-1139's JWT bearer grant (RFC 7523) sends, instead of the client's credentials, a signed
-assertion read from ``sasl.oauthbearer.assertion.file`` for every request (so that whoever
-makes it can rotate it); assertions made here from a private key are not supported.
+assertion: read from ``sasl.oauthbearer.assertion.file`` for every request (so that whoever
+makes it can rotate it), or, without that file, signed here for every request with the
+private key in ``sasl.oauthbearer.assertion.private.key.file``
+(:mod:`aioproducer.security.assertion`; the file wins when both are given, as in Java).
 
 The refresh point follows Java's ``sasl.login.refresh.*`` rule: at ``window.factor`` of
 the lifetime plus up to ``window.jitter`` of it at random; moved earlier if that leaves
@@ -25,11 +27,14 @@ The expiry is the JWT's ``exp`` claim (seconds, what the broker enforces), else 
 response's ``expires_in`` (seconds from now); a token with neither is refused.
 
 Failures. The provider refusing the client (an HTTP 4xx: ``invalid_client``, a wrong
-secret, an unknown scope) is a :class:`SaslAuthenticationFailedError` carrying the
-provider's own ``error``/``error_description``: retrying cannot help, so ``start()``
-fails at once. The provider unreachable, slow or failing (5xx, 429) is a
-:class:`KafkaConnectionError`, retried as a broker connection is. The client secret and
-the tokens never appear in a message, a ``repr`` or the log.
+secret, an unknown scope; and 501, 505) is a :class:`SaslAuthenticationFailedError` carrying
+the provider's own ``error``/``error_description``: retrying cannot help, so ``start()``
+fails at once. The provider unreachable, slow or failing (5xx, 408, 429) is retried at once
+as Java's ``HttpJwtRetriever`` does: after ``sasl.login.retry.backoff.ms``, doubling each
+time, for at most ``sasl.login.retry.backoff.max.ms`` in all (the last wait cut to fit);
+then it is a :class:`KafkaConnectionError`, retried as a broker connection is. The client
+secret, the private key and its passphrase, the assertions and the tokens never appear in a
+message, a ``repr`` or the log.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Final
 from aioproducer.config import Password
 from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedError
 from aioproducer.logs import client_logger
+from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
 from aioproducer.security.sasl import token_expiry_ms
 
 __all__ = [
@@ -61,6 +67,9 @@ __all__ = [
 
 #: How much of the provider's error body goes into a message (it is the provider's text, not ours).
 _MAX_ERROR_TEXT: Final = 300
+#: Java's ``HttpJwtRetriever`` retries every HTTP error but 4xx (save 408 and 429), 501 and 505.
+_RETRIABLE_4XX: Final = frozenset({408, 429})
+_UNRETRIABLE_5XX: Final = frozenset({501, 505})
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,8 @@ class OidcSettings:
     """Where and as whom to ask for tokens; ``repr`` shows no secret.
 
     The client credentials grant uses ``client_id`` and ``client_secret``; the JWT bearer
-    grant (KIP-1139, RFC 7523) the assertion in ``assertion_file`` instead.
+    grant (KIP-1139, RFC 7523) the assertion in ``assertion_file``, else one made from
+    ``assertion`` (the private key and claims) for every request.
     """
 
     token_endpoint_url: str
@@ -94,8 +104,20 @@ class OidcSettings:
     timeout_s: float = 30.0
     grant_type: str = CLIENT_CREDENTIALS
     assertion_file: str | None = None
+    #: The assertion made here (JWT bearer grant without ``assertion_file``).
+    assertion: AssertionSettings | None = None
+    #: ``sasl.login.retry.backoff.ms`` and ``.max.ms``: the first wait after a failed request, and the most time spent retrying.
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 10_000
+    #: ``sasl.login.connect.timeout.ms`` and ``.read.timeout.ms`` in seconds (None: only ``timeout_s`` bounds them).
+    connect_timeout_s: float | None = None
+    read_timeout_s: float | None = None
+    #: ``sasl.oauthbearer.header.urlencode`` (KIP-1025): form-url-encode the id and secret in the Basic header.
+    header_urlencode: bool = False
 
     def __repr__(self) -> str:
+        if self.grant_type == JWT_BEARER and self.assertion_file is None:
+            return f"OidcSettings({self.token_endpoint_url!r}, jwt-bearer, {self.assertion!r}, scope={self.scope!r})"
         if self.grant_type == JWT_BEARER:
             return f"OidcSettings({self.token_endpoint_url!r}, jwt-bearer, assertion_file={self.assertion_file!r}, scope={self.scope!r})"
         return f"OidcSettings({self.token_endpoint_url!r}, client_id={self.client_id!r}, scope={self.scope!r})"
@@ -116,7 +138,8 @@ class AccessToken:
 def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple[dict[str, str], bytes]:
     """The headers and form body of a token request.
 
-    Client credentials: RFC 6749 §4.4.2, the client authenticated with Basic auth (§2.3.1).
+    Client credentials: RFC 6749 §4.4.2, the client authenticated with Basic auth, the id and
+    secret form-url-encoded first (§2.3.1) only if ``header_urlencode`` (Java's default: not).
     JWT bearer: RFC 7523 §2.1, ``assertion`` in the form and no client authentication, as Java sends it.
     """
     if settings.grant_type == JWT_BEARER:
@@ -127,8 +150,9 @@ def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple
             form["scope"] = settings.scope
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         return headers, urllib.parse.urlencode(form).encode("ascii")
-    user = urllib.parse.quote(settings.client_id, safe="")
-    secret = urllib.parse.quote(settings.client_secret.value, safe="")
+    user, secret = settings.client_id, settings.client_secret.value
+    if settings.header_urlencode:
+        user, secret = urllib.parse.quote(user, safe=""), urllib.parse.quote(secret, safe="")
     basic = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
     form = {"grant_type": "client_credentials"}
     if settings.scope:
@@ -147,7 +171,7 @@ def parse_token_response(status: int, body: bytes, now_ms: int, *, url: str, sec
     ``secret`` is cut out of any provider text quoted in an error (a provider that echoes
     the request must not leak it through us).
     """
-    if status >= 500 or status == 429:
+    if status in _RETRIABLE_4XX or (status >= 500 and status not in _UNRETRIABLE_5XX):
         raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secret)}")
     if status != 200:
         raise SaslAuthenticationFailedError(
@@ -211,19 +235,32 @@ Fetcher = Callable[[OidcSettings, int], Awaitable[AccessToken]]
 
 
 async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
-    """One client credentials request over aiohttp; errors classified as :func:`parse_token_response` does."""
+    """One token request over aiohttp; errors classified as :func:`parse_token_response` does."""
     import aiohttp
 
-    assertion = await asyncio.to_thread(read_assertion, settings.assertion_file) if settings.grant_type == JWT_BEARER else None
+    assertion = await asyncio.to_thread(current_assertion, settings, now_ms) if settings.grant_type == JWT_BEARER else None
     headers, body = token_request(settings, assertion)
     url = settings.token_endpoint_url
+    timeout = aiohttp.ClientTimeout(
+        total=settings.timeout_s, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
+    )
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.timeout_s)) as session:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
                 status, answer = response.status, await response.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {type(exc).__name__}") from None
     return parse_token_response(status, answer, now_ms, url=url, secret=assertion or settings.client_secret.value)
+
+
+def current_assertion(settings: OidcSettings, now_ms: int) -> str:
+    """The assertion for one request: the file's (it wins, as in Java), else one signed now."""
+    if settings.assertion_file is not None or settings.assertion is None:
+        return read_assertion(settings.assertion_file)
+    try:
+        return make_assertion(settings.assertion, now_ms)
+    except AssertionFileError as exc:
+        raise SaslAuthenticationFailedError(f"OAUTHBEARER: {exc}") from None
 
 
 def read_assertion(path: str | None) -> str:
@@ -253,10 +290,12 @@ class OidcTokenCache:
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         draw: Callable[[], float] = random.random,
         client_id: str = "",
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self._fetch = fetch
         self._clock_ms = clock_ms
+        self._sleep = sleep
         self._draw = draw
         self._token: AccessToken | None = None
         self._refresh_at = 0
@@ -278,7 +317,7 @@ class OidcTokenCache:
         async with self._lock:
             now = self._clock_ms()
             if self._token is None or now >= self._refresh_at:
-                token = await self._fetch(self.settings, now)
+                token = await self._fetch_retrying(now)
                 self._token = token
                 self._refresh_at = refresh_at_ms(token, self.settings.refresh, self._draw())
                 self._log.debug(
@@ -287,3 +326,22 @@ class OidcTokenCache:
                     token.expires_ms - now, self._refresh_at - now,
                 )
             return self._token.value
+
+    async def _fetch_retrying(self, now: int) -> AccessToken:
+        """One fetch, retried as Java's ``Retry``: waits of backoff * 2^(n-1), all within backoff.max.
+
+        Only a :class:`KafkaConnectionError` (unreachable, 5xx, 408, 429) is retried; a refusal is final.
+        """
+        settings = self.settings
+        deadline = now + settings.retry_backoff_max_ms
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._fetch(settings, self._clock_ms())
+            except KafkaConnectionError as exc:
+                wait_ms = min(settings.retry_backoff_ms * 2 ** (attempt - 1), deadline - self._clock_ms())
+                if wait_ms <= 0:
+                    raise
+                self._log.warning("%s (attempt %d); trying again in %d ms", exc, attempt, wait_ms)
+                await self._sleep(wait_ms / 1000)

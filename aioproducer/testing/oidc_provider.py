@@ -7,11 +7,16 @@ at :attr:`OidcProvider.jwks_endpoint_url`, and signs a JWT for every client whos
 secret (HTTP Basic, or ``client_id``/``client_secret`` in the form) match one given to it:
 ``sub`` is the client id, ``exp`` ``token_lifetime_s`` after ``iat``. A wrong secret or an
 unknown client is answered ``401 {"error": "invalid_client", ...}``, another grant
-``400 unsupported_grant_type``, as RFC 6749 §5.2 has it. The JWT bearer grant (RFC 7523,
-KIP-1139) takes an assertion from :meth:`OidcProvider.assertion_for` (signed with a key the
-provider keeps for that client, as if the client had registered its public key): its
-signature, ``iss``/``sub``, ``aud`` (the token endpoint) and ``exp`` are checked, else
-``400 invalid_grant``. Every token request is logged
+``400 unsupported_grant_type``, as RFC 6749 §5.2 has it. (The Basic header's id and secret
+are taken form-url-decoded, as RFC 6749 §2.3.1 has them, or as they are, as Java sends them
+by default.) The JWT bearer grant (RFC 7523, KIP-1139) takes an assertion signed with the
+private key whose public half was registered for its issuer, a client
+(:meth:`OidcProvider.register_client_key`; :meth:`OidcProvider.assertion_for` makes and
+registers one): its RS256 or ES256 signature, ``iss``/``sub``, ``aud`` (the token endpoint
+or the issuer), ``exp`` (in the future, and not more than a day ahead: an ``exp`` in
+milliseconds is refused), ``nbf`` (not in the future) and ``jti`` (never twice) are checked,
+else ``400 invalid_grant`` with an ``error_description`` saying which. :meth:`OidcProvider.fail_next`
+makes the next requests fail with 503, to show a client's retries. Every token request is logged
 (:attr:`OidcProvider.requests`, secrets left out), so a test can count how often a client
 asked. Like :class:`~aioproducer.testing.SchemaRegistry`, it is driven synchronously
 from any thread and closed with :meth:`OidcProvider.close` (or ``with``)::
@@ -35,13 +40,19 @@ from typing import Any, ClassVar
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from aioproducer.testing._loop_thread import LoopThreadService
 
 __all__ = ["OidcProvider", "OidcProviderClosedError", "TokenRequest"]
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+#: Leeway for the client's clock, and the longest an assertion may live (Java's claim.exp.seconds at most).
+_CLOCK_SKEW_S = 60
+_MAX_ASSERTION_LIFETIME_S = 86400
+PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
 
 class OidcProviderClosedError(RuntimeError):
@@ -59,6 +70,8 @@ class TokenRequest:
     #: The issued token's ``jti`` (None when refused).
     token_id: str | None
     time: float
+    #: A JWT bearer request's assertion ``jti`` (None without one).
+    assertion_id: str | None = None
 
 
 def _b64url(data: bytes) -> str:
@@ -74,6 +87,12 @@ def _jws(header: dict[str, Any], claims: dict[str, Any], key: rsa.RSAPrivateKey)
     signing_input = f"{_b64url(json.dumps(header).encode())}.{_b64url(json.dumps(claims).encode())}"
     signature = key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
     return f"{signing_input}.{_b64url(signature)}"
+
+
+def _assertion_id(assertion: str) -> str | None:
+    """The ``jti`` of an assertion already checked to be a JWT."""
+    jti = json.loads(_unb64url(assertion.split(".")[1])).get("jti")
+    return jti if isinstance(jti, str) else None
 
 
 def _uint(number: int) -> str:
@@ -104,8 +123,13 @@ class OidcProvider(LoopThreadService):
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key_id = secrets.token_hex(8)
         self._requests: list[TokenRequest] = []
-        #: Each client's assertion key (JWT bearer grant), made on first use.
+        #: Each client's assertion key (JWT bearer grant) made by assertion_for, on first use.
         self._client_keys: dict[str, rsa.RSAPrivateKey] = {}
+        #: The public key registered for each client's assertions.
+        self._client_public_keys: dict[str, PublicKey] = {}
+        self._seen_jtis: set[str] = set()
+        self._failures_left = 0
+        self._failure_status = 503
         self._log_lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self._start_thread("aioproducer-oidc-provider")
@@ -150,11 +174,31 @@ class OidcProvider(LoopThreadService):
         self._check_lifetime(seconds)
         self._lifetime = seconds
 
+    def register_client_key(self, client_id: str, public_key: PublicKey | bytes | str) -> None:
+        """Trust assertions ``client_id`` signs with the private half of ``public_key`` (an object or PEM) from now on."""
+        if client_id not in self._clients:
+            raise ValueError(f"register_client_key: unknown client {client_id!r}")
+        if isinstance(public_key, str | bytes):
+            loaded = serialization.load_pem_public_key(public_key.encode() if isinstance(public_key, str) else public_key)
+            if not isinstance(loaded, rsa.RSAPublicKey | ec.EllipticCurvePublicKey):
+                raise ValueError("register_client_key: an RSA or EC public key is needed")
+            public_key = loaded
+        self._client_public_keys[client_id] = public_key
+
+    def fail_next(self, count: int, *, status: int = 503) -> None:
+        """Answer the next ``count`` token requests ``status`` (logged as such), whatever they hold."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0 or not 400 <= status <= 599:
+            raise ValueError(f"fail_next: count must be an int >= 0 and status an HTTP error, got {count!r}, {status!r}")
+        self._failures_left, self._failure_status = count, status
+
     def assertion_for(self, client_id: str, *, lifetime_s: int = 300, audience: str | None = None) -> str:
-        """A JWT bearer assertion for ``client_id`` (a known client), signed with the key registered for it."""
+        """A JWT bearer assertion for ``client_id`` (a known client), signed with a key made and registered for it."""
         if client_id not in self._clients:
             raise ValueError(f"assertion_for: unknown client {client_id!r}")
-        key = self._client_keys.setdefault(client_id, rsa.generate_private_key(public_exponent=65537, key_size=2048))
+        if client_id not in self._client_keys:
+            self._client_keys[client_id] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            self.register_client_key(client_id, self._client_keys[client_id].public_key())
+        key = self._client_keys[client_id]
         now = int(time.time())
         claims = {"iss": client_id, "sub": client_id, "aud": audience or self.token_endpoint_url,
                   "iat": now, "exp": now + lifetime_s, "jti": secrets.token_hex(8)}
@@ -198,13 +242,17 @@ class OidcProvider(LoopThreadService):
         form = urllib.parse.parse_qs((await request.read()).decode("utf-8", "replace"))
         grant = form.get("grant_type", [None])[0]
         scope = form.get("scope", [None])[0]
+        if self._failures_left > 0:
+            self._failures_left -= 1
+            return self._refuse(None, grant, scope, self._failure_status, "temporarily_unavailable", "the provider is failing on purpose")
         if grant == JWT_BEARER:
             return self._jwt_bearer(form.get("assertion", [""])[0], scope)
-        client_id, secret = self._credentials(request, form)
-        if client_id is None or self._clients.get(client_id) != secret:
+        client_id, authenticated = self._client(request, form)
+        if not authenticated:
             return self._refuse(client_id, grant, scope, 401, "invalid_client", "client authentication failed")
         if grant != "client_credentials":
             return self._refuse(client_id, grant, scope, 400, "unsupported_grant_type", f"grant type {grant!r} is not supported")
+        assert client_id is not None
         lifetime = self._lifetime
         token, token_id = self._sign(client_id, scope, lifetime)
         self._record(TokenRequest(client_id, grant, scope, 200, token_id, time.time()))
@@ -220,7 +268,7 @@ class OidcProvider(LoopThreadService):
             return self._refuse(client_id, JWT_BEARER, scope, 400, "invalid_grant", problem)
         assert client_id is not None
         token, token_id = self._sign(client_id, scope, self._lifetime)
-        self._record(TokenRequest(client_id, JWT_BEARER, scope, 200, token_id, time.time()))
+        self._record(TokenRequest(client_id, JWT_BEARER, scope, 200, token_id, time.time(), _assertion_id(assertion)))
         return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": self._lifetime})
 
     def _check_assertion(self, assertion: str) -> tuple[str | None, str | None]:
@@ -231,26 +279,64 @@ class OidcProvider(LoopThreadService):
             header = json.loads(_unb64url(header_b64))
         except ValueError:
             return None, "the assertion is not a JWT"
-        client_id = claims.get("iss") if isinstance(claims, dict) else None
-        key = self._client_keys.get(client_id) if isinstance(client_id, str) else None
-        if key is None or not isinstance(header, dict) or header.get("alg") != "RS256":
+        if not isinstance(claims, dict) or not isinstance(header, dict):
+            return None, "the assertion is not a JWT"
+        client_id = claims.get("iss")
+        key = self._client_public_keys.get(client_id) if isinstance(client_id, str) else None
+        if key is None or not isinstance(client_id, str):
             return None, "the assertion's issuer has no registered key"
-        try:
-            key.public_key().verify(_unb64url(signature_b64), f"{header_b64}.{claims_b64}".encode("ascii"),
-                                    padding.PKCS1v15(), hashes.SHA256())
-        except (InvalidSignature, ValueError):
-            return client_id, "the assertion's signature does not verify"
-        if claims.get("sub") != client_id:
-            return client_id, "the assertion's subject is not its issuer"
-        if claims.get("aud") not in (self.token_endpoint_url, self.issuer):
-            return client_id, "the assertion is for another audience"
-        exp = claims.get("exp")
-        if not isinstance(exp, int) or exp <= time.time():
-            return client_id, "the assertion has expired"
-        return client_id, None
+        problem = self._signature_problem(key, header.get("alg"), f"{header_b64}.{claims_b64}".encode("ascii"), signature_b64)
+        if problem is not None:
+            return client_id, problem
+        return client_id, self._claims_problem(client_id, claims)
 
     @staticmethod
-    def _credentials(request: web.Request, form: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    def _signature_problem(key: PublicKey, alg: object, signed: bytes, signature_b64: str) -> str | None:
+        """None if ``alg`` fits the key (RS256: RSA, ES256: EC) and the signature verifies."""
+        try:
+            signature = _unb64url(signature_b64)
+            if alg == "RS256" and isinstance(key, rsa.RSAPublicKey):
+                key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
+            elif alg == "ES256" and isinstance(key, ec.EllipticCurvePublicKey) and len(signature) == 64:
+                r, s = int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+                key.verify(encode_dss_signature(r, s), signed, ec.ECDSA(hashes.SHA256()))
+            else:
+                return f"the assertion's alg {alg!r} does not fit the key registered for its issuer"
+        except (InvalidSignature, ValueError):
+            return "the assertion's signature does not verify"
+        return None
+
+    def _claims_problem(self, client_id: str, claims: dict[str, Any]) -> str | None:
+        """RFC 7523 §3's checks of the claims, in order; None if all pass."""
+        now = time.time()
+        exp, nbf, jti = claims.get("exp"), claims.get("nbf"), claims.get("jti")
+        if claims.get("sub") != client_id:
+            return "the assertion's subject is not its issuer"
+        if claims.get("aud") not in (self.token_endpoint_url, self.issuer):
+            return "the assertion is for another audience"
+        if not isinstance(exp, int) or exp <= now:
+            return "the assertion has expired"
+        if exp > now + _MAX_ASSERTION_LIFETIME_S + _CLOCK_SKEW_S:
+            return "the assertion expires too far in the future (exp is in seconds since the epoch)"
+        if nbf is not None and (not isinstance(nbf, int) or nbf > now + _CLOCK_SKEW_S):
+            return "the assertion is not valid yet (nbf)"
+        if jti is not None:
+            with self._log_lock:
+                if jti in self._seen_jtis:
+                    return "the assertion's jti was used before"
+                self._seen_jtis.add(str(jti))
+        return None
+
+    def _client(self, request: web.Request, form: dict[str, list[str]]) -> tuple[str | None, bool]:
+        """(the client id, whether its secret matches), read form-url-decoded (RFC 6749) or as sent (Java's default)."""
+        decoded = self._credentials(request, form, decode=True)
+        for client_id, secret in (decoded, self._credentials(request, form, decode=False)):
+            if client_id is not None and self._clients.get(client_id) == secret:
+                return client_id, True
+        return decoded[0], False
+
+    @staticmethod
+    def _credentials(request: web.Request, form: dict[str, list[str]], *, decode: bool = True) -> tuple[str | None, str | None]:
         """client_secret_basic (each part form-url-decoded, RFC 6749 §2.3.1), else client_secret_post."""
         header = request.headers.get("Authorization", "")
         if header.startswith("Basic "):
@@ -258,6 +344,8 @@ class OidcProvider(LoopThreadService):
                 user, _, password = base64.b64decode(header[6:], validate=True).decode("utf-8").partition(":")
             except ValueError:
                 return None, None
+            if not decode:
+                return user, password
             return urllib.parse.unquote_plus(user), urllib.parse.unquote_plus(password)
         return form.get("client_id", [None])[0], form.get("client_secret", [None])[0]
 

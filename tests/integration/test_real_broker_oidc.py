@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
 from aioproducer import Producer
 from aioproducer.errors import SaslAuthenticationFailedError
 from aioproducer.security.oidc import OidcTokenCache
@@ -29,17 +32,20 @@ from conftest import kafka_or_skip
 pytestmark = pytest.mark.integration
 
 CLIENT, SECRET = "orders-service", "orders-secret-5d1c"
+#: The client that signs its own assertions (KIP-1139) with a key whose public half the provider holds.
+SIGNER = "billing-service"
 #: The broker's session lifetime, as in test_real_broker_security.py (the client re-authenticates at 85-95 % of it).
 REAUTH_MS = 5000
 #: Tokens live 12 s and are fetched again at 50-55 % of that (``sasl.login.refresh.window.factor=0.5``):
 #: a token reused for a session still has more than 5 s left, so every session lasts the full 5 s.
 TOKEN_LIFETIME_S = 12
 _topics = itertools.count()
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 @pytest.fixture(scope="module")
 def provider() -> Iterator[OidcProvider]:
-    with OidcProvider(clients={CLIENT: SECRET}, token_lifetime_s=TOKEN_LIFETIME_S) as fake:
+    with OidcProvider(clients={CLIENT: SECRET, SIGNER: "unused-secret-0e2f"}, token_lifetime_s=TOKEN_LIFETIME_S) as fake:
         yield fake
 
 
@@ -199,3 +205,98 @@ async def test_the_jwt_bearer_grant_signs_in_with_an_assertion_file(
     assert [r.value for r in await cluster.read(topic, count=1)] == [b"by-assertion"]
     assert [(r.grant_type, r.status) for r in provider.requests[before:]] == [
         ("urn:ietf:params:oauth:grant-type:jwt-bearer", 200)]
+
+
+def private_key_file(directory: Path, name: str) -> tuple[Path, rsa.RSAPrivateKey]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    path = directory / name
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+    return path, key
+
+
+def signer_config(cluster: KafkaCluster, provider: OidcProvider, key_file: Path) -> dict[str, Any]:
+    """Java 4.1+'s keys for assertions the client signs, as a properties file would have them."""
+    return {
+        "bootstrap.servers": cluster.bootstrap_servers_for("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": provider.token_endpoint_url,
+        "sasl.oauthbearer.jwt.retriever.class": "org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever",
+        "sasl.oauthbearer.assertion.private.key.file": str(key_file),
+        "sasl.oauthbearer.assertion.claim.iss": SIGNER,
+        "sasl.oauthbearer.assertion.claim.sub": SIGNER,
+        "sasl.oauthbearer.assertion.claim.aud": provider.token_endpoint_url,
+        "sasl.oauthbearer.assertion.claim.jti.include": "true",
+    }
+
+
+async def test_a_producer_signs_a_fresh_assertion_for_every_token_across_reauthentications(
+    cluster: KafkaCluster, provider: OidcProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KIP-1139 with the client's key: each token the broker checks was bought with a new signed assertion."""
+    caplog.set_level(logging.DEBUG, logger="aioproducer")
+    topic = fresh_topic(cluster)
+    key_file, key = private_key_file(tmp_path, "billing.key")
+    provider.register_client_key(SIGNER, key.public_key())
+    before = len(provider.requests)
+    config = signer_config(cluster, provider, key_file) | {
+        "sasl.login.refresh.window.factor": 0.5,
+        "sasl.login.refresh.min.period.seconds": 0,
+        "sasl.login.refresh.buffer.seconds": 0,
+        "linger.ms": 5,
+    }
+    producer = Producer(config)
+    cache = producer._engine._security.oidc_tokens
+    assert isinstance(cache, OidcTokenCache)
+    authentications: list[str] = []
+    original = cache.token
+
+    async def counted() -> str:
+        token = await original()
+        authentications.append(token)
+        return token
+
+    monkeypatch.setattr(cache, "token", counted)
+    sent = 0
+    async with producer:
+        futures = []
+        # Two and a half sessions of 5 s: re-authentications at ~4.5 s and ~9 s; tokens fetched again after 6-6.6 s.
+        deadline = time.monotonic() + 2.5 * REAUTH_MS / 1000
+        while time.monotonic() < deadline:
+            futures.append(await producer.send(topic, b"%d" % sent, key=b"k%d" % (sent % 5)))
+            sent += 1
+            if sent % 50 == 0:
+                await asyncio.gather(*futures[-50:])
+                await asyncio.sleep(0.02)  # paced, as above
+        await asyncio.gather(*futures)
+    asked = provider.requests[before:]
+    assert len(authentications) >= 3, authentications  # the first authentication and two re-authentications
+    assert len(asked) >= 2 and all((r.client_id, r.grant_type, r.status) == (SIGNER, JWT_BEARER_GRANT, 200) for r in asked)
+    ids = [r.assertion_id for r in asked]
+    assert None not in ids and len(set(ids)) == len(ids)  # a fresh assertion (its own jti) for every token
+    records = await cluster.read(topic, count=sent)
+    assert sorted(int(r.value or b"") for r in records) == list(range(sent))
+    assert key_file.read_text().splitlines()[1] not in caplog.text
+
+
+async def test_a_wrong_private_key_fails_start_at_once_with_the_providers_error(
+    cluster: KafkaCluster, provider: OidcProvider, tmp_path: Path
+) -> None:
+    registered, registered_key = private_key_file(tmp_path, "registered.key")
+    provider.register_client_key(SIGNER, registered_key.public_key())
+    wrong, _ = private_key_file(tmp_path, "wrong.key")
+    before = len(provider.requests)
+    # max.block.ms is long: failing with the provider's error (not a timeout) is failing at once.
+    producer = Producer(signer_config(cluster, provider, wrong), max_block_ms=60000)
+    with pytest.raises(SaslAuthenticationFailedError) as info:
+        await producer.start()
+    message = str(info.value)
+    assert provider.token_endpoint_url in message and "HTTP 400" in message
+    assert "invalid_grant: the assertion's signature does not verify" in message
+    assert [(r.client_id, r.status) for r in provider.requests[before:]] == [(SIGNER, 400)]  # asked once: a 4xx is final
+    topic = fresh_topic(cluster)
+    async with Producer(signer_config(cluster, provider, registered)) as right:  # the right key signs in
+        await (await right.send(topic, b"signed", partition=0))
+    assert [r.value for r in await cluster.read(topic, count=1)] == [b"signed"]

@@ -54,16 +54,27 @@ def jwt(exp_s: int) -> str:
 # ------------------------------------------------------------------------ the request
 
 
-def test_the_request_is_a_client_credentials_form_with_basic_auth_of_the_encoded_id_and_secret() -> None:
+def basic_credentials(headers: dict[str, str]) -> tuple[str, str]:
+    user, _, password = base64.b64decode(headers["Authorization"].removeprefix("Basic ")).decode().partition(":")
+    return user, password
+
+
+def test_the_request_is_a_client_credentials_form_with_basic_auth_of_the_id_and_secret_as_they_are() -> None:
+    """Java's default (``sasl.oauthbearer.header.urlencode=false``): the id and secret go into the Basic header unchanged."""
     headers, body = token_request(settings(client_id="svc id", scope="kafka write"))
     assert urllib.parse.parse_qs(body.decode()) == {"grant_type": ["client_credentials"], "scope": ["kafka write"]}
     assert headers["Content-Type"] == "application/x-www-form-urlencoded"
-    user, _, password = base64.b64decode(headers["Authorization"].removeprefix("Basic ")).decode().partition(":")
-    # RFC 6749 §2.3.1: each part form-url-encoded before the Basic encoding (the secret holds ':').
-    assert (user, password) == ("svc%20id", urllib.parse.quote(SECRET, safe=""))
-    assert urllib.parse.unquote(password) == SECRET
+    assert basic_credentials(headers) == ("svc id", SECRET)
     _, no_scope = token_request(settings())
     assert no_scope == b"grant_type=client_credentials"
+
+
+def test_header_urlencode_form_url_encodes_the_id_and_secret_first() -> None:
+    """KIP-1025, RFC 6749 §2.3.1: each part form-url-encoded before the Basic encoding (the secret holds ':')."""
+    headers, _ = token_request(settings(client_id="svc id", header_urlencode=True))
+    user, password = basic_credentials(headers)
+    assert (user, password) == ("svc%20id", urllib.parse.quote(SECRET, safe=""))
+    assert urllib.parse.unquote(password) == SECRET
 
 
 # ------------------------------------------------------------------------ the answer
@@ -110,10 +121,17 @@ def test_a_refusal_carries_the_providers_error_and_never_the_secret() -> None:
         parse_token_response(403, b"forbidden", NOW, url=URL)
 
 
-@pytest.mark.parametrize("status", [500, 503, 429])
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 429])
 def test_a_failing_or_busy_provider_is_a_retriable_connection_error(status: int) -> None:
     with pytest.raises(KafkaConnectionError, match=f"answered HTTP {status}: temporarily_unavailable"):
         parse_token_response(status, answer(error="temporarily_unavailable"), NOW, url=URL)
+
+
+@pytest.mark.parametrize("status", [400, 404, 501, 505])
+def test_the_statuses_java_does_not_retry_are_refusals(status: int) -> None:
+    """Java's HttpJwtRetriever: every 4xx but 408 and 429, and 501 and 505, end the request at once."""
+    with pytest.raises(SaslAuthenticationFailedError, match=rf"\(HTTP {status}\): nope"):
+        parse_token_response(status, answer(error="nope"), NOW, url=URL)
 
 
 # ------------------------------------------------------------------------ the refresh point
@@ -176,6 +194,7 @@ async def test_concurrent_authentications_share_one_fetch() -> None:
 
 
 async def test_a_failed_fetch_keeps_nothing_and_the_next_authentication_tries_again() -> None:
+    """With retries off (sasl.login.retry.backoff.max.ms=0) the failure is the caller's at once."""
     idp = FakeIdp()
     fail = [True]
 
@@ -184,7 +203,7 @@ async def test_a_failed_fetch_keeps_nothing_and_the_next_authentication_tries_ag
             raise KafkaConnectionError("down")
         return await idp.fetch(settings, now_ms)
 
-    cache = OidcTokenCache(settings(), fetch=flaky, clock_ms=lambda: idp.now)
+    cache = OidcTokenCache(settings(retry_backoff_max_ms=0), fetch=flaky, clock_ms=lambda: idp.now)
     with pytest.raises(KafkaConnectionError):
         await cache.token()
     assert await cache.token() == "token-1"
@@ -436,13 +455,14 @@ def test_the_jwt_bearer_retriever_takes_the_assertion_file(tmp_path: Path) -> No
     ({"sasl.oauthbearer.jwt.retriever.class": "com.example.Mine"},
      "sasl.oauthbearer.jwt.retriever.class must be one of Java's DefaultJwtRetriever, ClientCredentialsJwtRetriever, JwtBearerJwtRetriever"),
     ({"sasl.oauthbearer.jwt.retriever.class": 3}, "sasl.oauthbearer.jwt.retriever.class must be a string"),
-    ({"sasl.oauthbearer.assertion.file": None}, "JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file"),
+    ({"sasl.oauthbearer.assertion.file": None},
+     "JwtBearerJwtRetriever needs sasl.oauthbearer.assertion.file or sasl.oauthbearer.assertion.private.key.file"),
     ({"sasl.oauthbearer.assertion.file": "/no/such/assertion.jwt"}, "'/no/such/assertion.jwt' is not a readable file"),
     ({"sasl.oauthbearer.assertion.file": 7}, "sasl.oauthbearer.assertion.file must be a string"),
-    ({"sasl.oauthbearer.client.id": "svc"}, "the JWT bearer grant authenticates with sasl.oauthbearer.assertion.file: drop"),
+    ({"sasl.oauthbearer.client.id": "svc"}, "the JWT bearer grant authenticates with an assertion: drop"),
     ({"sasl.jaas.config": JAAS}, "drop the client id and secret"),
     ({"sasl.oauthbearer.jwt.retriever.class": "ClientCredentialsJwtRetriever"},
-     "sasl.oauthbearer.assertion.file is for the JWT bearer grant"),
+     "sasl.oauthbearer.assertion.file: for the JWT bearer grant only"),
 ])
 def test_bad_jwt_bearer_settings_fail_when_the_producer_is_made(tmp_path: Path, extra: dict[str, Any], message: str) -> None:
     path = tmp_path / "a.jwt"
