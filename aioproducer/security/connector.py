@@ -317,7 +317,7 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
     client_id, secret, scope = (_oidc_value(cfg, java, rdkafka, option, jaas) for java, rdkafka, option in _OIDC_SOURCES)
     grant = _grant(cfg)
     if grant == JWT_BEARER:
-        return _jwt_bearer_settings(cfg, url, client_id, secret, scope)
+        return _jwt_bearer_settings(cfg, url, client_id, secret, scope, _token_endpoint_tls(cfg, url, jaas))
     assertion_keys = sorted(key for key in cfg.explicit_keys if key.startswith("sasl.oauthbearer.assertion."))
     if assertion_keys:
         raise ConfigError(
@@ -332,7 +332,8 @@ def _oidc_settings(cfg: ProducerConfig, mechanism: str, jaas: dict[str, str]) ->
             "in sasl.jaas.config"
         )
     _require_aiohttp()
-    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), **_http(cfg))
+    tls = _token_endpoint_tls(cfg, url, jaas)
+    return OidcSettings(url, client_id, Password(secret), scope or None, _refresh(cfg), ssl_context=tls, **_http(cfg))
 
 
 def _grant(cfg: ProducerConfig) -> str:
@@ -347,6 +348,55 @@ def _grant(cfg: ProducerConfig) -> str:
             f"sasl.oauthbearer.grant.type={librdkafka} (librdkafka's switch) disagree: give one"
         )
     return librdkafka
+
+
+#: The ``ssl.*`` JAAS options Java's token retrievers read for the token endpoint, as :class:`TlsSettings` fields.
+_JAAS_TLS_FIELDS = {
+    "ssl.truststore.location": "truststore_location",
+    "ssl.truststore.type": "truststore_type",
+    "ssl.truststore.password": "truststore_password",
+    "ssl.truststore.certificates": "truststore_certificates",
+    "ssl.keystore.location": "keystore_location",
+    "ssl.keystore.type": "keystore_type",
+    "ssl.keystore.password": "keystore_password",
+    "ssl.key.password": "key_password",
+    "ssl.keystore.certificate.chain": "keystore_certificate_chain",
+    "ssl.keystore.key": "keystore_key",
+    "ssl.endpoint.identification.algorithm": "endpoint_identification_algorithm",
+    "ssl.enabled.protocols": "enabled_protocols",
+    "ssl.cipher.suites": "cipher_suites",
+}
+
+
+def _token_endpoint_tls(cfg: ProducerConfig, url: str, jaas: dict[str, str]) -> ssl.SSLContext | None:
+    """The token endpoint's TLS from ``sasl.jaas.config``'s ``ssl.*`` options, where Java's retrievers read it.
+
+    None without such options (the system's CAs, as Java's default). Built now, so a missing
+    or unreadable store is a ``ConfigError`` when the producer is made, naming the option.
+    The broker connection's own ``ssl.*`` keys do not apply, as in Java: the provider is
+    another server, often with a public certificate.
+    """
+    options = {key: value for key, value in jaas.items() if key.startswith("ssl.")}
+    if not options:
+        return None
+    where = "sasl.jaas.config option"
+    if not url.lower().startswith("https://"):
+        raise ConfigError(f"{where}s {', '.join(sorted(options))}: TLS settings for an https token endpoint, not {url}")
+    unknown = sorted(set(options) - set(_JAAS_TLS_FIELDS) - {"ssl.protocol"})
+    if unknown:
+        raise ConfigError(
+            f"{where} {', '.join(unknown)}: not a TLS setting of the token endpoint (it takes {', '.join(_JAAS_TLS_FIELDS)})"
+        )
+    fields: dict[str, Any] = {}
+    for key, value in options.items():
+        name = _JAAS_TLS_FIELDS.get(key)
+        if name in ("enabled_protocols", "cipher_suites"):
+            fields[name] = tuple(part.strip() for part in value.split(",") if part.strip())
+        elif name is not None:
+            fields[name] = value
+    labels = tuple((key, f"{where} {key}") for key in options)
+    settings = TlsSettings(**fields, key_aliases=labels)
+    return build_ssl_context(settings, log=client_logger("aioproducer.security.tls", cfg.client_id))
 
 
 def _http(cfg: ProducerConfig) -> dict[str, Any]:
@@ -367,7 +417,10 @@ def _http(cfg: ProducerConfig) -> dict[str, Any]:
     }
 
 
-def _jwt_bearer_settings(cfg: ProducerConfig, url: str, client_id: str | None, secret: str | None, scope: str | None) -> OidcSettings:
+def _jwt_bearer_settings(
+    cfg: ProducerConfig, url: str, client_id: str | None, secret: str | None, scope: str | None,
+    tls: ssl.SSLContext | None,
+) -> OidcSettings:
     """KIP-1139's JWT bearer grant: the assertion file, else one signed here, instead of the client's id and secret.
 
     The file wins over a private key (Java ignores every other ``assertion.*`` key then); it
@@ -384,7 +437,7 @@ def _jwt_bearer_settings(cfg: ProducerConfig, url: str, client_id: str | None, s
             "the JWT bearer grant authenticates with an assertion: drop the client id and secret (keys or JAAS options)"
         )
     _require_aiohttp()
-    common = {"grant_type": JWT_BEARER, **_http(cfg)}
+    common = {"grant_type": JWT_BEARER, "ssl_context": tls, **_http(cfg)}
     if path is not None:
         if not os.access(path, os.R_OK) or not os.path.isfile(path):
             raise ConfigError(f"sasl.oauthbearer.assertion.file {path!r} is not a readable file")

@@ -32,7 +32,7 @@ from typing import Final
 __all__ = ["MSK_IAM_MARKER", "JaasConfig", "credentials_from_jaas", "parse_jaas_config"]
 
 CONTROL_FLAGS: Final = ("required", "requisite", "sufficient", "optional")
-_SECRET_MARKERS: Final = ("password", "secret", "token")
+_SECRET_MARKERS: Final = ("password", "secret", "token", "keystore.key")
 _CLASS_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", re.ASCII)
 _STRUCTURAL: Final = "=;\"'"
 _SIMPLE_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}

@@ -43,6 +43,7 @@ import asyncio
 import base64
 import json
 import random
+import ssl
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -114,6 +115,9 @@ class OidcSettings:
     read_timeout_s: float | None = None
     #: ``sasl.oauthbearer.header.urlencode`` (KIP-1025): form-url-encode the id and secret in the Basic header.
     header_urlencode: bool = False
+    #: The token endpoint's TLS, from the ``ssl.*`` options of ``sasl.jaas.config`` as Java reads
+    #: them (a private CA, a client certificate); None: the system's CAs.
+    ssl_context: ssl.SSLContext | None = None
 
     def __repr__(self) -> str:
         if self.grant_type == JWT_BEARER and self.assertion_file is None:
@@ -245,7 +249,8 @@ async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
         total=settings.timeout_s, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
     )
     try:
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        connector = None if settings.ssl_context is None else aiohttp.TCPConnector(ssl=settings.ssl_context)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
                 status, answer = response.status, await response.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:

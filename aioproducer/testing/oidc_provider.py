@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import ssl
 import threading
 import time
 import urllib.parse
@@ -100,7 +101,11 @@ def _uint(number: int) -> str:
 
 
 class OidcProvider(LoopThreadService):
-    """Token endpoint (``POST /oauth2/token``) and JWKS (``GET /jwks``) on 127.0.0.1."""
+    """Token endpoint (``POST /oauth2/token``) and JWKS (``GET /jwks``) on 127.0.0.1.
+
+    ``ssl_context=`` (a server context whose certificate names 127.0.0.1) serves HTTPS, and
+    :attr:`issuer` and the endpoint URLs say ``https``: for a producer's token endpoint TLS.
+    """
 
     _kind: ClassVar[str] = "OidcProvider"
     _closed_error: ClassVar[type[Exception]] = OidcProviderClosedError
@@ -113,7 +118,11 @@ class OidcProvider(LoopThreadService):
         token_lifetime_s: int = 3600,
         audience: str | None = None,
         port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ValueError(f"ssl_context must be an ssl.SSLContext (a server one) or None, got {type(ssl_context).__name__}")
+        self._ssl_context = ssl_context
         if not clients or not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in clients.items()):
             raise ValueError("clients must map non-empty client ids to non-empty secrets")
         self._check_lifetime(token_lifetime_s)
@@ -138,11 +147,15 @@ class OidcProvider(LoopThreadService):
         except BaseException:
             self.close()
             raise
-        self.issuer = f"http://127.0.0.1:{self.port}"
+        self.issuer = f"{self._scheme}://127.0.0.1:{self.port}"
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"http://127.0.0.1:{getattr(self, 'port', '?')}"
+        state = "closed" if self._closed else f"{self._scheme}://127.0.0.1:{getattr(self, 'port', '?')}"
         return f"OidcProvider({state}, clients={sorted(self._clients)!r})"
+
+    @property
+    def _scheme(self) -> str:
+        return "http" if self._ssl_context is None else "https"
 
     @staticmethod
     def _check_lifetime(seconds: int) -> None:
@@ -216,7 +229,7 @@ class OidcProvider(LoopThreadService):
         app.router.add_get("/jwks", self._jwks)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True)
+        site = web.TCPSite(runner, "127.0.0.1", port, reuse_address=True, ssl_context=self._ssl_context)
         try:
             await site.start()
         except BaseException:

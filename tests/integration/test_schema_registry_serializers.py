@@ -37,6 +37,7 @@ from aioproducer.schema_registry.avro import AvroSerializer
 from aioproducer.schema_registry.json_schema import JSONSchemaSerializer
 from aioproducer.schema_registry.protobuf import ProtobufSerializer
 from aioproducer.testing import MockCluster, SchemaRegistry
+from helpers import tls_files
 from readback import ReadRecord, read_aiokafka
 
 pytestmark = pytest.mark.integration
@@ -401,52 +402,10 @@ async def test_normalize_schemas_is_asked_of_the_registry(mock_cluster: MockClus
     await client.close()
 
 
-def _tls_files(tmp: Any) -> dict[str, str]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files in ``tmp``."""
-    import datetime as dt
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.timezone.utc)
-
-    def issue(name: str, issuer: Any, issuer_key: Any, key: Any, *, ca: bool, san: Any = None) -> Any:
-        builder = (
-            x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(issuer).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if san is not None:
-            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
-        return builder.sign(issuer_key, hashes.SHA256())
-
-    files: dict[str, str] = {}
-
-    def write(name: str, data: bytes) -> None:
-        path = tmp / name
-        path.write_bytes(data)
-        files[name] = str(path)
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
-    ca = issue("test CA", ca_name, ca_key, ca_key, ca=True)
-    write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
-    for who, san in (("server", [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), ("client", None)):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = issue(who, ca_name, ca_key, key, ca=False, san=san)
-        write(f"{who}.pem", cert.public_bytes(serialization.Encoding.PEM))
-        write(f"{who}.key", key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    return files
-
-
 async def test_tls_and_mutual_tls_settings(tmp_path: Any) -> None:
     import ssl
 
-    files = _tls_files(tmp_path)
+    files = tls_files(tmp_path)
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(files["server.pem"], files["server.key"])
     server.load_verify_locations(files["ca.pem"])
