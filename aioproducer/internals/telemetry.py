@@ -254,7 +254,7 @@ class ClientTelemetry:
             return False
         if self._warned_too_large != self.subscription_id:
             self._warned_too_large = self.subscription_id
-            how = "" if codec == compression.NONE else f", {sent} compressed with {compression.CODEC_NAMES[codec]}"
+            how = "" if codec == compression.NONE else f" ({sent} compressed with {compression.CODEC_NAMES[codec]})"
             self._log.warning(
                 "client telemetry: a push of %d bytes%s is over the broker's telemetry.max.bytes (%d): not sent; "
                 "subscription %d asks for too many metrics", size, how, limit, self.subscription_id,
