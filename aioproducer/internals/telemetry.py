@@ -383,20 +383,38 @@ class TelemetrySender:
         self._clock = clock
         self._log = log
         self._wake = asyncio.Event()
+        #: Set once the broker gave a client instance id, or telemetry ended without one.
+        self._instance_known = asyncio.Event()
 
     async def run(self) -> None:
         """Until TERMINATED: wait for the next request's time (or a wake-up), send it, feed the answer."""
         telemetry = self.telemetry
-        while telemetry.state is not TelemetryState.TERMINATED:
-            delay = telemetry.time_to_next_request(self._clock())
-            if delay > 0:
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), None if math.isinf(delay) else delay / 1000)
-                except TimeoutError:
-                    pass
-                continue
-            await self._exchange()
+        try:
+            while telemetry.state is not TelemetryState.TERMINATED:
+                delay = telemetry.time_to_next_request(self._clock())
+                if delay > 0:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), None if math.isinf(delay) else delay / 1000)
+                    except TimeoutError:
+                        pass
+                    continue
+                await self._exchange()
+        finally:
+            self._instance_known.set()  # no id will come: a waiting client_instance_id() returns now
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """The client instance id the broker gave (Java's ``clientInstanceId``), waiting up to ``timeout`` s for it.
+
+        None if no subscription came in time (or telemetry ended without one: a broker without KIP-714).
+        """
+        if self.telemetry.client_instance_id == ZERO_UUID and timeout > 0:
+            try:
+                await asyncio.wait_for(self._instance_known.wait(), timeout)
+            except TimeoutError:
+                pass
+        known = self.telemetry.client_instance_id
+        return None if known == ZERO_UUID else known
 
     async def _exchange(self) -> None:
         telemetry = self.telemetry
@@ -412,6 +430,8 @@ class TelemetrySender:
             return
         if api_key == messages.GET_TELEMETRY_SUBSCRIPTIONS:
             telemetry.on_subscriptions(response, self._clock())
+            if telemetry.client_instance_id != ZERO_UUID:
+                self._instance_known.set()
         else:
             telemetry.on_push(response, self._clock())
         self._wake.set()  # close() may have come meanwhile

@@ -204,3 +204,27 @@ async def test_the_broker_refuses_a_push_over_its_limit_by_either_size(
             "compression_type": codec, "metrics": sent,
         })
         assert answer["error_code"] == error
+
+
+async def test_client_instance_id_is_the_id_every_push_went_under(
+    limited_cluster: KafkaCluster, recorder_file: Path,
+) -> None:
+    """Java's clientInstanceId(): the id the broker gave, the one its reporter files each push under."""
+    topic = new_topic(limited_cluster, 1)
+    client_id = f"codec-producer-{uuid.uuid4().hex[:8]}"
+    async with Producer(bootstrap_servers=limited_cluster.bootstrap_servers, client_id=client_id,
+                        **REAL_BROKER_TIMEOUTS) as producer:
+        instance = await producer.client_instance_id(10)
+        assert instance is not None
+        for i in range(3):
+            await producer.send(topic, b"v%d" % i)
+
+        def pushed_all() -> bool:
+            return sum(p["metrics"][PREFIX + "record.send.total"].points[0].value
+                       for p in recorded(recorder_file, client_id)) == 3
+
+        await eventually(pushed_all, timeout=30, what="a push counting the 3 records")
+    received = recorded(recorder_file, client_id)
+    assert received[-1]["terminating"] is True
+    assert {p["client_instance_id"] for p in received} == {kafka_uuid(instance)}
+    assert await producer.client_instance_id(0) == instance  # still known after close(), as Java's

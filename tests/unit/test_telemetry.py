@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from aioproducer import Producer
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
     AuthenticationError,
     ConfigError,
+    IllegalStateError,
     KafkaConnectionError,
     KafkaTimeoutError,
     UnsupportedVersionError,
@@ -696,3 +698,54 @@ def test_each_new_subscription_jitters_its_first_push() -> None:
     telemetry.next_request(500)
     telemetry.on_subscriptions(subscription(subscription_id=10), 500)
     assert telemetry.time_to_next_request(500) == pytest.approx(1400)
+
+
+# ----------------------------------------------------------------- client_instance_id
+
+
+async def test_client_instance_id_waits_for_the_subscription_and_then_keeps_the_brokers_id() -> None:
+    answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        if api_key == messages.GET_TELEMETRY_SUBSCRIPTIONS:
+            return await answer
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    telemetry, _ = machine()
+    sender = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(sender.run())
+    try:
+        assert await sender.client_instance_id(0) is None  # no answer yet, no wait
+        waiting = asyncio.get_running_loop().create_task(sender.client_instance_id(30))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        answer.set_result(subscription(push_interval_ms=3_600_000))
+        assert await asyncio.wait_for(waiting, 5) == INSTANCE
+        assert await sender.client_instance_id(0) == INSTANCE
+    finally:
+        task.cancel()
+
+
+async def test_client_instance_id_is_none_at_once_when_telemetry_ends_without_one() -> None:
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        raise UnsupportedVersionError("API key 71 is not supported by the broker")
+
+    telemetry, _ = machine()
+    sender = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(sender.run())
+    assert await asyncio.wait_for(sender.client_instance_id(3600), 5) is None
+    await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5, math.nan, True, "1", None])
+async def test_client_instance_id_refuses_a_bad_timeout_naming_it(bad: Any) -> None:
+    producer = Producer(bootstrap_servers="localhost:1")
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0"):
+        await producer.client_instance_id(bad)
+
+
+async def test_client_instance_id_without_telemetry_or_before_start_is_an_illegal_state() -> None:
+    with pytest.raises(IllegalStateError, match=r"set enable\.metrics\.push to true"):
+        await Producer(bootstrap_servers="localhost:1", enable_metrics_push=False).client_instance_id(1)
+    with pytest.raises(IllegalStateError, match=r"needs a started producer"):
+        await Producer(bootstrap_servers="localhost:1").client_instance_id(1)
