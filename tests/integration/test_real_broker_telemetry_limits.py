@@ -220,8 +220,9 @@ async def test_client_instance_id_is_the_id_every_push_went_under(
             await producer.send(topic, b"v%d" % i)
 
         def pushed_all() -> bool:
-            return sum(p["metrics"][PREFIX + "record.send.total"].points[0].value
-                       for p in recorded(recorder_file, client_id)) == 3
+            counted = sum(p["metrics"][PREFIX + "record.send.total"].points[0].value
+                          for p in recorded(recorder_file, client_id))
+            return bool(counted == 3)
 
         await eventually(pushed_all, timeout=30, what="a push counting the 3 records")
     received = recorded(recorder_file, client_id)
