@@ -883,7 +883,7 @@ class Producer:
         Java's ``KafkaProducer.clientInstanceId(Duration)``: the id an operator finds this
         producer's pushed metrics under; waits up to ``timeout`` seconds for the first
         GetTelemetrySubscriptions answer, None if none came (a cluster without KIP-714).
-        ``IllegalStateError`` with ``enable.metrics.push=false`` or before ``start()``.
+        ``IllegalStateError`` with ``enable.metrics.push=false``, before ``start()``, or in a ``FakeProducer``.
         """
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
@@ -892,7 +892,8 @@ class Producer:
         self._check_context()
         sender = self._engine.telemetry
         if sender is None:
-            raise IllegalStateError("client_instance_id() needs a started producer")
+            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started, "
+                                    "or it has no cluster (a FakeProducer)")
         return await sender.client_instance_id(timeout)
 
     def metrics(self) -> dict[str, Any]:

@@ -25,8 +25,8 @@ A Kafka 4.3 broker refuses a push whose bytes on the wire are over the limit (TE
 and, when compressed, one that decompresses to more than the limit (its exporter fails: INVALID_RECORD,
 which ends telemetry for good). So a push whose compressed or uncompressed size is over the limit is
 not sent: a WARNING naming the sizes (once per subscription), and the subscription asked again after
-the push interval, as after the broker's TELEMETRY_TOO_LARGE. Nothing left, so a delta push's counts
-are kept for the next one.
+the push interval, as after the broker's TELEMETRY_TOO_LARGE. Since nothing left the client, a delta
+push's counts are kept for the next push.
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ _UNKNOWN_SUBSCRIPTION_ID: Final = 117
 _TELEMETRY_TOO_LARGE: Final = 118
 _UNSUPPORTED_COMPRESSION_TYPE: Final = 76
 _THROTTLING_QUOTA_EXCEEDED: Final = 89
-_FATAL_CODES: Final = frozenset({35, 42, 87})  # UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_RECORD
 _ASK_AGAIN_NOW: Final = frozenset({_UNKNOWN_SUBSCRIPTION_ID, _UNSUPPORTED_COMPRESSION_TYPE})
 _ASK_AGAIN_LATER: Final = frozenset({_TELEMETRY_TOO_LARGE, _THROTTLING_QUOTA_EXCEEDED})
 
@@ -333,7 +332,7 @@ class ClientTelemetry:
             self._log.info("client telemetry: the broker answered %s; subscription asked again in %d ms",
                            error.__name__, self.push_interval_ms)
             self._after(now, max(self.push_interval_ms, throttle), TelemetryState.SUBSCRIPTION_NEEDED)
-        else:  # _FATAL_CODES, and (Java) any code telemetry does not expect
+        else:  # UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_RECORD, and (Java) any code not expected here
             self._log.warning("client telemetry stopped: the broker answered %s", error.__name__)
             self.state = TelemetryState.TERMINATED
 

@@ -20,6 +20,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from aioproducer import Producer
 from aioproducer.config import ProducerConfig
+from aioproducer.testing import FakeProducer
 from aioproducer.errors import (
     AuthenticationError,
     ConfigError,
@@ -747,5 +748,8 @@ async def test_client_instance_id_refuses_a_bad_timeout_naming_it(bad: Any) -> N
 async def test_client_instance_id_without_telemetry_or_before_start_is_an_illegal_state() -> None:
     with pytest.raises(IllegalStateError, match=r"set enable\.metrics\.push to true"):
         await Producer(bootstrap_servers="localhost:1", enable_metrics_push=False).client_instance_id(1)
-    with pytest.raises(IllegalStateError, match=r"needs a started producer"):
+    with pytest.raises(IllegalStateError, match=r"no telemetry runs: the producer is not started"):
         await Producer(bootstrap_servers="localhost:1").client_instance_id(1)
+    async with FakeProducer() as fake:
+        with pytest.raises(IllegalStateError, match=r"no cluster \(a FakeProducer\)"):
+            await fake.client_instance_id(0)
