@@ -231,3 +231,18 @@ async def test_client_instance_id_is_the_id_every_push_went_under(
     assert received[-1]["terminating"] is True
     assert {p["client_instance_id"] for p in received} == {kafka_uuid(instance)}
     assert await producer.client_instance_id(0) == instance  # still known after close(), as Java's
+
+
+async def test_a_transactional_producers_pushes_carry_its_transactional_id(
+    limited_cluster: KafkaCluster, recorder_file: Path,
+) -> None:
+    """Java's ClientTelemetryProvider puts ``transactional_id`` in a producer's OTLP resource; a plain one has none."""
+    client_ids = {tid: f"codec-txn-{uuid.uuid4().hex[:8]}" for tid in (f"tx-{uuid.uuid4().hex[:8]}", None)}
+    for transactional_id, client_id in client_ids.items():
+        async with Producer(bootstrap_servers=limited_cluster.bootstrap_servers, client_id=client_id,
+                            transactional_id=transactional_id, **REAL_BROKER_TIMEOUTS):
+            await eventually(lambda: bool(recorded(recorder_file, client_id)), timeout=30, what="a push")
+        resources = {json.dumps(decode_metrics_data(base64.b64decode(p["data"]))[0], sort_keys=True)
+                     for p in recorded(recorder_file, client_id)}
+        expected = {"client_id": client_id} | ({} if transactional_id is None else {"transactional_id": transactional_id})
+        assert resources == {json.dumps(expected, sort_keys=True)}
