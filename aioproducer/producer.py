@@ -18,6 +18,7 @@ import contextlib
 import inspect
 import os
 import time
+import uuid
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -875,6 +876,25 @@ class Producer:
         self._require_started()
         partitions = await self._wait_on_metadata(_topic_argument(topic), self._max_block_ms)
         return list(range(partitions.num_partitions))
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
+        """The client instance id the cluster gave this producer for its telemetry (KIP-714), or None.
+
+        Java's ``KafkaProducer.clientInstanceId(Duration)``: the id an operator finds this
+        producer's pushed metrics under; waits up to ``timeout`` seconds for the first
+        GetTelemetrySubscriptions answer, None if none came (a cluster without KIP-714).
+        ``IllegalStateError`` with ``enable.metrics.push=false``, before ``start()``, or in a ``FakeProducer``.
+        """
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if not self._config.enable_metrics_push:
+            raise IllegalStateError("telemetry is not enabled: set enable.metrics.push to true")
+        self._check_context()
+        sender = self._engine.telemetry
+        if sender is None:
+            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started, "
+                                    "or it has no cluster (a FakeProducer)")
+        return await sender.client_instance_id(timeout)
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot: this producer's own counters, then the Java producer's metrics by their names.

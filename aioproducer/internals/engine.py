@@ -243,9 +243,10 @@ class ProducerEngine:
     def _start_telemetry(self, client: KafkaClient) -> None:
         """``enable.metrics.push``: the KIP-714 cycle as a task of its own, beside the sender's."""
         log = client_logger("aioproducer.telemetry", self.config.client_id)
-        telemetry = ClientTelemetry(
-            self.java_metrics, resource={"client_id": self.config.client_id}, log=log, now=self.clock(),
-        )
+        resource = {"client_id": self.config.client_id}
+        if self.config.transactional_id is not None:
+            resource["transactional_id"] = self.config.transactional_id  # Java's ClientTelemetryProvider adds it
+        telemetry = ClientTelemetry(self.java_metrics, resource=resource, log=log, now=self.clock())
         self.telemetry = TelemetrySender(telemetry, client.send_any, self.clock, log)
         self.telemetry_task = asyncio.get_running_loop().create_task(self.telemetry.run(), name="aioproducer-telemetry")
 

@@ -62,7 +62,7 @@ def pushes(path: Path, client_id: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for line in path.read_text().split("\n")[:-1]:  # the last: empty, or a line the broker is writing
         push = json.loads(line)
         if push["client_id"] == client_id:
             push["metrics"] = {m.name: m for m in decode_metrics_data(base64.b64decode(push["data"]))[1]}

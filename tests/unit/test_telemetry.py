@@ -18,8 +18,17 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from aioproducer import Producer
 from aioproducer.config import ProducerConfig
-from aioproducer.errors import ConfigError, KafkaConnectionError, UnsupportedVersionError
+from aioproducer.testing import FakeProducer
+from aioproducer.errors import (
+    AuthenticationError,
+    ConfigError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
 from aioproducer.internals.telemetry import (
     DEFAULT_PUSH_INTERVAL_MS,
     ClientTelemetry,
@@ -316,14 +325,17 @@ def test_errors_that_ask_for_the_subscription_again_at_once(code: int) -> None:
 
 
 @pytest.mark.parametrize("code", [118, 89])  # TELEMETRY_TOO_LARGE, THROTTLING_QUOTA_EXCEEDED
-def test_errors_that_wait_for_the_next_push(code: int) -> None:
+def test_errors_that_ask_for_the_subscription_again_after_the_interval(code: int) -> None:
+    """Java 4.3's maybeFetchErrorIntervalMs: the push interval, then GetTelemetrySubscriptions (not a push)."""
     telemetry, _ = subscribed()
     telemetry.next_request(1000)
     telemetry.on_push({"throttle_time_ms": 0, "error_code": code}, 1000)
-    assert telemetry.state is TelemetryState.PUSH_NEEDED and telemetry.time_to_next_request(1000) == 1000
+    assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED and telemetry.time_to_next_request(1000) == 1000
+    assert telemetry.next_request(1999) is None
+    assert telemetry.next_request(2000) == (messages.GET_TELEMETRY_SUBSCRIPTIONS, {"client_instance_id": INSTANCE})
 
 
-@pytest.mark.parametrize("code", [35, 42, 87])  # UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_RECORD
+@pytest.mark.parametrize("code", [35, 42, 87, 7, 1])  # UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_RECORD; any other
 def test_errors_that_end_telemetry(code: int) -> None:
     telemetry, _ = subscribed()
     telemetry.next_request(1000)
@@ -344,12 +356,33 @@ def test_a_broker_without_kip714_ends_it_another_failure_asks_again_later() -> N
     assert telemetry.time_to_next_request(5) == DEFAULT_PUSH_INTERVAL_MS
 
 
-def test_a_subscription_error_asks_again_after_the_interval() -> None:
+@pytest.mark.parametrize("error", [KafkaConnectionError("reset"), KafkaTimeoutError("late"), OSError("unreachable")])
+def test_a_push_without_an_answer_asks_again_after_javas_default_interval(error: Exception) -> None:
+    """Java's handleFailedRequest: a retriable failure waits 5 minutes, not the subscription's interval."""
+    telemetry, _ = subscribed()
+    telemetry.next_request(1000)
+    telemetry.on_failure(error, 1000)
+    assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED
+    assert telemetry.time_to_next_request(1000) == DEFAULT_PUSH_INTERVAL_MS != telemetry.push_interval_ms
+
+
+def test_a_failure_that_is_not_retriable_ends_telemetry_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    telemetry, _ = subscribed()
+    telemetry.next_request(1000)
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        telemetry.on_failure(AuthenticationError("bad password"), 1000)
+    assert telemetry.state is TelemetryState.TERMINATED
+    assert "client telemetry stopped" in caplog.text
+
+
+def test_a_subscription_error_java_does_not_map_ends_telemetry(caplog: pytest.LogCaptureFixture) -> None:
+    """Java 4.3: an error code telemetry does not expect disables it ("Unmapped error for telemetry")."""
     telemetry, _ = machine()
     telemetry.next_request(0)
-    telemetry.on_subscriptions(subscription(error_code=7), 0)  # REQUEST_TIMED_OUT
-    assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED
-    assert telemetry.time_to_next_request(0) == DEFAULT_PUSH_INTERVAL_MS
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        telemetry.on_subscriptions(subscription(error_code=7), 0)  # REQUEST_TIMED_OUT
+    assert telemetry.state is TelemetryState.TERMINATED and telemetry.next_request(10**9) is None
+    assert "RequestTimedOutError" in caplog.text
 
 
 def test_a_throttled_answer_delays_the_next_request() -> None:
@@ -462,3 +495,261 @@ async def test_close_with_nothing_subscribed_says_so() -> None:
     assert sender.close() is False
     await asyncio.wait_for(task, 5)
     assert telemetry.state is TelemetryState.TERMINATED
+
+
+# ------------------------------------------------------------ telemetry.max.bytes
+
+
+def sizes(snapshot: Snapshot, codec: int, requested: list[str] | None = None) -> tuple[int, int]:
+    """The uncompressed and ``codec``-compressed sizes of a push of ``snapshot`` (built by a twin machine)."""
+    twin, values = subscribed(requested_metrics=requested or [P])
+    values.values.update(snapshot.values)
+    _, body = twin.next_request(10**6) or (0, {})
+    plain = body["metrics"]
+    return len(plain), len(compression.compress(codec, plain)) if codec != compression.NONE else len(plain)
+
+
+def big_snapshot(snapshot: Snapshot, topics: int = 40) -> None:
+    """Many alike points: OTLP that gzip shrinks to a fraction."""
+    snapshot.values.update({f"topic.orders-{i}.record-send-total": i for i in range(topics)})
+
+
+def test_a_push_over_the_limit_is_not_sent_warned_once_and_the_subscription_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    telemetry, snapshot = subscribed()
+    big_snapshot(snapshot)
+    size, _ = sizes(snapshot, compression.NONE)
+    telemetry.on_subscriptions(subscription(telemetry_max_bytes=size - 1), 0)  # the same subscription, 9
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert telemetry.next_request(1000) is None
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert f"a push of {size} bytes" in warning.getMessage() and f"({size - 1})" in warning.getMessage()
+    assert "telemetry.max.bytes" in warning.getMessage()
+    # As after the broker's TELEMETRY_TOO_LARGE: the subscription again, a push interval later.
+    assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED and telemetry.time_to_next_request(1000) == 1000
+    assert (telemetry.next_request(2000) or (0,))[0] == messages.GET_TELEMETRY_SUBSCRIPTIONS
+    caplog.clear()
+    telemetry.on_subscriptions(subscription(telemetry_max_bytes=size - 1), 2000)  # still subscription 9
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert telemetry.next_request(4000) is None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "once per subscription"
+    telemetry.next_request(5000)
+    telemetry.on_subscriptions(subscription(subscription_id=10, telemetry_max_bytes=size - 1), 5000)
+    with caplog.at_level(logging.INFO, logger=LOG.name):
+        assert telemetry.next_request(7000) is None
+    assert [r.levelno for r in caplog.records].count(logging.WARNING) == 1, "a new subscription is warned of"
+
+
+def test_a_push_at_the_limit_goes_and_no_limit_before_a_subscription_says_one() -> None:
+    telemetry, snapshot = subscribed()
+    big_snapshot(snapshot)
+    size, _ = sizes(snapshot, compression.NONE)
+    telemetry.on_subscriptions(subscription(telemetry_max_bytes=size), 0)
+    _, body = telemetry.next_request(1000) or (0, {})
+    assert len(body["metrics"]) == size
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, 1000)
+    telemetry.on_subscriptions(subscription(telemetry_max_bytes=0), 1000)
+    assert telemetry.next_request(5000) is not None
+
+
+def test_a_compressed_push_whose_metrics_are_over_the_limit_is_not_sent() -> None:
+    """Kafka 4.3's broker decompresses with the limit too (its exporter then fails: INVALID_RECORD, telemetry over)."""
+    telemetry, snapshot = subscribed(accepted_compression_types=[compression.GZIP])
+    big_snapshot(snapshot)
+    size, compressed = sizes(snapshot, compression.GZIP)
+    assert compressed * 2 < size
+    telemetry.on_subscriptions(subscription(accepted_compression_types=[compression.GZIP],
+                                            telemetry_max_bytes=compressed + 10), 0)
+    assert telemetry.next_request(1000) is None
+    assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED
+
+
+def test_a_push_that_compression_makes_larger_than_the_limit_is_not_sent() -> None:
+    """The broker's first check is the bytes on the wire (TELEMETRY_TOO_LARGE): gzip makes a tiny push larger."""
+    telemetry, snapshot = subscribed(requested_metrics=[P + "record.send.total"],
+                                     accepted_compression_types=[compression.GZIP])
+    size, compressed = sizes(snapshot, compression.GZIP, [P + "record.send.total"])
+    assert compressed > size
+    telemetry.on_subscriptions(subscription(requested_metrics=[P + "record.send.total"], telemetry_max_bytes=size,
+                                            accepted_compression_types=[compression.GZIP]), 0)
+    assert telemetry.next_request(1000) is None
+    telemetry.next_request(2000)
+    telemetry.on_subscriptions(subscription(requested_metrics=[P + "record.send.total"],
+                                            telemetry_max_bytes=compressed,
+                                            accepted_compression_types=[compression.GZIP]), 2000)
+    _, body = telemetry.next_request(4000) or (0, {})
+    assert body["compression_type"] == compression.GZIP and len(body["metrics"]) == compressed
+
+
+def test_a_delta_push_not_sent_leaves_its_counts_for_the_next() -> None:
+    telemetry, snapshot = subscribed(delta_temporality=True)
+    snapshot.values["record-send-total"] = 10
+    _, first = telemetry.next_request(1000) or (0, {})
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, 1000)
+    snapshot.values["record-send-total"] = 30
+    telemetry.on_subscriptions(subscription(delta_temporality=True, telemetry_max_bytes=10), 1000)
+    assert telemetry.next_request(3000) is None
+    telemetry.next_request(4000)
+    telemetry.on_subscriptions(subscription(delta_temporality=True), 4000)
+    snapshot.values["record-send-total"] = 35
+    _, second = telemetry.next_request(6000) or (0, {})
+    assert pushed_values(first)[P + "record.send.total"] == 10
+    assert pushed_values(second)[P + "record.send.total"] == 25  # 30 - 10, not lost with the dropped push, + 5
+
+
+def test_a_terminating_push_over_the_limit_ends_telemetry_unsent() -> None:
+    telemetry, snapshot = subscribed(telemetry_max_bytes=10)
+    assert telemetry.initiate_close() is True
+    assert telemetry.next_request(1) is None
+    assert telemetry.state is TelemetryState.TERMINATED
+
+
+# -------------------------------------------------------------------- compression
+
+
+def test_types_this_client_does_not_use_are_passed_over_in_the_brokers_order() -> None:
+    accepted = [compression.ZSTD, compression.LZ4, compression.GZIP, compression.SNAPPY]  # Kafka 4.3's list
+    for unsupported, expected in [
+        ((), compression.ZSTD), ((compression.ZSTD,), compression.LZ4),
+        ((compression.ZSTD, compression.LZ4), compression.GZIP),
+        ((compression.ZSTD, compression.LZ4, compression.GZIP), compression.SNAPPY),
+        (tuple(accepted), compression.NONE),
+    ]:
+        snapshot = Snapshot()
+        telemetry = ClientTelemetry(snapshot, resource={}, log=LOG, now=0.0, jitter=lambda: 0.5,
+                                    unsupported_compression_types=unsupported)
+        telemetry.next_request(0)
+        telemetry.on_subscriptions(subscription(accepted_compression_types=accepted), 0)
+        _, body = telemetry.next_request(1000) or (0, {})
+        assert body["compression_type"] == expected, unsupported
+        assert pushed_values(body)[P + "record.send.total"] == 0
+
+
+def test_unsupported_compression_type_drops_that_type_and_asks_again_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    accepted = [compression.ZSTD, compression.GZIP]
+    telemetry, _ = subscribed(accepted_compression_types=accepted)
+    pushes = []
+    for now in (1000.0, 3000.0, 5000.0):
+        _, body = telemetry.next_request(now) or (0, {})
+        pushes.append(body["compression_type"])
+        with caplog.at_level(logging.INFO, logger=LOG.name):
+            telemetry.on_push({"throttle_time_ms": 0, "error_code": 76}, now)
+        assert telemetry.state is TelemetryState.SUBSCRIPTION_NEEDED and telemetry.time_to_next_request(now) == 0
+        telemetry.next_request(now)
+        telemetry.on_subscriptions(subscription(accepted_compression_types=accepted), now)  # the same list again
+    assert pushes == [compression.ZSTD, compression.GZIP, compression.NONE]
+    assert telemetry.unsupported_compression_types == {compression.ZSTD, compression.GZIP}
+    assert "the broker refused zstd" in caplog.text
+
+
+def test_a_type_that_fails_to_compress_is_dropped_and_the_push_goes_uncompressed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Java's createPushRequest: the push goes as is, the type joins unsupportedCompressionTypes."""
+    def broken(codec: int, data: bytes, level: int | None = None) -> bytes:
+        raise RuntimeError("no zstd here")
+
+    telemetry, _ = subscribed(accepted_compression_types=[compression.ZSTD, compression.GZIP])
+    monkeypatch.setattr(compression, "compress", broken)
+    _, body = telemetry.next_request(1000) or (0, {})
+    assert body["compression_type"] == compression.NONE and decode_metrics_data(body["metrics"])[1]
+    assert telemetry.unsupported_compression_types == {compression.ZSTD}
+    monkeypatch.undo()
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, 1000)
+    _, body = telemetry.next_request(2000) or (0, {})
+    assert body["compression_type"] == compression.GZIP
+
+
+# ------------------------------------------------------------------ subscriptions
+
+
+def test_a_subscription_asked_again_keeps_the_delta_ledger() -> None:
+    """Java resets its last values only when the temporality changes: a re-ask must not push the totals twice."""
+    telemetry, snapshot = subscribed(delta_temporality=True)
+    snapshot.values["record-send-total"] = 10
+    telemetry.next_request(1000)
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 117}, 1000)  # UNKNOWN_SUBSCRIPTION_ID
+    telemetry.next_request(1000)
+    telemetry.on_subscriptions(subscription(subscription_id=10, delta_temporality=True), 1000)
+    snapshot.values["record-send-total"] = 14
+    _, body = telemetry.next_request(2000) or (0, {})
+    assert body["subscription_id"] == 10 and pushed_values(body)[P + "record.send.total"] == 4
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 117}, 2000)
+    telemetry.next_request(2000)
+    telemetry.on_subscriptions(subscription(subscription_id=11, delta_temporality=False), 2000)
+    _, body = telemetry.next_request(3000) or (0, {})
+    assert pushed_values(body)[P + "record.send.total"] == 14  # cumulative now: the total
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 117}, 3000)
+    telemetry.next_request(3000)
+    telemetry.on_subscriptions(subscription(subscription_id=12, delta_temporality=True), 3000)
+    _, body = telemetry.next_request(4000) or (0, {})
+    assert pushed_values(body)[P + "record.send.total"] == 14  # delta again: the ledger starts over
+
+
+def test_each_new_subscription_jitters_its_first_push() -> None:
+    """Java's updateSubscriptionResult staggers the first push of every subscription, not only the first one."""
+    draws = iter([0.0, 0.9])
+    telemetry = ClientTelemetry(Snapshot(), resource={}, log=LOG, now=0.0, jitter=lambda: next(draws))
+    telemetry.next_request(0)
+    telemetry.on_subscriptions(subscription(), 0)
+    assert telemetry.time_to_next_request(0) == 500
+    telemetry.next_request(500)
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 117}, 500)
+    telemetry.next_request(500)
+    telemetry.on_subscriptions(subscription(subscription_id=10), 500)
+    assert telemetry.time_to_next_request(500) == pytest.approx(1400)
+
+
+# ----------------------------------------------------------------- client_instance_id
+
+
+async def test_client_instance_id_waits_for_the_subscription_and_then_keeps_the_brokers_id() -> None:
+    answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        if api_key == messages.GET_TELEMETRY_SUBSCRIPTIONS:
+            return await answer
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    telemetry, _ = machine()
+    sender = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(sender.run())
+    try:
+        assert await sender.client_instance_id(0) is None  # no answer yet, no wait
+        waiting = asyncio.get_running_loop().create_task(sender.client_instance_id(30))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        answer.set_result(subscription(push_interval_ms=3_600_000))
+        assert await asyncio.wait_for(waiting, 5) == INSTANCE
+        assert await sender.client_instance_id(0) == INSTANCE
+    finally:
+        task.cancel()
+
+
+async def test_client_instance_id_is_none_at_once_when_telemetry_ends_without_one() -> None:
+    async def send_any(api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        raise UnsupportedVersionError("API key 71 is not supported by the broker")
+
+    telemetry, _ = machine()
+    sender = TelemetrySender(telemetry, send_any, lambda: 0.0, LOG)
+    task = asyncio.get_running_loop().create_task(sender.run())
+    assert await asyncio.wait_for(sender.client_instance_id(3600), 5) is None
+    await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.parametrize("bad", [-1, -0.5, math.nan, True, "1", None])
+async def test_client_instance_id_refuses_a_bad_timeout_naming_it(bad: Any) -> None:
+    producer = Producer(bootstrap_servers="localhost:1")
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0"):
+        await producer.client_instance_id(bad)
+
+
+async def test_client_instance_id_without_telemetry_or_before_start_is_an_illegal_state() -> None:
+    with pytest.raises(IllegalStateError, match=r"set enable\.metrics\.push to true"):
+        await Producer(bootstrap_servers="localhost:1", enable_metrics_push=False).client_instance_id(1)
+    with pytest.raises(IllegalStateError, match=r"no telemetry runs: the producer is not started"):
+        await Producer(bootstrap_servers="localhost:1").client_instance_id(1)
+    async with FakeProducer() as fake:
+        with pytest.raises(IllegalStateError, match=r"no cluster \(a FakeProducer\)"):
+            await fake.client_instance_id(0)
