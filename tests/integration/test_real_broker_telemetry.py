@@ -39,17 +39,23 @@ def recorder_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("telemetry") / "pushes.jsonl"
 
 
-@pytest.fixture(scope="module")
-def telemetry_cluster(recorder_file: Path) -> Iterator[KafkaCluster]:
-    """One broker with the recorder as its metric reporter and a subscription for ``telemetry-*`` clients."""
+def recording_cluster(recorder_file: Path, **broker_config: str) -> KafkaCluster:
+    """One broker (behind a proxy) with the recorder as its metric reporter, writing each push to ``recorder_file``."""
     try:
         classes = compile_java(RECORDER, kafka_libs())
     except KafkaUnavailableError as exc:
         pytest.skip(f"the reporter plugin cannot be compiled here: {exc}")
-    cluster = kafka_or_skip(
+    return kafka_or_skip(
         brokers=1, proxy=True, extra_classpath=[classes],
-        broker_config={"metric.reporters": "TelemetryRecorder", "telemetry.recorder.file": str(recorder_file)},
+        broker_config={"metric.reporters": "TelemetryRecorder", "telemetry.recorder.file": str(recorder_file),
+                       **broker_config},
     )
+
+
+@pytest.fixture(scope="module")
+def telemetry_cluster(recorder_file: Path) -> Iterator[KafkaCluster]:
+    """One recording broker and a subscription for ``telemetry-*`` clients."""
+    cluster = recording_cluster(recorder_file)
     with cluster:
         cluster.set_client_metrics(
             "aioproducer-tests", metrics=[PREFIX], interval_ms=500, match={"client_id": "telemetry-.*"},

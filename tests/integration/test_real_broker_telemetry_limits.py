@@ -35,14 +35,13 @@ from aioproducer.protocol import compression, messages
 from aioproducer.protocol.otlp import DataPoint, Metric, decode_metrics_data, encode_metrics_data
 from aioproducer.protocol.primitives import ZERO_UUID
 from aioproducer.testing import KafkaCluster
-from aioproducer.testing.kafka import KafkaUnavailableError, compile_java, kafka_libs
-from conftest import REAL_BROKER_TIMEOUTS, kafka_or_skip, new_topic
+from conftest import REAL_BROKER_TIMEOUTS, new_topic
 from helpers import eventually
+from test_real_broker_telemetry import PREFIX, recording_cluster
+from test_real_broker_telemetry import pushes as pushes_of
 
 pytestmark = pytest.mark.integration
 
-RECORDER = Path(__file__).resolve().parents[1] / "java" / "TelemetryRecorder.java"
-PREFIX = "org.apache.kafka.producer."
 #: Under a producer's metrics zstd-compressed (about 1 KB after a few sends), under what it pushes
 #: uncompressed even just started (about 2 KB, 4 KB after a few sends): every push of a ``big-*`` producer is over.
 MAX_BYTES = 1500
@@ -58,15 +57,7 @@ def recorder_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def limited_cluster(recorder_file: Path) -> Iterator[KafkaCluster]:
-    try:
-        classes = compile_java(RECORDER, kafka_libs())
-    except KafkaUnavailableError as exc:
-        pytest.skip(f"the reporter plugin cannot be compiled here: {exc}")
-    cluster = kafka_or_skip(
-        brokers=1, proxy=True, extra_classpath=[classes],
-        broker_config={"metric.reporters": "TelemetryRecorder", "telemetry.recorder.file": str(recorder_file),
-                       "telemetry.max.bytes": str(MAX_BYTES)},
-    )
+    cluster = recording_cluster(recorder_file, **{"telemetry.max.bytes": str(MAX_BYTES)})
     with cluster:
         cluster.set_client_metrics("codecs", metrics=[PREFIX + "record.send.total"], interval_ms=200,
                                    match={"client_id": "codec-.*"})
@@ -81,19 +72,6 @@ async def _client(cluster: KafkaCluster, client_id: str) -> AsyncIterator[KafkaC
         yield client
     finally:
         await client.close()
-
-
-def recorded(path: Path, client_id: str) -> list[dict[str, Any]]:
-    """The recorder's lines for ``client_id``, the OTLP decoded by the broker under ``"metrics"``."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().split("\n")[:-1]:  # the last: empty, or a line the broker is writing
-        push = json.loads(line)
-        if push["client_id"] == client_id:
-            push["metrics"] = {m.name: m for m in decode_metrics_data(base64.b64decode(push["data"]))[1]}
-            out.append(push)
-    return out
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -136,7 +114,7 @@ async def test_a_push_in_each_compression_type_is_decoded_by_the_broker(
     assert telemetry.state is TelemetryState.TERMINATED
     assert pushes and pushes[-1][1] is True
     assert {(c, error) for c, _, error in pushes} == {(codec, 0)}, "every push in the type, every one accepted"
-    received = recorded(recorder_file, client_id)
+    received = pushes_of(recorder_file, client_id)
     assert len(received) == len(pushes)
     assert {p["client_instance_id"] for p in received} == {kafka_uuid(telemetry.client_instance_id)}
     # Delta temporality (the broker's default): the first push counts the 7, the next ones nothing new.
@@ -166,7 +144,7 @@ async def test_a_producer_whose_push_is_over_telemetry_max_bytes_sends_none_and_
             assert sender is not None and sender.telemetry.telemetry_max_bytes == MAX_BYTES
     after = proxy.stats.requests_forwarded
     assert after.get(messages.PUSH_TELEMETRY, 0) == before.get(messages.PUSH_TELEMETRY, 0), "no push sent"
-    assert recorded(recorder_file, client_id) == []
+    assert pushes_of(recorder_file, client_id) == []
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("aioproducer.telemetry")]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     found = re.search(r"a push of (\d+) bytes \((\d+) compressed with zstd\) is over the broker's "
@@ -223,11 +201,11 @@ async def test_client_instance_id_is_the_id_every_push_went_under(
 
         def pushed_all() -> bool:
             counted = sum(p["metrics"][PREFIX + "record.send.total"].points[0].value
-                          for p in recorded(recorder_file, client_id))
+                          for p in pushes_of(recorder_file, client_id))
             return bool(counted == 3)
 
         await eventually(pushed_all, timeout=30, what="a push counting the 3 records")
-    received = recorded(recorder_file, client_id)
+    received = pushes_of(recorder_file, client_id)
     assert received[-1]["terminating"] is True
     assert {p["client_instance_id"] for p in received} == {kafka_uuid(instance)}
     assert await producer.client_instance_id(0) == instance  # still known after close(), as Java's
@@ -241,8 +219,8 @@ async def test_a_transactional_producers_pushes_carry_its_transactional_id(
     for transactional_id, client_id in client_ids.items():
         async with Producer(bootstrap_servers=limited_cluster.bootstrap_servers, client_id=client_id,
                             transactional_id=transactional_id, **REAL_BROKER_TIMEOUTS):
-            await eventually(lambda: bool(recorded(recorder_file, client_id)), timeout=30, what="a push")
+            await eventually(lambda: bool(pushes_of(recorder_file, client_id)), timeout=30, what="a push")
         resources = {json.dumps(decode_metrics_data(base64.b64decode(p["data"]))[0], sort_keys=True)
-                     for p in recorded(recorder_file, client_id)}
+                     for p in pushes_of(recorder_file, client_id)}
         expected = {"client_id": client_id} | ({} if transactional_id is None else {"transactional_id": transactional_id})
         assert resources == {json.dumps(expected, sort_keys=True)}
