@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import re
 from pathlib import Path
 from typing import Callable
@@ -96,3 +97,103 @@ def test_every_page_in_the_nav_exists_and_every_page_is_in_it() -> None:
     assert len(nav) == len(set(nav))
     assert set(nav) - pages == set(), "mkdocs.yml names pages that do not exist"
     assert pages - set(nav) == set(), "pages under docs/ that the nav does not reach"
+
+
+# ------------------------------------------------------------------ the migration guide's tables
+
+MIGRATING = DOCS / "how-to" / "migrating.md"
+
+
+def _tables(section: str) -> list[list[list[str]]]:
+    """The Markdown tables of the ``## From ...`` section ``section``: rows of cells, header first, rule dropped."""
+    text = MIGRATING.read_text()
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 1)
+    tables: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    for line in text[start : end if end >= 0 else None].splitlines():
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+            if not set(line) <= set("|-: "):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    if current:
+        tables.append(current)
+    return tables
+
+
+def _aioproducer_name_accepted(name: str) -> bool:
+    """A ``Producer(...)`` keyword or a Java (or librdkafka) key that aioproducer's configuration takes."""
+    from aioproducer import ConfigError, Producer, ProducerConfig
+    from aioproducer.config import CONFIG_DEFS
+
+    if name in {d.key for d in CONFIG_DEFS} or name in inspect.signature(Producer.__init__).parameters:
+        return True
+    try:
+        ProducerConfig(**{name: None})
+    except ConfigError as exc:
+        return not str(exc).startswith("unknown keyword argument")
+    return True
+
+
+def _librdkafka_knows(key: str) -> bool:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    try:
+        confluent_kafka.Producer({key: "0"})
+    except confluent_kafka.KafkaException as exc:
+        return "No such configuration property" not in exc.args[0].str()
+    return True
+
+
+def _peer_checks() -> dict[str, tuple[type, Callable[[str], bool]]]:
+    """Per section: the peer's producer class (its methods) and whether it takes a configuration name."""
+    aiokafka = pytest.importorskip("aiokafka")
+    kafka = pytest.importorskip("kafka")
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    aiokafka_keywords = set(inspect.signature(aiokafka.AIOKafkaProducer.__init__).parameters)
+    return {
+        "From aiokafka": (aiokafka.AIOKafkaProducer, aiokafka_keywords.__contains__),
+        "From confluent-kafka": (confluent_kafka.Producer, _librdkafka_knows),
+        "From kafka-python": (kafka.KafkaProducer, set(kafka.KafkaProducer.DEFAULT_CONFIG).__contains__),
+    }
+
+
+@pytest.mark.parametrize("section", ["From aiokafka", "From confluent-kafka", "From kafka-python"])
+def test_the_migration_tables_name_what_each_client_has(section: str) -> None:
+    """Calls: ``producer.NAME(`` is a method of the peer's producer (left) and of ``Producer`` (right).
+
+    Settings: every backticked name of the left column is one the peer takes, every one of the
+    right column one aioproducer takes (its keyword, or the Java key in parentheses).
+    """
+    from aioproducer import Producer
+
+    peer_class, peer_takes = _peer_checks()[section]
+    calls, settings = _tables(section)
+    assert len(calls) > 5 and len(settings) > 10
+    for peer, ours in (row[:2] for row in calls[1:]):
+        for name in re.findall(r"producer\.(\w+)\(", peer):
+            assert hasattr(peer_class, name), f"{section}: {peer_class.__name__} has no {name}()"
+        for name in re.findall(r"producer\.(\w+)\(", ours):
+            assert hasattr(Producer, name), f"{section}: Producer has no {name}()"
+    for peer, ours in (row[:2] for row in settings[1:]):
+        for name in re.findall(r"`([\w.]+)`", peer):
+            assert peer_takes(name), f"{section}: {name!r} is not a setting of {peer_class.__name__}"
+        for name in re.findall(r"`([\w.]+)`", ours):
+            assert _aioproducer_name_accepted(name), f"{section}: {name!r} is not a setting of aioproducer"
+
+
+def test_keyed_records_go_where_aiokafkas_and_kafka_pythons_default_partitioners_put_them() -> None:
+    """The migration guide says so: Java's murmur2 formula on every side."""
+    aiokafka_partitioner = pytest.importorskip("aiokafka.partitioner")
+    kafka_partitioner = pytest.importorskip("kafka.partitioner")
+    from aioproducer.partitioner import partition_for_key
+
+    for partitions in (1, 3, 6, 50):
+        everyone = list(range(partitions))
+        for n in range(300):
+            key = f"user-{n}".encode()
+            ours = partition_for_key(key, partitions)
+            assert ours == aiokafka_partitioner.DefaultPartitioner()(key, everyone, everyone)
+            assert ours == kafka_partitioner.DefaultPartitioner()(key, everyone, everyone)
