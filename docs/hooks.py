@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,17 @@ def on_files(files: Files, config: Any) -> Files:
             raise FileNotFoundError(f"docs/hooks.py: the plot benchmarks/results/{source} is gone")
         files.append(File.generated(config, f"assets/benchmarks/{name}", abs_src_path=str(path)))
     return files
+
+
+#: A Sphinx role in a docstring, as Markdown renders it: ``:class:`~a.b.C``` -> ``:class:<code>~a.b.C</code>``.
+_ROLE = re.compile(r":(?:py:)?(?:attr|class|const|data|exc|func|meth|mod|obj):<code>(~?)([^<]*)</code>")
+
+
+def _plain_role(match: re.Match[str]) -> str:
+    tilde, target = match.groups()
+    return f"<code>{target.rsplit('.', 1)[-1] if tilde else target}</code>"
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """The docstrings' Sphinx roles shown as the code they name, not as ``:meth:`` text."""
+    return _ROLE.sub(_plain_role, html)
