@@ -197,3 +197,55 @@ def test_keyed_records_go_where_aiokafkas_and_kafka_pythons_default_partitioners
             ours = partition_for_key(key, partitions)
             assert ours == aiokafka_partitioner.DefaultPartitioner()(key, everyone, everyone)
             assert ours == kafka_partitioner.DefaultPartitioner()(key, everyone, everyone)
+
+
+# ------------------------------------------------------------------ the README's table against the peers
+
+README = ROOT / "README.md"
+
+
+def _readme_peer_row(label: str) -> list[str]:
+    [line] = [line for line in README.read_text().splitlines() if line.startswith(f"| {label} |")]
+    return [cell.strip() for cell in line.strip("|").split(" | ")][1:]
+
+
+def _results(scenario: str) -> dict[str, list[str]]:
+    """Client -> the cells of its row for ``scenario`` in benchmarks/results/results.md (the run the README quotes)."""
+    rows: dict[str, list[str]] = {}
+    for line in (ROOT / "benchmarks" / "results" / "results.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        if len(cells) > 2 and cells[0] == scenario:
+            rows[cells[1]] = cells[2:]
+    return rows
+
+
+def test_the_readme_speed_rows_are_the_benchmark_run_they_cite() -> None:
+    """The README's rows against the peers: benchmarks/results/results.md (2026-11-24, ea9638d), figure for figure."""
+    assert "ea9638d" in (ROOT / "benchmarks" / "results" / "results.md").read_text()
+    throughput = _results("100 B keyed, acks=1 (200,000)")
+    ratio = {client: cells[-1].removesuffix(" rec/s") for client, cells in throughput.items()}
+    assert _readme_peer_row("100 B keyed records/s, mock cluster ¹") == [
+        throughput["aioproducer"][0],
+        ratio["aiokafka"],
+        f"{ratio['confluent AIOProducer']} (`AIOProducer`), {ratio['confluent Producer (sync)']} (C `Producer`)",
+        ratio["kafka-python"],
+    ]
+    latency = {client: f"{cells[3]} ms" for client, cells in _results("latency at 20k rec/s, 100 B keyed (200,000)").items()}
+    assert _readme_peer_row("p99 latency at 20k records/s ¹") == [
+        latency["aioproducer"],
+        latency["aiokafka"],
+        f"{latency['confluent AIOProducer']} (`AIOProducer`), {latency['confluent Producer (sync)']} (C `Producer`)",
+        latency["kafka-python"],
+    ]
+
+
+def test_the_peers_idempotence_defaults_are_what_the_readme_and_migration_guide_say() -> None:
+    """"Idempotent by default": aioproducer yes; aiokafka and kafka-python no (their own defaults, read here)."""
+    aiokafka = pytest.importorskip("aiokafka")
+    kafka = pytest.importorskip("kafka")
+    from aioproducer import ProducerConfig
+
+    assert _readme_peer_row("Idempotent by default")[:2] == ["yes", "no"] and _readme_peer_row("Idempotent by default")[3] == "no"
+    assert ProducerConfig(bootstrap_servers="localhost:9092").enable_idempotence is True
+    assert inspect.signature(aiokafka.AIOKafkaProducer.__init__).parameters["enable_idempotence"].default is False
+    assert kafka.KafkaProducer.DEFAULT_CONFIG["enable_idempotence"] is False
