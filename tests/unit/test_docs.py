@@ -249,3 +249,22 @@ def test_the_peers_idempotence_defaults_are_what_the_readme_and_migration_guide_
     assert ProducerConfig(bootstrap_servers="localhost:9092").enable_idempotence is True
     assert inspect.signature(aiokafka.AIOKafkaProducer.__init__).parameters["enable_idempotence"].default is False
     assert kafka.KafkaProducer.DEFAULT_CONFIG["enable_idempotence"] is False
+
+
+def test_every_list_item_starts_where_python_markdown_sees_one() -> None:
+    """MkDocs' Markdown (unlike GitHub's) needs a blank line before a list that follows a paragraph, and
+    before an item that follows an item of several paragraphs; without it the "- " lines render as text."""
+    for page in sorted(DOCS.rglob("*.md")):
+        lines = page.read_text().splitlines()
+        fence = False
+        item_start = -1
+        for n, line in enumerate(lines):
+            if line.strip().startswith("```"):
+                fence = not fence
+            if fence or not re.match(r"(- |\d+\. )", line):
+                continue
+            before = lines[n - 1] if n else ""
+            after_paragraph = before.strip() != "" and not before.startswith((" ", "- ", "|", "#", "<")) and not re.match(r"\d+\. ", before)
+            after_long_item = before.startswith(" ") and before.strip() != "" and item_start >= 0 and "" in (x.strip() for x in lines[item_start:n])
+            assert not (after_paragraph or after_long_item), f"docs/{page.relative_to(DOCS)}:{n + 1}: put a blank line before this list item"
+            item_start = n
