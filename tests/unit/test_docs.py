@@ -268,3 +268,12 @@ def test_every_list_item_starts_where_python_markdown_sees_one() -> None:
             after_long_item = before.startswith(" ") and before.strip() != "" and item_start >= 0 and "" in (x.strip() for x in lines[item_start:n])
             assert not (after_paragraph or after_long_item), f"docs/{page.relative_to(DOCS)}:{n + 1}: put a blank line before this list item"
             item_start = n
+
+
+def test_every_link_and_image_of_the_readme_reaches_a_file() -> None:
+    """The README is not part of the site (``mkdocs build --strict`` does not see it): its relative links are checked here."""
+    targets = re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", README.read_text())
+    relative = [target for target in targets if "://" not in target]
+    assert "docs/index.md" in relative and "benchmarks/results/results.png" in relative
+    for target in relative:
+        assert (ROOT / target).is_file(), f"README.md links to {target}, which is not there"
