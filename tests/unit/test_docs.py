@@ -277,3 +277,21 @@ def test_every_link_and_image_of_the_readme_reaches_a_file() -> None:
     assert "docs/index.md" in relative and "benchmarks/results/results.png" in relative
     for target in relative:
         assert (ROOT / target).is_file(), f"README.md links to {target}, which is not there"
+
+
+def test_every_option_the_command_line_page_names_is_one_the_parser_has() -> None:
+    """``--option`` on docs/reference/cli.md: an option of ``aioproducer`` or of one of its commands."""
+    import argparse
+
+    from aioproducer.cli import build_parser
+
+    parser = build_parser()
+    options = {option for action in parser._actions for option in action.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                options |= {option for sub in command._actions for option in sub.option_strings}
+    text = (DOCS / "reference" / "cli.md").read_text()
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9.-]*)", text))
+    assert {"--command-property", "--reader-property", "--throughput"} <= named
+    assert named <= options, f"docs/reference/cli.md names options no command has: {sorted(named - options)}"
