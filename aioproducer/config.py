@@ -560,7 +560,7 @@ _KEY_BY_ATTR: dict[str, str] = {d.attr: d.key for d in CONFIG_DEFS}
 
 #: Extra Python keywords, for the names Python users reach for first (aiokafka and
 #: confluent-kafka say ``interceptors``, not ``interceptor_classes``; aiokafka says
-#: ``partitioner=``, as the README does). Keywords only: a mapping of Java keys takes the
+#: ``partitioner=``, as the docs do). Keywords only: a mapping of Java keys takes the
 #: Java key, so the config table and every error name the Java key, whichever was used.
 _KEYWORD_ALIASES: dict[str, str] = {"interceptors": "interceptor.classes", "partitioner": "partitioner.class"}
 _KEY_BY_ATTR.update(_KEYWORD_ALIASES)
@@ -877,7 +877,7 @@ def _default_text(d: ConfigDef) -> str:
 
 
 def render_markdown_table() -> str:
-    """The README's configuration table, generated from :data:`CONFIG_DEFS` so it cannot drift."""
+    """The docs' configuration table (docs/reference/configuration.md), generated from :data:`CONFIG_DEFS` so it cannot drift."""
     lines = [
         "| Key | Keyword | Type | Default | Status | Description |",
         "|---|---|---|---|---|---|",

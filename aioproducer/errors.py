@@ -867,6 +867,41 @@ def raise_for_code(code: int, message: str | None = None) -> None:
     raise cls(message) if message else cls()
 
 
+def _first_sentence(cls: type) -> str:
+    """The first paragraph of a class's docstring on one line, ``|`` escaped for a Markdown table."""
+    doc = (cls.__doc__ or "").strip().split("\n\n", 1)[0]
+    return " ".join(doc.split()).replace("|", "\\|")
+
+
+def render_markdown_table() -> str:
+    """The docs' error tables (``docs/reference/errors.md``), generated from the classes so they cannot drift.
+
+    Two tables: the client-side errors (every class of ``__all__`` that is not one broker error
+    code's) with their bases and ``retriable``, then one row per broker error code from
+    :data:`ERRORS_BY_CODE`.
+    """
+    names = [name for name in __all__ if isinstance(globals()[name], type)]
+    client = [globals()[name] for name in names if globals()[name] not in _ERRORS_BY_CODE.values()]
+    lines = [
+        "| Class | Derives from | Retriable | Meaning |",
+        "|---|---|---|---|",
+    ]
+    for cls in client:
+        bases = ", ".join(f"`{base.__name__}`" for base in cls.__bases__)
+        lines.append(f"| `{cls.__name__}` | {bases} | {'yes' if cls.retriable else 'no'} | {_first_sentence(cls)} |")
+    lines += [
+        "",
+        "| Code | Kafka name | Class | Retriable | Refreshes metadata | Meaning |",
+        "|---:|---|---|---|---|---|",
+    ]
+    for code, cls in sorted(_ERRORS_BY_CODE.items()):
+        lines.append(
+            f"| {code} | `{cls.message}` | `{cls.__name__}` | {'yes' if cls.retriable else 'no'} | "
+            f"{'yes' if cls.invalid_metadata else 'no'} | {_first_sentence(cls)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 __all__ = [
     "KafkaError",
     "AuthenticationError",

@@ -10,7 +10,7 @@ The mechanism is a :class:`logging.LoggerAdapter` built from the producer's conf
 each component through its constructor, as the producer wires everything else. Not a LogRecord
 factory, not a context variable: a line logged from the sender task, a timer callback or the
 user's own task names the same producer, and nothing outside aioproducer's loggers is touched.
-The logger names stay the module names the README lists, so existing logging configuration
+The logger names stay the module names the docs list (docs/how-to/observability.md), so existing logging configuration
 (levels per logger, filters) keeps working.
 
 At the bottom of the package (like ``stats.py``): ``network/`` and ``security/`` use it without
@@ -58,5 +58,5 @@ class ClientLogger(logging.LoggerAdapter[logging.Logger]):
 
 
 def client_logger(name: str, client_id: str) -> ClientLogger:
-    """The logger ``name`` (a module logger the README lists) for the producer ``client_id``."""
+    """The logger ``name`` (a module logger the docs list) for the producer ``client_id``."""
     return ClientLogger(logging.getLogger(name), client_id)

@@ -358,7 +358,7 @@ class Producer:
         total, then raises ``KafkaTimeoutError``. ``on_delivery(metadata, error)``
         is called when the record completes, in send order per partition; what it raises is
         logged, except ``SystemExit``/``KeyboardInterrupt``, which leave the event loop as from
-        any asyncio callback (README, "Delivery futures"). Either way delivery goes on.
+        any asyncio callback (docs/reference/producer.md, "Delivery futures"). Either way delivery goes on.
 
         Works in the event loop and process ``start()`` ran in only (``WrongEventLoopError``
         elsewhere). The fast path below does not call ``asyncio.get_running_loop()`` (on

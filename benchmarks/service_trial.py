@@ -4,7 +4,7 @@
 
 One Kafka node (``KafkaCluster``) with a 6-partition topic, stopped before the service
 starts. The example service (``examples/fastapi_service.py`` or ``examples/aiohttp_service.py``)
-runs as its own process (uvicorn, or aiohttp's runner) as it comes (the README's service-sized
+runs as its own process (uvicorn, or aiohttp's runner) as it comes (docs/how-to/web-services.md's service-sized
 producer settings, ``wait_ready=False``), its log at INFO on stderr. A load generator in this process keeps 64
 connections busy, each posting one event after another, every event with its own
 ``request-id``. The timeline:
@@ -41,7 +41,7 @@ from aioproducer.testing import KafkaCluster
 TOPIC = "events"
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Settings over the example's own (its ``SERVICE_CONFIG``, the README's service-sized values): none.
+#: Settings over the example's own (its ``SERVICE_CONFIG``, docs/how-to/web-services.md's service-sized values): none.
 SERVICE_CONFIG: dict[str, Any] = {}
 
 _LAUNCH = """

@@ -24,6 +24,6 @@ Both share (``_common``) how they start, answer and stop:
   records silently is worse than losing them with a log line that counts them.
 
 The defaults of ``max.block.ms`` (60 s) and ``delivery.timeout.ms`` (120 s) are a
-pipeline's: a request waiting for its acknowledgement wants a few seconds (the README's
-"Using it in a web service" gives sizes and reasons; the examples use them).
+pipeline's: a request waiting for its acknowledgement wants a few seconds (the docs'
+"Web services" page, docs/how-to/web-services.md, gives sizes and reasons; the examples use them).
 """

@@ -535,7 +535,7 @@ METRIC_DEFS: Final[tuple[MetricDef, ...]] = (
 
 
 def render_markdown_table(defs: tuple[MetricDef, ...] = METRIC_DEFS) -> str:
-    """The README's metrics table (between the ``<!-- metrics-table -->`` markers), from ``METRIC_DEFS``."""
+    """The docs' metrics table (docs/reference/metrics.md, between the ``<!-- metrics-table -->`` markers), from ``METRIC_DEFS``."""
     lines = ["| Key | Unit | Meaning |", "|---|---|---|"]
     lines += [f"| `{d.name}` | {d.unit} | {d.description} |" for d in defs]
     return "\n".join(lines) + "\n"

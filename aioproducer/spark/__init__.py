@@ -6,7 +6,7 @@
 * :func:`register_data_source` — on Spark 4, ``df.write.format("aioproducer")``.
 
 At least once by default; exactly once with ``transactional=True`` (see
-:mod:`aioproducer.spark.task` for how, and the README for what it guarantees).
+:mod:`aioproducer.spark.task` for how, and docs/how-to/spark.md for what it guarantees).
 """
 
 from typing import Any

@@ -56,8 +56,8 @@ def write_kafka(
     it again (``on_error="count"`` instead counts such records in the statistics and goes on).
     ``transactional=True``: exactly once, for a batch identified by ``batch_id``; ``config``'s
     ``transactional.id`` is the prefix of each task's own id, and ``progress_topic`` (default:
-    ``topic``) holds the markers of the batches written. See the README's "Spark" section for
-    what that guarantees. Without ``transactional``, ``batch_id`` only labels the statistics.
+    ``topic``) holds the markers of the batches written. See the docs' "Spark" page
+    (docs/how-to/spark.md) for what that guarantees. Without ``transactional``, ``batch_id`` only labels the statistics.
 
     ``key_serializer`` / ``value_serializer`` (or the ``key.serializer`` / ``value.serializer``
     keys of ``config``) turn the column's rows into bytes in the tasks; the column may then be

@@ -140,11 +140,12 @@ def test_import_without_prometheus_client_names_the_extra(monkeypatch: pytest.Mo
         importlib.import_module("aioproducer.metrics.prometheus")
 
 
-def test_readme_excerpt_names_exported_series() -> None:
+def test_docs_excerpt_names_exported_series() -> None:
+    """The excerpt of ``generate_latest()`` on the Observability page (docs/how-to/observability.md)."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start = readme.index("\n### Prometheus\n")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "observability.md").read_text()
+    start = readme.index("\n## Prometheus\n")
     end = re.compile(r"^##+ ", re.M).search(readme, start + 2)  # the next heading, whichever it is
     section = readme[start : end.start() if end else None]
     excerpt = section.split("```text\n", 1)[1].split("```", 1)[0]

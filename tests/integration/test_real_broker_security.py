@@ -87,7 +87,7 @@ async def test_ssl_with_a_pem_truststore_and_an_inline_client_certificate(secure
 
 
 async def test_mutual_tls_with_a_pem_keystore_file(secured: KafkaCluster, tmp_path: Path) -> None:
-    """The README's mutual-TLS snippet: one PEM file with the key and the certificate chain."""
+    """The mutual-TLS snippet of docs/how-to/secured-clusters.md: one PEM file with the key and the certificate chain."""
     keystore = tmp_path / "client.pem"
     keystore.write_text(Path(secured.client_key_file).read_text() + Path(secured.client_cert_file).read_text())
     await produce_and_read_back(secured, {

@@ -372,7 +372,7 @@ async def _timed_out_under_v1_is_fenced(cluster: KafkaCluster) -> None:
 async def test_a_zombie_fenced_mid_transaction_gets_producer_fenced_from_commit_and_every_later_call(
     cluster: KafkaCluster,
 ) -> None:
-    """The README's ``except ProducerFencedError`` must catch fencing, whichever request meets it first."""
+    """The docs' ``except ProducerFencedError`` (docs/how-to/transactions.md) must catch fencing, whichever request meets it first."""
     topic = fresh(cluster, partitions=1)
     zombie = Producer(config(cluster, "t-zombie"))
     await zombie.start()

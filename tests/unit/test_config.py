@@ -550,7 +550,7 @@ def test_a_configuration_that_is_not_a_mapping_is_refused(config: object) -> Non
 
 
 def test_partitioner_is_the_keyword_alias_of_partitioner_class() -> None:
-    """The README's spelling (and aiokafka's): the same setting, the Java key in the table and in errors."""
+    """The docs' spelling (and aiokafka's): the same setting, the Java key in the table and in errors."""
 
     def first(topic: str, key: object, key_bytes: object, value: object, value_bytes: object, cluster: object) -> int:
         return 0
