@@ -29,8 +29,17 @@ One test per block, named by file and line (``test_example[README.md:8]``). How 
   - ``<!-- example: skip reason="needs AWS credentials" -->``: needs what a test cannot have (a
     secured cluster, a cloud account, Spark's session, a server left running): compiled, then
     skipped with the reason shown. A skip without a reason fails.
+  - ``<!-- example: file name="app.py" -->``: a file the reader saves ("Save this as ``app.py``"),
+    of any language (a ``pytest.ini`` too). Every such block of every page is saved, as written,
+    into one directory shared by the session (the reader's project folder, on ``sys.path`` while
+    the examples run) before any block runs, so a page may import a module another page saved. Its
+    test imports a ``.py`` file as a module. Two blocks saving one name with different text fail.
+  - ``<!-- example: pytest name="test_app.py" -->``: a test module the reader saves and runs with
+    ``pytest``: saved there too, and its test runs ``python -m pytest test_app.py`` in that
+    directory (with the ``pytest.ini`` a page saved there, the installed aioproducer pytest plugin):
+    the tests must pass.
 
-  A marker that names no known kind, or stands above no python block, fails ``test_markers``.
+  A marker that names no known kind, or stands above no block it can mark, fails ``test_markers``.
 
 ``test_example_counts`` prints, per file, how many blocks run (on the mock), run on Kafka, are
 compiled only and are skipped; ``python tests/docs/test_examples.py`` prints the same table.
@@ -40,9 +49,12 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import importlib
 import inspect
+import os
 import re
 import shlex
+import subprocess
 import sys
 import textwrap
 import traceback
@@ -59,8 +71,9 @@ pytestmark = pytest.mark.source_tree  # reads the docs in the source tree, see t
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The kinds a marker may name; a block with no marker is "run".
-KINDS = ("run", "kafka", "compile", "skip")
-MARKER = re.compile(r"<!--\s*example:\s*(?P<kind>[\w-]+)(?P<args>.*?)-->")
+KINDS = ("run", "kafka", "file", "pytest", "compile", "skip")
+#: A marker is an HTML comment alone on its line (one quoted in the text, as here, is not).
+MARKER = re.compile(r"\s*<!--\s*example:\s*(?P<kind>[\w-]+)(?P<args>.*?)-->\s*")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`]*)$")
 PYTHON = {"python", "py", "python3"}
 #: The name a bootstrap literal is rewritten to; set before each block to its cluster's address.
@@ -81,6 +94,8 @@ class Block:
     kind: str
     reason: str | None
     marker_error: str | None = None
+    filename: str | None = None  #: ``name=`` of a file or pytest block
+    lang: str = "python"
 
     @property
     def name(self) -> str:
@@ -94,26 +109,30 @@ class Marker:
     text: str
 
 
-def parse_marker(text: str) -> tuple[str, str | None, str | None]:
-    """``(kind, reason, error)`` of a marker comment's text."""
-    match = MARKER.search(text)
+def parse_marker(text: str) -> tuple[str, dict[str, str], str | None]:
+    """``(kind, arguments, error)`` of a marker comment's text."""
+    match = MARKER.fullmatch(text)
     assert match is not None
     kind, args = match["kind"], match["args"].strip()
-    reason: str | None = None
+    arguments: dict[str, str] = {}
     error: str | None = None
     try:
         words = shlex.split(args)
     except ValueError as exc:
-        return kind, None, f"cannot read the marker's arguments {args!r}: {exc}"
+        return kind, {}, f"cannot read the marker's arguments {args!r}: {exc}"
     for word in words:
         key, _, value = word.partition("=")
-        if key == "reason" and value:
-            reason = value
+        if key in ("reason", "name") and value:
+            arguments[key] = value
         else:
-            error = f"unknown marker argument {word!r} (only reason=\"...\")"
+            error = f'unknown marker argument {word!r} (reason="..." or name="...")'
     if kind not in KINDS:
         error = f"unknown example kind {kind!r}: one of {', '.join(KINDS)}"
-    return kind, reason, error
+    elif kind in ("file", "pytest") and "/" in arguments.get("name", "/"):
+        error = f'an example of kind {kind} needs name="FILE" (a file name, no directory)'
+    elif kind == "pytest" and not arguments["name"].endswith(".py"):
+        error = f"a pytest example's name ends in .py: {arguments['name']!r}"
+    return kind, arguments, error
 
 
 def parse(path: Path) -> tuple[list[Block], list[Marker]]:
@@ -125,7 +144,7 @@ def parse(path: Path) -> tuple[list[Block], list[Marker]]:
     while i < len(lines):
         opening = FENCE.match(lines[i])
         if opening is None:
-            if MARKER.search(lines[i]):
+            if MARKER.fullmatch(lines[i]):
                 # a marker is consumed by the fence below it; one that reaches here has none
                 j = i + 1
                 while j < len(lines) and not lines[j].strip():
@@ -145,11 +164,12 @@ def parse(path: Path) -> tuple[list[Block], list[Marker]]:
         above = i - 1
         while above >= 0 and not lines[above].strip():
             above -= 1
-        marker = lines[above] if above >= 0 and MARKER.search(lines[above]) else None
-        if lang in PYTHON:
-            kind, reason, error = parse_marker(marker) if marker else ("run", None, None)
+        marker = lines[above] if above >= 0 and MARKER.fullmatch(lines[above]) else None
+        kind, arguments, error = parse_marker(marker) if marker else ("run", {}, None)
+        if lang in PYTHON or (marker and kind == "file"):
             body = "\n".join(lines[i + 1 : end])
-            blocks.append(Block(path, i + 1, textwrap.dedent(body), kind, reason, error))
+            code = textwrap.dedent(body) + "\n"
+            blocks.append(Block(path, i + 1, code, kind, arguments.get("reason"), error, arguments.get("name"), lang))
         elif marker:
             stray.append(Marker(path, above + 1, marker.strip()))
         i = end + 1
@@ -228,10 +248,34 @@ class Page:
             self.mock.close()
 
 
+def where(block: Block) -> str:
+    """How a saved file's lines map to the Markdown file's."""
+    return f"line N of {block.filename} is line {block.line}+N of {block.name.rsplit(':', 1)[0]}"
+
+
+def saved_files(blocks: list[Block]) -> tuple[dict[str, Block], list[str]]:
+    """The file and pytest blocks by file name; the names two blocks save with different text."""
+    files: dict[str, Block] = {}
+    clashes: list[str] = []
+    for block in blocks:
+        if block.kind in ("file", "pytest") and block.filename and block.marker_error is None:
+            other = files.setdefault(block.filename, block)
+            if other.code != block.code:
+                clashes.append(f"{block.filename}: {other.name} and {block.name}")
+    return files, clashes
+
+
 class Pages:
-    def __init__(self, request: pytest.FixtureRequest) -> None:
+    """The pages' runs, and the reader's directory that file and pytest blocks are saved into."""
+
+    def __init__(self, request: pytest.FixtureRequest, directory: Path) -> None:
         self._request = request
         self._pages: dict[Path, Page] = {}
+        self.directory = directory
+        for name, block in saved_files(BLOCKS)[0].items():
+            (directory / name).write_text(block.code, encoding="utf-8")
+        sys.path.insert(0, str(directory))
+        importlib.invalidate_caches()
 
     def page(self, path: Path) -> Page:
         if path not in self._pages:
@@ -272,14 +316,49 @@ class Pages:
             report += f"(blocks above it on the page failed too: {', '.join(failed_above)})\n"
         pytest.fail(f"{block.name}: the example failed\n{report}", pytrace=False)
 
+    def import_file(self, block: Block) -> None:
+        """Import the ``.py`` file ``block`` saved, as its module; a failure shows the traceback."""
+        assert block.filename is not None
+        if not block.filename.endswith(".py"):
+            return
+        saved = str(self.directory / block.filename)
+        try:
+            importlib.import_module(block.filename[: -len(".py")])
+            return
+        except Exception as exc:
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename != saved:
+                tb = tb.tb_next
+            report = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+        pytest.fail(f"{block.name}: importing the file it saves failed ({where(block)})\n{report}", pytrace=False)
+
+    def run_pytest(self, block: Block) -> None:
+        """``python -m pytest NAME`` in the reader's directory, as the reader would run it."""
+        assert block.filename is not None
+        env = dict(os.environ, PYTHONPATH=str(self.directory), PYTHONDONTWRITEBYTECODE="1")
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", block.filename],
+            cwd=self.directory, env=env, capture_output=True, text=True, timeout=600,
+        )
+        if result.returncode != 0:
+            pytest.fail(
+                f"{block.name}: pytest {block.filename} exited with {result.returncode} ({where(block)})\n"
+                f"{result.stdout}{result.stderr}",
+                pytrace=False,
+            )
+
     def close(self) -> None:
         for page in self._pages.values():
             page.close()
+        sys.path.remove(str(self.directory))
+        for name, module in list(sys.modules.items()):
+            if str(getattr(module, "__file__", None) or "").startswith(str(self.directory)):
+                del sys.modules[name]
 
 
 @pytest.fixture(scope="module")
-def pages(request: pytest.FixtureRequest) -> Iterator[Pages]:
-    runs = Pages(request)
+def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pages]:
+    runs = Pages(request, tmp_path_factory.mktemp("reader"))
     yield runs
     runs.close()
 
@@ -293,8 +372,14 @@ BLOCKS = all_blocks()
 def test_example(block: Block, pages: Pages) -> None:
     if block.marker_error is not None:
         pytest.fail(f"{block.name}: {block.marker_error}", pytrace=False)
-    if block.kind in ("skip", "compile") or block.reason is not None:
+    if block.lang in PYTHON and (block.kind in ("skip", "compile", "file", "pytest") or block.reason is not None):
         compile_block(block)  # a SyntaxError names the Markdown file and line
+    if block.kind == "file":
+        pages.import_file(block)
+        return
+    if block.kind == "pytest":
+        pages.run_pytest(block)
+        return
     if block.kind == "skip":
         if not block.reason:
             pytest.fail(f'{block.name}: skipped without a reason: <!-- example: skip reason="..." -->', pytrace=False)
@@ -307,7 +392,9 @@ def test_example(block: Block, pages: Pages) -> None:
 def test_markers() -> None:
     """Every marker stands right above a python block."""
     stray = [marker for path in doc_files() for marker in parse(path)[1]]
-    assert not stray, "markers above no python block:\n" + "\n".join(f"{m.path}:{m.line}: {m.text}" for m in stray)
+    assert not stray, "markers above no block they can mark:\n" + "\n".join(f"{m.path}:{m.line}: {m.text}" for m in stray)
+    clashes = saved_files(BLOCKS)[1]
+    assert not clashes, "one file name saved with different text:\n" + "\n".join(clashes)
 
 
 def counts(blocks: list[Block]) -> dict[str, Counter[str]]:
@@ -318,9 +405,9 @@ def counts(blocks: list[Block]) -> dict[str, Counter[str]]:
 
 
 def render_counts(blocks: list[Block]) -> str:
-    rows = [f"{'file':<40} {'run':>4} {'kafka':>6} {'compile':>8} {'skip':>5}"]
+    rows = [f"{'file':<40}" + "".join(f"{kind:>8}" for kind in KINDS)]
     for name, counter in counts(blocks).items():
-        rows.append(f"{name:<40} {counter['run']:>4} {counter['kafka']:>6} {counter['compile']:>8} {counter['skip']:>5}")
+        rows.append(f"{name:<40}" + "".join(f"{counter[kind]:>8}" for kind in KINDS))
     return "\n".join(rows)
 
 
