@@ -5,10 +5,12 @@ directory; ``mkdocs build --strict`` is CI's own step) and served by ``http.serv
 localhost port: search needs HTTP (its index is fetched by a web worker), not ``file://``. Three
 pages are loaded: the home page, the first page of the nav's *Tutorial* section, and the API
 reference (the first page whose source holds a mkdocstrings ``:::`` directive). On each the test
-asserts that the navigation rendered (Material's primary nav, with links) and that its code blocks
-are highlighted (Pygments' token spans, coloured unlike the plain code text); on the home page, a
-search for "send" shows results; on the API reference, mkdocstrings' objects rendered. A screenshot
-of each page goes to ``test-artifacts/docs-site/`` (gitignored), for a reader of a CI run.
+asserts that the navigation rendered (visible links in Material's sidebar and tabs) and that its
+code blocks are highlighted (Pygments' token spans, coloured unlike the plain code text; the
+tutorial page must have one); on the home page, that a search for "send" shows results; on the
+API reference, that mkdocstrings' objects rendered; and that the browser's console shows no error
+of the site's own. A screenshot of each page goes to ``test-artifacts/docs-site/`` (gitignored),
+taken before the page's checks, so a failure's page can be seen.
 
 The browser is Debian's ``chromium`` driven through Debian's ``chromium-driver`` by Selenium
 (``.ci/run`` installs them). Why Selenium and not Playwright: Debian builds the driver from the
@@ -181,8 +183,8 @@ def wait_for(driver: Any, script: str, what: str) -> Any:
         time.sleep(0.1)
 
 
-#: Visible links in Material's primary navigation.
-NAV_LINKS = """Array.from(document.querySelectorAll('nav.md-nav--primary a.md-nav__link'))
+#: Visible links of Material's navigation: the sidebar's (primary nav) and, with navigation.tabs, the header's tabs.
+NAV_LINKS = """Array.from(document.querySelectorAll('nav.md-nav--primary a.md-nav__link, .md-tabs a.md-tabs__link'))
     .filter(a => a.offsetParent !== null && a.textContent.trim()).map(a => a.textContent.trim())"""
 
 #: Highlighted code: the code blocks Pygments tokenised (a ``text`` block has no token spans), and of
@@ -205,12 +207,12 @@ def check_page(driver: Any, url: str, shot: str, *, code: bool = True) -> None:
     """The page loads, its navigation shows links, its code blocks (at least one if ``code``) are highlighted."""
     driver.get(url)
     wait_for(driver, "document.readyState === 'complete'", "the page did not finish loading")
-    links = wait_for(driver, NAV_LINKS, "no navigation links rendered (nav.md-nav--primary)")
+    driver.save_screenshot(str(ARTIFACTS / shot))  # before the checks: a failure's page is there to see
+    links = wait_for(driver, NAV_LINKS, "no navigation links rendered (nav.md-nav--primary, .md-tabs)")
     assert len(links) >= 2, f"{url}: the navigation shows only {links}"
     blocks, coloured = driver.execute_script(f"return {HIGHLIGHTED};")
     assert blocks or not code, f"{url}: no highlighted code block (a fenced block of a language, in .highlight)"
     assert coloured == blocks, f"{url}: {blocks - coloured} of {blocks} code blocks are not highlighted"
-    driver.save_screenshot(str(ARTIFACTS / shot))
 
 
 def test_the_site_in_chromium(tmp_path: Path) -> None:
@@ -225,7 +227,7 @@ def test_the_site_in_chromium(tmp_path: Path) -> None:
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     with serve(site.directory) as base, chromium(tmp_path / "chromium-profile") as driver:
-        check_page(driver, base + site.home, "home.png")
+        check_page(driver, base + site.home, "home.png", code=False)
 
         # search: Material's search box, fed by search/search_index.json through a web worker
         boxes = driver.find_elements("css selector", "input.md-search__input")
