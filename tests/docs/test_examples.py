@@ -37,7 +37,8 @@ One test per block, named by file and line (``test_example[README.md:8]``). How 
   - ``<!-- example: pytest name="test_app.py" -->``: a test module the reader saves and runs with
     ``pytest``: saved there too, and its test runs ``python -m pytest test_app.py`` in that
     directory (with the ``pytest.ini`` a page saved there, the installed aioproducer pytest plugin):
-    the tests must pass.
+    the tests must pass. ``args="-o asyncio_mode=auto"`` adds the options the text tells the reader
+    to set.
 
   A marker that names no known kind, or stands above no block it can mark, fails ``test_markers``.
 
@@ -95,6 +96,7 @@ class Block:
     reason: str | None
     marker_error: str | None = None
     filename: str | None = None  #: ``name=`` of a file or pytest block
+    args: tuple[str, ...] = ()  #: ``args=`` of a pytest block: pytest's arguments the text tells the reader to add
     lang: str = "python"
 
     @property
@@ -122,16 +124,18 @@ def parse_marker(text: str) -> tuple[str, dict[str, str], str | None]:
         return kind, {}, f"cannot read the marker's arguments {args!r}: {exc}"
     for word in words:
         key, _, value = word.partition("=")
-        if key in ("reason", "name") and value:
+        if key in ("reason", "name", "args") and value:
             arguments[key] = value
         else:
-            error = f'unknown marker argument {word!r} (reason="..." or name="...")'
+            error = f'unknown marker argument {word!r} (reason="...", name="..." or args="...")'
     if kind not in KINDS:
         error = f"unknown example kind {kind!r}: one of {', '.join(KINDS)}"
     elif kind in ("file", "pytest") and "/" in arguments.get("name", "/"):
         error = f'an example of kind {kind} needs name="FILE" (a file name, no directory)'
     elif kind == "pytest" and not arguments["name"].endswith(".py"):
         error = f"a pytest example's name ends in .py: {arguments['name']!r}"
+    elif kind != "pytest" and "args" in arguments:
+        error = "args= is a pytest example's"
     return kind, arguments, error
 
 
@@ -169,7 +173,8 @@ def parse(path: Path) -> tuple[list[Block], list[Marker]]:
         if lang in PYTHON or (marker and kind == "file"):
             body = "\n".join(lines[i + 1 : end])
             code = textwrap.dedent(body) + "\n"
-            blocks.append(Block(path, i + 1, code, kind, arguments.get("reason"), error, arguments.get("name"), lang))
+            args = tuple(shlex.split(arguments.get("args", "")))
+            blocks.append(Block(path, i + 1, code, kind, arguments.get("reason"), error, arguments.get("name"), args, lang))
         elif marker:
             stray.append(Marker(path, above + 1, marker.strip()))
         i = end + 1
@@ -337,7 +342,7 @@ class Pages:
         assert block.filename is not None
         env = dict(os.environ, PYTHONPATH=str(self.directory), PYTHONDONTWRITEBYTECODE="1")
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", block.filename],
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *block.args, block.filename],
             cwd=self.directory, env=env, capture_output=True, text=True, timeout=600,
         )
         if result.returncode != 0:
