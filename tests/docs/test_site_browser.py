@@ -119,7 +119,8 @@ def build_site(config_file: Path, out: Path) -> Site:
     files = {f.src_uri: f for f in get_files(config) if f.is_documentation_page()}
     assert config["nav"], f"{config_file} has no nav"
     tutorial = _first_page(_nav_section(config["nav"], "tutorial"))
-    assert tutorial is not None and tutorial in files, f"no Tutorial section with a page in {config_file}'s nav"
+    assert tutorial is not None, f"no Tutorial section with a page in {config_file}'s nav"
+    assert tutorial in files, f"the nav's first Tutorial page, {tutorial}, is not in {config['docs_dir']}"
     api = sorted(
         (uri for uri, f in files.items() if any(line.startswith(":::") for line in Path(f.abs_src_path or "").read_text().splitlines())),
         key=lambda uri: ("api" not in uri.lower(), uri),
