@@ -126,16 +126,10 @@ def _tables(section: str) -> list[list[list[str]]]:
 
 def _aioproducer_name_accepted(name: str) -> bool:
     """A ``Producer(...)`` keyword or a Java (or librdkafka) key that aioproducer's configuration takes."""
-    from aioproducer import ConfigError, Producer, ProducerConfig
     from aioproducer.config import CONFIG_DEFS
+    from test_readme import _keyword_accepted
 
-    if name in {d.key for d in CONFIG_DEFS} or name in inspect.signature(Producer.__init__).parameters:
-        return True
-    try:
-        ProducerConfig(**{name: None})
-    except ConfigError as exc:
-        return not str(exc).startswith("unknown keyword argument")
-    return True
+    return name in {d.key for d in CONFIG_DEFS} or _keyword_accepted(name)
 
 
 def _librdkafka_knows(key: str) -> bool:
