@@ -274,13 +274,9 @@ class ClientTelemetry:
     # --------------------------------------------------------------- responses
     def on_subscriptions(self, response: Mapping[str, Any], now: float) -> None:
         """GetTelemetrySubscriptions answered: keep the subscription, schedule the first push."""
-        if self.state is TelemetryState.TERMINATED:
+        if self.state is TelemetryState.TERMINATED or self._refused(response, now):
             return
         throttle = response.get("throttle_time_ms", 0)
-        code = response["error_code"]
-        if code != 0:
-            self._on_error(code, now, throttle)
-            return
         if response["client_instance_id"] != ZERO_UUID:
             self.client_instance_id = response["client_instance_id"]
         self.subscription_id = response["subscription_id"]
@@ -309,13 +305,17 @@ class ClientTelemetry:
         if self.state is TelemetryState.TERMINATING_PUSH_IN_PROGRESS:
             self.state = TelemetryState.TERMINATED
             return
-        throttle = response.get("throttle_time_ms", 0)
-        code = response["error_code"]
-        if code != 0:
-            self._on_error(code, now, throttle)
+        if self._refused(response, now):
             return
         if self.state is TelemetryState.PUSH_IN_PROGRESS:
-            self._after(now, max(self.push_interval_ms, throttle), TelemetryState.PUSH_NEEDED)
+            self._after(now, max(self.push_interval_ms, response.get("throttle_time_ms", 0)), TelemetryState.PUSH_NEEDED)
+
+    def _refused(self, response: Mapping[str, Any], now: float) -> bool:
+        """Whether an answer carries an error code; if so it is handled (``_on_error``) and the caller stops."""
+        code = response["error_code"]
+        if code != 0:
+            self._on_error(code, now, response.get("throttle_time_ms", 0))
+        return bool(code)
 
     def _on_error(self, code: int, now: float, throttle: float) -> None:
         error = error_for_code(code)
