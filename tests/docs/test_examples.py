@@ -16,7 +16,8 @@ One test per block, named by file and line (``test_example[README.md:8]``). How 
   ``MockCluster(brokers=3)`` (topics are created when first used). The block's syntax tree is
   rewritten before it runs: a string literal given as a producer's bootstrap servers (the value of a
   dict's ``"bootstrap.servers"`` key or of a ``bootstrap_servers=`` keyword: ``"localhost:9092"``,
-  ``"broker1:9094"``, ...) becomes the cluster's address. Nothing else is rewritten or injected:
+  ``"broker1:9094"``, ...; Spark's ``.option("kafka.bootstrap.servers", ...)`` too) becomes the
+  cluster's address. Nothing else is rewritten or injected, unless the block names a setup (below):
   a block uses only what it imports or what an earlier block of its page made.
 - **Markers**, an HTML comment on the last non-blank line above the block's fence (invisible on the
   rendered page):
@@ -26,9 +27,14 @@ One test per block, named by file and line (``test_example[README.md:8]``). How 
     Kafka can run it skips, or fails under ``AIOPRODUCER_REQUIRE_KAFKA=1`` (``.ci/run``).
   - ``<!-- example: compile reason="..." -->``: a fragment not meant to run on its own (a config
     dict, a method list): compiled, never run.
-  - ``<!-- example: skip reason="needs AWS credentials" -->``: needs what a test cannot have (a
-    secured cluster, a cloud account, Spark's session, a server left running): compiled, then
-    skipped with the reason shown. A skip without a reason fails.
+  - ``setup="NAME"`` on a run or kafka block (``<!-- example: kafka setup="secured" -->``): the
+    block runs as written inside the setup ``NAME`` of ``example_setups.SETUPS``, which makes what
+    the reader has (a secured broker and its identity provider, a Schema Registry, local Spark, key
+    files), maps the block's literals onto it (a string or integer literal the setup names becomes
+    its value: a broker's name, a path, a URL, a port), sets the environment variables the block
+    reads, and may check afterwards what the block did.
+  - ``<!-- example: skip reason="needs AWS credentials" -->``: needs what no test can have (a
+    cloud account): compiled, then skipped with the reason shown. A skip without a reason fails.
   - ``<!-- example: file name="app.py" -->``: a file the reader saves ("Save this as ``app.py``"),
     of any language (a ``pytest.ini`` too). Every such block of every page is saved, as written,
     into one directory shared by the session (the reader's project folder, on ``sys.path`` while
@@ -60,12 +66,15 @@ import sys
 import textwrap
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from example_setups import SETUPS, Reader, environment
+from example_setups import example_oidc_provider, example_secured_kafka  # noqa: F401 - fixtures the setups ask for
 
 pytestmark = pytest.mark.source_tree  # reads the docs in the source tree, see tests/conftest.py
 
@@ -98,6 +107,7 @@ class Block:
     filename: str | None = None  #: ``name=`` of a file or pytest block
     args: tuple[str, ...] = ()  #: ``args=`` of a pytest block: pytest's arguments the text tells the reader to add
     lang: str = "python"
+    setup: str | None = None  #: ``setup=`` of a run or kafka block: a name in example_setups.SETUPS
 
     @property
     def name(self) -> str:
@@ -124,10 +134,10 @@ def parse_marker(text: str) -> tuple[str, dict[str, str], str | None]:
         return kind, {}, f"cannot read the marker's arguments {args!r}: {exc}"
     for word in words:
         key, _, value = word.partition("=")
-        if key in ("reason", "name", "args") and value:
+        if key in ("reason", "name", "args", "setup") and value:
             arguments[key] = value
         else:
-            error = f'unknown marker argument {word!r} (reason="...", name="..." or args="...")'
+            error = f'unknown marker argument {word!r} (reason="...", name="...", args="..." or setup="...")'
     if kind not in KINDS:
         error = f"unknown example kind {kind!r}: one of {', '.join(KINDS)}"
     elif kind in ("file", "pytest") and "/" in arguments.get("name", "/"):
@@ -136,6 +146,10 @@ def parse_marker(text: str) -> tuple[str, dict[str, str], str | None]:
         error = f"a pytest example's name ends in .py: {arguments['name']!r}"
     elif kind != "pytest" and "args" in arguments:
         error = "args= is a pytest example's"
+    elif "setup" in arguments and kind not in ("run", "kafka"):
+        error = "setup= is a run or kafka example's"
+    elif "setup" in arguments and arguments["setup"] not in SETUPS:
+        error = f"unknown setup {arguments['setup']!r}: one of {', '.join(SETUPS)} (tests/docs/example_setups.py)"
     return kind, arguments, error
 
 
@@ -174,7 +188,8 @@ def parse(path: Path) -> tuple[list[Block], list[Marker]]:
             body = "\n".join(lines[i + 1 : end])
             code = textwrap.dedent(body) + "\n"
             args = tuple(shlex.split(arguments.get("args", "")))
-            blocks.append(Block(path, i + 1, code, kind, arguments.get("reason"), error, arguments.get("name"), args, lang))
+            blocks.append(Block(path, i + 1, code, kind, arguments.get("reason"), error, arguments.get("name"), args, lang,
+                                arguments.get("setup")))
         elif marker:
             stray.append(Marker(path, above + 1, marker.strip()))
         i = end + 1
@@ -188,12 +203,31 @@ def all_blocks() -> list[Block]:
 # ------------------------------------------------------------------ running a page
 
 
-class _Bootstrap(ast.NodeTransformer):
-    """A string literal given as bootstrap servers -> the name :data:`BOOTSTRAP`."""
+class _Rewrite(ast.NodeTransformer):
+    """A setup's literals -> names bound to its values; then a string literal given as bootstrap servers -> :data:`BOOTSTRAP`.
 
-    @staticmethod
-    def _name(node: ast.expr) -> ast.expr:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+    Bootstrap literals are a dict's ``"bootstrap.servers"`` value, a ``bootstrap_servers=`` keyword
+    and Spark's ``.option("kafka.bootstrap.servers", ...)``. :attr:`bound` is what the names hold;
+    :attr:`uses_cluster` says whether the block needs the page's cluster.
+    """
+
+    def __init__(self, values: Mapping[str | int, object], cluster: bool) -> None:
+        self._values = values
+        self._cluster = cluster
+        self.bound: dict[str, object] = {}
+        self.uses_cluster = False
+
+    def visit_Constant(self, node: ast.Constant) -> ast.expr:
+        value = node.value
+        if (type(value) is str or type(value) is int) and value in self._values:  # type(): True is not 1 here
+            name = f"__example_value_{len(self.bound)}__"
+            self.bound[name] = self._values[value]
+            return ast.copy_location(ast.Name(name, ast.Load()), node)
+        return node
+
+    def _bootstrap(self, node: ast.expr) -> ast.expr:
+        if self._cluster and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.uses_cluster = True
             return ast.copy_location(ast.Name(BOOTSTRAP, ast.Load()), node)
         return node
 
@@ -201,23 +235,32 @@ class _Bootstrap(ast.NodeTransformer):
         self.generic_visit(node)
         for n, key in enumerate(node.keys):
             if isinstance(key, ast.Constant) and key.value == "bootstrap.servers":
-                node.values[n] = self._name(node.values[n])
+                node.values[n] = self._bootstrap(node.values[n])
         return node
 
     def visit_keyword(self, node: ast.keyword) -> ast.keyword:
         self.generic_visit(node)
         if node.arg == "bootstrap_servers":
-            node.value = self._name(node.value)
+            node.value = self._bootstrap(node.value)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        self.generic_visit(node)
+        is_option = isinstance(node.func, ast.Attribute) and node.func.attr == "option" and len(node.args) == 2
+        if is_option and isinstance(node.args[0], ast.Constant) and node.args[0].value == "kafka.bootstrap.servers":
+            node.args[1] = self._bootstrap(node.args[1])
         return node
 
 
-def compile_block(block: Block) -> Any:
-    """The block's code object: bootstrap literals rewritten, line numbers the Markdown file's."""
-    tree = ast.parse(block.code, filename=str(block.path), mode="exec")
-    tree = _Bootstrap().visit(tree)
+def compile_block(block: Block, reader: Reader | None = None) -> tuple[Any, _Rewrite]:
+    """The block's code object: literals rewritten (see :class:`_Rewrite`), line numbers the Markdown file's."""
+    reader = reader or Reader()
+    rewrite = _Rewrite(reader.values, reader.cluster)
+    tree = rewrite.visit(ast.parse(block.code, filename=str(block.path), mode="exec"))
     ast.increment_lineno(tree, block.line)  # the code's line 1 is the line after the fence
     ast.fix_missing_locations(tree)
-    return compile(tree, str(block.path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    code = compile(tree, str(block.path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    return code, rewrite
 
 
 @dataclass
@@ -231,20 +274,13 @@ class Page:
     done: set[int] = field(default_factory=set)
     failed: list[str] = field(default_factory=list)
 
-    def execute(self, block: Block, bootstrap: str) -> None:
-        code = compile_block(block)
-        self.namespace[BOOTSTRAP] = bootstrap
-        self.done.add(block.line)
-        try:
-            if code.co_flags & inspect.CO_COROUTINE:
-                if self.runner is None:
-                    self.runner = asyncio.Runner()
-                self.runner.run(eval(code, self.namespace))
-            else:
-                exec(code, self.namespace)
-        except BaseException:
-            self.failed.append(block.name)
-            raise
+    def execute(self, code: Any) -> None:
+        if code.co_flags & inspect.CO_COROUTINE:
+            if self.runner is None:
+                self.runner = asyncio.Runner()
+            self.runner.run(eval(code, self.namespace))
+        else:
+            exec(code, self.namespace)
 
     def close(self) -> None:
         if self.runner is not None:
@@ -296,6 +332,21 @@ class Pages:
             page.mock = MockCluster(brokers=3)
         return str(page.mock.bootstrap_servers)
 
+    def execute(self, page: Page, block: Block) -> None:
+        """Run one block in its page's namespace, inside its setup (``setup=``) and with the literals it maps."""
+        page.done.add(block.line)
+        setup = SETUPS[block.setup](self._request, self.directory) if block.setup else nullcontext(Reader())
+        try:
+            with setup as reader, environment(reader.env):
+                code, rewrite = compile_block(block, reader)
+                page.namespace.update(rewrite.bound)
+                if rewrite.uses_cluster:
+                    page.namespace[BOOTSTRAP] = self.bootstrap(page, block)
+                page.execute(code)
+        except BaseException:
+            page.failed.append(block.name)
+            raise
+
     def run(self, block: Block) -> None:
         """Run ``block``, after the blocks above it on its page that have not run yet."""
         page = self.page(block.path)
@@ -304,11 +355,11 @@ class Pages:
                 break
             if earlier.line not in page.done and earlier.kind in ("run", "kafka") and earlier.marker_error is None:
                 try:
-                    page.execute(earlier, self.bootstrap(page, earlier))
+                    self.execute(page, earlier)
                 except Exception:
                     pass  # its own test reports it; this block's failure names it below
         try:
-            page.execute(block, self.bootstrap(page, block))
+            self.execute(page, block)
             return
         except Exception as exc:
             # the traceback from the block's frame on: its first line names the Markdown file and line
