@@ -7,10 +7,13 @@ pages are loaded: the home page, the first page of the nav's *Tutorial* section,
 reference (the first page whose source holds a mkdocstrings ``:::`` directive). On each the test
 asserts that the navigation rendered (visible links in Material's sidebar and tabs) and that its
 code blocks are highlighted (Pygments' token spans, coloured unlike the plain code text; the
-tutorial page must have one); on the home page, that a search for "send" shows results; on the
-API reference, that mkdocstrings' objects rendered; and that the browser's console shows no error
-of the site's own. A screenshot of each page goes to ``test-artifacts/docs-site/`` (gitignored),
-taken before the page's checks, so a failure's page can be seen.
+tutorial page must have one); on the home page, that typing ``SEARCH_TERM`` ("linger") into
+Material's search box lists a result that links to ``SEARCH_PAGE`` (the configuration reference,
+whose table has ``linger.ms``); on the API reference, that mkdocstrings' objects rendered; that the
+browser's console shows no error; and that no page fetched anything from another host (mkdocs.yml's
+``theme.font: false``: no Google Fonts, the site works offline). A screenshot of each page goes to
+``test-artifacts/docs-site/`` (gitignored), taken before the page's checks, so a failure's page can
+be seen.
 
 The browser is Debian's ``chromium`` driven through Debian's ``chromium-driver`` by Selenium
 (``.ci/run`` installs them). Why Selenium and not Playwright: Debian builds the driver from the
@@ -60,6 +63,9 @@ CHROMIUM_FLAGS = (
     "--window-size=1280,1000",  # wide enough that Material shows the navigation as a sidebar
 )
 TIMEOUT = 20.0
+#: A word to type into the search box, and the page (its source under docs/) a result must link to.
+SEARCH_TERM = "linger"
+SEARCH_PAGE = "reference/configuration.md"
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -75,6 +81,7 @@ class Site:
     home: str
     tutorial: str
     api: str
+    search_page: str
 
 
 def _first_page(entry: Any) -> str | None:
@@ -126,7 +133,8 @@ def build_site(config_file: Path, out: Path) -> Site:
         key=lambda uri: ("api" not in uri.lower(), uri),
     )
     assert api, f"no page of {config['docs_dir']} holds a mkdocstrings ':::' directive (the API reference)"
-    return Site(out, "", files[tutorial].url, files[api[0]].url)
+    assert SEARCH_PAGE in files, f"the search test's page, {SEARCH_PAGE}, is not in {config['docs_dir']}"
+    return Site(out, "", files[tutorial].url, files[api[0]].url, files[SEARCH_PAGE].url)
 
 
 @contextlib.contextmanager
@@ -172,15 +180,17 @@ def chromium(profile: Path) -> Iterator[Any]:
         driver.quit()
 
 
-def wait_for(driver: Any, script: str, what: str) -> Any:
-    """Poll the page's ``script`` (a JS expression) until it is truthy; fail naming ``what``."""
+def wait_for(driver: Any, script: str, what: str, shown: str | None = None) -> Any:
+    """Poll the page's ``script`` (a JS expression) until it is truthy; fail naming ``what``
+    and, if given, what the JS expression ``shown`` finds on the page then."""
     deadline = time.monotonic() + TIMEOUT
     while True:
         value = driver.execute_script(f"return {script};")
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"{driver.current_url}: {what} (waited {TIMEOUT:.0f} s)", pytrace=False)
+            seen = f"; the page shows {driver.execute_script(f'return {shown};')!r}" if shown else ""
+            pytest.fail(f"{driver.current_url}: {what} (waited {TIMEOUT:.0f} s){seen}", pytrace=False)
         time.sleep(0.1)
 
 
@@ -201,7 +211,13 @@ HIGHLIGHTED = """(() => {
     return [blocks.length, coloured.length];
 })()"""
 
-SEARCH_RESULTS = """Array.from(document.querySelectorAll('.md-search-result__item')).filter(li => li.offsetParent !== null).length"""
+#: The search's visible result links, as absolute URLs (Material adds ``?h=term``, a section's link ``#anchor``).
+SEARCH_RESULTS = """Array.from(document.querySelectorAll('.md-search-result__item a.md-search-result__link'))
+    .filter(a => a.offsetParent !== null).map(a => a.href)"""
+#: Material's line above the results: "No matching documents", "1 matching document", ...
+SEARCH_META = "(document.querySelector('.md-search-result__meta') || {}).textContent || ''"
+#: Every resource the page fetched (scripts, styles, fonts, the search index), as absolute URLs.
+RESOURCES = "performance.getEntriesByType('resource').map(r => r.name)"
 
 
 def check_page(driver: Any, url: str, shot: str, *, code: bool = True) -> None:
@@ -214,6 +230,8 @@ def check_page(driver: Any, url: str, shot: str, *, code: bool = True) -> None:
     blocks, coloured = driver.execute_script(f"return {HIGHLIGHTED};")
     assert blocks or not code, f"{url}: no highlighted code block (a fenced block of a language, in .highlight)"
     assert coloured == blocks, f"{url}: {blocks - coloured} of {blocks} code blocks are not highlighted"
+    foreign = [r for r in driver.execute_script(f"return {RESOURCES};") if r.split("/")[:3] != url.split("/")[:3]]
+    assert not foreign, f"{url}: fetched from another host (mkdocs.yml's theme.font: false?): {foreign}"
 
 
 def test_the_site_in_chromium(tmp_path: Path) -> None:
@@ -236,20 +254,21 @@ def test_the_site_in_chromium(tmp_path: Path) -> None:
         box = boxes[0]
         driver.execute_script("document.querySelector('label.md-search__icon, [data-md-toggle=search]').click()")
         wait_for(driver, "document.querySelector('input.md-search__input').offsetParent !== null", "the search box did not open")
-        box.send_keys("send")
-        count = wait_for(driver, SEARCH_RESULTS, 'a search for "send" showed no results')
-        driver.save_screenshot(str(ARTIFACTS / "search-send.png"))
-        assert count >= 1
+        box.send_keys(SEARCH_TERM)
+        page = base + site.search_page
+        found = wait_for(
+            driver, f"({SEARCH_RESULTS}).some(href => {{ const u = new URL(href); return u.origin + u.pathname === {page!r}; }})",
+            f"no result of a search for {SEARCH_TERM!r} links to {site.search_page} ({page})",
+            shown=f"[{SEARCH_META}, {SEARCH_RESULTS}]",
+        )
+        driver.save_screenshot(str(ARTIFACTS / f"search-{SEARCH_TERM}.png"))
+        assert found is True
 
         check_page(driver, base + site.tutorial, "tutorial.png")
         check_page(driver, base + site.api, "api-reference.png", code=False)
         objects = driver.execute_script("return document.querySelectorAll('.doc.doc-object, .doc-heading').length")
         assert objects, f"{site.api}: no mkdocstrings object rendered"
 
-        # the site's own errors (a script failing, a missing page or asset); a resource from another
-        # host (Material's Google Fonts, unreachable offline) is the site's choice, not a broken page
-        severe = [
-            e["message"] for e in driver.get_log("browser")
-            if e["level"] == "SEVERE" and not (e["message"].startswith("http") and not e["message"].startswith(base))
-        ]
+        # the site's errors: a script failing, a missing page or asset (nothing comes from another host)
+        severe = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not severe, "errors in the browser's console:\n" + "\n".join(severe)
