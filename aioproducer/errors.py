@@ -835,8 +835,8 @@ class UnknownErrorCodeError(BrokerResponseError):
 
 _UNKNOWN_CODE_CLASSES: dict[int, type[BrokerResponseError]] = {}
 
-#: errno -> error class, for every code Kafka defines (read-only view).
 ERRORS_BY_CODE: Mapping[int, type[BrokerResponseError]] = MappingProxyType(_ERRORS_BY_CODE)
+"""Kafka's error code -> its error class, for every code Kafka defines (a read-only view)."""
 
 
 def error_for_code(code: int) -> type[BrokerResponseError]:

@@ -58,11 +58,11 @@ __all__ = [
     "started_producer",
 ]
 
-#: Where :func:`setup_producer` puts the producer by default: ``request.app[PRODUCER_KEY]``.
 PRODUCER_KEY: web.AppKey[Producer] = web.AppKey("producer", Producer)
+"""Where `setup_producer` puts the producer by default: `request.app[PRODUCER_KEY]`."""
 
-#: ``{path: MetricsEndpoint}`` of the ``metrics_route``\ s of :func:`setup_producer`.
 METRICS_KEY: web.AppKey[dict[str, MetricsEndpoint]] = web.AppKey("aioproducer_metrics", dict)
+"""`{path: MetricsEndpoint}` of the `metrics_route`s of `setup_producer`."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -68,17 +68,18 @@ __all__ = [
     "METRICS_STATE_KEY",
     "STATE_KEY",
     "ProducerDep",
+    "default_producer",
     "get_producer",
     "install_exception_handlers",
     "producer_lifespan",
     "producer_ready",
 ]
 
-#: The lifespan-state key (and ``app.state`` attribute) holding ``{name: producer}``.
 STATE_KEY = "aioproducer_producers"
+"""The lifespan-state key (and `app.state` attribute) holding `{name: producer}`."""
 
-#: The ``app.state`` attribute holding ``{path: MetricsEndpoint}`` of the ``metrics_route``\ s.
 METRICS_STATE_KEY = "aioproducer_metrics"
+"""The `app.state` attribute holding `{path: MetricsEndpoint}` of the `metrics_route`s."""
 
 Lifespan = Callable[[FastAPI], contextlib.AbstractAsyncContextManager[dict[str, Any]]]
 
@@ -214,11 +215,11 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
     return dependency
 
 
-#: The ``default`` producer's dependency, made once so ``app.dependency_overrides`` can name it.
 default_producer = get_producer()
+"""The `default` producer's dependency, made once so that `app.dependency_overrides[default_producer]` can name it (tests)."""
 
-#: ``async def handler(producer: ProducerDep)``; override with ``app.dependency_overrides[default_producer]``.
 ProducerDep = Annotated[Producer, Depends(default_producer)]
+"""`async def handler(producer: ProducerDep)`: the `default` producer; override with `app.dependency_overrides[default_producer]`."""
 
 
 def producer_ready(producer: Producer, *, require_brokers: bool = False) -> bool:

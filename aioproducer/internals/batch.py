@@ -49,6 +49,7 @@ __all__ = [
 log = logging.getLogger("aioproducer")
 
 DeliveryCallback = Callable[[Optional["RecordMetadata"], Optional[BaseException]], Any]
+"""`on_delivery(metadata, error)`: called once per record, in send order per partition, with `(metadata, None)` or `(None, error)`."""
 Headers = Sequence[tuple[str, Optional[bytes]]]
 
 NO_SEQUENCE = -1

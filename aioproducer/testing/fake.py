@@ -102,10 +102,12 @@ _NODE = 0
 _producer_ids = itertools.count(1000)
 
 
-#: A record as the broker would store it (bytes as serialized, with its partition and offset): the
-#: same type ``MockCluster.read()``/``KafkaCluster.read()`` return, so a fake's history and a topic
-#: read back compare as they are.
 FakeRecord = ConsumerRecord
+"""A record as the broker would store it (bytes as serialized, with its partition and offset).
+
+The same type `MockCluster.read()` and `KafkaCluster.read()` return, so a fake's history and a
+topic read back compare as they are.
+"""
 
 
 @dataclass(frozen=True, slots=True)

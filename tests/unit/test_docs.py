@@ -9,6 +9,7 @@ every page must exist.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -289,3 +290,40 @@ def test_every_option_the_command_line_page_names_is_one_the_parser_has() -> Non
     named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9.-]*)", text))
     assert {"--command-property", "--reader-property", "--throughput"} <= named
     assert named <= options, f"docs/reference/cli.md names options no command has: {sorted(named - options)}"
+
+
+
+
+def _assigned_with_docstring(module_name: str, name: str, seen: frozenset[str] = frozenset()) -> bool | None:
+    """Whether ``name``'s module-level assignment in ``module_name`` is followed by a string (what mkdocstrings
+    shows); where the module imports the name instead, the module it imports it from is asked; None for a
+    ``def``, a ``class``, a submodule."""
+    if module_name in seen:
+        return None
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):  # the native module: nothing to read
+        return None
+    top = ast.parse(Path(spec.origin).read_text()).body
+    # and what ``if TYPE_CHECKING:`` imports (a package that loads its names lazily, as aioproducer.testing)
+    body = [inner for statement in top for inner in (statement.body if isinstance(statement, ast.If) else [statement])]
+    package = module_name if spec.submodule_search_locations is not None else module_name.rpartition(".")[0]
+    for statement, after in zip(body, [*body[1:], ast.Pass()]):
+        if isinstance(statement, ast.ImportFrom) and any((alias.asname or alias.name) == name for alias in statement.names):
+            source = importlib.util.resolve_name("." * statement.level + (statement.module or ""), package)
+            return _assigned_with_docstring(source, name, seen | {module_name})
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target] if isinstance(statement, ast.AnnAssign) else []
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            return isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)
+    return None
+
+
+def test_every_variable_in_the_api_reference_has_a_docstring() -> None:
+    """A ``::: module.NAME`` entry of a variable shows only its value unless a string follows its assignment
+    (mkdocstrings does not read a ``#:`` comment above it)."""
+    text = "\n".join(page.read_text() for page in sorted((DOCS / "reference" / "api").glob("*.md")))
+    bare = []
+    for dotted in re.findall(r"^::: ([\w.]+)$", text, re.M):
+        module_name, _, name = dotted.rpartition(".")
+        if module_name and _assigned_with_docstring(module_name, name) is False:
+            bare.append(dotted)
+    assert bare == [], f"API reference entries of variables with no docstring after their assignment: {bare}"
