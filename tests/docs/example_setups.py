@@ -159,7 +159,8 @@ def schema_registry(request: pytest.FixtureRequest, directory: Path) -> Iterator
         registry.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port nothing listens on now, on 127.0.0.1 (for a server that must be told its port)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -176,7 +177,7 @@ def prometheus(request: pytest.FixtureRequest, directory: Path) -> Iterator[Read
 
     from prometheus_client import REGISTRY
 
-    port = _free_port()
+    port = free_port()
     before = set(REGISTRY._collector_to_names)  # no public listing of a registry's collectors
     try:
         yield Reader(values={9100: port, "http://localhost:9100/metrics": f"http://127.0.0.1:{port}/metrics"})

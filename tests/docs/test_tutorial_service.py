@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -25,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from example_setups import free_port
 from test_examples import ROOT, parse
 
 pytestmark = pytest.mark.source_tree
@@ -58,12 +58,6 @@ def command(program: str) -> list[str]:
             found.append(words)
     assert len(found) == 1, f"{PAGE.name}: expected one sh block running {program!r}, found {found}"
     return found[0]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
