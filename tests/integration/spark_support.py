@@ -28,6 +28,9 @@ def spark() -> Iterator[SparkSession]:
     session = (
         SparkSession.builder.master("local[2,3]")
         .appName("aioproducer-tests")
+        # the workers' PYTHONPATH from this session's settings too: the JVM keeps the environment of the
+        # first session this process made (tests/docs' Spark example runs first), and the workers get its
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.python.worker.reuse", "true")
