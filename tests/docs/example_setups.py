@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import kafka_or_skip  # tests/conftest.py: skip, or fail under AIOPRODUCER_REQUIRE_KAFKA=1
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
@@ -52,12 +53,6 @@ class Reader:
 Setup = Callable[[pytest.FixtureRequest, Path], AbstractContextManager[Reader]]
 
 
-def _kafka_or_skip(**kwargs: object) -> KafkaCluster:
-    from conftest import kafka_or_skip  # tests/conftest.py: skip, or fail under AIOPRODUCER_REQUIRE_KAFKA=1
-
-    return kafka_or_skip(**kwargs)
-
-
 @pytest.fixture(scope="module")
 def example_oidc_provider() -> Iterator[OidcProvider]:
     """The identity provider of the secured page: one client with a secret, one signing its own assertions."""
@@ -68,7 +63,7 @@ def example_oidc_provider() -> Iterator[OidcProvider]:
 @pytest.fixture(scope="module")
 def example_secured_kafka(example_oidc_provider: OidcProvider) -> Iterator[KafkaCluster]:
     """One broker with an SSL listener (client certificates required) and a SASL_SSL one (PLAIN, SCRAM, OIDC tokens)."""
-    cluster = _kafka_or_skip(
+    cluster = kafka_or_skip(
         brokers=1,
         topics={"orders": 1},
         listeners=("SASL_SSL", "SSL"),

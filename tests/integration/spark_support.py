@@ -28,8 +28,8 @@ def spark() -> Iterator[SparkSession]:
     session = (
         SparkSession.builder.master("local[2,3]")
         .appName("aioproducer-tests")
-        # the workers' PYTHONPATH from this session's settings too: the JVM keeps the environment of the
-        # first session this process made (tests/docs' Spark example runs first), and the workers get its
+        # the workers' PYTHONPATH as a setting of this session too: the workers inherit the JVM's environment,
+        # fixed when the process's first session started it (tests/docs' Spark example may run first)
         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

@@ -266,6 +266,14 @@ def pushed_values(body: dict[str, Any]) -> dict[str, Any]:
     return {m.name: m.points[0].value for m in decode_metrics_data(data)[1]}
 
 
+def push_acknowledged(telemetry: ClientTelemetry, snapshot: Snapshot, send_total: int, now: float) -> dict[str, Any]:
+    """The push made with ``record-send-total`` at ``send_total``, answered with no error; its body."""
+    snapshot.values["record-send-total"] = send_total
+    _, body = telemetry.next_request(now) or (0, {})
+    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, now)
+    return body
+
+
 def test_asks_at_once_then_pushes_after_the_jittered_then_the_full_interval() -> None:
     telemetry, snapshot = machine(jitter=0.25)  # first push at 0.75 × the interval
     assert telemetry.time_to_next_request(0) == 0
@@ -421,9 +429,7 @@ def test_pushes_compressed_with_the_first_accepted_type() -> None:
 
 def test_delta_temporality_subscription_pushes_deltas() -> None:
     telemetry, snapshot = subscribed(delta_temporality=True)
-    snapshot.values["record-send-total"] = 10
-    _, first = telemetry.next_request(1000) or (0, {})
-    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, 1000)
+    first = push_acknowledged(telemetry, snapshot, 10, 1000)
     snapshot.values["record-send-total"] = 14
     _, second = telemetry.next_request(2000) or (0, {})
     assert pushed_values(first)[P + "record.send.total"] == 10
@@ -584,9 +590,7 @@ def test_a_push_that_compression_makes_larger_than_the_limit_is_not_sent() -> No
 
 def test_a_delta_push_not_sent_leaves_its_counts_for_the_next() -> None:
     telemetry, snapshot = subscribed(delta_temporality=True)
-    snapshot.values["record-send-total"] = 10
-    _, first = telemetry.next_request(1000) or (0, {})
-    telemetry.on_push({"throttle_time_ms": 0, "error_code": 0}, 1000)
+    first = push_acknowledged(telemetry, snapshot, 10, 1000)
     snapshot.values["record-send-total"] = 30
     telemetry.on_subscriptions(subscription(delta_temporality=True, telemetry_max_bytes=10), 1000)
     assert telemetry.next_request(3000) is None
