@@ -273,11 +273,26 @@ def _die_with_parent() -> None:
         pass  # not Linux: close() and the atexit hook still stop the node
 
 
+_HANDED_OUT: set[int] = set()  # every port _free_port returned in this process; written only there
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    """A port free now that this process never handed out before.
+
+    A node binds its ports seconds after they are picked, and a stopped node's kept ports
+    are free again while it is down, so the kernel may offer one of them twice (two picks in
+    a row, a pick during :meth:`KafkaCluster.restart_on_new_ports`): the second node to bind
+    it would exit at start. Remembering every port handed out closes that within the process.
+    """
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port: int = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 _LOG4J_BROKER = """status = warn
@@ -509,7 +524,7 @@ class KafkaCluster:
                 from aioproducer.testing.proxy import FaultProxy
 
                 for name, port in ports.items():
-                    fp = FaultProxy(("127.0.0.1", port), kafka_frames=not name.endswith("SSL"))
+                    fp = FaultProxy(("127.0.0.1", port), port=_free_port(), kafka_frames=not name.endswith("SSL"))
                     node.proxies[name] = fp
                     node.advertised_ports[name] = fp.port
             nodes.append(node)

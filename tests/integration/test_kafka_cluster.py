@@ -235,3 +235,29 @@ def test_cluster_ids_never_start_with_a_dash(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(uuid_module, "uuid4", lambda: next(draws))  # the module kafka_module draws from
     cluster_id = kafka_module._cluster_id()
     assert not cluster_id.startswith("-") and len(cluster_id) == 22
+
+
+def test_a_port_is_handed_out_once_even_when_the_kernel_offers_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ports are bound seconds after they are picked: a port offered twice would stop the second node."""
+    import socket as socket_module
+
+    from aioproducer.testing import kafka as kafka_module
+
+    first = kafka_module._free_port()
+    offers = iter([first, first, first + 1])  # the kernel offers the same port again, then another
+
+    class Offering:
+        def __enter__(self) -> "Offering":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def bind(self, address: tuple[str, int]) -> None:
+            self.port = next(offers)
+
+        def getsockname(self) -> tuple[str, int]:
+            return "127.0.0.1", self.port
+
+    monkeypatch.setattr(socket_module, "socket", Offering)  # the module kafka_module binds through
+    assert kafka_module._free_port() == first + 1
