@@ -85,10 +85,17 @@ async def _stream(
     await asyncio.gather(*futures)
     task = asyncio.ensure_future(fault())
     i = before
-    while not task.done():
-        await one(i)
-        i += 1
-        await asyncio.sleep(0.01)  # pacing, not a condition: spreads the stream over the move
+    try:
+        while not task.done():
+            await one(i)
+            i += 1
+            await asyncio.sleep(0.01)  # pacing, not a condition: spreads the stream over the move
+    except BaseException as exc:
+        # The move runs in a thread that outlives this test: wait for it, so the next test gets a
+        # settled cluster, and say how it ended (a send that gave up usually means a failed move).
+        moved = (await asyncio.gather(task, return_exceptions=True))[0]
+        exc.add_note(f"the move ended with: {moved!r}")
+        raise
     await task
     for _ in range(50):
         await one(i)
@@ -101,7 +108,10 @@ async def test_rebootstrap_recovers_when_every_broker_moved(
 ) -> None:
     topic = new_topic(cluster, PARTITIONS, replication_factor=1)
     caplog.set_level(logging.INFO, "aioproducer.network.client")
-    async with Producer(bootstrap_servers=bootstrap.address, delivery_timeout_ms=120_000, **PRODUCER) as producer:
+    # The move is bounded by KafkaCluster's own timeouts (a stop of up to 20 s, a start of up to
+    # 120 s), not by 60 s: a send during it may wait, and a record may stay queued, that long.
+    patient = {"max_block_ms": 180_000, "delivery_timeout_ms": 180_000}
+    async with Producer(bootstrap_servers=bootstrap.address, **patient, **PRODUCER) as producer:
         sent, results = await _stream(producer, topic, 200, lambda: _move(cluster, bootstrap))
         # Both brokers, at their new ports: keys k0..k5 hash to partitions 1 and 0, which Kafka's
         # round-robin assignment always puts on different brokers.
