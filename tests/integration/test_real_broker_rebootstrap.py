@@ -110,7 +110,7 @@ async def test_rebootstrap_recovers_when_every_broker_moved(
     caplog.set_level(logging.INFO, "aioproducer.network.client")
     # The move is bounded by KafkaCluster's own timeouts (a stop of up to 20 s, a start of up to
     # 120 s), not by 60 s: a send during it may wait, and a record may stay queued, that long.
-    patient = {"max_block_ms": 180_000, "delivery_timeout_ms": 180_000}
+    patient: dict[str, Any] = {"max_block_ms": 180_000, "delivery_timeout_ms": 180_000}
     async with Producer(bootstrap_servers=bootstrap.address, **patient, **PRODUCER) as producer:
         sent, results = await _stream(producer, topic, 200, lambda: _move(cluster, bootstrap))
         # Both brokers, at their new ports: keys k0..k5 hash to partitions 1 and 0, which Kafka's
