@@ -17,7 +17,6 @@ needs them.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -30,6 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from aioproducer.testing import KafkaCluster, OidcProvider
+from aioproducer.testing.kafka import _free_port as free_port  # a port for a server told it later; never one twice
 
 #: The secured page's users and secrets (the literals and variables the page uses, and their values here).
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret-3c1f"
@@ -152,13 +152,6 @@ def schema_registry(request: pytest.FixtureRequest, directory: Path) -> Iterator
         )
     finally:
         registry.close()
-
-
-def free_port() -> int:
-    """A port nothing listens on now, on 127.0.0.1 (for a server that must be told its port)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

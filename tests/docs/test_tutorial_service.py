@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from example_setups import free_port
 from test_examples import ROOT, parse
+
+from aioproducer.testing.kafka import _free_port as free_port  # the harness's picker: never one port twice
 
 pytestmark = pytest.mark.source_tree
 
