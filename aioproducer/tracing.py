@@ -30,6 +30,11 @@ The W3C context (``traceparent``, ``tracestate``, and whatever else the global p
 goes into the record's headers before it is encoded; a header of that name the caller (or an
 interceptor) set is kept and not duplicated.
 
+A tracer that fails never costs a record (issue #40): a span processor's ``on_start`` or
+``on_end``, the global propagator's ``inject`` or a meter that raises is logged (``TracingFaults``)
+and the record goes on untraced, or its span is left as it is; every other span of its batch is
+still ended. Only ``SystemExit`` and ``KeyboardInterrupt`` pass through.
+
 Metrics, on the meter provider passed or the global one: ``messaging.client.operation.duration``
 (histogram, s, ``send()`` to completion, per record) and ``messaging.client.sent.messages``
 (counter), both recorded when the record completes, with ``error.type`` when it failed.
@@ -51,6 +56,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test that hides 
     ) from exc
 
 from aioproducer._version import __version__
+from aioproducer.logs import LogLike, client_logger
 
 if TYPE_CHECKING:
     from aioproducer.internals.batch import FutureRecordMetadata, ProducerBatch
@@ -65,10 +71,45 @@ _now_ns = time.time_ns
 DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
-class Tracing:
-    """One producer's tracer, instruments and attributes: starts spans in ``send()``, ends them per batch."""
+class TracingFaults:
+    """What the OpenTelemetry code raised, counted per stage and logged at WARNING, sparingly.
 
-    __slots__ = ("tracer", "client_id", "duration", "sent", "_metadata", "_base")
+    Why: a tracer is an observer; when it fails, the records must still go (a span processor whose
+    exporter is down must not stop a checkout service), yet the fault must be seen. A fault at
+    every record would be a log line per record, so a stage's 1st, 10th, 100th, ... fault is
+    logged (with its traceback), each line saying how many there were: deterministic, no clock.
+    Writer: ``Tracing`` and ``RecordSpans``, through ``contained()``, in the event loop's thread.
+    """
+
+    __slots__ = ("_log", "counts")
+
+    def __init__(self, log: LogLike) -> None:
+        self._log = log
+        #: stage ("start", "inject", "end", "fail") -> faults so far.
+        self.counts: dict[str, int] = {}
+
+    def contained(self, stage: str, error: Exception) -> None:
+        """Count ``error`` raised at ``stage``; log it if the count is 1, 10, 100, ..."""
+        count = self.counts.get(stage, 0) + 1
+        self.counts[stage] = count
+        if count == 10 ** (len(str(count)) - 1):
+            self._log.warning(
+                "OpenTelemetry raised at span %s (%d time(s) so far); the record goes on, its span %s",
+                stage,
+                count,
+                "not recorded" if stage in ("start", "inject") else "left as it is",
+                exc_info=error,
+            )
+
+
+class Tracing:
+    """One producer's tracer, instruments and attributes: starts spans in ``send()``, ends them per batch.
+
+    Every method the producer calls contains what OpenTelemetry raises (``TracingFaults``): a
+    span that could not start is None, and the record is sent without one.
+    """
+
+    __slots__ = ("tracer", "client_id", "duration", "sent", "faults", "_metadata", "_base")
 
     def __init__(
         self,
@@ -93,6 +134,7 @@ class Tracing:
             description="Number of messages producer attempted to send to the broker.",
         )
         self.client_id = client_id
+        self.faults = TracingFaults(client_logger("aioproducer.tracing", client_id))
         #: The producer's current cluster metadata (None before it started): where the partition
         #: leaders listen (``server.address``). Given by the producer (its engine's client).
         self._metadata = metadata
@@ -103,8 +145,11 @@ class Tracing:
             "messaging.client.id": client_id,
         }
 
-    def start(self, topic: str, key: Any, value: Any) -> tuple[Span, int]:
-        """The record's span, started now as a child of the current context, and its start time (ns)."""
+    def start(self, topic: str, key: Any, value: Any) -> tuple[Span | None, int]:
+        """The record's span, started now as a child of the current context, and its start time (ns).
+
+        None for the span if the tracer raised (a span processor's ``on_start``): the record is sent untraced.
+        """
         attributes = dict(self._base)
         attributes["messaging.destination.name"] = topic
         if type(key) is str:
@@ -112,14 +157,28 @@ class Tracing:
         if value is None:
             attributes["messaging.kafka.message.tombstone"] = True
         start = _now_ns()
-        span = self.tracer.start_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes, start_time=start)
+        try:
+            span = self.tracer.start_span(f"send {topic}", kind=SpanKind.PRODUCER, attributes=attributes, start_time=start)
+        except Exception as exc:
+            self.faults.contained("start", exc)
+            return None, start
         return span, start
 
-    @staticmethod
-    def inject(span: Span, headers: list[tuple[str, bytes | None]] | None) -> list[tuple[str, bytes | None]] | None:
-        """``headers`` plus the span's context from the global propagator; a name already there is kept as it is."""
+    def inject(
+        self, span: Span | None, headers: list[tuple[str, bytes | None]] | None
+    ) -> list[tuple[str, bytes | None]] | None:
+        """``headers`` plus the span's context from the global propagator; a name already there is kept as it is.
+
+        ``headers`` unchanged if there is no span or the propagator raised.
+        """
+        if span is None:
+            return headers
         carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        try:
+            propagate.inject(carrier, context=trace.set_span_in_context(span))
+        except Exception as exc:  # what it wrote before raising is not trusted
+            self.faults.contained("inject", exc)
+            return headers
         if not carrier:
             return headers
         if not headers:
@@ -127,8 +186,10 @@ class Tracing:
         present = {name.lower() for name, _ in headers}
         return headers + [(name, text.encode()) for name, text in carrier.items() if name.lower() not in present]
 
-    def attach(self, span: Span, start: int, future: FutureRecordMetadata) -> None:
+    def attach(self, span: Span | None, start: int, future: FutureRecordMetadata) -> None:
         """After the append: the record's batch ends ``span`` when it completes."""
+        if span is None:
+            return
         batch = future._batch
         spans = cast("RecordSpans | None", batch.spans)  # only this class is ever put there
         if spans is None:
@@ -139,14 +200,19 @@ class Tracing:
             batch.set_spans(None)
             spans.end(batch)
 
-    def fail(self, span: Span, start: int, error: BaseException) -> None:
+    def fail(self, span: Span | None, start: int, error: BaseException) -> None:
         """``send()`` refused the record (bad input, closed producer, no metadata in time …): end its span now."""
-        _set_error(span, error)
-        end = _now_ns()
-        span.end(end_time=end)
-        attributes = dict(self._base)
-        attributes["error.type"] = _error_type(error)
-        self.duration.record((end - start) / 1e9, attributes)
+        if span is None:
+            return
+        try:
+            _set_error(span, error)
+            end = _now_ns()
+            span.end(end_time=end)
+            attributes = dict(self._base)
+            attributes["error.type"] = _error_type(error)
+            self.duration.record((end - start) / 1e9, attributes)
+        except Exception as exc:  # the caller raises `error`, not this
+            self.faults.contained("fail", exc)
 
     def leader_address(self, topic: str, partition: int) -> tuple[str, int] | None:
         """Where the partition's leader listens, from the metadata; None when no leader is known."""
@@ -208,27 +274,40 @@ class RecordSpans:
         for span, relative_offset, began in zip(it, it, it):
             own = None if error is None else batch.error_of(relative_offset)
             if own is None:
-                if base_offset >= 0:
-                    span.set_attributes({**common, "messaging.kafka.offset": base_offset + relative_offset})
-                else:
-                    span.set_attributes(common)
                 attributes = ok_attributes
                 succeeded += 1
             else:
-                span.set_attributes(common)
-                _set_error(span, own)
                 error_type = _error_type(own)
                 found = failed.get(error_type)
                 if found is None:
                     found = failed[error_type] = {**ok_attributes, "error.type": error_type}
                 attributes = found
                 failed_count[error_type] = failed_count.get(error_type, 0) + 1
-            span.end(end_time=now)
-            record((now - began) / 1e9, attributes)
-        if succeeded:
-            tracing.sent.add(succeeded, ok_attributes)
-        for error_type, attributes in failed.items():
-            tracing.sent.add(failed_count[error_type], attributes)
+            # One span's fault (a processor's on_end, a meter) must not leave the others open:
+            # contained per span (a `try` costs nothing in 3.11 unless it catches).
+            try:
+                if own is None:
+                    if base_offset >= 0:
+                        span.set_attributes({**common, "messaging.kafka.offset": base_offset + relative_offset})
+                    else:
+                        span.set_attributes(common)
+                else:
+                    span.set_attributes(common)
+                    _set_error(span, own)
+                span.end(end_time=now)
+            except Exception as exc:
+                tracing.faults.contained("end", exc)
+            try:  # its duration is recorded even if its span's end raised
+                record((now - began) / 1e9, attributes)
+            except Exception as exc:
+                tracing.faults.contained("end", exc)
+        try:
+            if succeeded:
+                tracing.sent.add(succeeded, ok_attributes)
+            for error_type, attributes in failed.items():
+                tracing.sent.add(failed_count[error_type], attributes)
+        except Exception as exc:
+            tracing.faults.contained("end", exc)
 
 
 def _error_type(error: BaseException) -> str:

@@ -20,10 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -361,3 +362,91 @@ async def test_a_fake_producer_traces_as_the_real_one(otel: Otel) -> None:
     assert by_value["0"].status.status_code is StatusCode.ERROR
     [record] = fake.history()
     assert dict(record.headers)["traceparent"] == _traceparent(by_value["1"])
+
+
+class _Failing(SpanProcessor):
+    """A span processor whose ``on_start`` or ``on_end`` raises (an exporter gone wrong)."""
+
+    def __init__(self, at: str) -> None:
+        self.at = at
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.at == "start":
+            raise RuntimeError("processor on_start failed")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.at == "end":
+            raise RuntimeError("processor on_end failed")
+
+
+class _FailingPropagator(TextMapPropagator):
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        carrier["half-written"] = "x"  # what it wrote before raising must not reach the record
+        raise RuntimeError("propagator inject failed")
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        raise NotImplementedError
+
+    @property
+    def fields(self) -> set[str]:
+        return {"half-written"}
+
+
+def _tracing_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "aioproducer.tracing" and r.levelno == logging.WARNING]
+
+
+async def test_a_raising_on_start_sends_every_record_untraced_and_logs_sparingly(
+    mock_cluster: MockCluster, otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    otel.tracer_provider.add_span_processor(_Failing("start"))
+    with caplog.at_level(logging.WARNING, logger="aioproducer.tracing"):
+        async with otel.producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+            futures = [await producer.send("orders", b"v%d" % i, partition=0) for i in range(20)]
+            results = await asyncio.gather(*futures)
+            with pytest.raises(InvalidRecordError):  # a bad record still gets its own error, not the tracer's
+                await producer.send("orders", b"v", timestamp_ms=-1)
+    assert sorted(m.offset for m in results) == list(range(results[0].offset, results[0].offset + 20))
+    records = await read_aiokafka(mock_cluster.bootstrap_servers, "orders", 0, count=20)
+    assert [r.value for r in records] == [b"v%d" % i for i in range(20)]
+    assert all(r.headers == [] for r in records)  # untraced: no traceparent of a span that never started
+    warnings = _tracing_warnings(caplog)
+    assert len(warnings) == 2  # the 1st and the 10th of 21 faults, not one line per record
+    assert "span start (1 time(s) so far)" in warnings[0] and "span start (10 time(s) so far)" in warnings[1]
+
+
+async def test_a_raising_propagator_sends_every_record_with_its_span_and_no_header(
+    mock_cluster: MockCluster, otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    previous = propagate.get_global_textmap()
+    propagate.set_global_textmap(_FailingPropagator())
+    try:
+        with caplog.at_level(logging.WARNING, logger="aioproducer.tracing"):
+            async with otel.producer(mock_cluster.bootstrap_servers, **FAST) as producer:
+                futures = [await producer.send("orders", b"v", partition=1, headers=[("app", b"x")]) for _ in range(5)]
+                results = await asyncio.gather(*futures)
+    finally:
+        propagate.set_global_textmap(previous)
+    records = await read_aiokafka(mock_cluster.bootstrap_servers, "orders", 1, count=5)
+    assert [r.headers for r in records] == [[("app", b"x")]] * 5  # the caller's header only
+    spans = otel.spans()
+    assert sorted(_offset(s) for s in spans) == sorted(m.offset for m in results)  # every span ended at its ack
+    assert len(_tracing_warnings(caplog)) == 1 and "span inject" in _tracing_warnings(caplog)[0]
+
+
+async def test_a_raising_on_end_still_ends_every_other_span_of_the_batch(
+    mock_cluster: MockCluster, otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    otel.tracer_provider.add_span_processor(_Failing("end"))  # after the exporting processor: it saw each end
+    with caplog.at_level(logging.WARNING, logger="aioproducer.tracing"):
+        async with otel.producer(mock_cluster.bootstrap_servers, **{**FAST, "linger_ms": 60_000, "delivery_timeout_ms": 70_000}) as producer:
+            futures = [await producer.send("orders", b"v", partition=2) for _ in range(20)]
+            await producer.flush()  # one batch of 20 records
+            results = await asyncio.gather(*futures)
+    assert len({m.offset for m in results}) == 20
+    spans = otel.spans()
+    assert len(spans) == 20 and all(s.end_time is not None for s in spans)
+    [duration] = otel.points("messaging.client.operation.duration")
+    assert duration.count == 20
+    assert [p.value for p in otel.points("messaging.client.sent.messages")] == [20]
+    assert len(_tracing_warnings(caplog)) == 2  # the 1st and the 10th
