@@ -296,8 +296,11 @@ class Producer:
         self._serializing_accumulator = None
 
     async def flush(self, timeout: float | None = None) -> None:
-        """Send everything queued now (ignoring ``linger.ms``) and wait until it completed."""
-        await self._engine.flush(timeout)
+        """Send everything queued now (ignoring ``linger.ms``) and wait until it completed.
+
+        ``timeout``: seconds, None for as long as delivery takes; ``KafkaTimeoutError`` past it.
+        """
+        await self._engine.flush(_timeout_argument("flush", timeout))
 
     async def close(self, timeout: float | None = None) -> None:
         """Stop accepting records, deliver what is queued within ``timeout`` seconds, fail the rest.
@@ -309,6 +312,7 @@ class Producer:
         as Java's graceful close), a commit or abort that timed out is waited for, and a prepared
         one is left for ``complete_transaction()``.
         """
+        timeout = _timeout_argument("close", timeout)  # checked first: a second close() must refuse it too
         if self._lifecycle.closing:
             return
         self._check_context()
@@ -885,8 +889,9 @@ class Producer:
         GetTelemetrySubscriptions answer, None if none came (a cluster without KIP-714).
         ``IllegalStateError`` with ``enable.metrics.push=false``, before ``start()``, or in a ``FakeProducer``.
         """
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        if timeout is None:
+            raise ValueError("client_instance_id(): timeout must be a number of seconds >= 0, got None")
+        timeout = _timeout_argument("client_instance_id", timeout)
         if not self._config.enable_metrics_push:
             raise IllegalStateError("telemetry is not enabled: set enable.metrics.push to true")
         self._check_context()
@@ -1034,6 +1039,20 @@ class Producer:
         ``asyncio.run()`` and used under the next one is told from its fast path for free.
         """
         self._close_fast_paths()
+
+
+def _timeout_argument(call: str, timeout: Any) -> float | None:
+    """``timeout`` as the seconds a call waits (None: no bound), or ``ValueError`` naming the call and argument.
+
+    Checked before anything is waited for, whether or not there is anything to wait for, so that a
+    wrong type fails the same way with records pending or not (and never as a ``TypeError`` from
+    deep inside asyncio with a coroutine left un-awaited).
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise ValueError(f"{call}(): timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    return float(timeout)
 
 
 def _tracing_class(tracing: Any, tracer_provider: Any, meter_provider: Any) -> type[Tracing] | None:

@@ -294,3 +294,34 @@ async def test_a_str_enum_topic_is_its_text_on_every_path(mock_cluster: MockClus
         first = await (await producer.send(Topics.ORDERS, b"a", partition=5))
         many = await asyncio.gather(*await producer.send_many(Topics.ORDERS, [b"b"], [b"k"]))
         assert first.topic == many[0].topic == TOPIC and type(first.topic) is str
+
+
+@pytest.mark.parametrize("pending", [True, False], ids=["records-pending", "nothing-pending"])
+@pytest.mark.parametrize("timeout", ["x", -1, float("nan"), True, [1]], ids=["str", "negative", "nan", "bool", "list"])
+@pytest.mark.parametrize("call", ["flush", "close"])
+@pytest.mark.parametrize("fake", [False, True], ids=["producer", "fake"])
+async def test_a_bad_timeout_is_refused_at_the_call_naming_it_pending_records_or_not(
+    mock_cluster: MockCluster, recwarn: pytest.WarningsRecorder, call: str, timeout: Any, pending: bool, fake: bool
+) -> None:
+    """flush("x") with records pending raised a TypeError from inside asyncio and left a coroutine never awaited (issue #40)."""
+    from aioproducer.testing import FakeProducer
+
+    config = {**FAST, "linger_ms": 60_000, "delivery_timeout_ms": 70_000}
+    producer = (
+        FakeProducer(topics={TOPIC: 6}, autocomplete=False)
+        if fake
+        else Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config)
+    )
+    async with producer:
+        queued = await producer.send(TOPIC, b"v", partition=0) if pending else None
+        with pytest.raises(ValueError, match=rf"^{call}\(\): timeout must be a number of seconds >= 0 or None, got "):
+            await getattr(producer, call)(timeout)
+        assert queued is None or not queued.done()  # nothing flushed, failed or closed by the refused call
+        if isinstance(producer, FakeProducer) and pending:
+            producer.complete_next()
+        await producer.flush(5)  # the producer is fine: the record is delivered
+        assert queued is None or (await queued).partition == 0
+    import gc
+
+    gc.collect()
+    assert [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)] == []
