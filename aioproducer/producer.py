@@ -889,9 +889,9 @@ class Producer:
         GetTelemetrySubscriptions answer, None if none came (a cluster without KIP-714).
         ``IllegalStateError`` with ``enable.metrics.push=false``, before ``start()``, or in a ``FakeProducer``.
         """
-        if timeout is None:
+        seconds = _timeout_argument("client_instance_id", timeout)
+        if seconds is None:
             raise ValueError("client_instance_id(): timeout must be a number of seconds >= 0, got None")
-        timeout = _timeout_argument("client_instance_id", timeout)
         if not self._config.enable_metrics_push:
             raise IllegalStateError("telemetry is not enabled: set enable.metrics.push to true")
         self._check_context()
@@ -899,7 +899,7 @@ class Producer:
         if sender is None:
             raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started, "
                                     "or it has no cluster (a FakeProducer)")
-        return await sender.client_instance_id(timeout)
+        return await sender.client_instance_id(seconds)
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot: this producer's own counters, then the Java producer's metrics by their names.
