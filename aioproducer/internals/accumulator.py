@@ -413,7 +413,9 @@ class RecordAccumulator:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        return ProducerBatch(topic, partition, builder, self._clock(), reserved, loop, self.log)
+        return ProducerBatch(
+            topic, partition, builder, self._clock(), reserved, loop, self.log, delivery_timeout_ms=config.delivery_timeout_ms
+        )
 
     def _queue_new_batch(self, info: TopicInfo, topic: str, partition: int, batch: ProducerBatch) -> None:
         """Queue a new batch as its partition's open one, and wake the sender."""
@@ -694,21 +696,20 @@ class RecordAccumulator:
 
     def expired_batches(self, now: float) -> list[ProducerBatch]:
         """Pop queued batches past ``delivery.timeout.ms`` (in-flight ones are the sender's)."""
-        timeout = self.config.delivery_timeout_ms
         expired: list[ProducerBatch] = []
         for info in self._active.values():
             for dq in info.batches.values():
-                while dq and now - dq[0].created_ms >= timeout:
+                while dq and dq[0].has_reached_delivery_timeout(now):
                     expired.append(dq.popleft())
         return expired
 
     def next_expiry_delay(self, now: float) -> float:
-        timeout = self.config.delivery_timeout_ms
+        """Milliseconds until the first queued batch reaches its delivery deadline (the oldest of each partition's)."""
         delay = float("inf")
         for info in self._active.values():
             for dq in info.batches.values():
                 if dq:
-                    delay = min(delay, dq[0].created_ms + timeout - now)
+                    delay = min(delay, dq[0].delivery_deadline_ms - now)
         return max(0.0, delay)
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sys
 from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
@@ -224,6 +225,7 @@ class ProducerBatch:
         "builder",
         "loop",
         "created_ms",
+        "delivery_deadline_ms",
         "last_attempt_ms",
         "attempts",
         "retry_backoff_ms",
@@ -268,9 +270,12 @@ class ProducerBatch:
         reserved_bytes: int,
         loop: asyncio.AbstractEventLoop,
         log: LogLike = log,
+        *,
+        delivery_timeout_ms: float = math.inf,
     ) -> None:
         # Fixed at construction: topic, partition, builder (the object; it changes itself, see
-        # RecordBatchBuilder), loop, created_ms (a piece keeps its parent's), log.
+        # RecordBatchBuilder), loop, created_ms and delivery_deadline_ms (a piece keeps its
+        # parent's: split()), log.
         self.topic = topic
         #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
         self.log = log
@@ -278,6 +283,10 @@ class ProducerBatch:
         self.builder = builder
         self.loop = loop
         self.created_ms = now_ms
+        #: When its records' ``delivery.timeout.ms`` runs out: stamped here, once, from the one
+        #: configuration value (``AccumulatorConfig.delivery_timeout_ms``); every expiry reads it
+        #: through ``has_reached_delivery_timeout`` (Java's ``ProducerBatch.hasReachedDeliveryTimeout``).
+        self.delivery_deadline_ms = now_ms + delivery_timeout_ms
         # -- the retry schedule. Written by reenqueued() (queued again after a failed attempt) and
         # reenqueued_piece() (a split piece, before it is queued); read by RecordAccumulator.ready/drain.
         self.last_attempt_ms = now_ms
@@ -505,6 +514,12 @@ class ProducerBatch:
         """Taken from its deque into a request (Java's ``drained``)."""
         self.in_flight = True
 
+    def has_reached_delivery_timeout(self, now_ms: float) -> bool:
+        """Whether ``delivery.timeout.ms`` ran out for its records: the one expiry rule (Java's
+        ``hasReachedDeliveryTimeout``), read by the accumulator for queued batches and the sender
+        for sent ones and retries."""
+        return now_ms >= self.delivery_deadline_ms
+
     def reenqueued(self, now: float, retry_backoff_ms: float) -> None:
         """Its attempt failed and it is queued again, to wait ``retry_backoff_ms`` from ``now`` (Java's ``reenqueued``).
 
@@ -562,6 +577,7 @@ class ProducerBatch:
         start = 0
         for builder in self.builder.split(max_batch_size):
             piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop, self.log)
+            piece.delivery_deadline_ms = self.delivery_deadline_ms  # the records' deadline, not the piece's
             end = start + builder.record_count
             while moved < len(futures) and futures[moved]._relative_offset < end:
                 future = futures[moved]

@@ -35,9 +35,9 @@ waiters are futures.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 
+from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
@@ -62,6 +62,7 @@ class BufferPool:
         pool_size: int,
         lifecycle: LifecycleView | None = None,
         metrics: ProducerMetrics | None = None,
+        clock: Clock = monotonic_ms,
     ) -> None:
         # pool_size is batch.size, and batch.size=0 (no batching) is valid: every
         # reservation is then exactly the record's size.
@@ -79,6 +80,8 @@ class BufferPool:
         self.lifecycle: LifecycleView = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
         #: Where a wait for memory is recorded (``bufferpool-wait-time-total``, ``-ratio``); only waits are.
         self.metrics = metrics
+        #: The engine's clock (ms): a wait for memory is measured on it, as every window of the metrics is.
+        self._clock = clock
 
     @property
     def available_memory(self) -> int:
@@ -139,7 +142,7 @@ class BufferPool:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(size, future)
         self._waiters.append(waiter)
-        started_ns = time.monotonic_ns()
+        started_ms = self._clock()
         try:
             async with asyncio.timeout(max(0.0, max_time_to_block_ms) / 1000.0):
                 await future
@@ -155,8 +158,8 @@ class BufferPool:
         finally:
             metrics = self.metrics
             if metrics is not None:
-                now_ns = time.monotonic_ns()
-                metrics.record_buffer_wait(now_ns - started_ns, now_ns / 1e6)
+                now_ms = self._clock()
+                metrics.record_buffer_wait(round((now_ms - started_ms) * 1e6), now_ms)
 
     def _abandon(self, waiter: _Waiter) -> None:
         """A waiter gave up (timeout, cancellation, close): it must leave owning nothing."""

@@ -207,7 +207,7 @@ class ProducerEngine:
         )
         tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
         coordinators = Coordinators(client, cfg.retry_backoff_ms, cfg.retry_backoff_max_ms, clock=self.clock)
-        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle, metrics=self.metrics)
+        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle, metrics=self.metrics, clock=self.clock)
         accumulator = RecordAccumulator(
             _accumulator_config(cfg),
             pool,
@@ -250,14 +250,14 @@ class ProducerEngine:
         self.telemetry = TelemetrySender(telemetry, client.send_any, self.clock, log)
         self.telemetry_task = asyncio.get_running_loop().create_task(self.telemetry.run(), name="aioproducer-telemetry")
 
-    async def _close_telemetry(self, deadline: float | None) -> None:
+    async def _close_telemetry(self, deadline_ms: float | None) -> None:
         """The terminating push (KIP-714), within what is left of the close, ``request.timeout.ms`` at most."""
         telemetry, task = self.telemetry, self.telemetry_task
         if telemetry is None or task is None:
             return
         left = self.config.request_timeout_ms / 1000 if telemetry.close() else 0.0
-        if deadline is not None:
-            left = min(left, max(0.0, deadline - asyncio.get_running_loop().time()))
+        if deadline_ms is not None:
+            left = min(left, self._seconds_left(deadline_ms))
         try:
             if left <= 0:
                 raise TimeoutError  # nothing to push, or no time left: the task ends now
@@ -368,7 +368,7 @@ class ProducerEngine:
         if lifecycle.closing:
             return
         self.check_context()
-        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        deadline_ms = None if timeout is None else self.clock() + timeout * 1000
         started = lifecycle.state is State.RUNNING
         lifecycle.close()
         if not started:
@@ -384,9 +384,9 @@ class ProducerEngine:
         sender.wakeup()  # CLOSING: it drains what is queued, linger.ms ignored, then stops
         accumulator.pool.close()  # the waiters for memory fail; none queues after (CLOSING)
         try:
-            await self._end_transaction_on_close(deadline)
+            await self._end_transaction_on_close(deadline_ms)
             if timeout is None or timeout > 0:
-                left = None if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+                left = None if deadline_ms is None else self._seconds_left(deadline_ms)
                 await asyncio.wait_for(asyncio.shield(task), left)
         except TimeoutError:
             pass
@@ -400,16 +400,20 @@ class ProducerEngine:
             self._failure_log.flush()  # what close() failed, and what was still counted, said now
             for interceptor in self._interceptors:
                 safe_call(self._log, interceptor, "close")
-            await self._close_telemetry(deadline)
+            await self._close_telemetry(deadline_ms)
             lifecycle.finish()  # no connection opens any more
-            await client.close(deadline)
+            await client.close(deadline_ms)
 
-    async def _end_transaction_on_close(self, deadline: float | None) -> None:
+    def _seconds_left(self, deadline_ms: float) -> float:
+        """Seconds from now to ``deadline_ms`` on the engine's clock (0 once past): what an asyncio wait takes."""
+        return max(0.0, deadline_ms - self.clock()) / 1000
+
+    async def _end_transaction_on_close(self, deadline_ms: float | None) -> None:
         """``close()`` with a transaction: abort an open one, wait for a pending commit or abort; best effort.
 
         As Java's graceful close: an open transaction left to ``transaction.timeout.ms`` holds
         back every read_committed consumer of its partitions until then. Bounded by the close's
-        ``deadline`` (event loop time), or by ``max.block.ms`` without one (a coordinator that
+        ``deadline_ms`` (the engine's clock), or by ``max.block.ms`` without one (a coordinator that
         never answers must not hold ``close()`` forever); a prepared transaction
         (``prepare_transaction()``) is left for ``complete_transaction()``. Nothing is raised:
         the producer is closing either way.
@@ -417,10 +421,10 @@ class ProducerEngine:
         transactions = self.transactions
         if transactions is None:
             return
-        if deadline is None:
-            deadline = asyncio.get_running_loop().time() + self.config.max_block_ms / 1000
+        if deadline_ms is None:
+            deadline_ms = self.clock() + self.config.max_block_ms
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(self._seconds_left(deadline_ms)):
                 await transactions.end_for_close()
         except Exception as exc:  # noqa: BLE001 - a timeout included: logged, the close goes on
             self._log.warning("close(): the transaction of transactional.id %r was not ended (%r): read_committed "

@@ -419,12 +419,10 @@ class Sender:
         answer, when it comes, still says whether the broker wrote it (see
         ``_handle_error`` for a batch already done).
         """
-        timeout = self.config.delivery_timeout_ms
         earliest = float("inf")
         for batch in list(self._sent):
-            deadline = batch.created_ms + timeout
-            if deadline > now:
-                earliest = min(earliest, deadline)
+            if not batch.has_reached_delivery_timeout(now):
+                earliest = min(earliest, batch.delivery_deadline_ms)
                 continue
             if not batch.is_done:
                 self._complete(batch, -1, -1, self._expiry_error(batch, now, in_flight=True))
@@ -434,7 +432,7 @@ class Sender:
         sent = self._sent
         for batch in batches:
             sent[batch] = None
-        deadline = min(batch.created_ms for batch in batches) + self.config.delivery_timeout_ms
+        deadline = min(batch.delivery_deadline_ms for batch in batches)
         if deadline < self._sent_deadline:
             self._sent_deadline = deadline
 
@@ -465,7 +463,7 @@ class Sender:
             f"Expiring {batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
             f"{int(now - batch.created_ms)} ms has passed since batch creation"
             f"{' (its request is still in flight: the broker may still write it)' if in_flight else ''} "
-            f"(delivery.timeout.ms={self.config.delivery_timeout_ms})"
+            f"(delivery.timeout.ms={round(batch.delivery_deadline_ms - batch.created_ms)})"
             + ("" if self.client.brokers_reachable else " while no broker was reachable")
             + ("" if last is None else f"; the last attempt failed with {type(last).__name__}: {last}")
         )
@@ -801,7 +799,7 @@ class Sender:
         accumulator = self.accumulator
         tm = self.transaction_manager
         code = _code_of(error)
-        if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._past_delivery_timeout(batch, now):
+        if code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.has_reached_delivery_timeout(now):
             accumulator.unmute(batch.topic, batch.partition)
             count = accumulator.split_and_reenqueue(batch, now)
             if self.metrics is not None:
@@ -834,7 +832,7 @@ class Sender:
     def _can_retry(
         self, batch: ProducerBatch, error: KafkaError, now: float, outcome_unknown: bool, log_start_offset: int
     ) -> bool:
-        if self._past_delivery_timeout(batch, now) or batch.attempts >= self.config.retries:
+        if batch.has_reached_delivery_timeout(now) or batch.attempts >= self.config.retries:
             return False
         if self.lifecycle.state >= State.FORCED:
             return False
@@ -845,9 +843,6 @@ class Sender:
             if verdict is not None:
                 return verdict
         return bool(error.retriable)
-
-    def _past_delivery_timeout(self, batch: ProducerBatch, now: float) -> bool:
-        return now - batch.created_ms >= self.config.delivery_timeout_ms
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if self.transaction_manager is not None:

@@ -1052,17 +1052,18 @@ class KafkaClient:
 
     # ------------------------------------------------------------------ close
 
-    async def close(self, deadline: float | None = None) -> None:
+    async def close(self, deadline_ms: float | None = None) -> None:
         """Close every connection and wait for pending connects and refreshes to end. Idempotent.
 
-        ``deadline`` (event loop time; None: none) bounds the graceful part: a socket closes
+        ``deadline_ms`` (on the client's clock; None: none) bounds the graceful part: a socket closes
         gracefully once the peer has read what is buffered, which a broker that stopped
         reading never does. What is not closed by then is dropped (:meth:`BrokerConnection.abort`).
         """
         self._closed = True
         self.interrupt_waits()
+        left = None if deadline_ms is None else max(0.0, deadline_ms - self._clock()) / 1000
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(left):
                 await self._close_gracefully()
         except TimeoutError:
             self._log.info("client close ran out of time: dropping the connections, unsent bytes with them")

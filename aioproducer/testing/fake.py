@@ -373,7 +373,7 @@ class _FakeClient:
     def interrupt_waits(self) -> None:
         self._closed = True
 
-    async def close(self, deadline: float | None = None) -> None:
+    async def close(self, deadline_ms: float | None = None) -> None:
         self._closed = True
 
     def abandon(self) -> None:
@@ -450,7 +450,7 @@ class _FakeEngine(ProducerEngine):
             ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples), self._on_metadata,
         )
         tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
-        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, self.lifecycle, metrics=self.metrics)
+        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, self.lifecycle, metrics=self.metrics, clock=self.clock)
         accumulator = _FakeAccumulator(
             _accumulator_config(cfg), pool, tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle, log=self._log,
             broker=broker,

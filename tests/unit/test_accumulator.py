@@ -204,6 +204,27 @@ async def test_expired_batches_are_popped_after_delivery_timeout() -> None:
     assert not acc.has_undrained()
 
 
+async def test_a_batch_carries_its_delivery_deadline_and_a_split_piece_keeps_its_parents() -> None:
+    """One rule (Java's hasReachedDeliveryTimeout): stamped at creation, read by the queue's expiry and the pieces."""
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=4096, linger_ms=0)
+    created = clock.now
+    for i in range(20):
+        acc.try_append("t", 0, 1 + i, None, bytes([i]) * 100, None, None)
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert batch.delivery_deadline_ms == created + 5_000
+    assert not batch.has_reached_delivery_timeout(created + 4_999)
+    assert batch.has_reached_delivery_timeout(created + 5_000)
+    clock.now += 3_000  # the split comes later: its pieces are not given a deadline of their own
+    acc.config.batch_size = 600
+    assert acc.split_and_reenqueue(batch, clock.now) > 1
+    pieces = list(acc.topic_info("t").batches[0])
+    assert {p.delivery_deadline_ms for p in pieces} == {created + 5_000}
+    assert acc.next_expiry_delay(clock.now) == 2_000
+    assert acc.expired_batches(created + 4_999) == []
+    assert acc.expired_batches(created + 5_000) == pieces
+
+
 async def test_reenqueued_batch_backs_off_exponentially() -> None:
     clock = FakeClock()
     acc, _ = make(clock, linger_ms=0, rng=NO_JITTER)

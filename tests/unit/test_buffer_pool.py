@@ -157,3 +157,20 @@ def test_available_memory_is_what_is_not_held_and_never_negative(steps: list[tup
     for size in held:
         pool.deallocate(size)
     assert pool.available_memory == total
+
+
+async def test_a_wait_for_memory_is_measured_on_the_engines_clock() -> None:
+    """The pool reads the clock it is given (the engine's), as every metrics window does: no second clock."""
+    from aioproducer.internals.metrics import ProducerMetrics
+
+    now = [1_000.0]
+    metrics = ProducerMetrics()
+    pool = BufferPool(1000, 100, metrics=metrics, clock=lambda: now[0])
+    assert pool.try_allocate(1000)
+    waiter = asyncio.ensure_future(pool.allocate(300, 60_000))
+    await asyncio.sleep(0)  # it queued
+    assert pool.queued == 1
+    now[0] += 250.0  # 250 ms pass on the engine's clock, none on the wall's
+    pool.deallocate(300)
+    await waiter
+    assert metrics.bufferpool_wait_time_total_ns == 250_000_000
