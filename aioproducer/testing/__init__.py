@@ -9,9 +9,11 @@ sockets, so producer tests need neither a JVM nor Docker::
         producer = Producer(bootstrap_servers=mc.bootstrap_servers)
         mc.push_request_errors(0, 6)      # next Produce: NOT_LEADER_OR_FOLLOWER
 
-librdkafka comes from the ``confluent-kafka`` wheel, an optional dependency:
-importing this package without it raises an ``ImportError`` subclass that names
-the extra to install (``pip install 'aioproducer[testing]'``).
+librdkafka comes from the ``confluent-kafka`` wheel, an optional dependency,
+loaded when the first ``MockCluster`` is made: without it, that raises
+``ConfluentKafkaMissingError`` (an ``ImportError``) naming the extra to install
+(``pip install 'aioproducer[testing]'``). Everything else here (``FakeProducer``,
+``KafkaCluster``, the proxy, the assertions) imports and works without it.
 
 ``KafkaCluster`` (``aioproducer.testing.kafka``) runs real Apache Kafka
 brokers, fetched from Maven Central, for what the mock cannot show (sequence

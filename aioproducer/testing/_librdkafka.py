@@ -18,6 +18,7 @@ Nothing here is imported by the producer itself: the module is only loaded by
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -28,7 +29,7 @@ __all__ = [
     "err2name",
     "err2str",
     "find_library_path",
-    "lib",
+    "library",
     "version",
 ]
 
@@ -167,8 +168,13 @@ def _declare(library: ctypes.CDLL) -> None:
         function.argtypes = argtypes
 
 
-def _load() -> ctypes.CDLL:
-    """Load and declare librdkafka once per process (the import is the cache)."""
+@functools.cache
+def library() -> ctypes.CDLL:
+    """librdkafka, loaded and declared once per process, when first needed (a ``MockCluster`` made).
+
+    Not at import: ``import aioproducer.testing`` (for ``FakeProducer``, ``KafkaCluster``, the
+    assertions) needs no librdkafka, so no confluent-kafka either.
+    """
     path = find_library_path()
     try:
         library = ctypes.CDLL(str(path))
@@ -180,22 +186,19 @@ def _load() -> ctypes.CDLL:
     return library
 
 
-lib: ctypes.CDLL = _load()
-
-
 def err2name(code: int) -> str:
     """``rd_kafka_err2name``: the symbolic name, e.g. ``NOT_LEADER_OR_FOLLOWER``."""
-    raw = lib.rd_kafka_err2name(code)
+    raw = library().rd_kafka_err2name(code)
     return raw.decode("utf-8", "replace") if raw else f"ERR_{code}"
 
 
 def err2str(code: int) -> str:
     """``rd_kafka_err2str``: the human description of an error code."""
-    raw = lib.rd_kafka_err2str(code)
+    raw = library().rd_kafka_err2str(code)
     return raw.decode("utf-8", "replace") if raw else ""
 
 
 def version() -> str:
     """The bundled librdkafka's version string (the mock's behaviour varies with it)."""
-    raw = lib.rd_kafka_version_str()
+    raw = library().rd_kafka_version_str()
     return raw.decode("ascii", "replace") if raw else "unknown"

@@ -114,7 +114,7 @@ class MockCluster:
         self._lock = threading.RLock()
         # Keep the library object: __del__ may run at interpreter shutdown when
         # the module global has already been cleared.
-        self._lib = _rd.lib
+        self._lib = _rd.library()  # loaded here, on the first mock cluster: ConfluentKafkaMissingError without it
         self._rk: int | None = None
         self._mc: int | None = None
         # Cluster-level error stacks pushed so far, for clear_request_errors().

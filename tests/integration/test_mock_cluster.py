@@ -407,23 +407,32 @@ async def test_async_context_manager() -> None:
     assert mc.closed
 
 
-def test_missing_confluent_kafka_raises_import_error_naming_the_extra() -> None:
+def test_without_confluent_kafka_the_test_kit_imports_and_a_mock_cluster_names_the_extra() -> None:
+    """librdkafka is loaded when a mock cluster is made, not at import: FakeProducer needs no confluent-kafka."""
     code = (
-        "import sys\n"
+        "import asyncio, sys\n"
         "sys.modules['confluent_kafka'] = None\n"
+        "from aioproducer.testing import FakeProducer, MockCluster, ConfluentKafkaMissingError\n"
+        "from aioproducer.testing import _librdkafka\n"
+        "async def main():\n"
+        "    async with FakeProducer(topics={'orders': 2}) as fake:\n"
+        "        await (await fake.send('orders', b'v', partition=1))\n"
+        "    print('fake', [(r.partition, r.value) for r in fake.history()])\n"
+        "asyncio.run(main())\n"
+        "print('loaded', _librdkafka.library.cache_info().currsize)\n"
         "try:\n"
-        "    import aioproducer.testing\n"
+        "    MockCluster(brokers=1)\n"
         "except ImportError as exc:\n"
         "    print(type(exc).__name__, exc)\n"
-        "else:\n"
-        "    print('imported')\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("ConfluentKafkaMissingError")
-    assert "pip install 'aioproducer[testing]'" in result.stdout
+    fake, loaded, refused = result.stdout.splitlines()
+    assert fake == "fake [(1, b'v')]" and loaded == "loaded 0"
+    assert refused.startswith("ConfluentKafkaMissingError")
+    assert "pip install 'aioproducer[testing]'" in refused
 
 
 # -------------------------------------------------------------------- CLI
