@@ -38,6 +38,7 @@ from aioproducer.internals.accumulator import UNKNOWN_PARTITION, RecordAccumulat
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
 from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.engine import ProducerEngine, safe_call
+from aioproducer.internals.parts import EngineClient, ProducerParts
 from aioproducer.internals.transaction_manager import TransactionState
 from aioproducer.internals.transactions import (
     PreparedTransaction,
@@ -48,7 +49,7 @@ from aioproducer.internals.transactions import (
 )
 from aioproducer.lifecycle import State
 from aioproducer.logs import client_logger
-from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer.network.client import ClientClosedError
 from aioproducer._native import ArrowRecords
 from aioproducer._native import partition_for_key as _partition_for_key
 from aioproducer.arrow import ArrowDelivery
@@ -147,6 +148,7 @@ class Producer:
         tracing: bool | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        _parts: ProducerParts[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
@@ -174,7 +176,8 @@ class Producer:
         topic_partitions = self._topic_partitions
         #: What runs under this facade: the parts, the sender task, the lifecycle (see internals/engine.py).
         #: Nothing it holds may hold this producer (a dropped producer must be collectable: __del__).
-        self._engine = self._new_engine(
+        #: ``_parts``: the parts that touch a cluster (internals/parts.py); FakeProducer's are in memory.
+        self._engine = ProducerEngine(
             cfg,
             # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
             ConnectionSecurity.from_config(cfg),
@@ -182,6 +185,7 @@ class Producer:
             on_metadata=lambda _metadata: topic_partitions.clear(),
             on_stopped=_weak_callback(self._sender_done),
             log=self._log,
+            parts=_parts,
         )
         #: The engine's lifecycle, read only here (the engine moves it).
         self._lifecycle = self._engine.lifecycle
@@ -214,25 +218,6 @@ class Producer:
         # _sender_done, the fork hook), through _close_fast_paths.
         self._plain_accumulator: RecordAccumulator | None = None
         self._serializing_accumulator: RecordAccumulator | None = None
-
-    def _new_engine(
-        self,
-        config: ProducerConfig,
-        security: ConnectionSecurity,
-        *,
-        interceptors: Sequence[Any],
-        on_metadata: Callable[[ClusterMetadata], None],
-        on_stopped: Callable[[], None],
-        log: LogLike,
-    ) -> ProducerEngine:
-        """The engine under this facade, made once by ``__init__``.
-
-        A method so that a subclass runs other parts under the same facade: ``aioproducer.testing.FakeProducer``
-        returns an engine whose parts are in memory. It must not hold this producer (see ``__init__``).
-        """
-        return ProducerEngine(
-            config, security, interceptors=interceptors, on_metadata=on_metadata, on_stopped=on_stopped, log=log
-        )
 
     @property
     def config(self) -> ProducerConfig:
@@ -887,7 +872,8 @@ class Producer:
         Java's ``KafkaProducer.clientInstanceId(Duration)``: the id an operator finds this
         producer's pushed metrics under; waits up to ``timeout`` seconds for the first
         GetTelemetrySubscriptions answer, None if none came (a cluster without KIP-714).
-        ``IllegalStateError`` with ``enable.metrics.push=false``, before ``start()``, or in a ``FakeProducer``.
+        ``IllegalStateError`` with ``enable.metrics.push=false`` or before ``start()``; None in a
+        ``FakeProducer`` (its broker, as one without KIP-714, gives no id).
         """
         seconds = _timeout_argument("client_instance_id", timeout)
         if seconds is None:
@@ -897,8 +883,7 @@ class Producer:
         self._check_context()
         sender = self._engine.telemetry
         if sender is None:
-            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started, "
-                                    "or it has no cluster (a FakeProducer)")
+            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started")
         return await sender.client_instance_id(seconds)
 
     def metrics(self) -> dict[str, Any]:
@@ -935,7 +920,7 @@ class Producer:
         self._topic_partitions[topic] = snapshot
         return snapshot
 
-    async def _client_wait(self, client: KafkaClient, topic: str, max_wait_ms: float) -> tuple[int, ...]:
+    async def _client_wait(self, client: EngineClient, topic: str, max_wait_ms: float) -> tuple[int, ...]:
         """``client.wait_for_metadata()``; a ``close()`` meanwhile ends it with ``ProducerClosedError``.
 
         ``close()`` interrupts the client's waits (see ``KafkaClient.interrupt_waits``): a

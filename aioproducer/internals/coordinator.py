@@ -41,7 +41,7 @@ from aioproducer.errors import (
 )
 from aioproducer.protocol import messages
 
-__all__ = ["GROUP", "TRANSACTION", "CoordinatorRequest", "Coordinators", "first_error_code", "raise_for"]
+__all__ = ["GROUP", "TRANSACTION", "CoordinatorRequest", "CoordinatorSender", "Coordinators", "first_error_code", "raise_for"]
 
 _T = TypeVar("_T")
 
@@ -62,6 +62,14 @@ class CoordinatorClient(Protocol):
     async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]: ...
 
     async def connection_to(self, node_id: int, host: str, port: int) -> Any: ...
+
+
+class CoordinatorSender(Protocol):
+    """What the transaction calls use of :class:`Coordinators` (``FakeProducer`` answers in memory)."""
+
+    def deadline(self, timeout_ms: float) -> float: ...
+
+    async def send(self, request: CoordinatorRequest[_T], deadline: float) -> _T: ...
 
 
 def first_error_code(body: Any) -> int:

@@ -6,7 +6,9 @@ built. Everything with a life of its own is here:
 
 * **Composition.** ``start()`` builds the client, the transaction manager, the coordinators,
   the buffer pool, the accumulator, the sender and the transactions, each through its
-  constructor, in the order their arguments need: the sender's wake-up first (the client
+  constructor, in the order their arguments need; the four that touch a cluster (client,
+  coordinators, accumulator, sender) through the ``ProducerParts`` it was given (real ones by
+  default; ``FakeProducer`` gives in-memory ones: ``internals/parts.py``), the rest itself: the sender's wake-up first (the client
   and the accumulator set it, the sender sleeps on it), the sender before the transactions
   (which abort its undrained batches). What a part must report back (a batch completed, an
   error no retry can fix, a flush for a commit) is one of this engine's bound methods, given
@@ -43,16 +45,15 @@ from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulat
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
-from aioproducer.internals.coordinator import Coordinators
+from aioproducer.internals.coordinator import CoordinatorSender
 from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
-from aioproducer.internals.sender import Sender
+from aioproducer.internals.parts import ClusterParts, EngineClient, EngineSender, ProducerParts
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
 from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager
 from aioproducer.internals.transactions import Transactions
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike, client_logger
-from aioproducer.network.client import KafkaClient
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.security.connector import ConnectionSecurity
 
@@ -72,9 +73,13 @@ class ProducerEngine:
         on_stopped: Callable[[], None],
         log: LogLike,
         clock: Clock = monotonic_ms,
+        parts: ProducerParts[Any] | None = None,
     ) -> None:
         self.config = config
+        #: The producer's TLS contexts and SASL credentials (what ``ClusterParts`` connects with).
         self._security = security
+        #: How the parts that touch a cluster are made (see internals/parts.py): real ones unless given.
+        self._parts: ProducerParts[Any] = ClusterParts(security) if parts is None else parts
         self._interceptors = tuple(interceptors)
         #: Given to the client: called with each new metadata snapshot (the producer drops its per-topic cache).
         self._on_metadata = on_metadata
@@ -99,13 +104,13 @@ class ProducerEngine:
         #: Writer: start(). The one start in progress or done (concurrent start() calls share it).
         self._start_task: asyncio.Task[None] | None = None
         # The parts, set together by _start() once a start succeeded (None before), never replaced.
-        self.client: KafkaClient | None = None
+        self.client: EngineClient | None = None
         self.accumulator: RecordAccumulator | None = None
-        self.sender: Sender | None = None
+        self.sender: EngineSender | None = None
         self.sender_task: asyncio.Task[None] | None = None
         self.transaction_manager: TransactionManager | None = None
         #: Coordinator lookups and requests (their state: the known coordinators).
-        self.coordinators: Coordinators | None = None
+        self.coordinators: CoordinatorSender | None = None
         #: The transaction calls, with ``transactional.id`` only (their state: the transaction manager).
         self.transactions: Transactions | None = None
         #: KIP-714 client telemetry (``enable.metrics.push``) and its task; set by _start() with the parts.
@@ -190,37 +195,26 @@ class ProducerEngine:
             raise
 
     async def _start(self) -> None:
-        cfg = self.config
-        security = self._security
-        lifecycle = self._lifecycle
+        cfg, parts, lifecycle = self.config, self._parts, self._lifecycle
         # The sender's wake-up, made first: the client (a connection takes requests again) and the
         # accumulator (a batch opened, filled, or memory ran out) set it; the sender sleeps on it.
         wake = asyncio.Event()
-        client = KafkaClient(
+        client = parts.client(
             cfg,
             clock=self.clock,
-            open_streams=security.open_streams(),
-            authenticator=security.authenticator(),
             byte_counts=ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples),
             on_sendable=wake.set,
             on_metadata=self._on_metadata,
         )
         tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
-        coordinators = Coordinators(client, cfg.retry_backoff_ms, cfg.retry_backoff_max_ms, clock=self.clock)
+        coordinators = parts.coordinators(client, cfg, clock=self.clock)
         pool = BufferPool(cfg.buffer_memory, cfg.batch_size, lifecycle, metrics=self.metrics, clock=self.clock)
-        accumulator = RecordAccumulator(
-            _accumulator_config(cfg),
-            pool,
-            tm,
-            wake.set,
-            clock=self.clock,
-            lifecycle=lifecycle,
-            log=self._log,
+        accumulator = parts.accumulator(
+            _accumulator_config(cfg), pool, tm, wake.set, clock=self.clock, lifecycle=lifecycle, log=self._log
         )
-        sender = Sender(
-            client, accumulator, tm, cfg, on_complete=self._on_batch_complete, clock=self.clock, wake=wake,
-            metrics=self.metrics, log=client_logger("aioproducer.sender", cfg.client_id),
-            coordinators=coordinators, on_fatal=self._fatal,
+        sender = parts.sender(
+            client, accumulator, tm, cfg, coordinators=coordinators, wake=wake, on_complete=self._on_batch_complete,
+            on_fatal=self._fatal, metrics=self.metrics, clock=self.clock, lifecycle=lifecycle,
         )
         transactions = None
         if tm is not None and tm.transactional:
@@ -240,7 +234,7 @@ class ProducerEngine:
         if cfg.enable_metrics_push:
             self._start_telemetry(client)
 
-    def _start_telemetry(self, client: KafkaClient) -> None:
+    def _start_telemetry(self, client: EngineClient) -> None:
         """``enable.metrics.push``: the KIP-714 cycle as a task of its own, beside the sender's."""
         log = client_logger("aioproducer.telemetry", self.config.client_id)
         resource = {"client_id": self.config.client_id}
@@ -268,25 +262,21 @@ class ProducerEngine:
 
     def _run_parts(
         self,
-        client: KafkaClient,
+        client: EngineClient,
         accumulator: RecordAccumulator,
-        sender: Sender,
+        sender: EngineSender,
         tm: TransactionManager | None,
-        coordinators: Coordinators,
+        coordinators: CoordinatorSender,
         transactions: Transactions | None,
     ) -> None:
-        """A start succeeded: keep its parts, move to RUNNING, start the sender task.
-
-        Apart from ``_start()`` so that a start that builds other parts (``aioproducer.testing.FakeProducer``'s
-        in-memory ones) runs them here, and the lifecycle keeps its one writer, this module.
-        """
+        """A start succeeded: keep its parts, move to RUNNING, start the sender task."""
         self.client, self.accumulator, self.sender, self.transaction_manager = client, accumulator, sender, tm
         self.coordinators, self.transactions = coordinators, transactions
         self._lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self.sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self.sender_task.add_done_callback(self._sender_done)
 
-    async def _bootstrap(self, client: KafkaClient) -> None:
+    async def _bootstrap(self, client: EngineClient) -> None:
         """The first metadata, within ``max.block.ms`` in all, retrying servers that refuse or fail.
 
         The client keeps trying every bootstrap server, backing off between rounds from

@@ -78,7 +78,7 @@ from aioproducer.logs import LogLike
 from aioproducer.clock import monotonic_ms
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
 from aioproducer.internals.compression_offload import CompressionJobs, CompressionOffload
-from aioproducer.internals.coordinator import Coordinators
+from aioproducer.internals.coordinator import CoordinatorSender
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
@@ -179,7 +179,7 @@ class Sender:
         wake: asyncio.Event | None = None,
         metrics: ProducerMetrics | None = None,
         log: LogLike = log,
-        coordinators: Coordinators | None = None,
+        coordinators: CoordinatorSender | None = None,
         inline_compression_bytes: float | None = None,
         *,
         on_fatal: Callable[[BaseException], None],

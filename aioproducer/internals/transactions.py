@@ -100,7 +100,7 @@ from aioproducer.internals.coordinator import (
     GROUP,
     TRANSACTION,
     CoordinatorRequest,
-    Coordinators,
+    CoordinatorSender,
     first_error_code,
     raise_for,
 )
@@ -236,7 +236,7 @@ class Transactions:
     def __init__(
         self,
         tm: TransactionManager,
-        coordinators: Coordinators,
+        coordinators: CoordinatorSender,
         max_block_ms: int,
         *,
         flush: Callable[[], Awaitable[None]],
@@ -698,7 +698,7 @@ class TransactionRequests:
         self,
         tm: TransactionManager,
         client: NodeClient,
-        coordinators: Coordinators | None,
+        coordinators: CoordinatorSender | None,
         retry_backoff: Callable[[int], float],
         delivery_timeout_ms: int,
         *,
@@ -834,7 +834,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 async def complete_prepared(
-    coordinators: Coordinators, prepared: PreparedTransaction, *, commit: bool, max_block_ms: int
+    coordinators: CoordinatorSender, prepared: PreparedTransaction, *, commit: bool, max_block_ms: int
 ) -> tuple[int, int] | None:
     """EndTxn for a prepared transaction, from any producer: commit or abort it (checked).
 
@@ -935,7 +935,7 @@ def _requested_partition(tp: Any) -> tuple[str, int]:
 
 
 async def committed_offsets(
-    coordinators: Coordinators,
+    coordinators: CoordinatorSender,
     group_id: str,
     partitions: list[tuple[str, int]],
     *,

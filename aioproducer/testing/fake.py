@@ -7,21 +7,24 @@ whole ``send()`` path: interceptors, serializers (sync and async, headers-aware)
 partitioner, argument validation, the size checks of the real ``RecordAccumulator``, buffer
 memory and ``max.block.ms``. Bad input raises what the real producer raises.
 
-The seam. ``Producer.__init__`` makes its engine through ``_new_engine()``, which the fake
-overrides to make a ``_FakeEngine``. ``Producer`` builds its parts in ``ProducerEngine._start()``;
-``_FakeEngine`` overrides only that, builds the parts below, and hands them to the engine's own
-``_run_parts()`` (which moves the lifecycle and starts the sender task, as for real parts):
+The seam. ``ProducerEngine`` makes the four parts that touch a cluster through the
+``ProducerParts`` it is given (``aioproducer/internals/parts.py``); the fake gives ``_FakeParts``,
+which make the in-memory ones below. Everything else (the buffer pool, the transaction manager,
+the transaction calls and their transaction version, the telemetry, the lifecycle, the fast
+paths) the engine and the facade build as for a real producer: the fake overrides no method of
+either.
 
-* ``_FakeClient``: the metadata stand-in. It knows the fake's topics
+* ``_FakeClient``: the metadata stand-in (no feature finalized, so transactions run at
+  version 1, as on a cluster that does not finalize ``transaction.version``; no KIP-714, so
+  telemetry ends at once). It knows the fake's topics
   (``FakeProducer(topics={"orders": 6})``) as a real ``ClusterMetadata`` with one broker;
   a topic not given is created with ``default_partitions`` on first use, unless
   ``strict_topics=True``: then ``send()`` raises the real producer's ``KafkaTimeoutError``
   ("not present in metadata") at once instead of after ``max.block.ms``.
-* The real ``BufferPool``, ``TransactionManager`` and ``Transactions``; a
-  ``_FakeAccumulator`` (the real ``RecordAccumulator``) that hands each batch, as soon as a
+* A ``_FakeAccumulator`` (the real ``RecordAccumulator``) that hands each batch, as soon as a
   record opened it, to the ``_FakeBroker``. So each record is its own batch, which is what
   lets ``complete_next(n)`` complete records one at a time.
-* ``_FakeBroker``, in place of the ``Sender``: it takes each batch out of the accumulator,
+* ``_FakeBroker``, behind the ``_FakeSender``: it takes each batch out of the accumulator,
   then completes it (``autocomplete=True``) or holds it until ``complete_next`` /
   ``fail_next``. Completing goes through ``ProducerBatch.complete`` and the engine's
   ``_on_batch_complete``, as the real sender does: futures, ``on_delivery`` callbacks,
@@ -47,7 +50,9 @@ What the fake decides, as the real producer cannot tell:
 * ``prepare_transaction()`` / ``complete_transaction()`` and ``committed_offsets()`` work on
   the same fake: its coordinators are its own (a prepared transaction of another fake is not
   known to it), and the group offsets are those its committed transactions sent.
-* Every record takes ``send()``'s general path (the fast paths stay closed). ``send_arrow()``
+* Every record takes the path it takes in a real producer, ``send()``'s fast paths included
+  (a ``bytes`` record with nothing per record to run enters the accumulator in two frames),
+  and is its own batch; ``send_many()``'s records too, one a batch. ``send_arrow()``
   runs the real native path; each batch it fills goes to the fake broker whole, its rows read
   back from the batch's own bytes (so ``history()`` shows what the encoder wrote). Held, such a
   batch is one entry: ``complete_next(1)`` completes all its rows, as a broker acknowledges a
@@ -69,21 +74,20 @@ import collections
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar
 
+from aioproducer.clock import Clock
 from aioproducer.config import ProducerConfig
-from aioproducer.errors import IllegalStateError, KafkaTimeoutError
-from aioproducer.internals.accumulator import NO_PARTITIONS, RecordAccumulator, TopicInfo
+from aioproducer.errors import IllegalStateError, KafkaTimeoutError, UnsupportedVersionError
+from aioproducer.internals.accumulator import NO_PARTITIONS, UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator, TopicInfo
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
-from aioproducer.internals.coordinator import CoordinatorRequest, Coordinators
-from aioproducer.internals.engine import ProducerEngine, _accumulator_config
-from aioproducer.internals.metrics import ByteCounts
-from aioproducer.internals.sender import Sender
+from aioproducer.internals.coordinator import CoordinatorRequest, CoordinatorSender
+from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.transaction_manager import TransactionManager
-from aioproducer.internals.transactions import Transactions
-from aioproducer.network.client import ClientClosedError, KafkaClient
+from aioproducer.lifecycle import LifecycleView
 from aioproducer.logs import LogLike
+from aioproducer.network.client import ClientClosedError
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.partitioner import TopicPartitions
 from aioproducer.producer import Producer
@@ -92,9 +96,10 @@ from aioproducer._native import ArrowRecords
 from aioproducer.arrow import ArrowDelivery
 from aioproducer.protocol.records import decode_batches
 from aioproducer.testing.readback import ConsumerRecord
-from aioproducer.security.connector import ConnectionSecurity
 
 __all__ = ["FakeProducer", "FakeRecord"]
+
+_T = TypeVar("_T")
 
 #: The one broker of the fake cluster.
 _NODE = 0
@@ -127,6 +132,18 @@ def _check_count(name: str, n: Any) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class _Session:
+    """One started producer as the fake broker sees it: what the engine gave its parts."""
+
+    accumulator: RecordAccumulator
+    tm: TransactionManager | None
+    metrics: ProducerMetrics
+    clock: Clock
+    on_complete: Callable[[ProducerBatch], None]
+    on_fatal: Callable[[BaseException], None]
+
+
 class _FakeBroker:
     """In place of the ``Sender``: takes each batch from the accumulator and completes it in memory.
 
@@ -152,16 +169,18 @@ class _FakeBroker:
         self.producer_id = next(_producer_ids)
         self._accumulator: RecordAccumulator | None = None
         self._tm: TransactionManager | None = None
-        self._engine: _FakeEngine | None = None
+        self._session: _Session | None = None
 
-    def attach(self, engine: _FakeEngine, accumulator: RecordAccumulator, tm: TransactionManager | None) -> None:
-        self._engine, self._accumulator, self._tm = engine, accumulator, tm
+    def attach(self, session: _Session) -> None:
+        """A producer started on this broker (``_FakeParts.sender``): what it reports completions and faults to."""
+        self._session = session
+        self._accumulator, self._tm = session.accumulator, session.tm
 
     # ---------------------------------------------------------------- the sender's part
     def accept(self, batch: ProducerBatch, sent: tuple[_Sent, ...]) -> None:
         """Records opened ``batch``: take it out of its deque, as a drain does, then complete or hold it."""
-        accumulator, engine, tm = self._accumulator, self._engine, self._tm
-        assert accumulator is not None and engine is not None
+        accumulator, session, tm = self._accumulator, self._session, self._tm
+        assert accumulator is not None and session is not None
         dq = accumulator.topic_info(batch.topic).batches.get(batch.partition)
         if dq and dq[-1] is batch:
             dq.pop()
@@ -169,7 +188,7 @@ class _FakeBroker:
         batch.drained()
         if tm is not None and tm.transactional:  # AddPartitionsToTxn, answered at once
             tm.partitions_added(tm.take_pending_partitions(), set())
-        engine.metrics.record_request([batch], engine.clock())
+        session.metrics.record_request([batch], session.clock())
         if self.autocomplete:
             self._acknowledge(batch, sent)
         else:
@@ -188,18 +207,18 @@ class _FakeBroker:
         self._finish(batch, offset, None)
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        tm, engine = self._tm, self._engine
-        if tm is not None and tm.transactional and tm.transaction_failed(error) and engine is not None:
-            engine.fatal(error)
+        tm, session = self._tm, self._session
+        if tm is not None and tm.transactional and tm.transaction_failed(error) and session is not None:
+            session.on_fatal(error)
         self._finish(batch, -1, error)
 
     def _finish(self, batch: ProducerBatch, offset: int, error: BaseException | None) -> None:
         """What ``Sender._complete`` does: complete once, release memory, tell the engine."""
-        accumulator, engine = self._accumulator, self._engine
-        assert accumulator is not None and engine is not None
+        accumulator, session = self._accumulator, self._session
+        assert accumulator is not None and session is not None
         if batch.complete(offset, -1, error):
             accumulator.deallocate(batch)
-            engine.batch_complete(batch)
+            session.on_complete(batch)
             batch.release()
 
     def held_records(self) -> int:
@@ -253,9 +272,9 @@ class _FakeBroker:
 class _FakeSender:
     """The sender task's stand-in: sleeps until ``close()``; fails what is left as the real one does."""
 
-    def __init__(self, broker: _FakeBroker, engine: _FakeEngine) -> None:
+    def __init__(self, broker: _FakeBroker, lifecycle: LifecycleView) -> None:
         self._broker = broker
-        self._engine = engine
+        self._lifecycle = lifecycle
         self._wake = asyncio.Event()
 
     @property
@@ -266,7 +285,7 @@ class _FakeSender:
         self._wake.set()
 
     async def run(self) -> None:
-        while not self._engine.lifecycle.closing:
+        while not self._lifecycle.closing:
             await self._wake.wait()
             self._wake.clear()
 
@@ -302,6 +321,26 @@ class _FakeAccumulator(RecordAccumulator):
             sent = _Sent(topic, key, value, tuple(headers) if headers else (), timestamp)
             self.broker.accept(future._batch, (sent,))
         return future
+
+    def try_append_run(
+        self,
+        topic: str,
+        partitions: TopicPartitions,
+        timestamp: int,
+        values: Sequence[Any],
+        start: int,
+        on_delivery: DeliveryCallback | None,
+        out: list[FutureRecordMetadata],
+    ) -> int:
+        """``send_many()``'s keyless fill, one record a batch as every fake append (``complete_next`` counts records)."""
+        value = values[start]
+        if type(value) is not bytes:
+            return start
+        future = self.try_append(topic, UNKNOWN_PARTITION, timestamp, None, value, None, on_delivery, partitions, 0)
+        if future is None:
+            return start
+        out.append(future)
+        return start + 1
 
     def _open_arrow_batch(
         self,
@@ -367,8 +406,24 @@ class _FakeClient:
             )
         return known
 
+    @property
+    def bootstrap_failure(self) -> BaseException | None:
+        return None
+
+    async def bootstrap(self, timeout_ms: float = 0.0) -> ClusterMetadata:
+        """Nothing to reach: the fake's metadata is there from the start."""
+        return self.metadata
+
     def metadata_age(self) -> float:
         return 0.0
+
+    def finalized_feature_level(self, name: str) -> int:
+        """No feature is finalized (so transactions run at version 1, as on a cluster that finalizes none)."""
+        return 0
+
+    async def send_any(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Only the telemetry asks a broker directly: the fake is a cluster without KIP-714, which ends it."""
+        raise UnsupportedVersionError(f"FakeProducer's broker does not answer API key {api_key} (no KIP-714 telemetry)")
 
     def interrupt_waits(self) -> None:
         self._closed = True
@@ -387,11 +442,11 @@ class _FakeCoordinators:
         self._broker = broker
         self._epoch = -1
 
-    def deadline(self, max_block_ms: int) -> float:
+    def deadline(self, timeout_ms: float) -> float:
         """Every answer is immediate: no deadline is ever reached."""
         return float("inf")
 
-    async def send(self, request: CoordinatorRequest[Any], deadline: float) -> Any:
+    async def send(self, request: CoordinatorRequest[_T], deadline: float) -> _T:
         return request.handle(self._answer(request))
 
     def _answer(self, request: CoordinatorRequest[Any]) -> dict[str, Any]:
@@ -426,50 +481,61 @@ class _FakeCoordinators:
         ]}
 
 
-class _FakeEngine(ProducerEngine):
-    """``ProducerEngine`` whose ``_start()`` builds the in-memory parts (see the module docstring)."""
+class _FakeParts:
+    """The fake's ``ProducerParts`` (``internals/parts.py``): the in-memory client, coordinators, accumulator and sender."""
 
-    def __init__(self, *args: Any, broker: _FakeBroker, topics: dict[str, int], default_partitions: int,
-                 strict_topics: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, broker: _FakeBroker, topics: dict[str, int], default_partitions: int, strict_topics: bool) -> None:
         self._broker = broker
-        self._fake_topics = topics
+        self._topics = topics
         self._default_partitions = default_partitions
         self._strict_topics = strict_topics
 
-    def fatal(self, error: BaseException) -> None:
-        self._fatal(error)
+    def client(
+        self,
+        config: ProducerConfig,
+        *,
+        clock: Clock,
+        byte_counts: ByteCounts,
+        on_sendable: Callable[[], None],
+        on_metadata: Callable[[ClusterMetadata], None],
+    ) -> _FakeClient:
+        return _FakeClient(self._topics, self._default_partitions, self._strict_topics, byte_counts, on_metadata)
 
-    def batch_complete(self, batch: ProducerBatch) -> None:
-        self._on_batch_complete(batch)
+    def coordinators(self, client: _FakeClient, config: ProducerConfig, *, clock: Clock) -> _FakeCoordinators:
+        return _FakeCoordinators(self._broker)
 
-    async def _start(self) -> None:
-        cfg, broker = self.config, self._broker
-        client = _FakeClient(
-            self._fake_topics, self._default_partitions, self._strict_topics,
-            ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples), self._on_metadata,
-        )
-        tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
-        pool = BufferPool(cfg.buffer_memory, cfg.batch_size, self.lifecycle, metrics=self.metrics, clock=self.clock)
-        accumulator = _FakeAccumulator(
-            _accumulator_config(cfg), pool, tm, lambda: None, clock=self.clock, lifecycle=self.lifecycle, log=self._log,
-            broker=broker,
-        )
-        broker.attach(self, accumulator, tm)
-        sender = _FakeSender(broker, self)
-        coordinators = _FakeCoordinators(broker)
-        transactions = None
-        if tm is not None and tm.transactional:
-            transactions = Transactions(
-                tm, cast(Coordinators, coordinators), cfg.max_block_ms,
-                flush=self.flush, abort_undrained=sender.abort_undrained, on_fatal=self._fatal, clock=self.clock,
-            )
-            await transactions.init()
-        elif tm is not None:
-            tm.set_producer_id_and_epoch(broker.producer_id, 0)  # the idempotent producer's InitProducerId
-        self._run_parts(
-            cast(KafkaClient, client), accumulator, cast(Sender, sender), tm, cast(Coordinators, coordinators), transactions
-        )
+    def accumulator(
+        self,
+        config: AccumulatorConfig,
+        pool: BufferPool,
+        tm: TransactionManager | None,
+        on_ready: Callable[[], None],
+        *,
+        clock: Clock,
+        lifecycle: LifecycleView,
+        log: LogLike,
+    ) -> RecordAccumulator:
+        return _FakeAccumulator(config, pool, tm, on_ready, clock=clock, lifecycle=lifecycle, log=log, broker=self._broker)
+
+    def sender(
+        self,
+        client: _FakeClient,
+        accumulator: RecordAccumulator,
+        tm: TransactionManager | None,
+        config: ProducerConfig,
+        *,
+        coordinators: CoordinatorSender,
+        wake: asyncio.Event,
+        on_complete: Callable[[ProducerBatch], None],
+        on_fatal: Callable[[BaseException], None],
+        metrics: ProducerMetrics,
+        clock: Clock,
+        lifecycle: LifecycleView,
+    ) -> _FakeSender:
+        if tm is not None and not tm.transactional:
+            tm.set_producer_id_and_epoch(self._broker.producer_id, 0)  # the idempotent producer's InitProducerId
+        self._broker.attach(_Session(accumulator, tm, metrics, clock, on_complete, on_fatal))
+        return _FakeSender(self._broker, lifecycle)
 
 
 class FakeProducer(Producer):
@@ -497,35 +563,13 @@ class FakeProducer(Producer):
         for name, flag in (("strict_topics", strict_topics), ("autocomplete", autocomplete)):
             if type(flag) is not bool:
                 raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
-        # Read by _new_engine, which Producer.__init__ calls: set first.
         self._broker = _FakeBroker(autocomplete)
-        self._fake_topics = (fake_topics, default_partitions, strict_topics)
-        super().__init__(config, **kwargs)
-
-    def _new_engine(
-        self,
-        config: ProducerConfig,
-        security: ConnectionSecurity,
-        *,
-        interceptors: Sequence[Any],
-        on_metadata: Callable[[ClusterMetadata], None],
-        on_stopped: Callable[[], None],
-        log: LogLike,
-    ) -> ProducerEngine:
-        """The fake's engine: the in-memory parts under the real facade (see the module docstring)."""
-        topics, default_partitions, strict_topics = self._fake_topics
-        return _FakeEngine(
-            config, security, interceptors=interceptors, on_metadata=on_metadata, on_stopped=on_stopped, log=log,
-            broker=self._broker, topics=topics, default_partitions=default_partitions, strict_topics=strict_topics,
-        )
+        super().__init__(config, _parts=_FakeParts(self._broker, fake_topics, default_partitions, strict_topics), **kwargs)
 
     async def __aenter__(self) -> FakeProducer:
         """``async with FakeProducer() as fake``: typed as the fake, so its own methods type-check."""
         await self.start()
         return self
-
-    def _open_fast_path(self) -> None:
-        """Kept closed: every record takes ``_send()``, one record per batch (see the module docstring)."""
 
     # ---------------------------------------------------------------- Java's MockProducer
     @property

@@ -21,7 +21,7 @@ FAST: dict[str, Any] = {"request_timeout_ms": 1000, "delivery_timeout_ms": 3000,
 
 def client_of(producer: Producer) -> KafkaClient:
     client = producer._engine.client
-    assert client is not None
+    assert isinstance(client, KafkaClient)
     return client
 
 

@@ -12,6 +12,8 @@ from aioproducer import KafkaError, Producer, ProducerClosedError, RecordMetadat
 from aioproducer.lifecycle import State
 from aioproducer.protocol import messages
 from aioproducer.testing import MockCluster
+from aioproducer.internals.sender import Sender
+from aioproducer.network.client import KafkaClient
 from helpers import eventually, other_tasks
 from readback import read_all_values
 
@@ -100,7 +102,7 @@ async def test_nothing_leaks_after_close(mock_cluster: MockCluster) -> None:
     mock_cluster.broker_up(2)
     await asyncio.gather(*futures)
     client = producer._engine.client
-    assert client is not None
+    assert isinstance(client, KafkaClient)
     connections = list(client._conns.values())
     assert connections
     await producer.close()
@@ -340,7 +342,7 @@ async def test_a_producer_id_refused_for_good_makes_every_later_send_say_why(
     mock_cluster.push_request_errors(messages.INIT_PRODUCER_ID, cluster_authorization_failed)
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, enable_idempotence=True) as producer:
         sender = producer._engine.sender
-        assert sender is not None
+        assert isinstance(sender, Sender)
         await eventually(lambda: sender.lifecycle.refusal is not None)
         for value, key, headers in ((b"fast path", None, None), (b"keyed", b"k", None), (b"general", None, [("h", b"")])):
             with pytest.raises(KafkaError, match="CLUSTER_AUTHORIZATION_FAILED"):
@@ -354,7 +356,7 @@ async def test_every_layer_reads_the_producers_one_lifecycle(mock_cluster: MockC
     states = [lifecycle.state]
     await producer.start()
     accumulator, sender = producer._engine.accumulator, producer._engine.sender
-    assert accumulator is not None and sender is not None
+    assert accumulator is not None and isinstance(sender, Sender)
     # The client reads none of it: the engine closes it when it moves the lifecycle to CLOSED.
     assert accumulator.lifecycle is lifecycle
     assert accumulator.pool.lifecycle is lifecycle and sender.lifecycle is lifecycle

@@ -23,6 +23,7 @@ from aioproducer import Producer
 from aioproducer.errors import ConfigError, KafkaError, SaslAuthenticationFailedError, SslAuthenticationError
 from aioproducer.security.sasl import unsecured_jwt
 from aioproducer.testing import KafkaCluster
+from aioproducer.network.client import KafkaClient
 from conftest import kafka_or_skip
 from readback import read_all_values
 
@@ -227,7 +228,7 @@ async def test_an_async_token_provider_is_asked_again_to_reauthenticate_while_re
     async with Producer(config, sasl_oauth_token_provider=token, linger_ms=5) as producer:
         await producer.partitions_for(topic)
         client = producer._engine.client
-        assert client is not None
+        assert isinstance(client, KafkaClient)
         first = dict(client._conns)  # the broker's connection(s): the same objects must carry on
         # After each re-authentication the sender must be woken (it found the connection busy and
         # slept; without this it stalled until something else woke it, measured: 122 s for this test).

@@ -34,6 +34,7 @@ from aioproducer.internals.coordinator import first_error_code
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
 from aioproducer.testing import KafkaCluster
+from aioproducer.internals.coordinator import Coordinators
 from conftest import kafka_or_skip
 from readback import read_isolated, read_java
 
@@ -208,7 +209,9 @@ def coordinator_of(producer: Producer) -> int:
     """The node id of the producer's transaction coordinator as last found."""
     transactions = producer._engine.transactions
     assert transactions is not None
-    node = transactions._coordinators.coordinator(1, transactions.transactional_id)  # TRANSACTION key type
+    coordinators = transactions._coordinators
+    assert isinstance(coordinators, Coordinators)
+    node = coordinators.coordinator(1, transactions.transactional_id)  # TRANSACTION key type
     assert node is not None
     return node
 

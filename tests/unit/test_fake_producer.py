@@ -497,6 +497,14 @@ async def _abort_then_commit(p: Producer) -> Any:
     await p.commit_transaction()
 
 
+async def _warm(p: Producer, call: Callable[[], Awaitable[Any]], first: Any = b"first") -> Any:
+    """The topic's metadata known (so ``send()`` takes its fast path), then ``call()``."""
+    await p.partitions_for("orders")
+    if first is not None:
+        await (await p.send("orders", first))
+    return await call()
+
+
 _TX = {"transactional_id": "parity-tx"}
 
 #: (id, configuration, whether to start, the call): each must raise, and the same class from both.
@@ -539,6 +547,17 @@ PARITY_CASES: list[tuple[str, dict[str, Any], bool, Action]] = [
     ("send_arrow with a serializer", {"value_serializer": json_serializer}, True,
      lambda p: p.send_arrow("orders", pa.table({"value": [b"v"]}))),
     ("send_arrow not Arrow data", {}, True, lambda p: p.send_arrow("orders", [b"v"])),
+    # The same on the fast paths: the topic's metadata known first, as in a service's steady state.
+    ("fast path: on_delivery of the wrong arity", {}, True, lambda p: _warm(p, lambda: p.send("orders", b"v", on_delivery=lambda: None))),  # type: ignore[arg-type,misc]
+    ("fast path: record too large", {"max_request_size": 2000}, True, lambda p: _warm(p, lambda: p.send("orders", b"x" * 5000))),
+    ("fast path: key of another type", {}, True, lambda p: _warm(p, lambda: p.send("orders", b"v", key=1.5))),
+    ("fast path: send_many keyless with an object", {}, True, lambda p: _warm(p, lambda: p.send_many("orders", [b"a", object()]))),
+    ("fast path: send_many keyed, too large", {"max_request_size": 2000}, True,
+     lambda p: _warm(p, lambda: p.send_many("orders", [b"x" * 5000], keys=[b"k"]))),
+    ("serializing fast path: the serializer raises", {"value_serializer": _raises(ValueError("no"))}, True,
+     lambda p: _warm(p, lambda: p.send("orders", 1), first=None)),
+    ("serializing fast path: a key without serializer", {"value_serializer": json_serializer}, True,
+     lambda p: _warm(p, lambda: p.send("orders", {"a": 1}, key=2.5))),
 ]
 
 
@@ -563,6 +582,48 @@ async def test_the_fake_raises_what_the_real_producer_raises(
     fake = await _outcome(FakeProducer(topics={"orders": 6}, **config), start, action)
     assert real is not None, "the case must make the real producer raise"
     assert fake is real
+
+
+_PRODUCER_CONFIGS: list[dict[str, Any]] = [
+    {},
+    {"enable_idempotence": False, "acks": 1},
+    {"value_serializer": json_serializer},
+    {"transactional_id": "compose-tx"},
+    {"interceptor_classes": [Recorder()]},
+    {"enable_metrics_push": False},
+]
+
+
+@pytest.mark.parametrize("config", _PRODUCER_CONFIGS, ids=lambda c: ",".join(c) or "defaults")
+async def test_the_fake_is_composed_as_the_real_producer(mock_cluster: MockCluster, config: dict[str, Any]) -> None:
+    """One composition (``ProducerEngine._start``): only the parts that touch a cluster differ (internals/parts.py).
+
+    Every part the engine holds is there in both or in neither; those it builds from the
+    configuration alone are of the same class with the same settings; the transactions run at the
+    same version; and the fast paths open in the fake as in the real producer.
+    """
+
+    def shape(producer: Producer) -> dict[str, Any]:
+        engine = producer._engine
+        accumulator, tm, transactions = engine.accumulator, engine.transaction_manager, engine.transactions
+        assert accumulator is not None
+        return {
+            "parts present": {name: value is not None for name, value in vars(engine).items() if name != "_start_task"},
+            "accumulator config": accumulator.config,
+            "pool": (type(accumulator.pool), accumulator.pool.total, accumulator.pool.pool_size),
+            "transaction manager": None if tm is None else (type(tm), tm.transactional_id, tm.transactional),
+            "transactions": None if transactions is None else (type(transactions), transactions.tm.transaction_v2),
+            "telemetry": type(engine.telemetry),
+            "fast paths": (producer._plain_accumulator is not None, producer._serializing_accumulator is not None),
+        }
+
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as real:
+        await real.partitions_for("orders")
+        real_shape = shape(real)
+    async with FakeProducer(topics={"orders": 6}, **config) as fake:
+        await fake.partitions_for("orders")
+        fake_shape = shape(fake)
+    assert fake_shape == real_shape
 
 
 async def test_the_fake_partitions_and_sizes_records_as_the_real_producer(mock_cluster: MockCluster) -> None:

@@ -236,7 +236,7 @@ def transactions(script: Script, level: int) -> Transactions:
 
     tm = TransactionManager("tx")
     return Transactions(
-        tm, script, 60000, flush=flush, abort_undrained=lambda error: None, on_fatal=lambda error: None,  # type: ignore[arg-type]
+        tm, script, 60000, flush=flush, abort_undrained=lambda error: None, on_fatal=lambda error: None,
         transaction_version=lambda: level,
     )
 
@@ -325,7 +325,7 @@ async def test_a_prepared_transaction_under_v2_is_completed_with_end_txn_v5_and_
     started(tx)
     prepared = await tx.prepare()
     assert prepared == PreparedTransaction("tx", 7, 0, True, True)
-    next_producer = await complete_prepared(script, prepared, commit=True, max_block_ms=1000)  # type: ignore[arg-type]
+    next_producer = await complete_prepared(script, prepared, commit=True, max_block_ms=1000)
     assert next_producer == (7, 1) and script.keys()[-1] == (END_TXN, 5, 5)
     tx.completed(prepared, next_producer)
     assert tx.tm.state is S.READY and (tx.tm.producer_id, tx.tm.producer_epoch) == (7, 1)
@@ -343,7 +343,7 @@ async def test_a_prepared_transaction_under_v1_is_completed_with_end_txn_v3_and_
     started(tx)
     prepared = await tx.prepare()
     assert not prepared.transaction_v2
-    assert await complete_prepared(script, prepared, commit=False, max_block_ms=1000) is None  # type: ignore[arg-type]
+    assert await complete_prepared(script, prepared, commit=False, max_block_ms=1000) is None
     assert script.keys()[-1] == (END_TXN, 0, 3)
     tx.completed(prepared, None)
     assert tx.tm.state is S.READY and tx.tm.producer_epoch == 0
@@ -358,7 +358,7 @@ async def test_the_transaction_version_is_read_again_at_each_begin() -> None:
     async def flush() -> None:
         return None
 
-    tx = Transactions(tm, script, 60000, flush=flush, abort_undrained=lambda e: None, on_fatal=lambda e: None,  # type: ignore[arg-type]
+    tx = Transactions(tm, script, 60000, flush=flush, abort_undrained=lambda e: None, on_fatal=lambda e: None,
                       transaction_version=lambda: level[0])
     await tx.init()
     tx.begin()
