@@ -1222,7 +1222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scram-user", action="append", default=[], metavar="NAME:PASSWORD",
                         help="a SASL user for PLAIN and SCRAM (repeatable)")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker property on every node (repeatable)")
+                        help="a property on every node, the controller too (repeatable)")
     parser.add_argument("--until-stdin-eof", action="store_true",
                         help="also stop when stdin reaches end of file (the parent closed the pipe)")
     args = parser.parse_args(argv)
