@@ -612,10 +612,9 @@ class Transactions:
         tm.require(what, _S.IN_TRANSACTION)
         group = GroupMetadata.of(group_metadata)
         topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, offset in offsets.items():
-            topic, partition = _topic_partition(tp)
+        for (topic, partition), offset in offsets_to_commit(offsets).items():
             topics.setdefault(topic, []).append(
-                {"partition_index": partition, "committed_offset": int(offset), "committed_leader_epoch": -1,
+                {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
                  "committed_metadata": ""}
             )
         deadline = self._deadline()
@@ -891,14 +890,30 @@ def _pair(tp: Any) -> tuple[Any, Any] | None:
     return None
 
 
-def _topic_partition(tp: Any) -> tuple[str, int]:
-    """A ``TopicPartition`` of any client (``.topic``, ``.partition``) or a ``(topic, partition)`` pair."""
-    pair = _pair(tp)
-    if pair is None:
-        raise TypeError(
-            f"send_offsets_to_transaction(offsets=...): keys must be TopicPartition or (topic, partition), got {tp!r}"
-        )
-    return str(pair[0]), int(pair[1])
+_OFFSETS = "send_offsets_to_transaction(offsets=...)"
+_INT64_MAX = 2**63 - 1
+
+
+def offsets_to_commit(offsets: Any) -> dict[tuple[str, int], int]:
+    """``send_offsets_to_transaction()``'s offsets checked before anything is sent: ``{(topic, partition): offset}``.
+
+    An offset below 0 is refused, as Java's ``OffsetAndMetadata`` refuses it (the next offset to
+    read is 0 or more), and so are one past int64, a float or a bool, and a key that is not a
+    partition: TypeError or ValueError naming the argument, the partition and the offset, so
+    that a mistake never reaches the group coordinator, which would store it as the group's
+    position.
+    """
+    if not isinstance(offsets, Mapping):
+        raise TypeError(f"{_OFFSETS} must be a mapping of partition -> next offset, got {type(offsets).__name__}")
+    checked: dict[tuple[str, int], int] = {}
+    for tp, offset in offsets.items():
+        key = _checked_partition(_OFFSETS, tp)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise TypeError(f"{_OFFSETS}: the offset of {key} must be an int, got {offset!r}")
+        if not 0 <= offset <= _INT64_MAX:
+            raise ValueError(f"{_OFFSETS}: the offset of {key} must be in 0..2**63-1 (the next offset to read), got {offset}")
+        checked[key] = offset
+    return checked
 
 
 # --------------------------------------------------------------------- committed offsets
@@ -917,20 +932,21 @@ def offset_fetch_arguments(group_id: Any, partitions: Any) -> list[tuple[str, in
             "committed_offsets(partitions=...) takes an iterable of (topic, partition) pairs or TopicPartition, "
             f"got {type(partitions).__name__}"
         )
-    return list(dict.fromkeys(_requested_partition(tp) for tp in partitions))
+    return list(dict.fromkeys(_checked_partition("committed_offsets(partitions=...)", tp) for tp in partitions))
 
 
-def _requested_partition(tp: Any) -> tuple[str, int]:
+def _checked_partition(what: str, tp: Any) -> tuple[str, int]:
+    """``(topic, partition)`` of a ``TopicPartition`` or a pair, or TypeError/ValueError naming ``what`` and ``tp``."""
     pair = _pair(tp)
     if pair is None:
-        raise TypeError(f"committed_offsets(partitions=...): {tp!r} is neither a (topic, partition) pair nor a TopicPartition")
+        raise TypeError(f"{what}: {tp!r} is neither a (topic, partition) pair nor a TopicPartition")
     topic, partition = pair
     if not isinstance(topic, str) or not isinstance(partition, int) or isinstance(partition, bool):
-        raise TypeError(f"committed_offsets(partitions=...): {tp!r} must be a (str, int) pair")
+        raise TypeError(f"{what}: {tp!r} must be a (str, int) pair")
     if not topic:
-        raise ValueError(f"committed_offsets(partitions=...): {tp!r} has an empty topic")
+        raise ValueError(f"{what}: {tp!r} has an empty topic")
     if partition < 0:
-        raise ValueError(f"committed_offsets(partitions=...): {tp!r} has a negative partition")
+        raise ValueError(f"{what}: {tp!r} has a negative partition")
     return topic, partition
 
 

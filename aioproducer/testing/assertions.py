@@ -8,7 +8,8 @@ and asks two questions of what it read:
   there at most once (``unacknowledged=``): a failed future does not prove the broker did not
   write the record (a timeout after the write), which is why Java's idempotent producer
   promises "no duplicates", not "nothing written when the future failed".
-* :func:`assert_ordered_per_key`: per key, records were read in the order they were sent.
+* :func:`assert_ordered_per_key`: per key, records were read in the order they were sent
+  (records without a key: per partition, the order Kafka keeps for them).
 
 Both take what was read (anything with ``partition``, ``offset``, ``key`` and ``value``, as
 :class:`~aioproducer.testing.readback.ConsumerRecord`) and what was sent, as the test knows it:
@@ -19,6 +20,7 @@ bytes, as the producer's default ``str`` serializer writes it. A failed check ra
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Protocol
@@ -82,44 +84,54 @@ def assert_delivered_exactly_once(
 
 
 def assert_ordered_per_key(records: Iterable[ReadRecord], sent: Iterable[Sent]) -> None:
-    """Per key, the records read (in offset order) are in the order they were sent.
+    """Per key, the records read (in offset order) are in the order they were sent; keyless ones per partition.
 
     ``sent`` are ``(key, value)`` pairs in the order the service sent them. Records read but
     not sent, or read more often than sent, are left to :func:`assert_delivered_exactly_once`;
     the rest must appear in send order. A key read from two partitions fails: its records'
-    order is not defined across partitions (a key changed partitions: the topic grew, or a
-    partitioner is not keyed).
+    order is not defined across them (a key changed partitions: the topic grew, or a
+    partitioner is not keyed). Records without a key (``None``) are ordered per partition,
+    the order Kafka keeps: the sticky partitioner spreads them over partitions, and across
+    partitions they have no order. They are matched to their sends by value, so give them
+    distinct values; a value sent more than once is matched to its earliest send that keeps
+    its partition in order.
     """
     read = _records("records", records)
     pairs = _identities("sent", sent)
     if pairs and not _pairs_given(pairs):
         raise TypeError("assert_ordered_per_key: sent must be (key, value) pairs: the order is checked per key")
-    positions: dict[Hashable, collections.deque[int]] = collections.defaultdict(collections.deque)
+    positions: dict[Hashable, list[int]] = collections.defaultdict(list)
     for position, pair in enumerate(pairs):
-        positions[pair].append(position)
-    by_key: dict[bytes | None, list[ReadRecord]] = collections.defaultdict(list)
+        positions[pair].append(position)  # ascending: enumerate's order
+    groups: dict[tuple[bytes | None, int | None], list[ReadRecord]] = collections.defaultdict(list)
     for record in read:
-        by_key[record.key].append(record)
-    for key, keyed in by_key.items():
-        _check_key_order(key, sorted(keyed, key=lambda r: (r.partition, r.offset)), positions)
+        groups[(record.key, record.partition if record.key is None else None)].append(record)
+    for (key, _), group in groups.items():
+        _check_order(key, sorted(group, key=lambda r: (r.partition, r.offset)), positions)
 
 
-def _check_key_order(
-    key: bytes | None, keyed: Sequence[ReadRecord], positions: dict[Hashable, collections.deque[int]]
-) -> None:
-    partitions = sorted({r.partition for r in keyed})
+def _check_order(key: bytes | None, group: Sequence[ReadRecord], positions: dict[Hashable, list[int]]) -> None:
+    """One key's records (a keyless partition's), in offset order, against their send positions.
+
+    Each record takes the earliest unmatched send of its (key, value) after the previous
+    record's send, else the earliest unmatched one (then out of order): equal records sent
+    more than once are matched in turn.
+    """
+    partitions = sorted({r.partition for r in group})
     if len(partitions) > 1:
         raise AssertionError(f"key {key!r} was read from partitions {partitions}: its order is not defined across them")
     last: tuple[int, ReadRecord] | None = None
-    for record in keyed:
+    for record in group:
         waiting = positions.get((key, record.value))
         if not waiting:
             continue  # not sent, or read more often than sent: the exactly-once check's to report
-        position = waiting.popleft()
+        after = bisect.bisect_right(waiting, last[0]) if last is not None else 0
+        position = waiting.pop(after if after < len(waiting) else 0)
         if last is not None and position < last[0]:
             before = last[1]
+            what = f"key {key!r}" if key is not None else f"keyless records of partition {record.partition}"
             raise AssertionError(
-                f"key {key!r} out of order: {before.value!r} (sent #{last[0]}) was read at "
+                f"{what} out of order: {before.value!r} (sent #{last[0]}) was read at "
                 f"{before.partition}@{before.offset}, before {record.value!r} (sent #{position}) "
                 f"at {record.partition}@{record.offset}"
             )

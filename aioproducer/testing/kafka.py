@@ -14,9 +14,12 @@ module runs Apache Kafka's own broker, one JVM per node, on 127.0.0.1.
    points at a ready folder instead). A file lock makes concurrent first fetches
    wait for each other; a marker file written last makes a half-done fetch redo.
 2. **Storage.** Every node is a combined broker+controller (``process.roles=
-   broker,controller``) with a static voter set, formatted with one cluster id by
+   broker,controller``) with a static voter set, or, with ``dedicated_controller``,
+   a broker beside one controller-only node; all are formatted with one cluster id by
    ``kafka.tools.StorageTool``; ``scram_users`` become ``--add-scram`` records
-   for SCRAM-SHA-256 and -512 (PLAIN users go into the listener's JAAS line).
+   for SCRAM-SHA-256 and -512 (PLAIN users go into the listener's JAAS line). The
+   cluster-wide properties (``broker_config`` among them) go to every node, the
+   controller too: it decides some of what the brokers serve.
 3. **Listeners.** Each node has a ``CONTROLLER`` listener, an ``INTERNAL``
    PLAINTEXT listener used between brokers only, and one client listener per
    entry of ``listeners`` (named like its security protocol). Clients therefore
@@ -99,6 +102,14 @@ _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
 _PR_SET_PDEATHSIG = 1
 _CONTROLLER_ID = 100
+
+#: What places one node in the cluster (role, id, quorum, listeners, storage): set per node by
+#: :class:`KafkaCluster`, so ``broker_config``, one value for every node, may not set it.
+_NODE_LAYOUT = frozenset({
+    "process.roles", "node.id", "broker.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "listeners", "advertised.listeners", "listener.security.protocol.map", "controller.listener.names",
+    "inter.broker.listener.name", "log.dirs", "log.dir",
+})
 
 
 class KafkaUnavailableError(RuntimeError):
@@ -410,7 +421,12 @@ class KafkaCluster:
     any unsecured JWT there (Kafka's test validator), or, with ``oauthbearer_jwks_url``
     (e.g. an :class:`~aioproducer.testing.OidcProvider`'s), only JWTs signed by a key that
     JWKS publishes (the broker's ``OAuthBearerValidatorCallbackHandler``). ``broker_config``
-    adds or overrides broker properties on every node. ``proxy=True`` puts a
+    adds or overrides properties on every node, the dedicated controller included: in KRaft the
+    controller decides part of what the brokers serve (the default ``min.insync.replicas`` of
+    a topic created without one, a CreateTopics' default partitions and replication factor), so
+    a setting on the brokers alone could be silently ineffective. Its keys that place a node
+    in the cluster (``process.roles``, ``node.id``, ``listeners``, ``log.dirs``, ...) are the
+    cluster's own and refused with :class:`ValueError`. ``proxy=True`` puts a
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
     ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
@@ -449,6 +465,7 @@ class KafkaCluster:
         oauthbearer_jwks_url: str | None = None,
     ) -> None:
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
+        _check_broker_config(broker_config)
         #: Folders or jars put on the brokers' classpath after Kafka's (a plugin: a client-metrics reporter).
         self._extra_classpath = tuple(str(Path(entry)) for entry in extra_classpath)
         if transaction_version is not None and (
@@ -541,19 +558,29 @@ class KafkaCluster:
         return self._nodes + ([self._controller] if self._controller is not None else [])
 
     def _write_configs(self) -> None:
+        """Every node's ``server.properties``: its own layout, then the cluster-wide properties.
+
+        The cluster-wide ones (:meth:`_cluster_properties`, ``broker_config`` last) go to every
+        node, the dedicated controller too: in KRaft the controller decides part of what a
+        broker serves. It writes its own ``min.insync.replicas`` into the metadata as the
+        cluster's default, which then overrides the brokers' static value (Kafka 4.x), it fills
+        in a CreateTopics request's missing partition count and replication factor from its
+        ``num.partitions`` and ``default.replication.factor``, and it fences a broker after its
+        ``broker.session.timeout.ms``. A setting written to the brokers only would be silently
+        ineffective there.
+        """
         voters = ",".join(
             f"{n.node_id}@127.0.0.1:{n.controller_port}"
             for n in ([self._controller] if self._controller is not None else self._nodes)
         )
         (self._work / "log4j2-broker.properties").write_text(_LOG4J_BROKER)
         (self._work / "log4j2-tools.properties").write_text(_LOG4J_TOOLS)
+        cluster = self._cluster_properties()
         for node in self._nodes:
-            props = self._node_properties(node, voters)
-            props.update(self._broker_config)
-            node.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            _write_properties(node.properties, {**self._node_properties(node, voters), **cluster})
         if self._controller is not None:
             c = self._controller
-            props = {
+            layout = {
                 "process.roles": "controller",
                 "node.id": str(c.node_id),
                 "controller.quorum.voters": voters,
@@ -562,9 +589,10 @@ class KafkaCluster:
                 "controller.listener.names": "CONTROLLER",
                 "log.dirs": str(c.directory / "data"),
             }
-            c.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            _write_properties(c.properties, {**layout, **cluster})
 
     def _node_properties(self, node: _Node, voters: str) -> dict[str, str]:
+        """A broker's (or combined node's) place in the cluster: role, id, listeners, storage, security."""
         combined = self._controller is None
         listeners = [f"CONTROLLER://127.0.0.1:{node.controller_port}"] if combined else []
         listeners += [f"INTERNAL://127.0.0.1:{node.internal_port}"]
@@ -572,8 +600,6 @@ class KafkaCluster:
         advertised = [f"INTERNAL://127.0.0.1:{node.internal_port}"]
         advertised += [f"{name}://127.0.0.1:{port}" for name, port in node.advertised_ports.items()]
         protocol_map = ["CONTROLLER:PLAINTEXT", "INTERNAL:PLAINTEXT"] + [f"{n}:{n}" for n in self._listeners]
-        rf = str(min(3, self._brokers))
-        isr = "2" if self._brokers >= 3 else "1"
         props = {
             "process.roles": "broker,controller" if combined else "broker",
             "node.id": str(node.node_id),
@@ -584,6 +610,16 @@ class KafkaCluster:
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "INTERNAL",
             "log.dirs": str(node.directory / "data"),
+        }
+        props.update(self._security_properties())
+        return props
+
+    def _cluster_properties(self) -> dict[str, str]:
+        """What every node gets, the dedicated controller included; ``broker_config`` overrides it."""
+        combined = self._controller is None
+        rf = str(min(3, self._brokers))
+        isr = "2" if self._brokers >= 3 else "1"
+        props = {
             "auto.create.topics.enable": "true",
             "num.partitions": "1",
             "default.replication.factor": rf,
@@ -606,7 +642,8 @@ class KafkaCluster:
             # (leaders handed over first), as in a rolling restart.
             "controlled.shutdown.enable": "false" if combined else "true",
             "initial.broker.registration.timeout.ms": "120000",
-            # Fast failure detection and ISR changes for failover tests.
+            # Fast failure detection and ISR changes for failover tests (the session timeout is
+            # the controller's: it fences a broker that has not sent a heartbeat for that long).
             "replica.lag.time.max.ms": "5000",
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "500",
@@ -615,7 +652,7 @@ class KafkaCluster:
             "background.threads": "2",
             "num.recovery.threads.per.data.dir": "1",
         }
-        props.update(self._security_properties())
+        props.update(self._broker_config)
         return props
 
     def _security_properties(self) -> dict[str, str]:
@@ -1136,6 +1173,20 @@ def _cluster_id() -> str:
             return cluster_id
 
 
+def _check_broker_config(broker_config: Mapping[str, object] | None) -> None:
+    """Refuse a ``broker_config`` key that :class:`KafkaCluster` sets per node (see :data:`_NODE_LAYOUT`)."""
+    layout = sorted(set(broker_config or {}) & _NODE_LAYOUT)
+    if layout:
+        raise ValueError(
+            f"broker_config may not set {', '.join(map(repr, layout))}: KafkaCluster sets each node's role, id, "
+            "ports and storage itself, and broker_config is written to every node, the controller included"
+        )
+
+
+def _write_properties(path: Path, props: Mapping[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
 def _property_value(value: object) -> str:
     """A Python value as a properties-file value (``True`` -> ``true``)."""
     if isinstance(value, bool):
@@ -1171,7 +1222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scram-user", action="append", default=[], metavar="NAME:PASSWORD",
                         help="a SASL user for PLAIN and SCRAM (repeatable)")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker property on every node (repeatable)")
+                        help="a property on every node, the controller too (repeatable)")
     parser.add_argument("--until-stdin-eof", action="store_true",
                         help="also stop when stdin reaches end of file (the parent closed the pipe)")
     args = parser.parse_args(argv)

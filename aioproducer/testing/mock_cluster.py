@@ -33,7 +33,11 @@ What the mock does and does not check (librdkafka 2.16, measured):
   ``NOT_LEADER_OR_FOLLOWER``. Producer id, epoch and sequence numbers are only
   validated for *transactional* producers (``DUPLICATE_SEQUENCE_NUMBER``,
   ``OUT_OF_ORDER_SEQUENCE_NUMBER``, ``INVALID_PRODUCER_EPOCH``); an idempotent,
-  non-transactional producer's sequences are appended unchecked.
+  non-transactional producer's sequences are appended unchecked. So under injected
+  errors such a producer's retried batches can land out of order per key (or twice)
+  where a real broker refuses them and keeps the order: ordering and no-duplicate
+  guarantees under faults are proven on :class:`~aioproducer.testing.KafkaCluster`,
+  not on the mock.
 - ApiVersions is served up to v2 only; a v3+ request is answered with
   ``UNSUPPORTED_VERSION`` and a v0 body, as KIP-511 prescribes.
 - Consumer-group offsets: OffsetFetch is served up to v6 (no ``RequireStable``,
@@ -93,6 +97,12 @@ class MockCluster:
     ``topics`` created here and for :meth:`create_topic`. ``debug`` is passed to
     librdkafka's ``debug`` property (e.g. ``"mock,protocol"``) and turns its
     logging on, to stderr; by default the cluster is silent.
+
+    The mock checks sequence numbers for transactional producers only: under injected
+    errors a non-transactional idempotent producer's retried batches are appended unchecked
+    and can come out of order per key (or twice), where real Kafka keeps the order. Ordering
+    and no-duplicate guarantees under faults are proven on
+    :class:`~aioproducer.testing.KafkaCluster`, not here.
     """
 
     def __init__(

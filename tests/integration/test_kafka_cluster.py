@@ -150,6 +150,8 @@ def test_a_process_that_does_not_stop_is_reported() -> None:
         ({"transaction_version": 3}, "transaction_version must be 1, 2 or None, got 3"),
         ({"transaction_version": True}, "transaction_version must be 1, 2 or None, got True"),
         ({"transaction_version": "2"}, "transaction_version must be 1, 2 or None, got '2'"),
+        ({"broker_config": {"listeners": "PLAINTEXT://:9092", "log.dirs": "/tmp/x", "num.io.threads": 2}},
+         "broker_config may not set 'listeners', 'log.dirs': KafkaCluster sets each node's role"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(kwargs: dict[str, Any], message: str) -> None:

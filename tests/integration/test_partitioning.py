@@ -13,6 +13,7 @@ choice sends that broker fewer of them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 from collections import Counter
@@ -26,7 +27,7 @@ from confluent_kafka import Producer as RdProducer
 from aioproducer import InvalidRecordError, Producer, RecordMetadata
 from aioproducer.partitioner import partition_for_key
 from aioproducer.protocol.records import decode_batches
-from aioproducer.testing import MockCluster
+from aioproducer.testing import MockCluster, assert_delivered_exactly_once, assert_ordered_per_key
 from readback import fetch_raw_records
 
 pytestmark = pytest.mark.integration
@@ -316,6 +317,32 @@ async def test_keyless_records_use_every_partition_over_time(mock_cluster: MockC
         counts = Counter([(await f).partition for f in futures])
     # ~170 sticky turns of ~9 records over 6 partitions: P(a partition never drawn) ~ 6 * (5/6)**170.
     assert set(counts) == set(range(6)), counts
+
+
+async def test_keyless_records_spread_by_the_sticky_partitioner_pass_the_order_check(mock_cluster: MockCluster) -> None:
+    """``assert_ordered_per_key`` checks records without a key per partition, the order Kafka keeps.
+
+    The sticky partitioner spreads them over partitions (and the read returns them partition by
+    partition), which is no reorder; two records swapped within one partition are.
+    """
+    sent = [(None, b"%04d" % n + bytes(96)) for n in range(300)]  # ~9 records a sticky turn
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, batch_size=1024, linger_ms=60_000) as producer:
+        futures = [await producer.send("orders", value) for _, value in sent]
+        await producer.flush()
+        await asyncio.gather(*futures)
+    records = await mock_cluster.read("orders", count=len(sent))
+    by_partition = Counter(r.partition for r in records)
+    assert len(by_partition) > 1, by_partition
+    assert_delivered_exactly_once(records, sent)
+    assert_ordered_per_key(records, sent)
+
+    partition = by_partition.most_common(1)[0][0]
+    first, second = [i for i, r in enumerate(records) if r.partition == partition][:2]
+    swapped = list(records)
+    swapped[first] = dataclasses.replace(records[first], value=records[second].value)
+    swapped[second] = dataclasses.replace(records[second], value=records[first].value)
+    with pytest.raises(AssertionError, match=f"keyless records of partition {partition} out of order"):
+        assert_ordered_per_key(swapped, sent)
 
 
 def _leaders(mc: MockCluster) -> dict[int, int]:

@@ -11,8 +11,10 @@ duplicates, in order, with five in flight, after a retry" be shown.
 The cluster is one per module (it takes ~20 s to start): three broker-only
 nodes and a controller-only node (``dedicated_controller``), so that stopping
 two brokers leaves the quorum, and a :class:`~aioproducer.testing.FaultProxy`
-in front of every broker's client listener. Each test takes a fresh topic and
-the ``healthy`` fixture puts every broker and proxy back before it.
+in front of every broker's client listener. ``min.insync.replicas=2`` is the
+cluster's default (``broker_config``; a test shows that it reaches a topic
+created without one) and set on every replicated topic too. Each test takes a
+fresh topic and the ``healthy`` fixture puts every broker and proxy back before it.
 
 Faults are timed by the stream's progress (``fault_at`` records sent) and by
 the cluster's own waits (a restart returns once the broker serves), never by
@@ -43,6 +45,7 @@ from readback import fetch_raw_records, read_all_values
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
+MIN_INSYNC_REPLICAS = 2
 PRODUCER: dict[str, Any] = {
     "acks": "all",
     "enable_idempotence": True,
@@ -61,7 +64,9 @@ PRODUCER: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def kafka3() -> Iterator[KafkaCluster]:
-    cluster = kafka_or_skip(brokers=3, proxy=True, dedicated_controller=True)
+    cluster = kafka_or_skip(
+        brokers=3, proxy=True, dedicated_controller=True, broker_config={"min.insync.replicas": MIN_INSYNC_REPLICAS}
+    )
     with cluster:
         yield cluster
 
@@ -351,6 +356,54 @@ async def test_two_of_three_down_fails_at_delivery_timeout_naming_not_enough_rep
         isinstance(e, NotEnoughReplicasError) or isinstance(e.__cause__, NotEnoughReplicasError) for e in errors
     ), [repr(e) for e in errors[:6]]
     Tally("brokers 2 and 3 down past delivery.timeout.ms", 60, 0, 60, 0, 0, len(errors)).report()
+
+
+async def test_min_insync_replicas_from_broker_config_refuses_acks_all_below_it(healthy: KafkaCluster) -> None:
+    """Issue 40 item 8: ``broker_config`` reaches the dedicated controller, whose default a new topic takes.
+
+    The topic sets no ``min.insync.replicas`` of its own. Its two followers are SIGKILLed; once
+    the ISR is the leader alone, every ``acks=all`` record is refused with NOT_ENOUGH_REPLICAS
+    (retried until ``delivery.timeout.ms``, then a ``KafkaTimeoutError`` caused by it) and none
+    is acknowledged. With the setting on the brokers only, the topic ran at 1 and all were.
+    """
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    cluster = healthy
+    topic = new_topic(cluster, 1, replication_factor=3)  # no topic-level min.insync.replicas
+    admin = AdminClient({"bootstrap.servers": cluster.internal_bootstrap_servers, "log_level": 2})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert described["min.insync.replicas"].value == str(MIN_INSYNC_REPLICAS)
+
+    config = {**PRODUCER, "request_timeout_ms": 2000, "delivery_timeout_ms": 5000}
+    async with Producer(bootstrap_servers=cluster.bootstrap_servers, **config) as producer:
+        assert (await producer.send_and_wait(topic, b"all in sync", partition=0)).offset == 0
+        leader = cluster.partition_leader(topic, 0)
+        for follower in set(cluster.broker_ids) - {leader}:
+            await asyncio.to_thread(cluster.kill_broker, follower)
+        await asyncio.to_thread(_wait_for_isr, admin, topic, [leader])
+        futures = [await producer.send(topic, b"v%d" % i, partition=0) for i in range(10)]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+    acknowledged = [r for r in results if not isinstance(r, BaseException)]
+    assert acknowledged == [], f"acknowledged with an ISR of 1 < min.insync.replicas=2: {acknowledged}"
+    for error in results:
+        assert isinstance(error, (NotEnoughReplicasError, KafkaTimeoutError)), repr(error)
+        cause = error if isinstance(error, NotEnoughReplicasError) else error.__cause__
+        assert isinstance(cause, NotEnoughReplicasError), f"{error!r} caused by {cause!r}"
+    assert cluster.high_watermarks(topic) == {0: 1}, "nothing written past the first record"
+
+
+def _wait_for_isr(admin: Any, topic: str, isr: list[int], timeout: float = 60.0) -> None:
+    """Until Metadata says partition 0 of ``topic`` has exactly ``isr`` in sync (the leader shrinks it)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    seen: list[int] = []
+    while sorted(seen) != sorted(isr):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}-0: ISR {seen}, not {isr}, after {timeout} s")
+        time.sleep(0.1)
+        seen = list(admin.list_topics(topic, timeout=10).topics[topic].partitions[0].isrs)
 
 
 # ------------------------------------------------------------------ backpressure and the in-flight limit

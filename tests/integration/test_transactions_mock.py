@@ -14,6 +14,8 @@ visible, and the wait for a pending one, are checked on real Kafka
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from aioproducer import IllegalStateError, KafkaTimeoutError, Producer, ProducerFencedError, UnsupportedVersionError
@@ -27,7 +29,7 @@ from aioproducer.errors import (
     UnstableOffsetCommitError,
 )
 from aioproducer.protocol import messages
-from aioproducer.testing import MockCluster
+from aioproducer.testing import FakeProducer, MockCluster
 
 
 def config(cluster: MockCluster, transactional_id: str) -> dict[str, object]:
@@ -82,6 +84,54 @@ async def test_a_refused_epoch_that_init_producer_id_accepts_is_a_timed_out_tran
         async with producer.transaction():
             future = await producer.send("orders", b"w", key=b"k")
         assert future.exception() is None
+
+
+# ---------------------------------------------------------------- send_offsets_to_transaction()
+BAD_OFFSETS: list[tuple[str, Any, type[Exception], str]] = [
+    ("negative offset", {("orders", 0): -7}, ValueError,
+     r"offsets=\.\.\.\): the offset of \('orders', 0\) must be in 0\.\.2\*\*63-1 \(the next offset to read\), got -7$"),
+    ("offset past int64", {("orders", 1): 2**63}, ValueError, r"the offset of \('orders', 1\) must be in .*got 9223372036854775808$"),
+    ("float offset", {("orders", 2): 3.0}, TypeError, r"offsets=\.\.\.\): the offset of \('orders', 2\) must be an int, got 3\.0$"),
+    ("bool offset", {("orders", 3): True}, TypeError, r"the offset of \('orders', 3\) must be an int, got True$"),
+    ("str offset", {("orders", 4): "5"}, TypeError, r"the offset of \('orders', 4\) must be an int, got '5'$"),
+    ("negative partition", {("orders", -1): 5}, ValueError, r"offsets=\.\.\.\): \('orders', -1\) has a negative partition"),
+    ("partition a str", {("orders", "0"): 5}, TypeError, r"\('orders', '0'\) must be a \(str, int\) pair"),
+    ("partition a bool", {("orders", False): 5}, TypeError, r"\('orders', False\) must be a \(str, int\) pair"),
+    ("topic not a str", {(0, 0): 5}, TypeError, r"\(0, 0\) must be a \(str, int\) pair"),
+    ("key not a pair", {("orders",): 5}, TypeError, r"offsets=\.\.\.\): \('orders',\) is neither a \(topic, partition\) pair"),
+    ("empty topic", {("", 0): 5}, ValueError, r"\('', 0\) has an empty topic"),
+    ("not a mapping", [(("orders", 0), 5)], TypeError, r"offsets=\.\.\.\) must be a mapping of partition -> next offset, got list"),
+    ("a bad entry after a good one", {("orders", 0): 5, ("orders", 1): -1}, ValueError, r"\('orders', 1\) must be in"),
+]
+
+
+@pytest.mark.parametrize(("offsets", "error", "match"), [c[1:] for c in BAD_OFFSETS], ids=[c[0] for c in BAD_OFFSETS])
+async def test_bad_offsets_are_refused_before_anything_is_sent_by_the_producer_and_the_fake(
+    mock_cluster: MockCluster, offsets: Any, error: type[Exception], match: str
+) -> None:
+    """Java's ``OffsetAndMetadata`` refuses a negative offset; so do both, naming argument, partition and offset.
+
+    On the mock no AddOffsetsToTxn or TxnOffsetCommit goes out, and the transaction goes on: the
+    good offsets sent next are committed (the fake keeps them: only those).
+    """
+    real = Producer(config(mock_cluster, "tx-bad-offsets"))
+    fake = FakeProducer(topics={"orders": 6}, transactional_id="tx-bad-offsets")
+    for producer in (real, fake):
+        async with producer:
+            producer.begin_transaction()
+            await producer.send("orders", b"v", partition=0)
+            mock_cluster.start_request_tracking()
+            with pytest.raises(error, match=match):
+                await producer.send_offsets_to_transaction(offsets, "group-bad-offsets")
+            if producer is real:
+                apis = {r.api_key for r in mock_cluster.requests()}
+                assert not apis & {messages.ADD_OFFSETS_TO_TXN, messages.TXN_OFFSET_COMMIT}, apis
+            await producer.send_offsets_to_transaction({("orders", 0): 1}, "group-bad-offsets")
+            await producer.commit_transaction()
+            if producer is real:
+                assert messages.TXN_OFFSET_COMMIT in {r.api_key for r in mock_cluster.requests()}
+            mock_cluster.stop_request_tracking()
+    assert fake.consumer_group_offsets_history() == [{"group-bad-offsets": {("orders", 0): 1}}]
 
 
 # ---------------------------------------------------------------- committed_offsets()

@@ -140,9 +140,30 @@ def test_equal_records_sent_twice_are_matched_in_turn() -> None:
         assert_ordered_per_key(log((0, b"a", b"y"), (0, b"a", b"x"), (0, b"a", b"x")), sent)
 
 
-def test_null_keys_are_one_key() -> None:
-    with pytest.raises(AssertionError, match="key None out of order"):
-        assert_ordered_per_key(log((0, None, b"2"), (0, None, b"1")), [(None, b"1"), (None, b"2")])
+def test_keyless_records_spread_over_partitions_are_ordered_per_partition() -> None:
+    """The sticky partitioner's spread: 0..8 without a key, in runs of three over partitions 2, 0, 1."""
+    sent = [(None, b"%d" % n) for n in range(9)]
+    spread = log(*((partition, None, b"%d" % n) for n, partition in enumerate([2, 2, 2, 0, 0, 0, 1, 1, 1])))
+    assert_ordered_per_key(spread, sent)
+    assert_ordered_per_key(list(reversed(spread)), sent)  # the order read across partitions does not matter
+
+
+def test_keyless_records_out_of_order_within_a_partition_fail() -> None:
+    sent = [(None, b"%d" % n) for n in range(6)]
+    records = log((1, None, b"0"), (0, None, b"1"), (1, None, b"2"), (0, None, b"4"), (0, None, b"3"), (1, None, b"5"))
+    with pytest.raises(
+        AssertionError,
+        match=r"keyless records of partition 0 out of order: b'4' \(sent #4\) was read at 0@1, before b'3' \(sent #3\) at 0@2",
+    ):
+        assert_ordered_per_key(records, sent)
+
+
+def test_a_keyless_value_sent_twice_is_matched_to_the_send_that_keeps_its_partition_in_order() -> None:
+    """x went to partition 1 first (#0), then y and x to partition 0 (#1, #2): in order, though x#0 is earliest."""
+    sent = [(None, b"x"), (None, b"y"), (None, b"x")]
+    assert_ordered_per_key(log((0, None, b"y"), (0, None, b"x"), (1, None, b"x")), sent)
+    with pytest.raises(AssertionError, match="keyless records of partition 0 out of order"):
+        assert_ordered_per_key(log((0, None, b"x"), (0, None, b"x"), (0, None, b"y")), sent)
 
 
 def test_order_needs_keys() -> None:
