@@ -13,32 +13,30 @@ and the record goes into the partition's open batch synchronously.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import inspect
 import os
 import time
 import uuid
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
     ConfigError,
     IllegalStateError,
-    InvalidRecordError,
     InvalidTopicError,
     ProducerClosedError,
-    SerializationError,
 )
 from aioproducer.internals.accumulator import UNKNOWN_PARTITION, RecordAccumulator
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
 from aioproducer.internals.callbacks import check_on_delivery
-from aioproducer.internals.engine import ProducerEngine, safe_call
-from aioproducer.internals.parts import EngineClient, ProducerParts
+from aioproducer.internals.engine import ProducerEngine
+from aioproducer.internals.intake import HeadersArg, ProducerRecord, RecordIntake
+from aioproducer.internals.parts import ProducerParts
 from aioproducer.internals.transaction_manager import TransactionState
 from aioproducer.internals.transactions import (
     PreparedTransaction,
@@ -49,18 +47,13 @@ from aioproducer.internals.transactions import (
 )
 from aioproducer.lifecycle import State
 from aioproducer.logs import client_logger
-from aioproducer.network.client import ClientClosedError
 from aioproducer._native import ArrowRecords
 from aioproducer._native import partition_for_key as _partition_for_key
 from aioproducer.arrow import ArrowDelivery
-from aioproducer.partitioner import TopicPartitions, check_partition, partition_for_key
 from aioproducer.security.connector import ConnectionSecurity
-from aioproducer.serializers import SerializeFn
 from aioproducer.topic import validate_topic
 
 if TYPE_CHECKING:
-    from aioproducer.logs import LogLike
-    from aioproducer.network.metadata import ClusterMetadata
     from aioproducer.tracing import Tracing
 
 __all__ = ["Producer", "ProducerRecord"]
@@ -74,53 +67,11 @@ _live_producers: weakref.WeakSet[Producer] = weakref.WeakSet()
 def _after_fork_in_child() -> None:
     """Close send()'s fast path in a forked child: the general path then says why the producer cannot work here."""
     for producer in list(_live_producers):
-        producer._close_fast_paths()
+        producer._engine.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
-
-#: Kafka timestamps are int64 milliseconds.
-_MAX_INT64 = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerRecord:
-    """A record as interceptors see it, before serialization (Java's ``ProducerRecord``)."""
-
-    topic: str
-    value: Any = None
-    key: Any = None
-    headers: tuple[tuple[str, Optional[bytes]], ...] = ()
-    partition: int | None = None
-    timestamp_ms: int | None = None
-
-
-def _append_plain(
-    accumulator: RecordAccumulator,
-    partitions: TopicPartitions,
-    topic: str,
-    key: Any,
-    value: bytes,
-    on_delivery: DeliveryCallback | None,
-) -> FutureRecordMetadata | None:
-    """``send()``'s fast path, for ``send()`` and ``send_many()``: a record that needs nothing but partitioning.
-
-    What ``_send()`` does for a ``bytes`` value with a ``bytes`` key (murmur2) or none (the
-    accumulator's sticky partition), on a producer with nothing per record to intercept,
-    serialize, partition or size-check (see ``Producer.start``). None when the key is of
-    another kind or memory must be waited for: the caller then takes the general path.
-    """
-    if type(key) is bytes:
-        # The native partition_for_key, without the Python wrapper's frame (a bytes key here).
-        partition = _partition_for_key(key, partitions.num_partitions)
-        # Every argument given (reserved=0 too): CPython 3.11 then specializes the call for exact
-        # arguments, about 150 machine instructions per record fewer than filling in defaults.
-        return accumulator.try_append(topic, partition, _now_ns() // 1_000_000, key, value, None, on_delivery, partitions, 0)
-    if key is None:
-        return accumulator.try_append(topic, UNKNOWN_PARTITION, _now_ns() // 1_000_000, None, value, None, on_delivery, partitions, 0)
-    return None
 
 
 class Producer:
@@ -153,71 +104,34 @@ class Producer:
     ) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
         tracing_class = _tracing_class(tracing, tracer_provider, meter_provider)  # checked first, as every argument
-        self._key_serializer = cfg.key_serializer
-        self._value_serializer = cfg.value_serializer
         for serializer, is_key in ((cfg.key_serializer, True), (cfg.value_serializer, False)):
             # Java's Serializer.configure(configs, isKey): a registry serializer learns its subject's suffix.
             configure = None if serializer is None else getattr(serializer.source, "configure", None)
             if callable(configure):
                 configure(cfg.as_dict(), is_key)
-        #: Whether a serializer takes the record's headers (``serialize(topic, headers, data)``): then the
-        #: headers are a list it may append to, validated again after it.
-        self._serializers_see_headers = any(s is not None and s.with_headers for s in (cfg.key_serializer, cfg.value_serializer))
-        self._partitioner = cfg.partitioner_class
-        self._ignore_keys = cfg.partitioner_ignore_keys
-        self._interceptors: list[Any] = list(cfg.interceptor_classes)
-        self._max_block_ms = cfg.max_block_ms
         #: Every line this producer's parts log names its client.id (see logs.py); built here, handed down.
         self._log = client_logger("aioproducer", cfg.client_id)
-        # The fast path's gate: topics validated and tracked (add_topic) since the last metadata
-        # update, each with its snapshot, which the metadata owns (not a copy). Writers: filled by
-        # _wait_on_metadata; emptied by the client on every metadata update (given to the engine).
-        self._topic_partitions: dict[str, TopicPartitions] = {}
-        topic_partitions = self._topic_partitions
-        #: What runs under this facade: the parts, the sender task, the lifecycle (see internals/engine.py).
-        #: Nothing it holds may hold this producer (a dropped producer must be collectable: __del__).
-        #: ``_parts``: the parts that touch a cluster (internals/parts.py); FakeProducer's are in memory.
+        #: The door into the accumulator while records may enter (``internals/intake.py``), else None:
+        #: send()'s one gate. Writer: the engine, through ``on_intake`` (start, close, a fatal error,
+        #: the sender task's end, a fork).
+        self._intake: RecordIntake | None = None
+        #: What runs under this facade: the parts, the sender task, the lifecycle, the hooks (see
+        #: internals/engine.py). Nothing it holds may hold this producer (a dropped producer must be
+        #: collectable: __del__). ``_parts``: the parts that touch a cluster (internals/parts.py);
+        #: FakeProducer's are in memory.
         self._engine = ProducerEngine(
             cfg,
             # TLS contexts and SASL credentials, checked now: a bad key fails here, not at the first connection.
             ConnectionSecurity.from_config(cfg),
-            interceptors=self._interceptors,
-            on_metadata=lambda _metadata: topic_partitions.clear(),
-            on_stopped=_weak_callback(self._sender_done),
+            on_intake=_weak_setter(self, "_intake"),
             log=self._log,
+            tracing=None if tracing_class is None else functools.partial(
+                tracing_class, cfg.client_id, tracer_provider, meter_provider
+            ),
             parts=_parts,
         )
         #: The engine's lifecycle, read only here (the engine moves it).
         self._lifecycle = self._engine.lifecycle
-        #: OpenTelemetry, or None (then nothing of it is imported and send() pays nothing for it).
-        self._tracing: Tracing | None = None if tracing_class is None else tracing_class(
-            cfg.client_id, tracer_provider, meter_provider, metadata=self._engine.cluster_metadata
-        )
-        #: Whether send()'s fast path may open once started: nothing per record to intercept,
-        #: serialize, partition, size-check, check against an open transaction or trace.
-        self._plain = not (
-            self._interceptors
-            or self._key_serializer is not None
-            or self._value_serializer is not None
-            or self._partitioner is not None
-            or self._ignore_keys
-            or cfg.transactional_id is not None  # every record checks that a transaction is open
-            or self._tracing is not None  # every record gets a span (in _send)
-        )
-        #: Whether the serializing fast path may open: serializers are the only per-record hook.
-        self._serializing = not self._plain and not (
-            self._interceptors
-            or self._partitioner is not None
-            or self._ignore_keys
-            or cfg.transactional_id is not None
-            or self._tracing is not None
-        )
-        # send()'s fast-path gates, derived: the accumulator while the lifecycle is RUNNING, the sender
-        # task alive, the process the one start() ran in, and self._plain (or self._serializing). Writers:
-        # set only by start() (_open_fast_path); cleared by whatever ends one of these (close(),
-        # _sender_done, the fork hook), through _close_fast_paths.
-        self._plain_accumulator: RecordAccumulator | None = None
-        self._serializing_accumulator: RecordAccumulator | None = None
 
     @property
     def config(self) -> ProducerConfig:
@@ -264,21 +178,8 @@ class Producer:
         starting cancels it, and the waiting ``start()`` calls raise ``ProducerClosedError``.
         Waits at most ``max.block.ms`` for the first metadata, then raises ``KafkaTimeoutError``.
         """
-        engine = self._engine
-        await engine.start()
+        await self._engine.start()
         _live_producers.add(self)
-        self._open_fast_path()
-
-    def _open_fast_path(self) -> None:
-        """Open ``send()``'s fast path, if this producer has one and the engine runs (checked now, on the loop)."""
-        if self._plain and self._engine.running:
-            self._plain_accumulator = self._engine.accumulator
-        if self._serializing and self._engine.running:
-            self._serializing_accumulator = self._engine.accumulator
-
-    def _close_fast_paths(self) -> None:
-        self._plain_accumulator = None
-        self._serializing_accumulator = None
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring ``linger.ms``) and wait until it completed.
@@ -301,7 +202,6 @@ class Producer:
         if self._lifecycle.closing:
             return
         self._check_context()
-        self._close_fast_paths()
         try:
             await self._engine.close(timeout)
         finally:
@@ -310,7 +210,7 @@ class Producer:
     async def _close_serializers(self) -> None:
         """Java's close: each serializer object with a ``close()`` is closed once, last; what it raises is logged."""
         closed: list[object] = []
-        for serializer in (self._key_serializer, self._value_serializer):
+        for serializer in (self._config.key_serializer, self._config.value_serializer):
             source = None if serializer is None else serializer.source
             close = getattr(source, "close", None)
             if source is None or not callable(close) or any(source is c for c in closed):
@@ -355,192 +255,40 @@ class Producer:
         the sender task ends without ``close()``, as it does when ``asyncio.run()`` ends the
         producer's loop, and ``_send()`` checks the loop.
         """
-        accumulator = self._plain_accumulator
-        if (
-            accumulator is not None
-            and type(value) is bytes
-            and headers is None
-            and partition is None
-            and timestamp_ms is None
-        ):
-            # The common record: bytes in, default partitioner, nothing to intercept or check
-            # (see start()). A record that must wait for metadata or memory, or anything else,
-            # takes the general path. Snapshots exist only for topics with partitions.
-            try:
-                partitions = self._topic_partitions.get(topic)
-            except TypeError:  # an unhashable topic: _send() says what is wrong with it
-                partitions = None
-            if partitions is not None:
-                future = _append_plain(accumulator, partitions, topic, key, value, on_delivery)
+        intake = self._intake
+        if intake is not None and headers is None and partition is None and timestamp_ms is None:
+            accumulator = intake.plain
+            if accumulator is not None:
+                # The common record: bytes in, default partitioner, nothing per record to run (the
+                # plain route, ``Hooks.route``): straight into the accumulator, two frames deep.
+                # Snapshots exist only for topics with partitions; anything else (a record that
+                # must wait for metadata or memory, a key of another type) takes the general path.
+                if type(value) is bytes:
+                    try:
+                        partitions = intake.topic_partitions.get(topic)
+                    except TypeError:  # an unhashable topic: the general path says what is wrong with it
+                        partitions = None
+                    if partitions is not None:
+                        # Every argument given (reserved=0 too): CPython 3.11 then specializes the call
+                        # for exact arguments, about 150 machine instructions per record fewer.
+                        if type(key) is bytes:
+                            future = accumulator.try_append(
+                                topic, _partition_for_key(key, partitions.num_partitions), _now_ns() // 1_000_000,
+                                key, value, None, on_delivery, partitions, 0,
+                            )
+                            if future is not None:
+                                return future
+                        elif key is None:
+                            future = accumulator.try_append(
+                                topic, UNKNOWN_PARTITION, _now_ns() // 1_000_000, None, value, None, on_delivery, partitions, 0
+                            )
+                            if future is not None:
+                                return future
+            elif intake.serializing is not None:
+                future = await intake.send_serialized(topic, value, key, on_delivery)
                 if future is not None:
                     return future
-        elif self._serializing_accumulator is not None and headers is None and partition is None and timestamp_ms is None:
-            # Serializers are the only hook: what _send() does for such a record, without its
-            # checks for hooks this producer has none of (3.8 against 1.6 µs a record, measured
-            # with a serializer returning its argument; benchmarks/avro_send.py).
-            try:
-                partitions = self._topic_partitions.get(topic)
-            except TypeError:
-                partitions = None
-            if partitions is not None:
-                future = await self._send_serialized(partitions, topic, value, key, on_delivery)
-                if future is not None:
-                    return future
-        return await self._send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
-
-    async def _send_serialized(
-        self, partitions: TopicPartitions, topic: str, value: Any, key: Any, on_delivery: DeliveryCallback | None
-    ) -> FutureRecordMetadata | None:
-        """``send()``'s serializing fast path; None (nothing called yet) for a key or value only ``_send()`` takes."""
-        key_serializer, value_serializer = self._key_serializer, self._value_serializer
-        if (key_serializer is None and key is not None and type(key) is not bytes) or (
-            value_serializer is None and value is not None and type(value) is not bytes
-        ):
-            return None  # str, bytearray, ...: _send() converts them (or says why it cannot)
-        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
-            self._on_delivery_ok = check_on_delivery(on_delivery)
-        added: list[tuple[str, bytes | None]] | None = [] if self._serializers_see_headers else None
-        key_bytes = key
-        if key is not None and key_serializer is not None:
-            key_bytes = self._serialize(key_serializer, topic, added, key, "key")
-            if key_bytes is not None and type(key_bytes) is not bytes:
-                key_bytes = await _awaited(key_bytes, topic, "key")
-        value_bytes = value
-        if value is not None and value_serializer is not None:
-            value_bytes = self._serialize(value_serializer, topic, added, value, "value")
-            if value_bytes is not None and type(value_bytes) is not bytes:
-                value_bytes = await _awaited(value_bytes, topic, "value")
-        header_pairs = _validate_headers(added) if added else None
-        accumulator = self._serializing_accumulator
-        if accumulator is None:  # closed while an async serializer ran
-            raise ProducerClosedError("the producer was closed while a serializer ran")
-        partitions = self._topic_partitions.get(topic) or partitions  # newer metadata, if an async serializer waited
-        partition = UNKNOWN_PARTITION if key_bytes is None else _partition_for_key(key_bytes, partitions.num_partitions)
-        timestamp_ms = _now_ns() // 1_000_000
-        future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, partitions, 0)
-        if future is None:  # memory must be waited for, within max.block.ms
-            future = await accumulator.append(
-                topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, self._max_block_ms, partitions
-            )
-        return future
-
-    async def _send(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        headers: HeadersArg,
-        partition: int | None,
-        timestamp_ms: int | None,
-        on_delivery: DeliveryCallback | None,
-    ) -> FutureRecordMetadata:
-        """``send()`` for every record: interceptors, serializers, checks, partitioner, append."""
-        lifecycle = self._lifecycle
-        if lifecycle.closing:
-            raise ProducerClosedError("send() called on a closed producer")
-        self._check_context()
-        if lifecycle.refusal is not None:  # the producer can send nothing any more
-            raise lifecycle.refusal
-        if self._engine.transactions is not None:
-            self._engine.transactions.tm.require("send()", TransactionState.IN_TRANSACTION)
-        if self._engine.sender_task is not None and self._engine.sender_task.done():
-            raise ProducerClosedError(
-                "the producer's sender task was cancelled without close() (did its event loop shut down?): "
-                "nothing can be sent any more; create a new producer"
-            )
-        accumulator = self._engine.accumulator
-        if accumulator is None:
-            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
-        if type(topic) is not str and isinstance(topic, str):
-            topic = str.__str__(topic)  # a str subclass (a StrEnum member): its text, as the fast path takes it
-        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
-            # Now, not at the append: a record that waits for metadata or memory first would
-            # otherwise report a bad callback as a timeout, or only after max.block.ms. The
-            # last callable accepted is remembered: the check costs about a microsecond.
-            self._on_delivery_ok = check_on_delivery(on_delivery)
-        if self._interceptors:
-            topic, value, key, headers, partition, timestamp_ms = self._intercept(
-                topic, value, key, headers, partition, timestamp_ms
-            )
-        tracing = self._tracing
-        if tracing is not None:  # after the interceptors: the span is named after the topic they chose
-            span, span_start = tracing.start(topic, key, value)
-
-        # Everything from here to the append is inside one `try` (free unless something raises), so
-        # that a record refused by send() reaches the interceptors too (Java's onSendError).
-        try:
-            # `is not None`, not truthiness: headers=0 or "" is a mistake to report, not "no headers".
-            header_pairs = _validate_headers(headers) if headers is not None else None
-            if self._serializers_see_headers and header_pairs is None:
-                header_pairs = []  # a serializer may add headers (a schema id): it is given this list
-
-            # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
-            # it for every record; an encrypting or framing serializer must not be skipped for bytes).
-            # An async one is awaited here, the key's before the value's; a result that is bytes or
-            # None (every synchronous serializer's) costs one type check more than before.
-            if key is None or (type(key) is bytes and self._key_serializer is None):
-                key_bytes = key
-            else:
-                key_bytes = self._serialize(self._key_serializer, topic, header_pairs, key, "key")
-                if key_bytes is not None and type(key_bytes) is not bytes:
-                    key_bytes = await _awaited(key_bytes, topic, "key")
-            if value is None or (type(value) is bytes and self._value_serializer is None):
-                value_bytes = value
-            else:
-                value_bytes = self._serialize(self._value_serializer, topic, header_pairs, value, "value")
-                if value_bytes is not None and type(value_bytes) is not bytes:
-                    value_bytes = await _awaited(value_bytes, topic, "value")
-            if self._serializers_see_headers:
-                assert header_pairs is not None
-                header_pairs = _validate_headers(header_pairs)  # what the serializers added, checked as the caller's
-            header_pairs = header_pairs or None
-            if tracing is not None:  # the span's context, before the record is encoded; the caller's own kept
-                header_pairs = tracing.inject(span, header_pairs)
-
-            # Metadata: the first wait point.
-            deadline: float | None = None
-            # Cleared whenever new metadata arrives. Not a str: _wait_on_metadata says what is wrong.
-            partitions = self._topic_partitions.get(topic) if type(topic) is str else None
-            if partitions is None:
-                deadline = self._engine.clock() + self._max_block_ms
-                partitions = await self._wait_on_metadata(topic, self._max_block_ms)
-            num_partitions = partitions.num_partitions
-
-            if timestamp_ms is None:
-                timestamp_ms = _now_ns() // 1_000_000
-            elif type(timestamp_ms) is not int or not 0 <= timestamp_ms <= _MAX_INT64:
-                raise InvalidRecordError(
-                    f"invalid timestamp_ms {timestamp_ms!r}: it must be an integer in 0..2**63-1 (ms since the epoch)"
-                )
-
-            # Partitioner.
-            if partition is not None:
-                partition = check_partition(partition, num_partitions, topic)
-            elif self._partitioner is not None:
-                partition = check_partition(
-                    self._partitioner(topic, key, key_bytes, value, value_bytes, self._engine.client.metadata),  # type: ignore[union-attr]
-                    num_partitions,
-                    topic,
-                )
-            elif key_bytes is not None and not self._ignore_keys:
-                partition = partition_for_key(key_bytes, num_partitions)
-            else:  # no partition, key or partitioner: the accumulator's sticky partition
-                partition = UNKNOWN_PARTITION
-            future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, partitions)
-            if future is None:  # memory must be waited for, within what is left of max.block.ms
-                remaining = self._max_block_ms if deadline is None else max(0.0, deadline - self._engine.clock())
-                future = await accumulator.append(
-                    topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, remaining, partitions
-                )
-        except BaseException as exc:  # a cancelled wait for metadata or memory ends the span too
-            if tracing is not None:
-                tracing.fail(span, span_start, exc)
-            if self._interceptors and isinstance(exc, Exception):
-                self._on_send_error(exc)
-            raise
-        if tracing is not None:  # the record's batch ends its span when the broker answered (batch.complete)
-            tracing.attach(span, span_start, future)
-        return future
+        return await self._engine.admit("send()").send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
 
     async def send_many(
         self,
@@ -557,7 +305,7 @@ class Producer:
         metadata lookup done once per call; a record that path cannot take (a value that is
         not ``bytes``, a key neither ``bytes`` nor None, a producer with interceptors,
         serializers, a custom partitioner or ``partitioner.ignore.keys``, or no buffer memory
-        right now) goes through ``send()`` itself, in order. The arguments are checked once,
+        right now) goes through ``send()``'s own path, in order. The arguments are checked once,
         before any record is queued, each error naming its argument as ``send()``'s do; a
         record's own bad value or key fails as in ``send()``: the records before it are queued
         and the error is raised.
@@ -570,76 +318,16 @@ class Producer:
             keys = _keys_argument(keys)
             if len(keys) != len(values):
                 raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values; they pair one to one")
-        if type(topic) is not str or topic not in self._topic_partitions:
-            topic = _topic_argument(topic)
-        if on_delivery is not None and on_delivery is not self._on_delivery_ok:
-            self._on_delivery_ok = check_on_delivery(on_delivery)
-        self._check_context()
-        futures: list[FutureRecordMetadata] = []
-        append = futures.append
-        if self._plain_accumulator is not None and topic not in self._topic_partitions:
-            await self._wait_on_metadata(topic, self._max_block_ms)  # once, not per record
-        if keys is None:
-            return await self._send_many_keyless(topic, values, on_delivery, futures)
-        accumulator = self._plain_accumulator
-        partitions = self._topic_partitions.get(topic)
-        for key, value in zip(keys, values):
-            future = None
-            if accumulator is not None and partitions is not None and type(value) is bytes:
-                future = _append_plain(accumulator, partitions, topic, key, value, on_delivery)
-            if future is None:
-                future = await self.send(topic, value, key, on_delivery=on_delivery)
-                # send() may have waited: the producer may be closed, the metadata newer.
-                accumulator = self._plain_accumulator
-                partitions = self._topic_partitions.get(topic)
-            append(future)
-        return futures
+        topic = _topic_argument(topic)
+        if on_delivery is not None:
+            check_on_delivery(on_delivery)
+        intake = self._engine.admit("send_many()")
+        return await intake.send_many(topic, values, keys, on_delivery)
 
-    async def _send_many_keyless(
-        self, topic: str, values: Iterable[Any], on_delivery: DeliveryCallback | None, futures: list[FutureRecordMetadata]
-    ) -> list[FutureRecordMetadata]:
-        """``send_many()`` without keys: a record opens or joins the sticky batch, the ones after it fill that batch.
-
-        Each run is one ``RecordAccumulator.try_append_run`` (the sticky partition's batch
-        filled, its records counted once), with the create time of the record that led it.
-        Anything else (a value not ``bytes``, no memory now) goes through ``send()``, in order.
-        """
-        values = values if isinstance(values, (list, tuple)) else list(values)
-        accumulator = self._plain_accumulator
-        partitions = self._topic_partitions.get(topic)
-        i, count = 0, len(values)
-        while i < count:
-            if accumulator is not None and partitions is not None:
-                stop = accumulator.try_append_run(topic, partitions, _now_ns() // 1_000_000, values, i, on_delivery, futures)
-                if stop > i:
-                    i = stop
-                    continue
-            futures.append(await self.send(topic, values[i], on_delivery=on_delivery))
-            # send() may have waited: the producer may be closed, the metadata newer.
-            accumulator = self._plain_accumulator
-            partitions = self._topic_partitions.get(topic)
-            i += 1
-        return futures
-
-    def _arrow_refusal(self) -> str | None:
-        """Why this producer cannot take ``send_arrow()``, or None: per-record Python hooks it would skip."""
-        hooks = [
-            name
-            for name, present in (
-                ("interceptor.classes", bool(self._interceptors)),
-                ("key.serializer", self._key_serializer is not None),
-                ("value.serializer", self._value_serializer is not None),
-                ("partitioner.class", self._partitioner is not None),
-                ("tracing", self._tracing is not None),
-            )
-            if present
-        ]
-        if not hooks:
-            return None
-        return (
-            f"send_arrow() appends rows natively, with no Python call per row, so it cannot honour this "
-            f"producer's {', '.join(hooks)}: use send() or send_many(), or a producer without them"
-        )
+    @property
+    def send_arrow_refusal(self) -> str | None:
+        """Why ``send_arrow()`` would refuse this producer (a per-record Python hook it cannot run), or None."""
+        return self._engine.hooks.arrow_refusal()
 
     async def send_arrow(self, topic: str, data: Any, *, row_outcomes: bool = False) -> ArrowDelivery:
         """Queue every row of an Arrow table, record batch or stream to ``topic``, with no Python object per row.
@@ -673,51 +361,13 @@ class Producer:
         were queued (``max.block.ms`` ran out waiting for memory, the producer closed), the error
         carries the delivery of the rows queued so far as ``error.delivery``.
         """
-        if type(topic) is not str or topic not in self._topic_partitions:
-            topic = _topic_argument(topic)
-        refusal = self._arrow_refusal()
+        topic = _topic_argument(topic)
+        refusal = self.send_arrow_refusal
         if refusal is not None:
             raise ConfigError(refusal)
-        records = ArrowRecords(data, ignore_keys=self._ignore_keys, now_ms=_now_ns() // 1_000_000, row_outcomes=row_outcomes)
-        accumulator = self._ready_for_arrow()
-        deadline = self._engine.clock() + self._max_block_ms
-        partitions = self._topic_partitions.get(topic)
-        if partitions is None:
-            partitions = await self._wait_on_metadata(topic, self._max_block_ms)
-            accumulator = self._ready_for_arrow()  # the wait may have seen the producer close
-        groups = records.plan(partitions.num_partitions, min(accumulator.config.max_request_size, accumulator.pool.total), topic)
-        delivery = ArrowDelivery(records, asyncio.get_running_loop())
-        at = 0
-        try:
-            for partition, start, stop in groups:
-                at = accumulator.try_append_arrow(topic, partition, records, start, stop, delivery, partitions)
-                while at < stop:
-                    remaining = max(0.0, deadline - self._engine.clock())
-                    at = await accumulator.append_arrow(topic, partition, records, at, stop, delivery, partitions, remaining)
-        except BaseException as exc:
-            delivery.truncate(at)
-            exc.delivery = delivery  # type: ignore[attr-defined]
-            raise
-        finally:
-            records.release_data()  # the rows are encoded: the Arrow buffers go back to their owner now
-        return delivery
-
-    def _ready_for_arrow(self) -> RecordAccumulator:
-        """``_send()``'s checks, once per ``send_arrow()`` call: the accumulator, if rows may be queued now."""
-        lifecycle = self._lifecycle
-        if lifecycle.closing:
-            raise ProducerClosedError("send_arrow() called on a closed producer")
-        self._check_context()
-        if lifecycle.refusal is not None:
-            raise lifecycle.refusal
-        if self._engine.transactions is not None:
-            self._engine.transactions.tm.require("send_arrow()", TransactionState.IN_TRANSACTION)
-        if self._engine.sender_task is not None and self._engine.sender_task.done():
-            raise ProducerClosedError("the producer's sender task ended without close(): nothing can be sent any more")
-        accumulator = self._engine.accumulator
-        if accumulator is None:
-            raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
-        return accumulator
+        records = ArrowRecords(data, ignore_keys=self._config.partitioner_ignore_keys, now_ms=_now_ns() // 1_000_000,
+                               row_outcomes=row_outcomes)
+        return await self._engine.admit("send_arrow()").send_arrow(topic, records)
 
     # ------------------------------------------------------------------ transactions
     def begin_transaction(self) -> None:
@@ -775,7 +425,7 @@ class Producer:
         self._require_started()
         coordinators = self._engine.coordinators
         assert coordinators is not None  # set with the accumulator
-        next_producer = await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._max_block_ms)
+        next_producer = await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._config.max_block_ms)
         if self._engine.transactions is not None:
             self._engine.transactions.completed(prepared, next_producer)
 
@@ -816,7 +466,7 @@ class Producer:
         if not requested:
             return {}
         return await committed_offsets(
-            coordinators, group_id, requested, require_stable=require_stable, max_block_ms=self._max_block_ms
+            coordinators, group_id, requested, require_stable=require_stable, max_block_ms=self._config.max_block_ms
         )
 
     @contextlib.asynccontextmanager
@@ -860,10 +510,8 @@ class Producer:
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids, waiting for metadata up to ``max.block.ms``."""
-        if self._lifecycle.closing:
-            raise ProducerClosedError("partitions_for() called on a closed producer")
-        self._require_started()
-        partitions = await self._wait_on_metadata(_topic_argument(topic), self._max_block_ms)
+        topic = _topic_argument(topic)
+        partitions = await self._engine.admit("partitions_for()", records=False).partitions_for(topic)
         return list(range(partitions.num_partitions))
 
     async def client_instance_id(self, timeout: float) -> uuid.UUID | None:
@@ -897,100 +545,6 @@ class Producer:
         """
         return self._engine.snapshot()
 
-    # ------------------------------------------------------------------ send helpers
-    async def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> TopicPartitions:
-        """The topic's partitions from metadata, waiting (and refreshing) up to ``max_wait_ms``.
-
-        The snapshot is the one the metadata built (``ClusterMetadata.partitions_snapshot``);
-        ``_topic_partitions`` keeps a reference to it until the client installs new metadata,
-        so the common ``send()`` does one dict lookup and skips validation and tracking.
-        """
-        # Before the name is tracked: one bad name must not make every later Metadata request fail.
-        validate_topic(topic)
-        client = self._engine.client
-        assert client is not None
-        client.add_topic(topic)  # in use now: metadata.max.idle.ms counts from here
-        deadline = self._engine.clock() + max_wait_ms
-        wait_ms = max_wait_ms  # the first wait gets it all: its timeout message names the caller's max.block.ms
-        snapshot = client.metadata.partitions_snapshot(topic)
-        while snapshot is None:  # not known yet, or gone again from metadata installed since the wait ended
-            await self._client_wait(client, topic, wait_ms)
-            snapshot = client.metadata.partitions_snapshot(topic)
-            wait_ms = max(0.0, deadline - self._engine.clock())
-        self._topic_partitions[topic] = snapshot
-        return snapshot
-
-    async def _client_wait(self, client: EngineClient, topic: str, max_wait_ms: float) -> tuple[int, ...]:
-        """``client.wait_for_metadata()``; a ``close()`` meanwhile ends it with ``ProducerClosedError``.
-
-        ``close()`` interrupts the client's waits (see ``KafkaClient.interrupt_waits``): a
-        record that waited for metadata could not be queued any more, so its caller learns
-        at once why, instead of at ``max.block.ms`` or by a ``CancelledError``.
-        """
-        try:
-            partitions = await client.wait_for_metadata(topic, max_wait_ms)
-        except ClientClosedError as exc:
-            raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}") from exc
-        if self._lifecycle.closing:  # the metadata came, but close() began meanwhile
-            raise ProducerClosedError(f"the producer was closed while waiting for metadata of topic {topic!r}")
-        return partitions
-
-    @staticmethod
-    def _serialize(
-        serializer: SerializeFn | None, topic: str, headers: list[tuple[str, bytes | None]] | None, data: Any, side: str
-    ) -> Any:
-        """``data`` as bytes or None; or the awaitable an async serializer returned (``_awaited`` finishes it)."""
-        try:
-            if serializer is not None:
-                arity = serializer.arity
-                if arity == 1:
-                    result = serializer.fn(data)
-                elif arity == 2:
-                    result = serializer.fn(topic, data)
-                else:
-                    result = serializer.fn(topic, headers, data)
-            elif isinstance(data, str):
-                return data.encode()
-            elif isinstance(data, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_)
-                return bytes(data)
-            else:
-                raise SerializationError(
-                    f"cannot serialize {side} of type {type(data).__name__} for topic {topic!r}: "
-                    f"pass bytes or str, or configure {side}_serializer"
-                )
-        except SerializationError:
-            raise
-        except Exception as exc:
-            raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
-        if result is None or type(result) is bytes or inspect.isawaitable(result):
-            return result
-        return _serialized_bytes(result, topic, side)
-
-    def _intercept(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        headers: HeadersArg,
-        partition: int | None,
-        timestamp_ms: int | None,
-    ) -> tuple[str, Any, Any, HeadersArg, int | None, int | None]:
-        record = ProducerRecord(topic, value, key, tuple(_validate_headers(headers)) if headers is not None else (), partition, timestamp_ms)
-        for interceptor in self._interceptors:
-            try:
-                result = interceptor.on_send(record)
-            except Exception:
-                self._log.exception("interceptor %r raised in on_send; record passed on unchanged", interceptor)
-                continue
-            if isinstance(result, ProducerRecord):
-                record = result
-        return record.topic, record.value, record.key, record.headers or None, record.partition, record.timestamp_ms
-
-    def _on_send_error(self, error: Exception) -> None:
-        """A record that send() refused after the interceptors saw it: ``on_acknowledgement(None, error)``."""
-        for interceptor in self._interceptors:
-            safe_call(self._log, interceptor, "on_acknowledgement", None, error)
-
     def __del__(self) -> None:
         """A producer dropped while started warns, as asyncio does for an unclosed transport, and stops its tasks.
 
@@ -1015,16 +569,6 @@ class Producer:
 
     def _pending_records(self) -> int:
         return self._engine.pending_records()
-
-    def _sender_done(self) -> None:
-        """The sender task ended: every later ``send()`` takes the path that says why.
-
-        Before ``close()``, it died or was cancelled from outside: ``asyncio.run()`` cancels
-        every task when its loop ends, which is how a producer started under one
-        ``asyncio.run()`` and used under the next one is told from its fast path for free.
-        """
-        self._close_fast_paths()
-
 
 def _timeout_argument(call: str, timeout: Any) -> float | None:
     """``timeout`` as the seconds a call waits (None: no bound), or ``ValueError`` naming the call and argument.
@@ -1061,63 +605,6 @@ def _tracing_class(tracing: Any, tracer_provider: Any, meter_provider: Any) -> t
             "pip install 'aioproducer[opentelemetry]'"
         ) from exc
     return Tracing
-
-
-async def _awaited(result: Any, topic: str, side: str) -> bytes | None:
-    """What an async serializer's awaitable gives, checked as a synchronous serializer's result."""
-    if not inspect.isawaitable(result):
-        return _serialized_bytes(result, topic, side)
-    try:
-        result = await result
-    except SerializationError:
-        raise
-    except Exception as exc:
-        raise SerializationError(f"the {side} serializer failed for topic {topic!r}: {exc!r}") from exc
-    if result is None or type(result) is bytes:
-        return result
-    return _serialized_bytes(result, topic, side)
-
-
-def _serialized_bytes(result: Any, topic: str, side: str) -> bytes:
-    """A serializer's result that is not ``bytes``: a bytes-like copied, anything else refused."""
-    if isinstance(result, (bytes, bytearray, memoryview)):
-        return bytes(result)
-    raise SerializationError(f"the {side} serializer for topic {topic!r} returned {type(result).__name__}, not bytes")
-
-
-def _validate_headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    """Headers as a list of (str, bytes|None) pairs, in order, duplicates kept; anything else is an error."""
-    if isinstance(headers, Mapping):
-        items: Iterable[Any] = headers.items()
-    elif isinstance(headers, (list, tuple)):
-        items = headers
-    else:
-        raise InvalidRecordError(f"headers must be a list of (str, bytes) pairs or a mapping, got {type(headers).__name__}")
-    result: list[tuple[str, bytes | None]] = []
-    for item in items:
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise InvalidRecordError(f"a header must be a (str, bytes) pair, got {item!r}")
-        name, value = item
-        if not isinstance(name, str):
-            raise InvalidRecordError(f"a header key must be str, got {type(name).__name__}")
-        try:
-            name.encode()
-        except UnicodeEncodeError as exc:
-            raise InvalidRecordError(f"header key {name!r} cannot be encoded as UTF-8: {exc.reason}") from None
-        if value is not None and type(value) is not bytes:
-            if isinstance(value, (bytes, bytearray, memoryview)):  # bytes subclasses too (numpy.bytes_)
-                value = bytes(value)
-            elif isinstance(value, str):
-                try:
-                    value = value.encode()
-                except UnicodeEncodeError as exc:
-                    raise InvalidRecordError(f"header {name!r}: its str value cannot be encoded as UTF-8: {exc.reason}") from None
-            else:
-                raise InvalidRecordError(
-                    f"header {name!r} has a value of type {type(value).__name__}: it must be bytes or None"
-                )
-        result.append((name, value))
-    return result
 
 
 def _topic_argument(topic: Any) -> str:
@@ -1176,13 +663,13 @@ def _iterate(name: str, argument: Any) -> Iterator[Any]:
         raise TypeError(f"send_many({name}=...) takes an iterable of {name}, got {kind}") from None
 
 
-def _weak_callback(method: Callable[[], None]) -> Callable[[], None]:
-    """``method`` through a weak reference to its object: the loop's tasks must not keep a dropped producer alive."""
-    ref = weakref.WeakMethod(method)
+def _weak_setter(obj: object, attribute: str) -> Callable[[Any], None]:
+    """Sets ``obj.attribute`` through a weak reference: the engine's callbacks must not keep a dropped producer alive."""
+    ref = weakref.ref(obj)
 
-    def call() -> None:
-        bound = ref()
-        if bound is not None:
-            bound()
+    def set_(value: Any) -> None:
+        target = ref()
+        if target is not None:
+            setattr(target, attribute, value)
 
-    return call
+    return set_

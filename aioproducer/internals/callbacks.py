@@ -33,9 +33,12 @@ import inspect
 import weakref
 from functools import partial
 from types import CodeType, FunctionType, MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["LEAVING_LOOP", "check_on_delivery", "raise_from_loop"]
+if TYPE_CHECKING:
+    from aioproducer.logs import LogLike
+
+__all__ = ["LEAVING_LOOP", "check_on_delivery", "raise_from_loop", "safe_call"]
 
 #: What asyncio lets out of the loop when a callback raises it (``Handle._run``); the rest is reported.
 LEAVING_LOOP = (SystemExit, KeyboardInterrupt)
@@ -165,3 +168,19 @@ def raise_from_loop(loop: asyncio.AbstractEventLoop | None, exc: BaseException) 
 
 def _raise(exc: BaseException) -> None:
     raise exc
+
+
+def safe_call(log: LogLike, obj: Any, method: str, *args: Any) -> None:
+    """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
+
+    ``on_acknowledgement`` runs in the sender task, which a raise would end (see this
+    module's docstring): nothing an interceptor raises may stop delivery.
+    """
+    try:
+        fn = getattr(obj, method, None)
+        if fn is not None:
+            fn(*args)
+    except LEAVING_LOOP as exc:
+        raise_from_loop(None, exc)
+    except BaseException:
+        log.exception("interceptor %r raised in %s", obj, method)

@@ -27,7 +27,12 @@ built. Everything with a life of its own is here:
 Nothing the event loop holds (the sender task, its callbacks) may hold the ``Producer``: a
 dropped one must be collectable so that its ``__del__`` can warn and call :meth:`abandon`.
 So this engine holds no reference to the producer; the one thing it tells the producer
-(the sender task ended: close the fast path) goes through a weak callback (``on_stopped``).
+(the record intake opened or was withdrawn) goes through a weak callback (``on_intake``).
+
+* **The record intake** (``internals/intake.py``): built here when a start succeeds, withdrawn
+  when the lifecycle leaves RUNNING, a part reports a fatal error, the sender task ends or the
+  process forks. ``intake`` is the gate of every door into the accumulator, and :meth:`admit`
+  the one check (one set of messages) of every call that would queue a record.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
@@ -44,18 +49,22 @@ from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
-from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
+from aioproducer.internals.callbacks import safe_call
 from aioproducer.internals.coordinator import CoordinatorSender
 from aioproducer.internals.failure_log import DeliveryFailureLog
+from aioproducer.internals.intake import Hooks, RecordIntake
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.parts import ClusterParts, EngineClient, EngineSender, ProducerParts
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
-from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager
+from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager, TransactionState
 from aioproducer.internals.transactions import Transactions
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike, client_logger
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.security.connector import ConnectionSecurity
+
+if TYPE_CHECKING:
+    from aioproducer.tracing import Tracing
 
 __all__ = ["ProducerEngine", "safe_call"]
 
@@ -68,10 +77,9 @@ class ProducerEngine:
         config: ProducerConfig,
         security: ConnectionSecurity,
         *,
-        interceptors: Sequence[Any],
-        on_metadata: Callable[[ClusterMetadata], None],
-        on_stopped: Callable[[], None],
+        on_intake: Callable[[RecordIntake | None], None],
         log: LogLike,
+        tracing: Callable[..., Tracing] | None = None,
         clock: Clock = monotonic_ms,
         parts: ProducerParts[Any] | None = None,
     ) -> None:
@@ -80,11 +88,14 @@ class ProducerEngine:
         self._security = security
         #: How the parts that touch a cluster are made (see internals/parts.py): real ones unless given.
         self._parts: ProducerParts[Any] = ClusterParts(security) if parts is None else parts
-        self._interceptors = tuple(interceptors)
-        #: Given to the client: called with each new metadata snapshot (the producer drops its per-topic cache).
-        self._on_metadata = on_metadata
-        #: Called when the sender task ended (the producer closes send()'s fast path); must not hold the producer.
-        self._on_stopped = on_stopped
+        #: The per-record hooks, computed once from the configuration (and OpenTelemetry's, made here:
+        #: its spans read this engine's metadata when they end).
+        self.hooks = Hooks.of(config, None if tracing is None else tracing(metadata=self.cluster_metadata))
+        self._interceptors = self.hooks.interceptors
+        #: Told of each change of ``intake`` (the producer keeps it for send()'s fast path); must not hold the producer.
+        self._on_intake = on_intake
+        #: The door into the accumulator while records may enter, else None. Writer: _set_intake, of this engine only.
+        self.intake: RecordIntake | None = None
         self._log = log
         #: The one clock (ms, monotonic) of every part that takes one.
         self.clock = clock
@@ -169,6 +180,47 @@ class ProducerEngine:
             raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
         return self.accumulator
 
+    def admit(self, call: str, *, records: bool = True) -> RecordIntake:
+        """May a record enter now? The intake if so; else the one error that says why, naming ``call``.
+
+        The one admission check of every call that queues records or waits for a topic's
+        metadata (``send``, ``send_many``, ``send_arrow``, ``partitions_for``); ``records``:
+        the call queues records, which a transactional producer takes only in a transaction.
+        """
+        lifecycle = self._lifecycle
+        if lifecycle.closing:
+            raise ProducerClosedError(f"{call} called on a closed producer")
+        self.check_context()
+        if lifecycle.refusal is not None:  # the producer can send nothing any more
+            raise lifecycle.refusal
+        transactions = self.transactions
+        if records and transactions is not None:
+            transactions.tm.require(call, TransactionState.IN_TRANSACTION)
+        intake = self.intake
+        if intake is not None:
+            return intake
+        task = self.sender_task
+        if task is not None and task.done():
+            raise ProducerClosedError(
+                "the producer's sender task ended without close() (did its event loop shut down?): "
+                "nothing can be sent any more; create a new producer"
+            )
+        raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+
+    def _set_intake(self, intake: RecordIntake | None) -> None:
+        """Open (a start succeeded) or withdraw (None) the door into the accumulator, and tell the producer."""
+        old = self.intake
+        if intake is old:
+            return
+        if old is not None:
+            old.withdraw()
+        self.intake = intake
+        self._on_intake(intake)
+
+    def after_fork(self) -> None:
+        """In a forked child: no record may enter (the sender task and connections stayed in the parent)."""
+        self._set_intake(None)
+
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
         """Build the parts, bootstrap, init transactions, start the sender task. Idempotent.
@@ -204,7 +256,7 @@ class ProducerEngine:
             clock=self.clock,
             byte_counts=ByteCounts(cfg.metrics_sample_window_ms, cfg.metrics_num_samples),
             on_sendable=wake.set,
-            on_metadata=self._on_metadata,
+            on_metadata=self._metadata_updated,
         )
         tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms) if cfg.enable_idempotence else None
         coordinators = parts.coordinators(client, cfg, clock=self.clock)
@@ -275,6 +327,10 @@ class ProducerEngine:
         self._lifecycle.start()  # before the sender task: its loop runs while RUNNING
         self.sender_task = asyncio.get_running_loop().create_task(sender.run(), name="aioproducer-sender")
         self.sender_task.add_done_callback(self._sender_done)
+        self._set_intake(RecordIntake(
+            self.hooks, accumulator, client, clock=self.clock, max_block_ms=self.config.max_block_ms,
+            lifecycle=self._lifecycle, log=self._log, admit=self.admit,
+        ))
 
     async def _bootstrap(self, client: EngineClient) -> None:
         """The first metadata, within ``max.block.ms`` in all, retrying servers that refuse or fail.
@@ -311,10 +367,17 @@ class ProducerEngine:
         """
         if self._lifecycle.state is not State.NEW:
             self._lifecycle.refuse(error)
+            self._set_intake(None)
 
     def _sender_done(self, task: asyncio.Task[None]) -> None:
-        """The sender task ended: the producer closes ``send()``'s fast path (see ``Producer._sender_done``)."""
-        self._on_stopped()
+        """The sender task ended: no record may enter any more (before ``close()``: its loop ended, or a bug)."""
+        self._set_intake(None)
+
+    def _metadata_updated(self, metadata: ClusterMetadata) -> None:
+        """New metadata from the client: the intake's per-topic snapshots are stale (``send()`` looks them up again)."""
+        intake = self.intake
+        if intake is not None:
+            intake.topic_partitions.clear()
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
         builder = batch.builder
@@ -361,6 +424,7 @@ class ProducerEngine:
         deadline_ms = None if timeout is None else self.clock() + timeout * 1000
         started = lifecycle.state is State.RUNNING
         lifecycle.close()
+        self._set_intake(None)
         if not started:
             starting = self._start_task
             if starting is not None and not starting.done():
@@ -526,19 +590,3 @@ def _compression_level(cfg: ProducerConfig) -> int | None:
         ZSTD: getattr(cfg, "compression_zstd_level", None),
     }.get(cfg.compression_type)
     return level
-
-
-def safe_call(log: LogLike, obj: Any, method: str, *args: Any) -> None:
-    """An interceptor's method; what it raises is logged, or, for SystemExit/KeyboardInterrupt, raised from the loop.
-
-    ``on_acknowledgement`` runs in the sender task, which a raise would end (see
-    ``internals/callbacks.py``): nothing an interceptor raises may stop delivery.
-    """
-    try:
-        fn = getattr(obj, method, None)
-        if fn is not None:
-            fn(*args)
-    except LEAVING_LOOP as exc:
-        raise_from_loop(None, exc)
-    except BaseException:
-        log.exception("interceptor %r raised in %s", obj, method)

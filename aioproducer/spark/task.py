@@ -202,7 +202,7 @@ async def _send_batches(
     and failures are the producer's count.
     """
     records = size = 0
-    arrow = producer._arrow_refusal() is None
+    arrow = producer.send_arrow_refusal is None
     deliveries: list[ArrowDelivery] = []
     async for batch in _pulled(rows):
         records += batch.num_rows

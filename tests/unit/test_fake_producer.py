@@ -614,7 +614,8 @@ async def test_the_fake_is_composed_as_the_real_producer(mock_cluster: MockClust
             "transaction manager": None if tm is None else (type(tm), tm.transactional_id, tm.transactional),
             "transactions": None if transactions is None else (type(transactions), transactions.tm.transaction_v2),
             "telemetry": type(engine.telemetry),
-            "fast paths": (producer._plain_accumulator is not None, producer._serializing_accumulator is not None),
+            "route": None if producer._intake is None else producer._intake.hooks.route,
+            "fast paths": None if producer._intake is None else (producer._intake.plain is not None, producer._intake.serializing is not None),
         }
 
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as real:
