@@ -32,29 +32,44 @@ the provider's own ``error``/``error_description``: retrying cannot help, so ``s
 fails at once. The provider unreachable, slow or failing (5xx, 408, 429) is retried at once
 as Java's ``HttpJwtRetriever`` does: after ``sasl.login.retry.backoff.ms``, doubling each
 time, for at most ``sasl.login.retry.backoff.max.ms`` in all (the last wait cut to fit);
-then it is a :class:`KafkaConnectionError`, retried as a broker connection is. The client
-secret, the private key and its passphrase, the assertions and the tokens never appear in a
-message, a ``repr`` or the log.
+then it is a :class:`KafkaConnectionError`, retried as a broker connection is. An answer is
+read up to :data:`MAX_TOKEN_RESPONSE_BYTES` and refused past it, unread.
+
+Secrets. The client secret, the private key and its passphrase, the assertions and the tokens
+never appear in a message, a ``repr`` or the log. The provider's own text is quoted in errors
+(its ``error_description`` says why it refused), and a provider or a gateway in front of it may
+echo the request it got: every secret value the request carried, in every form the client sent
+it (the raw secret, form-url-encoded, the Base64 of ``id:secret``, the whole ``Authorization``
+header, the assertion and its signature) and in the forms an echo hands it back (URL-, JSON- or
+HTML-escaped), is cut out of that text before any error is made of it (:func:`request_secrets`,
+:func:`redact`): the one place provider text enters a message, so exceptions, their ``repr``,
+the "last failures" of ``start()`` and the retry warnings are clean alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import json
 import random
+import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aioproducer.config import Password
 from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedError
 from aioproducer.logs import client_logger
+from aioproducer.network.http_body import BodyTooLargeError, read_capped
 from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
 from aioproducer.security.sasl import token_expiry_ms
+
+if TYPE_CHECKING:  # aiohttp is the oidc extra's: imported when a token is fetched
+    import aiohttp
 
 __all__ = [
     "AccessToken",
@@ -62,7 +77,9 @@ __all__ = [
     "OidcTokenCache",
     "RefreshSettings",
     "parse_token_response",
+    "redact",
     "refresh_at_ms",
+    "request_secrets",
     "token_request",
 ]
 
@@ -71,6 +88,15 @@ _MAX_ERROR_TEXT: Final = 300
 #: Java's ``HttpJwtRetriever`` retries every HTTP error but 4xx (save 408 and 429), 501 and 505.
 _RETRIABLE_4XX: Final = frozenset({408, 429})
 _UNRETRIABLE_5XX: Final = frozenset({501, 505})
+#: The most of a token endpoint's answer read. A token answer is a JWT of a few KiB (a large
+#: identity provider's, with every group claim, stays under 64 KiB); 1 MiB leaves a wide margin
+#: and still stops a misrouted download or a lying server from growing the process by its size.
+MAX_TOKEN_RESPONSE_BYTES: Final = 1024 * 1024
+#: What replaces a secret in provider text.
+_REDACTED: Final = "***"
+#: An echoed ``Authorization: Basic ...`` header (or ``"Authorization": "Basic ..."``), whatever
+#: its value: also when an echo cut it short of the value sent, which no exact match would find.
+_BASIC_HEADER: Final = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/=%]+")
 
 
 @dataclass(frozen=True)
@@ -169,17 +195,19 @@ def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple
     return headers, urllib.parse.urlencode(form).encode("ascii")
 
 
-def parse_token_response(status: int, body: bytes, now_ms: int, *, url: str, secret: str = "") -> AccessToken:
+def parse_token_response(
+    status: int, body: bytes, now_ms: int, *, url: str, secrets: Collection[str] = ()
+) -> AccessToken:
     """The token in the provider's answer, or the error saying why there is none.
 
-    ``secret`` is cut out of any provider text quoted in an error (a provider that echoes
-    the request must not leak it through us).
+    ``secrets`` (:func:`request_secrets`) are cut out of any provider text quoted in an error:
+    a provider that echoes the request must not leak them through us.
     """
-    if status in _RETRIABLE_4XX or (status >= 500 and status not in _UNRETRIABLE_5XX):
-        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secret)}")
+    if _retriable(status):
+        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secrets)}")
     if status != 200:
         raise SaslAuthenticationFailedError(
-            f"OAUTHBEARER: the token endpoint {url} refused the client (HTTP {status}){_provider_text(body, secret)}"
+            f"OAUTHBEARER: the token endpoint {url} refused the client (HTTP {status}){_provider_text(body, secrets)}"
         )
     document = _json_object(body)
     token = document.get("access_token") if document is not None else None
@@ -207,8 +235,13 @@ def _json_object(body: bytes) -> dict[str, object] | None:
     return document if isinstance(document, dict) else None
 
 
-def _provider_text(body: bytes, secret: str) -> str:
-    """``: <error>: <error_description>`` from an OAuth error document (RFC 6749 §5.2), else the body's start."""
+def _retriable(status: int) -> bool:
+    """Java's ``HttpJwtRetriever`` rule: 408, 429 and every 5xx but 501 and 505 are worth asking again."""
+    return status in _RETRIABLE_4XX or (status >= 500 and status not in _UNRETRIABLE_5XX)
+
+
+def _provider_text(body: bytes, secrets: Collection[str]) -> str:
+    """``: <error>: <error_description>`` from an OAuth error document (RFC 6749 §5.2), else the body's start; redacted."""
     document = _json_object(body)
     if document is not None and isinstance(document.get("error"), str):
         text = str(document["error"])
@@ -216,10 +249,53 @@ def _provider_text(body: bytes, secret: str) -> str:
             text += f": {document['error_description']}"
     else:
         text = body.decode("utf-8", "replace").strip()
-    if secret:
-        text = text.replace(secret, "***")
-    text = text[:_MAX_ERROR_TEXT]
+    text = redact(text, secrets)[:_MAX_ERROR_TEXT]  # cut after redacting: a cut must not split a secret out of reach
     return f": {text}" if text else ""
+
+
+def request_secrets(settings: OidcSettings, headers: Mapping[str, str], assertion: str | None) -> frozenset[str]:
+    """Every secret value a token request carried, in each form the client sent it.
+
+    Client credentials: the secret as configured and form-url-encoded (KIP-1025's
+    ``header.urlencode`` sends that form; both are listed whatever the setting), the
+    ``id:secret`` pair and its Base64, and the whole ``Authorization`` header. JWT bearer: the
+    assertion (it is a credential until it expires) and its signature (with the header and claims,
+    which are not secret, it is the assertion again).
+    """
+    found = {settings.client_secret.value, urllib.parse.quote(settings.client_secret.value, safe="")}
+    authorization = headers.get("Authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme == "Basic" and credentials:
+        found |= {authorization, credentials, base64.b64decode(credentials).decode("utf-8", "replace")}
+    if assertion:
+        found |= {assertion, assertion.rpartition(".")[2]}
+    return frozenset(value for value in found if value)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` cut out, in every form an echo may hand it back, and any echoed Basic header's value.
+
+    The forms (:func:`_echoed_forms`) are matched longest first, so that a whole header goes
+    before the value inside it and no part of a longer form is left behind.
+    """
+    forms = {form for secret in secrets for form in _echoed_forms(secret)}
+    if forms:
+        pattern = "|".join(re.escape(form) for form in sorted(forms, key=len, reverse=True))
+        text = re.sub(pattern, _REDACTED, text)
+    return _BASIC_HEADER.sub(rf"\1{_REDACTED}", text)
+
+
+def _echoed_forms(value: str) -> set[str]:
+    """``value`` as sent, and as an echo may carry it: form-url-encoded (both hex cases, ``+`` or
+    ``%20`` for a space), as a JSON string (with and without ``\\u`` escapes, ``/`` escaped or not)
+    and HTML-escaped (an error page)."""
+    forms = {value, urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""), urllib.parse.quote(value)}
+    forms |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in forms}
+    for ascii_only in (True, False):
+        as_json = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
+        forms |= {as_json, as_json.replace("/", "\\/")}
+    forms |= {html.escape(value), html.escape(value, quote=False)}
+    return forms
 
 
 def refresh_at_ms(token: AccessToken, refresh: RefreshSettings, draw: float) -> int:
@@ -248,14 +324,23 @@ async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
     timeout = aiohttp.ClientTimeout(
         total=settings.timeout_s, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
     )
+    unreachable: str | None = None
     try:
         connector = None if settings.ssl_context is None else aiohttp.TCPConnector(ssl=settings.ssl_context)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
-                status, answer = response.status, await response.read()
+                status = response.status
+                answer = await read_capped(response, MAX_TOKEN_RESPONSE_BYTES)
+    except BodyTooLargeError as exc:
+        error = KafkaConnectionError if _retriable(status) else SaslAuthenticationFailedError
+        raise error(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status} with {exc}") from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {type(exc).__name__}") from None
-    return parse_token_response(status, answer, now_ms, url=url, secret=assertion or settings.client_secret.value)
+        unreachable = type(exc).__name__
+    if unreachable is not None:
+        # Raised outside the handler: aiohttp's exception (whose request_info holds the request's
+        # headers, the Authorization among them) is not kept as this one's __context__.
+        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {unreachable}")
+    return parse_token_response(status, answer, now_ms, url=url, secrets=request_secrets(settings, headers, assertion))
 
 
 def current_assertion(settings: OidcSettings, now_ms: int) -> str:
