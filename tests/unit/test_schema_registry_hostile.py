@@ -1,0 +1,192 @@
+"""A registry that lies: a schema id that is not an id, an answer of the wrong shape, an answer without end.
+
+The adversary is a registry of the test's own (aiohttp on loopback) that answers every request with
+what the test sets. Through the public API (``Producer.send`` with an ``AvroSerializer``, and the
+client's methods): a schema id that is not an ``int`` in Kafka's range (0..2**31-1: the wire
+format's id is a Java int) is refused with a ``SerializationError`` whose cause, a
+``SchemaRegistryError``, names the value, the subject and the URL, and nothing is queued; the
+producer is not poisoned (the next answer, the largest id there is, frames the record). A JSON
+answer of the wrong shape is named as such. An answer streamed far past the cap (16 MiB) is
+refused naming the cap and the URL, and the bytes the server managed to send stay far below the
+body's size: the client stopped reading and closed the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from aioproducer import Producer, SerializationError
+from aioproducer.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from aioproducer.schema_registry.avro import AvroSerializer
+from aioproducer.schema_registry.client import MAX_RESPONSE_BYTES
+from aioproducer.testing import MockCluster
+
+ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]})
+_UNSET: Any = object()
+
+
+@dataclass
+class LyingRegistry:
+    """Answers every request 200 with ``answer`` (JSON), or, with ``flood_bytes``, that many bytes streamed; counts what it sent."""
+
+    answer: Any = _UNSET
+    flood_bytes: int = 0
+    declared: bool = False
+    sent: int = 0
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    paths: list[str] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        self.paths.append(request.path)
+        if not self.flood_bytes:
+            return web.Response(text=json.dumps(self.answer), content_type="application/vnd.schemaregistry.v1+json")
+        return await self.flood(request)
+
+    async def flood(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        if self.declared:
+            response.content_length = self.flood_bytes
+        chunk = b'{"id": 1, "padding": "' + b"x" * (64 * 1024 - 22)
+        try:
+            await response.prepare(request)
+            while self.sent < self.flood_bytes:
+                await response.write(chunk)  # waits while the client's window is full
+                self.sent += len(chunk)
+        except (ConnectionError, RuntimeError):  # the client closed the connection (aiohttp: "closing transport")
+            pass
+        finally:
+            self.done.set()
+        return response
+
+
+@pytest.fixture
+async def liar() -> AsyncIterator[tuple[LyingRegistry, str]]:
+    registry = LyingRegistry()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", registry.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield registry, f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+def client(url: str) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": url, "max.retries": 0})
+
+
+async def refused_at_send(producer: Producer, why: str) -> SchemaRegistryError:
+    """The send's SerializationError saying ``why`` (nothing queued); its cause, the registry's error."""
+    with pytest.raises(SerializationError, match="the value serializer failed for topic 'orders'") as info:
+        await producer.send("orders", {"id": 1})
+    assert why in str(info.value)  # the send's own message says why, not only its cause
+    assert producer.metrics()["incomplete_batches"] == 0
+    cause = info.value.__cause__
+    assert isinstance(cause, SchemaRegistryError), repr(cause)
+    return cause
+
+
+@pytest.mark.parametrize("bad_id", [3.7, True, False, 2**32, 2**31, -5, -1, [1], "5", None, {"id": 1}])
+async def test_a_schema_id_that_is_not_an_id_is_refused_at_send_and_the_next_answer_frames_the_record(
+    mock_cluster: MockCluster, liar: tuple[LyingRegistry, str], bad_id: Any
+) -> None:
+    registry, url = liar
+    registry.answer = {"id": bad_id, "version": 1}
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                        value_serializer=AvroSerializer(client(url), ORDER)) as producer:
+        error = await refused_at_send(producer, "the registry returned a schema id that is not an id")
+        assert error.error_message == (
+            f"the registry returned a schema id that is not an id: {bad_id!r} for subject 'orders-value' "
+            "(a schema id is an int in 0..2147483647)"
+        )
+        assert error.url == f"{url}/subjects/orders-value/versions" and error.url in str(error)
+        registry.answer = {"id": 2**31 - 1, "version": 1}  # the largest id there is: taken, framed as it is
+        await (await producer.send("orders", {"id": 1}, partition=0))
+    (record,) = await mock_cluster.read("orders", count=1)
+    assert record.value is not None and record.value[:5] == b"\x00\x7f\xff\xff\xff"
+
+
+@pytest.mark.parametrize("answer, kind", [
+    ([{"id": 1}], "a JSON array"), ("id", "a JSON string"), (7, "a JSON number"), (None, "no body (or null)"),
+    ({"version": 1}, None),
+])
+async def test_an_answer_of_the_wrong_shape_is_named_at_send(
+    mock_cluster: MockCluster, liar: tuple[LyingRegistry, str], answer: Any, kind: str | None
+) -> None:
+    registry, url = liar
+    registry.answer = answer
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                        value_serializer=AvroSerializer(client(url), ORDER)) as producer:
+        error = await refused_at_send(producer, "answered")
+    expected = (f"answered {kind} where a JSON object belongs: {answer!r}" if kind is not None
+                else "answered without a schema id for subject 'orders-value': {'version': 1}")
+    assert error.error_message == expected and error.url == f"{url}/subjects/orders-value/versions"
+
+
+Call = Callable[[SchemaRegistryClient], Awaitable[object]]
+
+
+@pytest.mark.parametrize("call, answer, message", [
+    (lambda c: c.get_subjects(), {"subjects": []}, "answered a JSON object where a JSON array of subject names belongs"),
+    (lambda c: c.get_subjects(), ["a", 5], "answered subject names with 5 among them, which is not a str"),
+    (lambda c: c.get_versions("s"), [1, "2"], "answered versions with '2' among them, which is not a int"),
+    (lambda c: c.get_versions("s"), [1, 0], "answered a version that is not a version (an int >= 1): 0"),
+    (lambda c: c.delete_subject("s"), {"deleted": [1]}, "answered a JSON object where a JSON array of versions belongs"),
+    (lambda c: c.get_schema(1), ["schema"], "answered a JSON array where a JSON object belongs"),
+    (lambda c: c.get_schema(1), {"schema": 5}, "answered a schema that is not one"),
+    (lambda c: c.get_schema(1), {"schema": "{}", "references": [{"name": "x"}]}, "answered schema references that are not references"),
+    (lambda c: c.get_latest_version("s"), {"id": 1.0, "schema": ORDER}, "the registry returned a schema id that is not an id: 1.0 for subject 's'"),
+    (lambda c: c.get_version("s", 1), {"id": 1, "schema": ORDER, "version": 2.5}, "answered a version that is not a version (an int >= 1) for subject 's': 2.5"),
+    (lambda c: c.lookup_schema("s", Schema(ORDER)), {"id": -5, "schema": ORDER}, "the registry returned a schema id that is not an id: -5"),
+    (lambda c: c.test_compatibility("s", Schema(ORDER)), [True], "answered a JSON array where a JSON object belongs"),
+    (lambda c: c.get_compatibility(), "BACKWARD", "answered a JSON string where a JSON object belongs"),
+])
+async def test_every_call_names_an_answer_it_cannot_take(liar: tuple[LyingRegistry, str], call: Call, answer: Any, message: str) -> None:
+    registry, url = liar
+    registry.answer = answer
+    registry_client = client(url)
+    with pytest.raises(SchemaRegistryError) as info:
+        await call(registry_client)
+    await registry_client.close()
+    assert message in info.value.error_message and info.value.http_status_code == 200
+    assert info.value.url == url + registry.paths[-1] and len(registry.paths) == 1  # asked once: a retry would get the same
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["chunked", "content-length"])
+async def test_an_answer_past_the_cap_is_refused_unread(
+    mock_cluster: MockCluster, liar: tuple[LyingRegistry, str], declared: bool
+) -> None:
+    registry, url = liar
+    registry.flood_bytes, registry.declared = 16 * MAX_RESPONSE_BYTES, declared  # 256 MiB
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                        value_serializer=AvroSerializer(client(url), ORDER)) as producer:
+        error = await refused_at_send(producer, "answered with a body over the cap of 16777216 bytes")
+    await asyncio.wait_for(registry.done.wait(), 10)
+    assert error.error_message.startswith("answered with a body over the cap of 16777216 bytes"), error.error_message
+    assert error.url == f"{url}/subjects/orders-value/versions"
+    if declared:
+        assert "(its Content-Length says 268435456 bytes)" in error.error_message
+    # The cap, plus what the sockets' buffers and aiohttp's read-ahead held when the client closed.
+    assert registry.sent < registry.flood_bytes // 4, registry.sent
+
+
+def test_use_schema_id_and_get_schema_take_only_ids() -> None:
+    from aioproducer import ConfigError
+
+    registry_client = SchemaRegistryClient({"url": "http://127.0.0.1:1"})
+    bad: Any
+    for bad in (2**31, -1, True, 1.0):
+        with pytest.raises(ConfigError, match=rf"use.schema.id must be a schema id \(an int in 0..2147483647\) or None, got {bad!r}"):
+            AvroSerializer(registry_client, None, conf={"use.schema.id": bad, "auto.register.schemas": False})
+        with pytest.raises(ValueError, match=rf"schema_id must be a schema id \(an int in 0..2147483647\), got {bad!r}"):
+            asyncio.run(registry_client.get_schema(bad))
