@@ -36,6 +36,8 @@ refused naming what came; a schema id must be what Kafka's and Confluent's clien
 ``int`` that is not negative (:func:`is_schema_id`): ``3.7``, ``true``, ``-5`` or ``2**32`` are
 refused naming the value, the subject and the URL, before any record is framed with them. Each is
 a :class:`SchemaRegistryError` (status 200: not retried; asking again gets the same answer).
+The registry's text an error quotes never carries the request's credentials, even from a
+registry or gateway that echoes the request (:mod:`aioproducer.security.redaction`).
 """
 
 from __future__ import annotations
@@ -49,12 +51,13 @@ import ssl
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from aioproducer.errors import ConfigError
 from aioproducer.network.http_body import BodyTooLargeError, read_capped
+from aioproducer.security.redaction import authorization_secrets, redact
 
 if TYPE_CHECKING:
     import aiohttp
@@ -90,6 +93,8 @@ MAX_SCHEMA_ID: Final = 2**31 - 1
 #: 16 MiB holds both with room, and stops a proxy's download or a lying server from growing the
 #: producer's process by whatever it sends.
 MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+#: How much of a registry's unexpected answer a message quotes.
+_MAX_QUOTED: Final = 200
 
 
 def is_schema_id(value: object) -> bool:
@@ -166,7 +171,18 @@ T = TypeVar("T")
 
 
 class _BadAnswer(ValueError):
-    """A 2xx answer this client cannot take (its shape, a value that is not what it says); made a SchemaRegistryError with the URL."""
+    """A 2xx answer this client cannot take (its shape, a value that is not what it says); made a SchemaRegistryError with the URL.
+
+    The message is ``before``, the offending ``value`` (shown redacted and cut short by the
+    request that knows what it sent, :meth:`SchemaRegistryClient._once`), then ``after``.
+    """
+
+    def __init__(self, before: str, value: object, after: str = "") -> None:
+        super().__init__(before)
+        self.before, self.value, self.after = before, value, after
+
+    def message(self, secrets: Collection[str]) -> str:
+        return f"{self.before}{_shown(self.value, secrets)}{self.after}"
 
 
 class _LruCache(Generic[K, V]):
@@ -569,8 +585,9 @@ class SchemaRegistryClient:
         url = f"{base}/{path}"
         session = await self._session_for()
         data = None if body is None else json.dumps(body)
+        headers = await self._headers(data is not None)
         try:
-            async with session.request(method, url, params=query, data=data, headers=await self._headers(data is not None)) as response:
+            async with session.request(method, url, params=query, data=data, headers=headers) as response:
                 status = response.status
                 raw = await read_capped(response, MAX_RESPONSE_BYTES)
         except BodyTooLargeError as exc:
@@ -579,18 +596,33 @@ class SchemaRegistryClient:
             return SchemaRegistryError(-1, -1, f"no answer within timeout={self._config.timeout_s:g} s", url)
         except aiohttp.ClientError as exc:
             return SchemaRegistryError(-1, -1, f"cannot reach it: {exc}", url)
-        text = raw.decode("utf-8", "replace")
-        decoded = _decode(text)
-        if 200 <= status < 300:
-            if text and decoded is _UNDECODABLE:
-                return SchemaRegistryError(status, -1, f"answered with a body that is not JSON: {text[:200]!r}", url)
-            try:
-                return parse(None if not text else decoded)
-            except _BadAnswer as exc:
-                return SchemaRegistryError(status, -1, str(exc), url)
-        if isinstance(decoded, Mapping) and "message" in decoded:
-            return SchemaRegistryError(status, _error_code(decoded.get("error_code")), str(decoded["message"]), url)
-        return SchemaRegistryError(status, -1, f"unexpected answer: {text[:200]!r}", url)
+        return _answer(status, raw, url, self._sent_secrets(headers), parse)
+
+    def _sent_secrets(self, headers: Mapping[str, str]) -> frozenset[str]:
+        """What a request carried that is secret (its Basic or Bearer credentials), cut out of any answer an error quotes."""
+        found = authorization_secrets(headers.get("Authorization", ""))
+        if self._config.auth is not None:
+            found.add(self._config.auth[1])
+        return frozenset(found)
+
+
+def _answer(status: int, raw: bytes, url: str, secrets: Collection[str], parse: Callable[[Any], T]) -> T | SchemaRegistryError:
+    """A 2xx answer as ``parse`` reads it, or the error the answer is; the registry's text quoted redacted.
+
+    A registry, or a gateway in front of it, may echo the request: its credentials must not come back out through us.
+    """
+    text = raw.decode("utf-8", "replace")
+    decoded = _decode(text)
+    if 200 <= status < 300:
+        if text and decoded is _UNDECODABLE:
+            return SchemaRegistryError(status, -1, f"answered with a body that is not JSON: {_shown(text, secrets)}", url)
+        try:
+            return parse(None if not text else decoded)
+        except _BadAnswer as exc:
+            return SchemaRegistryError(status, -1, exc.message(secrets), url)
+    if isinstance(decoded, Mapping) and "message" in decoded:
+        return SchemaRegistryError(status, _error_code(decoded.get("error_code")), redact(str(decoded["message"]), secrets), url)
+    return SchemaRegistryError(status, -1, f"unexpected answer: {_shown(text, secrets)}", url)
 
 
 _UNDECODABLE: Final = object()
@@ -608,10 +640,10 @@ def _error_code(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value else -1
 
 
-def _shown(value: object) -> str:
-    """A value from an answer, for a message: its repr, cut short."""
-    text = repr(value)
-    return text if len(text) <= 200 else f"{text[:200]}..."
+def _shown(value: object, secrets: Collection[str]) -> str:
+    """A value from an answer, for a message: its repr, redacted, then cut short (a cut must not leave half a secret)."""
+    text = redact(repr(value), secrets)
+    return text if len(text) <= _MAX_QUOTED else f"{text[:_MAX_QUOTED]}..."
 
 
 def _kind(value: object) -> str:
@@ -622,36 +654,36 @@ def _kind(value: object) -> str:
 def _object(body: Any) -> Mapping[str, Any]:
     """The answer as a JSON object, which it must be."""
     if not isinstance(body, Mapping):
-        raise _BadAnswer(f"answered {_kind(body)} where a JSON object belongs: {_shown(body)}")
+        raise _BadAnswer(f"answered {_kind(body)} where a JSON object belongs: ", body)
     return body
 
 
 def _list_of(body: Any, kind: type[T], what: str) -> list[T]:
     """The answer as a JSON array of ``kind``, which it must be."""
     if not isinstance(body, list):
-        raise _BadAnswer(f"answered {_kind(body)} where a JSON array of {what} belongs: {_shown(body)}")
+        raise _BadAnswer(f"answered {_kind(body)} where a JSON array of {what} belongs: ", body)
     wrong = [item for item in body if not isinstance(item, kind) or isinstance(item, bool)]
     if wrong:
-        raise _BadAnswer(f"answered {what} with {_shown(wrong[0])} among them, which is not a {kind.__name__}")
+        raise _BadAnswer(f"answered {what} with ", wrong[0], f" among them, which is not a {kind.__name__}")
     return body
 
 
 def _versions(body: Any) -> list[int]:
     versions = _list_of(body, int, "versions")
     if any(v < 1 for v in versions):
-        raise _BadAnswer(f"answered a version that is not a version (an int >= 1): {_shown(min(versions))}")
+        raise _BadAnswer("answered a version that is not a version (an int >= 1): ", min(versions))
     return versions
 
 
 def _schema_id(body: Mapping[str, Any], subject: str) -> int:
     """The answer's ``id``, checked to be a schema id: a record must never be framed with anything else."""
     if "id" not in body:
-        raise _BadAnswer(f"answered without a schema id for subject {subject!r}: {_shown(body)}")
+        raise _BadAnswer(f"answered without a schema id for subject {subject!r}: ", body)
     value = body["id"]
     if not is_schema_id(value):
         raise _BadAnswer(
-            f"the registry returned a schema id that is not an id: {_shown(value)} for subject {subject!r} "
-            f"(a schema id is an int in 0..{MAX_SCHEMA_ID})"
+            "the registry returned a schema id that is not an id: ", value,
+            f" for subject {subject!r} (a schema id is an int in 0..{MAX_SCHEMA_ID})",
         )
     assert isinstance(value, int)
     return value
@@ -661,18 +693,18 @@ def _schema(body: Mapping[str, Any]) -> Schema:
     """The schema in an answer (``schema``, ``schemaType``, ``references``), each checked for its type."""
     refs = body.get("references") or []
     if not isinstance(body.get("schema"), str) or not isinstance(body.get("schemaType") or "", str) or not isinstance(refs, list):
-        raise _BadAnswer(f"answered a schema that is not one (schema a string, schemaType a string, references a list): {_shown(body)}")
+        raise _BadAnswer("answered a schema that is not one (schema a string, schemaType a string, references a list): ", body)
     try:
         return Schema.from_dict(body)
     except (KeyError, TypeError, ValueError):
-        raise _BadAnswer(f"answered schema references that are not references: {_shown(refs)}") from None
+        raise _BadAnswer("answered schema references that are not references: ", refs) from None
 
 
 def _version(body: Mapping[str, Any], subject: str) -> int:
     """The answer's ``version``, 0 when it gives none (a registration's answer may not)."""
     version = body.get("version") or 0
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_SCHEMA_ID:
-        raise _BadAnswer(f"answered a version that is not a version (an int >= 1) for subject {subject!r}: {_shown(version)}")
+        raise _BadAnswer(f"answered a version that is not a version (an int >= 1) for subject {subject!r}: ", version)
     return version
 
 
@@ -688,7 +720,7 @@ def _registered(body: Any, subject: str, default_schema: Schema | None = None) -
     schema_id = _schema_id(answer, subject)
     schema = _schema(answer) if "schema" in answer else default_schema
     if schema is None:
-        raise _BadAnswer(f"answered without a schema for subject {subject!r}: {_shown(body)}")
+        raise _BadAnswer(f"answered without a schema for subject {subject!r}: ", body)
     return RegisteredSchema(schema_id, schema, str(answer.get("subject") or subject), _version(answer, subject), _guid(answer))
 
 

@@ -42,22 +42,20 @@ echo the request it got: every secret value the request carried, in every form t
 it (the raw secret, form-url-encoded, the Base64 of ``id:secret``, the whole ``Authorization``
 header, the assertion and its signature) and in the forms an echo hands it back (URL-, JSON- or
 HTML-escaped), is cut out of that text before any error is made of it (:func:`request_secrets`,
-:func:`redact`): the one place provider text enters a message, so exceptions, their ``repr``,
-the "last failures" of ``start()`` and the retry warnings are clean alike.
+:func:`aioproducer.security.redaction.redact`): the one place provider text enters a message, so
+exceptions, their ``repr``, the "last failures" of ``start()`` and the retry warnings are clean alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import html
 import json
 import random
-import re
 import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -66,6 +64,7 @@ from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedErr
 from aioproducer.logs import client_logger
 from aioproducer.network.http_body import BodyTooLargeError, read_capped
 from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
+from aioproducer.security.redaction import authorization_secrets, redact
 from aioproducer.security.sasl import token_expiry_ms
 
 if TYPE_CHECKING:  # aiohttp is the oidc extra's: imported when a token is fetched
@@ -77,7 +76,6 @@ __all__ = [
     "OidcTokenCache",
     "RefreshSettings",
     "parse_token_response",
-    "redact",
     "refresh_at_ms",
     "request_secrets",
     "token_request",
@@ -92,11 +90,6 @@ _UNRETRIABLE_5XX: Final = frozenset({501, 505})
 #: identity provider's, with every group claim, stays under 64 KiB); 1 MiB leaves a wide margin
 #: and still stops a misrouted download or a lying server from growing the process by its size.
 MAX_TOKEN_RESPONSE_BYTES: Final = 1024 * 1024
-#: What replaces a secret in provider text.
-_REDACTED: Final = "***"
-#: An echoed ``Authorization: Basic ...`` header (or ``"Authorization": "Basic ..."``), whatever
-#: its value: also when an echo cut it short of the value sent, which no exact match would find.
-_BASIC_HEADER: Final = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/=%]+")
 
 
 @dataclass(frozen=True)
@@ -263,39 +256,10 @@ def request_secrets(settings: OidcSettings, headers: Mapping[str, str], assertio
     which are not secret, it is the assertion again).
     """
     found = {settings.client_secret.value, urllib.parse.quote(settings.client_secret.value, safe="")}
-    authorization = headers.get("Authorization", "")
-    scheme, _, credentials = authorization.partition(" ")
-    if scheme == "Basic" and credentials:
-        found |= {authorization, credentials, base64.b64decode(credentials).decode("utf-8", "replace")}
+    found |= authorization_secrets(headers.get("Authorization", ""))
     if assertion:
         found |= {assertion, assertion.rpartition(".")[2]}
     return frozenset(value for value in found if value)
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with each of ``secrets`` cut out, in every form an echo may hand it back, and any echoed Basic header's value.
-
-    The forms (:func:`_echoed_forms`) are matched longest first, so that a whole header goes
-    before the value inside it and no part of a longer form is left behind.
-    """
-    forms = {form for secret in secrets for form in _echoed_forms(secret)}
-    if forms:
-        pattern = "|".join(re.escape(form) for form in sorted(forms, key=len, reverse=True))
-        text = re.sub(pattern, _REDACTED, text)
-    return _BASIC_HEADER.sub(rf"\1{_REDACTED}", text)
-
-
-def _echoed_forms(value: str) -> set[str]:
-    """``value`` as sent, and as an echo may carry it: form-url-encoded (both hex cases, ``+`` or
-    ``%20`` for a space), as a JSON string (with and without ``\\u`` escapes, ``/`` escaped or not)
-    and HTML-escaped (an error page)."""
-    forms = {value, urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""), urllib.parse.quote(value)}
-    forms |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), form) for form in forms}
-    for ascii_only in (True, False):
-        as_json = json.dumps(value, ensure_ascii=ascii_only)[1:-1]
-        forms |= {as_json, as_json.replace("/", "\\/")}
-    forms |= {html.escape(value), html.escape(value, quote=False)}
-    return forms
 
 
 def refresh_at_ms(token: AccessToken, refresh: RefreshSettings, draw: float) -> int:

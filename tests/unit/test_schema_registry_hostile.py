@@ -1,4 +1,5 @@
-"""A registry that lies: a schema id that is not an id, an answer of the wrong shape, an answer without end.
+"""A registry that lies: a schema id that is not an id, an answer of the wrong shape, an answer without end,
+an answer that echoes the request's credentials.
 
 The adversary is a registry of the test's own (aiohttp on loopback) that answers every request with
 what the test sets. Through the public API (``Producer.send`` with an ``AvroSerializer``, and the
@@ -8,13 +9,19 @@ format's id is a Java int) is refused with a ``SerializationError`` whose cause,
 producer is not poisoned (the next answer, the largest id there is, frames the record). A JSON
 answer of the wrong shape is named as such. An answer streamed far past the cap (16 MiB) is
 refused naming the cap and the URL, and the bytes the server managed to send stay far below the
-body's size: the client stopped reading and closed the connection.
+body's size: the client stopped reading and closed the connection. A registry that echoes the
+request (its headers, the Basic pair decoded, the bearer token) in a 401, a 500, a 200 that is not
+JSON or a 200 without an id gets none of the credentials out: not in the exception ``send()``
+raises, its chain, their notes and reprs, nor the log (``leak_check`` searches every decoding).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +34,7 @@ from aioproducer.schema_registry import Schema, SchemaRegistryClient, SchemaRegi
 from aioproducer.schema_registry.avro import AvroSerializer
 from aioproducer.schema_registry.client import MAX_RESPONSE_BYTES
 from aioproducer.testing import MockCluster
+from leak_check import leaks, texts_of
 
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]})
 _UNSET: Any = object()
@@ -190,3 +198,73 @@ def test_use_schema_id_and_get_schema_take_only_ids() -> None:
             AvroSerializer(registry_client, None, conf={"use.schema.id": bad, "auto.register.schemas": False})
         with pytest.raises(ValueError, match=rf"schema_id must be a schema id \(an int in 0..2147483647\), got {bad!r}"):
             asyncio.run(registry_client.get_schema(bad))
+
+
+# ------------------------------------------------------------------------ an echo of the credentials
+
+
+PASSWORD = 'pa55:w&rd/+="ü <x>-5e1b'
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJvcmRlcnMifQ.s1gn-at_ure~9c2d"
+
+
+@dataclass
+class EchoingRegistry:
+    """Answers ``status`` with the request echoed in ``style``: its headers, the Basic pair decoded, the bearer token alone."""
+
+    status: int
+    style: str
+    received: list[dict[str, str]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        headers = dict(sorted(request.headers.items(), key=lambda item: item[0].lower() != "authorization"))
+        self.received.append(headers)
+        scheme, _, credentials = headers.get("Authorization", "").partition(" ")
+        revealed = base64.b64decode(credentials).decode() if scheme == "Basic" else credentials
+        fields = {"credentials": revealed, **headers}
+        if self.style == "error-document":
+            text = "; ".join(f"{k}={v}" for k, v in fields.items())
+            return web.json_response({"error_code": 40101, "message": text}, status=self.status)
+        if self.style == "json-object":  # a 200 without an id: the client quotes the object it got
+            return web.json_response({"echo": fields}, status=self.status)
+        if self.style == "url-encoded":
+            return web.Response(text="echo?" + urllib.parse.urlencode(fields), status=self.status)
+        return web.Response(text="\n".join(f"{k}: {v}" for k, v in fields.items()), status=self.status)
+
+
+ECHOES = [(401, "error-document"), (401, "verbatim"), (401, "url-encoded"), (500, "verbatim"), (200, "verbatim"),
+          (200, "json-object")]
+AUTH: dict[str, dict[str, Any]] = {
+    "basic": {"basic.auth.user.info": f"orders:{PASSWORD}"},
+    "bearer": {"bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": TOKEN},
+    "custom-bearer": {"bearer.auth.credentials.source": "CUSTOM",
+                      "bearer.auth.custom.provider.function": lambda conf: {"bearer.auth.token": TOKEN}},
+}
+
+
+@pytest.mark.parametrize("auth", AUTH)
+@pytest.mark.parametrize("status, style", ECHOES, ids=[f"{status}-{style}" for status, style in ECHOES])
+async def test_a_registry_that_echoes_the_request_gets_no_credential_out_of_send(
+    mock_cluster: MockCluster, status: int, style: str, auth: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    echo = EchoingRegistry(status, style)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", echo.handle)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    registry_client = SchemaRegistryClient({"url": url, "max.retries": 0, **AUTH[auth]})
+    try:
+        async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
+                            value_serializer=AvroSerializer(registry_client, ORDER)) as producer:
+            with pytest.raises(SerializationError) as info:
+                await producer.send("orders", {"id": 1})
+    finally:
+        await runner.cleanup()
+    assert "***" in str(info.value.__cause__)  # the echo was quoted, and cut: the test reaches the redaction
+    pair = f"orders:{PASSWORD}"
+    secrets = {PASSWORD, pair, base64.b64encode(pair.encode()).decode()} if auth == "basic" else {TOKEN}
+    secrets |= {got["Authorization"] for got in echo.received}
+    for text in texts_of(info.value, caplog.records):
+        assert not leaks(text, secrets), (leaks(text, secrets), text)
