@@ -57,7 +57,7 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from aioproducer.config import Password
 from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedError
@@ -66,9 +66,6 @@ from aioproducer.network.http_body import BodyTooLargeError, read_capped
 from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
 from aioproducer.security.redaction import authorization_secrets, redact
 from aioproducer.security.sasl import token_expiry_ms
-
-if TYPE_CHECKING:  # aiohttp is the oidc extra's: imported when a token is fetched
-    import aiohttp
 
 __all__ = [
     "AccessToken",
@@ -280,31 +277,36 @@ Fetcher = Callable[[OidcSettings, int], Awaitable[AccessToken]]
 
 async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
     """One token request over aiohttp; errors classified as :func:`parse_token_response` does."""
-    import aiohttp
-
     assertion = await asyncio.to_thread(current_assertion, settings, now_ms) if settings.grant_type == JWT_BEARER else None
     headers, body = token_request(settings, assertion)
+    status, answer = await _post(settings, headers, body)
+    secrets = request_secrets(settings, headers, assertion)
+    return parse_token_response(status, answer, now_ms, url=settings.token_endpoint_url, secrets=secrets)
+
+
+async def _post(settings: OidcSettings, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+    """The token endpoint's status and answer (at most :data:`MAX_TOKEN_RESPONSE_BYTES`), or the error no answer is."""
+    import aiohttp
+
     url = settings.token_endpoint_url
     timeout = aiohttp.ClientTimeout(
         total=settings.timeout_s, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
     )
-    unreachable: str | None = None
+    unreachable = ""
     try:
         connector = None if settings.ssl_context is None else aiohttp.TCPConnector(ssl=settings.ssl_context)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
                 status = response.status
-                answer = await read_capped(response, MAX_TOKEN_RESPONSE_BYTES)
+                return status, await read_capped(response, MAX_TOKEN_RESPONSE_BYTES)
     except BodyTooLargeError as exc:
         error = KafkaConnectionError if _retriable(status) else SaslAuthenticationFailedError
         raise error(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status} with {exc}") from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         unreachable = type(exc).__name__
-    if unreachable is not None:
-        # Raised outside the handler: aiohttp's exception (whose request_info holds the request's
-        # headers, the Authorization among them) is not kept as this one's __context__.
-        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {unreachable}")
-    return parse_token_response(status, answer, now_ms, url=url, secrets=request_secrets(settings, headers, assertion))
+    # Raised outside the handler: aiohttp's exception (whose request_info holds the request's
+    # headers, the Authorization among them) is not kept as this one's __context__.
+    raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {unreachable}")
 
 
 def current_assertion(settings: OidcSettings, now_ms: int) -> str:
