@@ -29,6 +29,15 @@ Caches both ways: a schema's id under a subject (register and lookup) and a sche
 a serializer's steady state makes no HTTP request. Errors are :class:`SchemaRegistryError` with
 the registry's HTTP status, its ``error_code`` and its message (an incompatible schema is 409 with
 the registry's reason), and the URL asked.
+
+A registry's answer is not trusted: it is read up to :data:`MAX_RESPONSE_BYTES` and refused past
+it, unread; an answer of the wrong JSON shape (a list where an object belongs, or the reverse) is
+refused naming what came; a schema id must be what Kafka's and Confluent's clients frame, a Java
+``int`` that is not negative (:func:`is_schema_id`): ``3.7``, ``true``, ``-5`` or ``2**32`` are
+refused naming the value, the subject and the URL, before any record is framed with them. Each is
+a :class:`SchemaRegistryError` (status 200: not retried; asking again gets the same answer).
+The registry's text an error quotes never carries the request's credentials, even from a
+registry or gateway that echoes the request (:mod:`aioproducer.security.redaction`).
 """
 
 from __future__ import annotations
@@ -42,11 +51,13 @@ import ssl
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from aioproducer.errors import ConfigError
+from aioproducer.network.http_body import BodyTooLargeError, read_capped
+from aioproducer.security.redaction import authorization_secrets, redact
 
 if TYPE_CHECKING:
     import aiohttp
@@ -57,6 +68,7 @@ __all__ = [
     "SchemaReference",
     "SchemaRegistryClient",
     "SchemaRegistryError",
+    "is_schema_id",
 ]
 
 #: Every configuration key ``SchemaRegistryClient`` takes (anything else is a ConfigError).
@@ -72,6 +84,22 @@ CONFIG_KEYS: Final = frozenset({
 RETRIABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
 _ACCEPT: Final = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
 _CONTENT_TYPE: Final = "application/vnd.schemaregistry.v1+json"
+#: The largest schema id: the wire format's id is a Java ``int`` (Confluent's serializers write it
+#: with ``ByteBuffer.putInt``), and the registry hands out ids from 0 up.
+MAX_SCHEMA_ID: Final = 2**31 - 1
+#: The most of one answer read. A schema is stored as one record of the registry's ``_schemas``
+#: topic, so it is at most the broker's message size (1 MiB by default, rarely raised past a few);
+#: a list of every subject of a large registry (100,000 subjects of ~100 bytes) is ~10 MiB.
+#: 16 MiB holds both with room, and stops a proxy's download or a lying server from growing the
+#: producer's process by whatever it sends.
+MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+#: How much of a registry's unexpected answer a message quotes.
+_MAX_QUOTED: Final = 200
+
+
+def is_schema_id(value: object) -> bool:
+    """Whether ``value`` is a schema id: an ``int`` (not a ``bool``) in ``0..2**31-1``, what the wire format frames."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SCHEMA_ID
 
 
 class SchemaRegistryError(Exception):
@@ -139,6 +167,22 @@ class RegisteredSchema:
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
+
+
+class _BadAnswer(ValueError):
+    """A 2xx answer this client cannot take (its shape, a value that is not what it says); made a SchemaRegistryError with the URL.
+
+    The message is ``before``, the offending ``value`` (shown redacted and cut short by the
+    request that knows what it sent, :meth:`SchemaRegistryClient._once`), then ``after``.
+    """
+
+    def __init__(self, before: str, value: object, after: str = "") -> None:
+        super().__init__(before)
+        self.before, self.value, self.after = before, value, after
+
+    def message(self, secrets: Collection[str]) -> str:
+        return f"{self.before}{_shown(self.value, secrets)}{self.after}"
 
 
 class _LruCache(Generic[K, V]):
@@ -355,11 +399,9 @@ class SchemaRegistryClient:
         cached = self._by_schema.get(key)
         if cached is not None:
             return cached
-        body = await self._request(
-            "POST", f"subjects/{_quote(subject_name)}/versions", {"normalize": _bool(normalize_schemas)}, schema.to_dict()
-        )
-        registered = RegisteredSchema(
-            int(body["id"]), schema, subject_name, int(body.get("version") or 0), _guid(body)
+        registered = await self._request(
+            "POST", f"subjects/{_quote(subject_name)}/versions", {"normalize": _bool(normalize_schemas)}, schema.to_dict(),
+            parse=lambda body: _registration(body, subject_name, schema),
         )
         self._by_schema.put(key, registered)
         self._by_id.put(registered.schema_id, schema)
@@ -372,21 +414,23 @@ class SchemaRegistryClient:
         cached = self._by_schema.get(key)
         if cached is not None and cached.version:
             return cached
-        body = await self._request("POST", f"subjects/{_quote(subject_name)}", {"normalize": _bool(normalize_schemas)}, schema.to_dict())
-        registered = _registered(body, subject_name, default_schema=schema)
+        registered = await self._request(
+            "POST", f"subjects/{_quote(subject_name)}", {"normalize": _bool(normalize_schemas)}, schema.to_dict(),
+            parse=lambda body: _registered(body, subject_name, default_schema=schema),
+        )
         self._by_schema.put(key, registered)
         self._by_id.put(registered.schema_id, registered.schema)
         return registered
 
     async def get_schema(self, schema_id: int, subject_name: str | None = None) -> Schema:
         """The schema with global id ``schema_id``."""
-        if isinstance(schema_id, bool) or not isinstance(schema_id, int) or schema_id < 0:
-            raise ValueError(f"schema_id must be a non-negative int, got {schema_id!r}")
+        if not is_schema_id(schema_id):
+            raise ValueError(f"schema_id must be a schema id (an int in 0..{MAX_SCHEMA_ID}), got {schema_id!r}")
         cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
         query = {"subject": subject_name} if subject_name else None
-        schema = Schema.from_dict(await self._request("GET", f"schemas/ids/{schema_id}", query))
+        schema = await self._request("GET", f"schemas/ids/{schema_id}", query, parse=lambda body: _schema(_object(body)))
         self._by_id.put(schema_id, schema)
         return schema
 
@@ -397,7 +441,9 @@ class SchemaRegistryClient:
         ttl = self._config.cache_latest_ttl_s
         if hit is not None and (ttl is None or time.monotonic() - hit[1] < ttl):
             return hit[0]
-        registered = _registered(await self._request("GET", f"subjects/{_quote(subject_name)}/versions/latest"), subject_name)
+        registered = await self._request(
+            "GET", f"subjects/{_quote(subject_name)}/versions/latest", parse=lambda body: _registered(body, subject_name)
+        )
         self._latest[subject_name] = (registered, time.monotonic())
         self._by_id.put(registered.schema_id, registered.schema)
         return registered
@@ -405,41 +451,43 @@ class SchemaRegistryClient:
     async def get_version(self, subject_name: str, version: int | str) -> RegisteredSchema:
         """Version ``version`` (or ``"latest"``) of the subject, uncached."""
         _check_subject(subject_name)
-        body = await self._request("GET", f"subjects/{_quote(subject_name)}/versions/{version}")
-        return _registered(body, subject_name)
+        return await self._request(
+            "GET", f"subjects/{_quote(subject_name)}/versions/{version}", parse=lambda body: _registered(body, subject_name)
+        )
 
     async def get_subjects(self) -> list[str]:
-        return [str(s) for s in await self._request("GET", "subjects")]
+        return await self._request("GET", "subjects", parse=lambda body: _list_of(body, str, "subject names"))
 
     async def get_versions(self, subject_name: str) -> list[int]:
         _check_subject(subject_name)
-        return [int(v) for v in await self._request("GET", f"subjects/{_quote(subject_name)}/versions")]
+        return await self._request("GET", f"subjects/{_quote(subject_name)}/versions", parse=_versions)
 
     async def delete_subject(self, subject_name: str, permanent: bool = False) -> list[int]:
         """Delete the subject (soft, or ``permanent``); the versions it had. Forgets what was cached of it."""
         _check_subject(subject_name)
-        versions = await self._request("DELETE", f"subjects/{_quote(subject_name)}", {"permanent": _bool(permanent)} if permanent else None)
+        query = {"permanent": _bool(permanent)} if permanent else None
+        versions = await self._request("DELETE", f"subjects/{_quote(subject_name)}", query, parse=_versions)
         self._latest.pop(subject_name, None)
         self._by_schema.clear()
-        return [int(v) for v in versions]
+        return versions
 
     async def test_compatibility(self, subject_name: str, schema: Schema, version: int | str = "latest") -> bool:
         """Whether ``schema`` may be registered after ``version`` under the subject's compatibility rule."""
         _check_subject(subject_name)
         body = await self._request(
-            "POST", f"compatibility/subjects/{_quote(subject_name)}/versions/{version}", None, schema.to_dict()
+            "POST", f"compatibility/subjects/{_quote(subject_name)}/versions/{version}", None, schema.to_dict(), parse=_object
         )
         return bool(body.get("is_compatible"))
 
     async def set_compatibility(self, subject_name: str | None = None, level: str = "BACKWARD") -> str:
         """Set the compatibility rule of a subject, or the registry's default (``subject_name=None``)."""
         path = "config" if subject_name is None else f"config/{_quote(subject_name)}"
-        body = await self._request("PUT", path, None, {"compatibility": level.upper()})
+        body = await self._request("PUT", path, None, {"compatibility": level.upper()}, parse=_object)
         return str(body.get("compatibility") or body.get("compatibilityLevel") or level.upper())
 
     async def get_compatibility(self, subject_name: str | None = None) -> str:
         path = "config" if subject_name is None else f"config/{_quote(subject_name)}"
-        body = await self._request("GET", path)
+        body = await self._request("GET", path, parse=_object)
         return str(body.get("compatibilityLevel") or body.get("compatibility"))
 
     async def close(self) -> None:
@@ -504,8 +552,14 @@ class SchemaRegistryClient:
                 headers["Confluent-Identity-Pool-Id"] = str(fields["bearer.auth.identity.pool.id"])
         return headers
 
-    async def _request(self, method: str, path: str, query: Mapping[str, str] | None = None, body: Any = None) -> Any:
-        """One request, over every URL and the retries; the decoded JSON, or SchemaRegistryError."""
+    async def _request(
+        self, method: str, path: str, query: Mapping[str, str] | None = None, body: Any = None, *, parse: Callable[[Any], T]
+    ) -> T:
+        """One request, over every URL and the retries; the answer's JSON as ``parse`` reads it, or SchemaRegistryError.
+
+        ``parse`` raises :class:`_BadAnswer` for an answer it cannot take: a SchemaRegistryError
+        naming the URL, raised at once (a 2xx: another URL or a retry would answer the same).
+        """
         cfg = self._config
         last: SchemaRegistryError | None = None
         for attempt in range(cfg.max_retries + 1):
@@ -513,7 +567,7 @@ class SchemaRegistryClient:
                 cap = min(cfg.retries_wait_ms * (2.0 ** (attempt - 1)), cfg.retries_max_wait_ms)
                 await asyncio.sleep(random.random() * cap / 1000.0)  # full jitter: spread the clients out
             for url in cfg.urls:
-                outcome = await self._once(url, method, path, query, body)
+                outcome = await self._once(url, method, path, query, body, parse)
                 if not isinstance(outcome, SchemaRegistryError):
                     return outcome
                 last = outcome
@@ -522,29 +576,53 @@ class SchemaRegistryClient:
         assert last is not None
         raise last
 
-    async def _once(self, base: str, method: str, path: str, query: Mapping[str, str] | None, body: Any) -> Any:
-        """The decoded answer, or the error to retry or raise (status -1: no answer)."""
+    async def _once(
+        self, base: str, method: str, path: str, query: Mapping[str, str] | None, body: Any, parse: Callable[[Any], T]
+    ) -> T | SchemaRegistryError:
+        """The parsed answer, or the error to retry or raise (status -1: no answer)."""
         import aiohttp
 
         url = f"{base}/{path}"
         session = await self._session_for()
         data = None if body is None else json.dumps(body)
+        headers = await self._headers(data is not None)
         try:
-            async with session.request(method, url, params=query, data=data, headers=await self._headers(data is not None)) as response:
-                text = await response.text()
+            async with session.request(method, url, params=query, data=data, headers=headers) as response:
                 status = response.status
+                raw = await read_capped(response, MAX_RESPONSE_BYTES)
+        except BodyTooLargeError as exc:
+            return SchemaRegistryError(status, -1, f"answered with {exc}", url)
         except asyncio.TimeoutError:
             return SchemaRegistryError(-1, -1, f"no answer within timeout={self._config.timeout_s:g} s", url)
         except aiohttp.ClientError as exc:
             return SchemaRegistryError(-1, -1, f"cannot reach it: {exc}", url)
-        decoded = _decode(text)
-        if 200 <= status < 300:
-            if text and decoded is _UNDECODABLE:
-                return SchemaRegistryError(status, -1, f"answered with a body that is not JSON: {text[:200]!r}", url)
-            return None if not text else decoded
-        if isinstance(decoded, Mapping) and "message" in decoded:
-            return SchemaRegistryError(status, int(decoded.get("error_code") or -1), str(decoded["message"]), url)
-        return SchemaRegistryError(status, -1, f"unexpected answer: {text[:200]!r}", url)
+        return _answer(status, raw, url, self._sent_secrets(headers), parse)
+
+    def _sent_secrets(self, headers: Mapping[str, str]) -> frozenset[str]:
+        """What a request carried that is secret (its Basic or Bearer credentials), cut out of any answer an error quotes."""
+        found = authorization_secrets(headers.get("Authorization", ""))
+        if self._config.auth is not None:
+            found.add(self._config.auth[1])
+        return frozenset(found)
+
+
+def _answer(status: int, raw: bytes, url: str, secrets: Collection[str], parse: Callable[[Any], T]) -> T | SchemaRegistryError:
+    """A 2xx answer as ``parse`` reads it, or the error the answer is; the registry's text quoted redacted.
+
+    A registry, or a gateway in front of it, may echo the request: its credentials must not come back out through us.
+    """
+    text = raw.decode("utf-8", "replace")
+    decoded = _decode(text)
+    if 200 <= status < 300:
+        if text and decoded is _UNDECODABLE:
+            return SchemaRegistryError(status, -1, f"answered with a body that is not JSON: {_shown(text, secrets)}", url)
+        try:
+            return parse(None if not text else decoded)
+        except _BadAnswer as exc:
+            return SchemaRegistryError(status, -1, exc.message(secrets), url)
+    if isinstance(decoded, Mapping) and "message" in decoded:
+        return SchemaRegistryError(status, _error_code(decoded.get("error_code")), redact(str(decoded["message"]), secrets), url)
+    return SchemaRegistryError(status, -1, f"unexpected answer: {_shown(text, secrets)}", url)
 
 
 _UNDECODABLE: Final = object()
@@ -557,13 +635,93 @@ def _decode(text: str) -> Any:
         return _UNDECODABLE
 
 
+def _error_code(value: object) -> int:
+    """The registry's ``error_code``, or -1 when it gave none that is a number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value else -1
+
+
+def _shown(value: object, secrets: Collection[str]) -> str:
+    """A value from an answer, for a message: its repr, redacted, then cut short (a cut must not leave half a secret)."""
+    text = redact(repr(value), secrets)
+    return text if len(text) <= _MAX_QUOTED else f"{text[:_MAX_QUOTED]}..."
+
+
+def _kind(value: object) -> str:
+    return {dict: "a JSON object", list: "a JSON array", str: "a JSON string", bool: "a JSON boolean",
+            int: "a JSON number", float: "a JSON number", type(None): "no body (or null)"}.get(type(value), type(value).__name__)
+
+
+def _object(body: Any) -> Mapping[str, Any]:
+    """The answer as a JSON object, which it must be."""
+    if not isinstance(body, Mapping):
+        raise _BadAnswer(f"answered {_kind(body)} where a JSON object belongs: ", body)
+    return body
+
+
+def _list_of(body: Any, kind: type[T], what: str) -> list[T]:
+    """The answer as a JSON array of ``kind``, which it must be."""
+    if not isinstance(body, list):
+        raise _BadAnswer(f"answered {_kind(body)} where a JSON array of {what} belongs: ", body)
+    wrong = [item for item in body if not isinstance(item, kind) or isinstance(item, bool)]
+    if wrong:
+        raise _BadAnswer(f"answered {what} with ", wrong[0], f" among them, which is not a {kind.__name__}")
+    return body
+
+
+def _versions(body: Any) -> list[int]:
+    versions = _list_of(body, int, "versions")
+    if any(v < 1 for v in versions):
+        raise _BadAnswer("answered a version that is not a version (an int >= 1): ", min(versions))
+    return versions
+
+
+def _schema_id(body: Mapping[str, Any], subject: str) -> int:
+    """The answer's ``id``, checked to be a schema id: a record must never be framed with anything else."""
+    if "id" not in body:
+        raise _BadAnswer(f"answered without a schema id for subject {subject!r}: ", body)
+    value = body["id"]
+    if not is_schema_id(value):
+        raise _BadAnswer(
+            "the registry returned a schema id that is not an id: ", value,
+            f" for subject {subject!r} (a schema id is an int in 0..{MAX_SCHEMA_ID})",
+        )
+    assert isinstance(value, int)
+    return value
+
+
+def _schema(body: Mapping[str, Any]) -> Schema:
+    """The schema in an answer (``schema``, ``schemaType``, ``references``), each checked for its type."""
+    refs = body.get("references") or []
+    if not isinstance(body.get("schema"), str) or not isinstance(body.get("schemaType") or "", str) or not isinstance(refs, list):
+        raise _BadAnswer("answered a schema that is not one (schema a string, schemaType a string, references a list): ", body)
+    try:
+        return Schema.from_dict(body)
+    except (KeyError, TypeError, ValueError):
+        raise _BadAnswer("answered schema references that are not references: ", refs) from None
+
+
+def _version(body: Mapping[str, Any], subject: str) -> int:
+    """The answer's ``version``, 0 when it gives none (a registration's answer may not)."""
+    version = body.get("version") or 0
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_SCHEMA_ID:
+        raise _BadAnswer(f"answered a version that is not a version (an int >= 1) for subject {subject!r}: ", version)
+    return version
+
+
+def _registration(body: Any, subject: str, schema: Schema) -> RegisteredSchema:
+    """A registration's answer: the id (checked) and version of ``schema`` under ``subject``."""
+    answer = _object(body)
+    return RegisteredSchema(_schema_id(answer, subject), schema, subject, _version(answer, subject), _guid(answer))
+
+
 def _registered(body: Any, subject: str, default_schema: Schema | None = None) -> RegisteredSchema:
-    if not isinstance(body, Mapping) or "id" not in body:
-        raise SchemaRegistryError(200, -1, f"answer without a schema id: {str(body)[:200]!r}")
-    schema = Schema.from_dict(body) if "schema" in body else default_schema
+    """A version of a subject as the registry answers it: its id (checked), schema, subject and version."""
+    answer = _object(body)
+    schema_id = _schema_id(answer, subject)
+    schema = _schema(answer) if "schema" in answer else default_schema
     if schema is None:
-        raise SchemaRegistryError(200, -1, f"answer without a schema: {str(body)[:200]!r}")
-    return RegisteredSchema(int(body["id"]), schema, str(body.get("subject") or subject), int(body.get("version") or 0), _guid(body))
+        raise _BadAnswer(f"answered without a schema for subject {subject!r}: ", body)
+    return RegisteredSchema(schema_id, schema, str(answer.get("subject") or subject), _version(answer, subject), _guid(answer))
 
 
 def _guid(body: Mapping[str, Any]) -> str | None:

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from aioproducer.errors import ConfigError, SerializationError
-from aioproducer.schema_registry.client import RegisteredSchema, Schema, SchemaRegistryClient
+from aioproducer.schema_registry.client import MAX_SCHEMA_ID, RegisteredSchema, Schema, SchemaRegistryClient, is_schema_id
 
 __all__ = [
     "MessageField",
@@ -156,8 +156,8 @@ class RegistrySerializer:
         self._normalize = _flag(merged, "normalize.schemas")
         self._use_latest = _flag(merged, "use.latest.version")
         use_id = merged["use.schema.id"]
-        if use_id is not None and (isinstance(use_id, bool) or not isinstance(use_id, int) or use_id < 0):
-            raise ConfigError(f"use.schema.id must be a schema id (int >= 0) or None, got {use_id!r}")
+        if use_id is not None and not is_schema_id(use_id):
+            raise ConfigError(f"use.schema.id must be a schema id (an int in 0..{MAX_SCHEMA_ID}) or None, got {use_id!r}")
         self._use_schema_id: int | None = use_id
         if self._use_latest and self._auto_register:
             raise ConfigError("use.latest.version=True needs auto.register.schemas=False (a new schema would not be the latest)")

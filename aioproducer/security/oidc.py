@@ -32,9 +32,18 @@ the provider's own ``error``/``error_description``: retrying cannot help, so ``s
 fails at once. The provider unreachable, slow or failing (5xx, 408, 429) is retried at once
 as Java's ``HttpJwtRetriever`` does: after ``sasl.login.retry.backoff.ms``, doubling each
 time, for at most ``sasl.login.retry.backoff.max.ms`` in all (the last wait cut to fit);
-then it is a :class:`KafkaConnectionError`, retried as a broker connection is. The client
-secret, the private key and its passphrase, the assertions and the tokens never appear in a
-message, a ``repr`` or the log.
+then it is a :class:`KafkaConnectionError`, retried as a broker connection is. An answer is
+read up to :data:`MAX_TOKEN_RESPONSE_BYTES` and refused past it, unread.
+
+Secrets. The client secret, the private key and its passphrase, the assertions and the tokens
+never appear in a message, a ``repr`` or the log. The provider's own text is quoted in errors
+(its ``error_description`` says why it refused), and a provider or a gateway in front of it may
+echo the request it got: every secret value the request carried, in every form the client sent
+it (the raw secret, form-url-encoded, the Base64 of ``id:secret``, the whole ``Authorization``
+header, the assertion and its signature) and in the forms an echo hands it back (URL-, JSON- or
+HTML-escaped), is cut out of that text before any error is made of it (:func:`request_secrets`,
+:func:`aioproducer.security.redaction.redact`): the one place provider text enters a message, so
+exceptions, their ``repr``, the "last failures" of ``start()`` and the retry warnings are clean alike.
 """
 
 from __future__ import annotations
@@ -46,14 +55,16 @@ import random
 import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from aioproducer.config import Password
 from aioproducer.errors import KafkaConnectionError, SaslAuthenticationFailedError
 from aioproducer.logs import client_logger
+from aioproducer.network.http_body import BodyTooLargeError, read_capped
 from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
+from aioproducer.security.redaction import authorization_secrets, redact
 from aioproducer.security.sasl import token_expiry_ms
 
 __all__ = [
@@ -63,6 +74,7 @@ __all__ = [
     "RefreshSettings",
     "parse_token_response",
     "refresh_at_ms",
+    "request_secrets",
     "token_request",
 ]
 
@@ -71,6 +83,10 @@ _MAX_ERROR_TEXT: Final = 300
 #: Java's ``HttpJwtRetriever`` retries every HTTP error but 4xx (save 408 and 429), 501 and 505.
 _RETRIABLE_4XX: Final = frozenset({408, 429})
 _UNRETRIABLE_5XX: Final = frozenset({501, 505})
+#: The most of a token endpoint's answer read. A token answer is a JWT of a few KiB (a large
+#: identity provider's, with every group claim, stays under 64 KiB); 1 MiB leaves a wide margin
+#: and still stops a misrouted download or a lying server from growing the process by its size.
+MAX_TOKEN_RESPONSE_BYTES: Final = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -169,17 +185,19 @@ def token_request(settings: OidcSettings, assertion: str | None = None) -> tuple
     return headers, urllib.parse.urlencode(form).encode("ascii")
 
 
-def parse_token_response(status: int, body: bytes, now_ms: int, *, url: str, secret: str = "") -> AccessToken:
+def parse_token_response(
+    status: int, body: bytes, now_ms: int, *, url: str, secrets: Collection[str] = ()
+) -> AccessToken:
     """The token in the provider's answer, or the error saying why there is none.
 
-    ``secret`` is cut out of any provider text quoted in an error (a provider that echoes
-    the request must not leak it through us).
+    ``secrets`` (:func:`request_secrets`) are cut out of any provider text quoted in an error:
+    a provider that echoes the request must not leak them through us.
     """
-    if status in _RETRIABLE_4XX or (status >= 500 and status not in _UNRETRIABLE_5XX):
-        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secret)}")
+    if _retriable(status):
+        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status}{_provider_text(body, secrets)}")
     if status != 200:
         raise SaslAuthenticationFailedError(
-            f"OAUTHBEARER: the token endpoint {url} refused the client (HTTP {status}){_provider_text(body, secret)}"
+            f"OAUTHBEARER: the token endpoint {url} refused the client (HTTP {status}){_provider_text(body, secrets)}"
         )
     document = _json_object(body)
     token = document.get("access_token") if document is not None else None
@@ -207,8 +225,13 @@ def _json_object(body: bytes) -> dict[str, object] | None:
     return document if isinstance(document, dict) else None
 
 
-def _provider_text(body: bytes, secret: str) -> str:
-    """``: <error>: <error_description>`` from an OAuth error document (RFC 6749 §5.2), else the body's start."""
+def _retriable(status: int) -> bool:
+    """Java's ``HttpJwtRetriever`` rule: 408, 429 and every 5xx but 501 and 505 are worth asking again."""
+    return status in _RETRIABLE_4XX or (status >= 500 and status not in _UNRETRIABLE_5XX)
+
+
+def _provider_text(body: bytes, secrets: Collection[str]) -> str:
+    """``: <error>: <error_description>`` from an OAuth error document (RFC 6749 §5.2), else the body's start; redacted."""
     document = _json_object(body)
     if document is not None and isinstance(document.get("error"), str):
         text = str(document["error"])
@@ -216,10 +239,24 @@ def _provider_text(body: bytes, secret: str) -> str:
             text += f": {document['error_description']}"
     else:
         text = body.decode("utf-8", "replace").strip()
-    if secret:
-        text = text.replace(secret, "***")
-    text = text[:_MAX_ERROR_TEXT]
+    text = redact(text, secrets)[:_MAX_ERROR_TEXT]  # cut after redacting: a cut must not split a secret out of reach
     return f": {text}" if text else ""
+
+
+def request_secrets(settings: OidcSettings, headers: Mapping[str, str], assertion: str | None) -> frozenset[str]:
+    """Every secret value a token request carried, in each form the client sent it.
+
+    Client credentials: the secret as configured and form-url-encoded (KIP-1025's
+    ``header.urlencode`` sends that form; both are listed whatever the setting), the
+    ``id:secret`` pair and its Base64, and the whole ``Authorization`` header. JWT bearer: the
+    assertion (it is a credential until it expires) and its signature (with the header and claims,
+    which are not secret, it is the assertion again).
+    """
+    found = {settings.client_secret.value, urllib.parse.quote(settings.client_secret.value, safe="")}
+    found |= authorization_secrets(headers.get("Authorization", ""))
+    if assertion:
+        found |= {assertion, assertion.rpartition(".")[2]}
+    return frozenset(value for value in found if value)
 
 
 def refresh_at_ms(token: AccessToken, refresh: RefreshSettings, draw: float) -> int:
@@ -240,22 +277,36 @@ Fetcher = Callable[[OidcSettings, int], Awaitable[AccessToken]]
 
 async def fetch_token(settings: OidcSettings, now_ms: int) -> AccessToken:
     """One token request over aiohttp; errors classified as :func:`parse_token_response` does."""
-    import aiohttp
-
     assertion = await asyncio.to_thread(current_assertion, settings, now_ms) if settings.grant_type == JWT_BEARER else None
     headers, body = token_request(settings, assertion)
+    status, answer = await _post(settings, headers, body)
+    secrets = request_secrets(settings, headers, assertion)
+    return parse_token_response(status, answer, now_ms, url=settings.token_endpoint_url, secrets=secrets)
+
+
+async def _post(settings: OidcSettings, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+    """The token endpoint's status and answer (at most :data:`MAX_TOKEN_RESPONSE_BYTES`), or the error no answer is."""
+    import aiohttp
+
     url = settings.token_endpoint_url
     timeout = aiohttp.ClientTimeout(
         total=settings.timeout_s, sock_connect=settings.connect_timeout_s, sock_read=settings.read_timeout_s
     )
+    unreachable = ""
     try:
         connector = None if settings.ssl_context is None else aiohttp.TCPConnector(ssl=settings.ssl_context)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as response:
-                status, answer = response.status, await response.read()
+                status = response.status
+                return status, await read_capped(response, MAX_TOKEN_RESPONSE_BYTES)
+    except BodyTooLargeError as exc:
+        error = KafkaConnectionError if _retriable(status) else SaslAuthenticationFailedError
+        raise error(f"OAUTHBEARER: the token endpoint {url} answered HTTP {status} with {exc}") from None
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {type(exc).__name__}") from None
-    return parse_token_response(status, answer, now_ms, url=url, secret=assertion or settings.client_secret.value)
+        unreachable = type(exc).__name__
+    # Raised outside the handler: aiohttp's exception (whose request_info holds the request's
+    # headers, the Authorization among them) is not kept as this one's __context__.
+    raise KafkaConnectionError(f"OAUTHBEARER: the token endpoint {url} could not be reached: {unreachable}")
 
 
 def current_assertion(settings: OidcSettings, now_ms: int) -> str:

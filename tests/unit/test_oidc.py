@@ -115,7 +115,7 @@ def test_an_expired_token_is_refused() -> None:
 def test_a_refusal_carries_the_providers_error_and_never_the_secret() -> None:
     body = answer(error="invalid_client", error_description=f"bad secret {SECRET}")
     with pytest.raises(SaslAuthenticationFailedError) as info:
-        parse_token_response(401, body, NOW, url=URL, secret=SECRET)
+        parse_token_response(401, body, NOW, url=URL, secrets=[SECRET])
     assert str(info.value).endswith(f"the token endpoint {URL} refused the client (HTTP 401): invalid_client: bad secret ***")
     with pytest.raises(SaslAuthenticationFailedError, match=r"\(HTTP 403\): forbidden$"):
         parse_token_response(403, b"forbidden", NOW, url=URL)
@@ -400,6 +400,8 @@ async def test_an_unreachable_endpoint_is_a_retriable_connection_error() -> None
     with pytest.raises(KafkaConnectionError, match="could not be reached") as info:
         await fetch_token(OidcSettings(url, "svc", Password(SECRET)), NOW)
     assert info.value.retriable
+    # aiohttp's error is not kept as the context: its request_info holds the request's Authorization header.
+    assert info.value.__context__ is None and info.value.__cause__ is None
 
 
 # ------------------------------------------------------------------------ the JWT bearer grant (KIP-1139)
