@@ -29,7 +29,6 @@ from aioproducer.errors import (
     ConfigError,
     IllegalStateError,
     InvalidTopicError,
-    ProducerClosedError,
 )
 from aioproducer.internals.accumulator import UNKNOWN_PARTITION, RecordAccumulator
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
@@ -37,12 +36,10 @@ from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.engine import ProducerEngine
 from aioproducer.internals.intake import HeadersArg, ProducerRecord, RecordIntake
 from aioproducer.internals.parts import ProducerParts
-from aioproducer.internals.transaction_manager import TransactionState
 from aioproducer.internals.transactions import (
     PreparedTransaction,
     Transactions,
     committed_offsets,
-    complete_prepared,
     offset_fetch_arguments,
 )
 from aioproducer.lifecycle import State
@@ -419,15 +416,7 @@ class Producer:
             )
         if not isinstance(commit, bool):
             raise TypeError(f"complete_transaction(commit=...) must be a bool, got {type(commit).__name__}")
-        self._check_context()
-        if self._lifecycle.closing:
-            raise ProducerClosedError("complete_transaction() called on a closed producer")
-        self._require_started()
-        coordinators = self._engine.coordinators
-        assert coordinators is not None  # set with the accumulator
-        next_producer = await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self._config.max_block_ms)
-        if self._engine.transactions is not None:
-            self._engine.transactions.completed(prepared, next_producer)
+        await self._engine.complete_transaction(prepared, commit=commit)
 
     async def send_offsets_to_transaction(self, offsets: Mapping[Any, int], group_metadata: Any) -> None:
         """Commit a consumer's offsets (partition -> next offset to read) as part of the transaction.
@@ -458,11 +447,7 @@ class Producer:
         requested = offset_fetch_arguments(group_id, partitions)
         if not isinstance(require_stable, bool):
             raise TypeError(f"committed_offsets(require_stable=...) must be a bool, got {type(require_stable).__name__}")
-        if self._lifecycle.closing:
-            raise ProducerClosedError("committed_offsets() called on a closed producer")
-        self._require_started()
-        coordinators = self._engine.coordinators
-        assert coordinators is not None  # set with the accumulator
+        coordinators = self._engine.coordinators_for("committed_offsets()")
         if not requested:
             return {}
         return await committed_offsets(
@@ -477,23 +462,13 @@ class Producer:
             yield self
         except BaseException:
             transactions = self._engine.transactions
-            if transactions is not None and transactions.tm.state in (
-                TransactionState.IN_TRANSACTION, TransactionState.ABORTABLE_ERROR
-            ):
+            if transactions is not None and transactions.abortable:
                 await self.abort_transaction()
             raise
         await self.commit_transaction()
 
     def _require_transactions(self, call: str) -> Transactions:
-        self._check_context()
-        if self._config.transactional_id is None:
-            raise IllegalStateError(f"{call} needs a transactional producer: set transactional.id")
-        if self._lifecycle.closing:
-            raise ProducerClosedError(f"{call} called on a closed producer")
-        transactions = self._engine.transactions
-        if transactions is None:
-            raise IllegalStateError(f"{call}: the producer is not started ('async with Producer(...)' or 'await start()')")
-        return transactions
+        return self._engine.require_transactions(call)
 
     async def send_and_wait(
         self,

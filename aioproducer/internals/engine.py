@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aioproducer.config import ProducerConfig
-from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
+from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
 from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
@@ -57,7 +57,7 @@ from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.parts import ClusterParts, EngineClient, EngineSender, ProducerParts
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
 from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager, TransactionState
-from aioproducer.internals.transactions import Transactions
+from aioproducer.internals.transactions import PreparedTransaction, Transactions, complete_prepared
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike, client_logger
 from aioproducer.network.metadata import ClusterMetadata
@@ -206,6 +206,35 @@ class ProducerEngine:
                 "nothing can be sent any more; create a new producer"
             )
         raise ProducerClosedError("the producer is not started: use 'async with Producer(...)' or 'await start()'")
+
+    def require_transactions(self, call: str) -> Transactions:
+        """The transaction calls, for ``call`` on a started transactional producer; else the error naming it."""
+        self.check_context()
+        if self.config.transactional_id is None:
+            raise IllegalStateError(f"{call} needs a transactional producer: set transactional.id")
+        if self._lifecycle.closing:
+            raise ProducerClosedError(f"{call} called on a closed producer")
+        transactions = self.transactions
+        if transactions is None:
+            raise IllegalStateError(f"{call}: the producer is not started ('async with Producer(...)' or 'await start()')")
+        return transactions
+
+    def coordinators_for(self, call: str) -> CoordinatorSender:
+        """The coordinators, for ``call`` on any started producer (transactional or not); else the error naming it."""
+        self.check_context()
+        if self._lifecycle.closing:
+            raise ProducerClosedError(f"{call} called on a closed producer")
+        self.require_started()
+        coordinators = self.coordinators
+        assert coordinators is not None  # set with the accumulator
+        return coordinators
+
+    async def complete_transaction(self, prepared: PreparedTransaction, *, commit: bool) -> None:
+        """``Producer.complete_transaction()``: end a prepared transaction through its coordinator; ours learns of it."""
+        coordinators = self.coordinators_for("complete_transaction()")
+        next_producer = await complete_prepared(coordinators, prepared, commit=commit, max_block_ms=self.config.max_block_ms)
+        if self.transactions is not None:
+            self.transactions.completed(prepared, next_producer)
 
     def _set_intake(self, intake: RecordIntake | None) -> None:
         """Open (a start succeeded) or withdraw (None) the door into the accumulator, and tell the producer."""

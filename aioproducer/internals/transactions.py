@@ -392,7 +392,7 @@ class Transactions:
         if pending is not None:
             await asyncio.wait([pending.task])  # its outcome was given up on by its caller
             self._pending = None
-        if self.tm.state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR):
+        if self.abortable:
             await self._begin_abort()
 
     async def cancel_pending(self) -> None:
@@ -460,6 +460,11 @@ class Transactions:
         await self._coordinators.send(request, deadline)
 
     # ------------------------------------------------------------------------ begin, commit
+    @property
+    def abortable(self) -> bool:
+        """A transaction is open or failed and awaits its abort: what ``Producer.transaction()`` aborts on an exception."""
+        return self.tm.state in (_S.IN_TRANSACTION, _S.ABORTABLE_ERROR)
+
     def begin(self) -> None:
         self.require_no_pending("begin_transaction()")
         self.tm.require("begin_transaction()", _S.READY)
