@@ -3,7 +3,7 @@
 Imported only by a producer made with ``tracing=True`` or ``tracer_provider=`` (``pip install
 'aioproducer[opentelemetry]'``, which brings ``opentelemetry-api``): a producer without tracing
 never imports this module nor the library, and its ``send()`` takes the fast path it takes today
-(``Producer.__init__`` keeps the fast path closed only to a traced producer: ``_plain``).
+(a traced producer's records take the intake's general route: ``internals/intake.py``, ``Hooks``).
 
 Why the span ends where it does: the instrumentations of the other clients end it when the record
 is queued, which shows nothing of delivery. Here the record's span is started in ``send()`` (after
