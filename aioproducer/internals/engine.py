@@ -41,7 +41,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
@@ -52,7 +52,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.callbacks import safe_call
 from aioproducer.internals.coordinator import CoordinatorSender
 from aioproducer.internals.failure_log import DeliveryFailureLog
-from aioproducer.internals.intake import Hooks, RecordIntake
+from aioproducer.internals.intake import Hooks, RecordIntake, RecordTracer
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.parts import ClusterParts, EngineClient, EngineSender, ProducerParts
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
@@ -62,9 +62,6 @@ from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike, client_logger
 from aioproducer.network.metadata import ClusterMetadata
 from aioproducer.security.connector import ConnectionSecurity
-
-if TYPE_CHECKING:
-    from aioproducer.tracing import Tracing
 
 __all__ = ["ProducerEngine", "safe_call"]
 
@@ -79,7 +76,7 @@ class ProducerEngine:
         *,
         on_intake: Callable[[RecordIntake | None], None],
         log: LogLike,
-        tracing: Callable[..., Tracing] | None = None,
+        tracing: Callable[..., RecordTracer] | None = None,
         clock: Clock = monotonic_ms,
         parts: ProducerParts[Any] | None = None,
     ) -> None:

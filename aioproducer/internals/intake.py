@@ -30,7 +30,7 @@ import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from aioproducer._native import ArrowRecords
 from aioproducer._native import partition_for_key as _partition_for_key
@@ -50,9 +50,8 @@ from aioproducer.topic import validate_topic
 
 if TYPE_CHECKING:
     from aioproducer.internals.parts import EngineClient
-    from aioproducer.tracing import Tracing
 
-__all__ = ["HeadersArg", "Hooks", "ProducerRecord", "RecordIntake", "validate_headers"]
+__all__ = ["HeadersArg", "Hooks", "ProducerRecord", "RecordIntake", "RecordTracer", "validate_headers"]
 
 HeadersArg = Optional[Sequence[tuple[str, Optional[bytes]]] | Mapping[str, Optional[bytes]]]
 
@@ -73,6 +72,22 @@ class ProducerRecord:
     timestamp_ms: int | None = None
 
 
+class RecordTracer(Protocol):
+    """What the intake calls of a tracer (``aioproducer.tracing.Tracing``): a span per record, ended by its batch.
+
+    A Protocol so that this layer does not import the tracing module above it; each method
+    contains what OpenTelemetry raises (a span that could not start is None).
+    """
+
+    def start(self, topic: str, key: Any, value: Any) -> tuple[Any, int]: ...
+
+    def inject(self, span: Any, headers: list[tuple[str, bytes | None]] | None) -> list[tuple[str, bytes | None]] | None: ...
+
+    def fail(self, span: Any, start: int, error: BaseException) -> None: ...
+
+    def attach(self, span: Any, start: int, future: FutureRecordMetadata) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Hooks:
     """The per-record hooks a producer has, computed once from its configuration: the one list routes derive from."""
@@ -83,10 +98,10 @@ class Hooks:
     partitioner: PartitionerFn | None
     ignore_keys: bool
     transactional: bool
-    tracing: Tracing | None
+    tracing: RecordTracer | None
 
     @classmethod
-    def of(cls, config: ProducerConfig, tracing: Tracing | None) -> Hooks:
+    def of(cls, config: ProducerConfig, tracing: RecordTracer | None) -> Hooks:
         return cls(
             tuple(config.interceptor_classes), config.key_serializer, config.value_serializer,
             config.partitioner_class, config.partitioner_ignore_keys, config.transactional_id is not None, tracing,
