@@ -25,9 +25,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyTuple};
 
-use crate::murmur::partition_for_key;
 use crate::batch_builder::{size_upper_bound as upper_bound, PyRecordBatchBuilder};
-
+use crate::murmur::partition_for_key;
 
 /// Rows grouped by partition together (see `Rows::plan`): about 200 KB of 100 B rows, so that a
 /// chunk's rows stay in cache while each partition's group is appended. Measured on 1M keyed
@@ -149,9 +148,7 @@ impl Drop for OwnedStream {
 /// Moves the C struct out of a capsule named `name`, leaving the capsule's copy released
 /// (all zero: `release` NULL), as the PyCapsule interface asks of a consumer.
 fn take_from_capsule<T>(capsule: &Bound<'_, PyAny>, name: &CStr, empty: T) -> PyResult<Box<T>> {
-    let capsule = capsule
-        .cast::<PyCapsule>()
-        .map_err(|_| PyTypeError::new_err(format!("send_arrow: expected a PyCapsule named {name:?}")))?;
+    let capsule = capsule.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err(format!("send_arrow: expected a PyCapsule named {name:?}")))?;
     let pointer = capsule.pointer_checked(Some(name))?.cast::<T>();
     let mut owned = Box::new(empty);
     // SAFETY: the capsule's name says it holds a `T` (an Arrow C struct), valid and ours to move
@@ -277,10 +274,7 @@ enum Column {
 const COLUMNS: &str = "value (required), key, partition, headers, timestamp";
 
 fn refuse(column: &str, format: &str, wanted: &str) -> ArrowError {
-    ArrowError::Type(format!(
-        "send_arrow: column {column:?} has type {}; it must be {wanted}",
-        type_name(format)
-    ))
+    ArrowError::Type(format!("send_arrow: column {column:?} has type {}; it must be {wanted}", type_name(format)))
 }
 
 fn check_column(n: &Node<'_>) -> Result<Column, ArrowError> {
@@ -338,12 +332,10 @@ fn check_headers(n: &Node<'_>) -> Result<Column, ArrowError> {
     if k.name != "key" || v.name != "value" || k.dictionary || v.dictionary {
         return Err(bad());
     }
-    let key = bin_kind(k.format, true).ok_or_else(|| {
-        ArrowError::Type(format!("send_arrow: column \"headers\": its key field has type {}; it must be a string type", type_name(k.format)))
-    })?;
-    let value = bin_kind(v.format, false).ok_or_else(|| {
-        ArrowError::Type(format!("send_arrow: column \"headers\": its value field has type {}; it must be binary-like", type_name(v.format)))
-    })?;
+    let key = bin_kind(k.format, true)
+        .ok_or_else(|| ArrowError::Type(format!("send_arrow: column \"headers\": its key field has type {}; it must be a string type", type_name(k.format))))?;
+    let value = bin_kind(v.format, false)
+        .ok_or_else(|| ArrowError::Type(format!("send_arrow: column \"headers\": its value field has type {}; it must be binary-like", type_name(v.format))))?;
     Ok(Column::Headers(large, key, value))
 }
 
@@ -352,10 +344,7 @@ fn check_schema(schema: &FfiSchema) -> Result<Vec<Column>, ArrowError> {
     // SAFETY: the schema was just imported from its producer and is alive.
     let top = unsafe { node(schema) };
     if top.format != "+s" {
-        return Err(ArrowError::Type(format!(
-            "send_arrow: data must be a table or record batch (an Arrow struct), not {}",
-            type_name(top.format)
-        )));
+        return Err(ArrowError::Type(format!("send_arrow: data must be a table or record batch (an Arrow struct), not {}", type_name(top.format))));
     }
     let mut columns = Vec::with_capacity(top.children.len());
     let mut names: Vec<&str> = Vec::new();
@@ -369,9 +358,7 @@ fn check_schema(schema: &FfiSchema) -> Result<Vec<Column>, ArrowError> {
         columns.push(check_column(&n)?);
     }
     if !columns.iter().any(|c| matches!(c, Column::Value(_))) {
-        return Err(ArrowError::Columns(format!(
-            "send_arrow: no \"value\" column (found {names:?}); the columns are {COLUMNS}"
-        )));
+        return Err(ArrowError::Columns(format!("send_arrow: no \"value\" column (found {names:?}); the columns are {COLUMNS}")));
     }
     Ok(columns)
 }
@@ -493,9 +480,10 @@ unsafe fn check_bounds(array: &FfiArray, view: &BinView) -> Result<(), ArrowErro
                 }
                 let index = i32::from_le_bytes(*(slot.add(8) as *const [u8; 4]));
                 let start = i32::from_le_bytes(*(slot.add(12) as *const [u8; 4]));
-                let within = usize::try_from(index).ok().filter(|index| *index < variadic).is_some_and(|index| {
-                    start >= 0 && i64::from(start) + i64::from(len) <= *sizes.add(index)
-                });
+                let within = usize::try_from(index)
+                    .ok()
+                    .filter(|index| *index < variadic)
+                    .is_some_and(|index| start >= 0 && i64::from(start) + i64::from(len) <= *sizes.add(index));
                 if !within {
                     return Err(malformed("a view outside its data buffers"));
                 }
@@ -730,19 +718,11 @@ impl Rows {
                 Some((t, mul, div)) => match t.checked_mul(mul).map(|t| t.div_euclid(div)) {
                     Some(ms) if ms >= 0 => Ok(ms),
                     // send()'s words for the same refusal (Kafka has no timestamps before 1970).
-                    Some(ms) => Err(format!(
-                        "row {}: invalid timestamp_ms {ms}: it must be an integer in 0..2**63-1 (ms since the epoch)",
-                        self.starts[b] + r
-                    )),
+                    Some(ms) => Err(format!("row {}: invalid timestamp_ms {ms}: it must be an integer in 0..2**63-1 (ms since the epoch)", self.starts[b] + r)),
                     None => Err(format!("row {}: timestamp {t} does not fit int64 milliseconds", self.starts[b] + r)),
                 },
             };
-            Ok(Row {
-                key: batch.key.and_then(|k| k.get(i)),
-                value: batch.value.get(i),
-                partition: batch.partition.and_then(|p| p.get(i)),
-                timestamp,
-            })
+            Ok(Row { key: batch.key.and_then(|k| k.get(i)), value: batch.value.get(i), partition: batch.partition.and_then(|p| p.get(i)), timestamp })
         }
     }
 
@@ -799,10 +779,7 @@ impl Rows {
         }
         Ok(match (row.partition, row.key) {
             (Some(p), _) if p < 0 || p >= num_partitions as i64 => {
-                return Err(ArrowError::Row(format!(
-                    "row {global} has partition {p}; topic {topic:?} has partitions 0..{}",
-                    num_partitions as i64 - 1
-                )))
+                return Err(ArrowError::Row(format!("row {global} has partition {p}; topic {topic:?} has partitions 0..{}", num_partitions as i64 - 1)))
             }
             (Some(p), _) => p as u32,
             (None, Some(key)) if !self.ignore_keys => partition_for_key(key, num_partitions),
@@ -856,13 +833,11 @@ fn import(data: &Bound<'_, PyAny>) -> PyResult<(Vec<Column>, Vec<Batch>)> {
     let py = data.py();
     if data.hasattr("__arrow_c_stream__")? {
         let capsule = data.call_method0("__arrow_c_stream__")?;
-        let stream = OwnedStream(take_from_capsule(&capsule, c"arrow_array_stream", FfiStream {
-            get_schema: None,
-            get_next: None,
-            get_last_error: None,
-            release: None,
-            private_data: ptr::null_mut(),
-        })?);
+        let stream = OwnedStream(take_from_capsule(
+            &capsule,
+            c"arrow_array_stream",
+            FfiStream { get_schema: None, get_next: None, get_last_error: None, release: None, private_data: ptr::null_mut() },
+        )?);
         return read_stream(py, stream);
     }
     if data.hasattr("__arrow_c_array__")? {
@@ -887,7 +862,11 @@ fn stream_error(stream: &mut FfiStream, code: c_int) -> PyErr {
         // SAFETY: the stream is valid and unreleased; the message lives until its next call.
         Some(f) => unsafe {
             let p = f(stream);
-            if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         },
         None => String::new(),
     };
@@ -939,10 +918,7 @@ impl ArrowRecords {
         if batches.len() > u32::MAX as usize || batches.iter().any(|b| b.rows > u32::MAX as usize) {
             return Err(PyValueError::new_err("send_arrow: more than 2**32 rows in one record batch"));
         }
-        Ok(ArrowRecords {
-            rows: Rows { batches, starts, total, ignore_keys, now_ms, order: Vec::new() },
-            offsets: row_outcomes.then(|| vec![-2; total]),
-        })
+        Ok(ArrowRecords { rows: Rows { batches, starts, total, ignore_keys, now_ms, order: Vec::new() }, offsets: row_outcomes.then(|| vec![-2; total]) })
     }
 
     /// Rows in all.

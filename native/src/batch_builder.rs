@@ -119,13 +119,7 @@ fn key_value_headers_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[H
 }
 
 /// Size of a record's body: everything after its length prefix.
-fn record_body_size(
-    offset_delta: i64,
-    timestamp_delta: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header<'_>],
-) -> usize {
+fn record_body_size(offset_delta: i64, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
     1 // record attributes
         + varint_size(timestamp_delta)
         + varint_size(offset_delta)
@@ -139,13 +133,7 @@ pub fn size_upper_bound(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Hea
 }
 
 /// Exact encoded size of one record, its length prefix included (Java's `DefaultRecord.sizeInBytes`).
-pub fn record_size(
-    offset_delta: i64,
-    timestamp_delta: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header<'_>],
-) -> usize {
+pub fn record_size(offset_delta: i64, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
     let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
     varint_size(body as i64) + body
 }
@@ -166,14 +154,7 @@ pub struct Builder {
 impl Builder {
     /// A builder for batches of at most `batch_size` bytes; `factor` as in [`Builder::used`].
     pub fn new(batch_size: i64, factor: Option<f64>) -> Self {
-        Builder {
-            records_limit: batch_size - RECORD_BATCH_OVERHEAD as i64,
-            factor,
-            buf: Vec::new(),
-            count: 0,
-            base_ts: NO_TIMESTAMP,
-            max_ts: NO_TIMESTAMP,
-        }
+        Builder { records_limit: batch_size - RECORD_BATCH_OVERHEAD as i64, factor, buf: Vec::new(), count: 0, base_ts: NO_TIMESTAMP, max_ts: NO_TIMESTAMP }
     }
 
     pub fn record_count(&self) -> i32 {
@@ -388,15 +369,11 @@ static RECORD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `aioproducer.record_types.Record`, the named tuple `records()` gives back.
 fn record_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    Ok(RECORD
-        .get_or_try_init(py, || py.import("aioproducer.record_types")?.getattr("Record").map(Bound::unbind))?
-        .bind(py))
+    Ok(RECORD.get_or_try_init(py, || py.import("aioproducer.record_types")?.getattr("Record").map(Bound::unbind))?.bind(py))
 }
 
 fn compression(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    Ok(COMPRESSION
-        .get_or_try_init(py, || py.import("aioproducer.protocol.compression").map(Bound::unbind))?
-        .bind(py))
+    Ok(COMPRESSION.get_or_try_init(py, || py.import("aioproducer.protocol.compression").map(Bound::unbind))?.bind(py))
 }
 
 /// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
@@ -742,12 +719,7 @@ impl PyRecordBatchBuilder {
                         Ok((key, v.map(|v| PyBytes::new(py, v))))
                     })
                     .collect::<PyResult<Vec<_>>>()?;
-                record.call1((
-                    base_ts + delta,
-                    key.map(|k| PyBytes::new(py, k)),
-                    value.map(|v| PyBytes::new(py, v)),
-                    PyList::new(py, hs)?,
-                ))
+                record.call1((base_ts + delta, key.map(|k| PyBytes::new(py, k)), value.map(|v| PyBytes::new(py, v)), PyList::new(py, hs)?))
             })
             .collect()
     }
