@@ -271,6 +271,18 @@ enum Column {
     Headers(bool, BinKind, BinKind),
 }
 
+impl Column {
+    fn name(self) -> &'static str {
+        match self {
+            Column::Value(_) => "value",
+            Column::Key(_) => "key",
+            Column::Partition(_) => "partition",
+            Column::Timestamp(..) => "timestamp",
+            Column::Headers(..) => "headers",
+        }
+    }
+}
+
 const COLUMNS: &str = "value (required), key, partition, headers, timestamp";
 
 fn refuse(column: &str, format: &str, wanted: &str) -> ArrowError {
@@ -364,12 +376,37 @@ fn check_schema(schema: &FfiSchema) -> Result<Vec<Column>, ArrowError> {
 }
 
 // ------------------------------------------------------------------ array views
+//
+// Every buffer a row will read is checked once per column when a batch is imported (`Batch::new`):
+// each array's counts, lengths and offsets, each offset against what it indexes, each view against
+// its buffer's size. The per-row readers (`BinView::get`, `IntView::get`, `HeadersView::range`)
+// then read without checks. What no consumer can check is what the interface does not carry: the
+// size of a buffer. A buffer must hold what its array's length (and, for binary data, its last
+// offset) says, as the C Data Interface asks of every producer.
+
+/// The `i`-th value at `p`, whatever `p`'s alignment: the C Data Interface recommends aligned
+/// buffers but does not promise them. On x86-64 and aarch64 this is the aligned load's instruction.
+/// SAFETY contract: `p` points to at least `i + 1` values of `T`.
+#[inline(always)]
+unsafe fn read_at<T: Copy>(p: *const T, i: usize) -> T {
+    p.add(i).read_unaligned()
+}
 
 /// A validity bitmap (null: every slot valid).
 #[derive(Clone, Copy)]
 struct Validity(*const u8);
 
 impl Validity {
+    /// The array's bitmap (buffer 0). Err: a null count with no bitmap to say which slots are null.
+    /// SAFETY contract: `array` passed `check_node`.
+    unsafe fn of(array: &FfiArray, what: &str) -> Result<Validity, ArrowError> {
+        let bitmap = buffer(array, 0);
+        if bitmap.is_null() && array.null_count > 0 {
+            return Err(malformed(format!("{what}: a null count of {} without a validity bitmap", array.null_count)));
+        }
+        Ok(Validity(bitmap))
+    }
+
     /// SAFETY contract: `i` is within the array's offset + length.
     #[inline]
     unsafe fn valid(self, i: usize) -> bool {
@@ -394,21 +431,23 @@ struct BinView {
 }
 
 impl BinView {
-    /// SAFETY contract: `i` < the array's length; the owning batch is alive for `'a`.
+    /// SAFETY contract: `i` < the array's length; the owning batch is alive for `'a`; the view
+    /// was made by `bin_view` (its offsets and views checked against its buffers).
     #[inline]
     unsafe fn get<'a>(self, i: usize) -> Option<&'a [u8]> {
         let i = i + self.offset;
         if !self.validity.valid(i) {
             return None;
         }
+        // `wrapping_add`: a data buffer may be dangling when every value is empty (see `bin_view`).
         Some(match self.data {
             BinData::Small(offsets, data) => {
-                let (start, end) = (*offsets.add(i) as usize, *offsets.add(i + 1) as usize);
-                std::slice::from_raw_parts(data.add(start), end - start)
+                let (start, end) = (read_at(offsets, i) as usize, read_at(offsets, i + 1) as usize);
+                std::slice::from_raw_parts(data.wrapping_add(start), end - start)
             }
             BinData::Large(offsets, data) => {
-                let (start, end) = (*offsets.add(i) as usize, *offsets.add(i + 1) as usize);
-                std::slice::from_raw_parts(data.add(start), end - start)
+                let (start, end) = (read_at(offsets, i) as usize, read_at(offsets, i + 1) as usize);
+                std::slice::from_raw_parts(data.wrapping_add(start), end - start)
             }
             BinData::View(views, buffers) => {
                 let view = views.add(i * 16);
@@ -431,78 +470,143 @@ unsafe fn buffer(array: &FfiArray, i: usize) -> *const u8 {
     *array.buffers.add(i) as *const u8
 }
 
-fn malformed(what: &str) -> ArrowError {
+fn malformed(what: String) -> ArrowError {
     ArrowError::Columns(format!("send_arrow: malformed Arrow data: {what}"))
 }
 
+/// The slots an array covers, `offset..offset + length`, once `check_node` passed.
+fn slots(array: &FfiArray) -> std::ops::Range<usize> {
+    array.offset as usize..(array.offset + array.length) as usize
+}
+
+/// Checks what any array must hold before a buffer of it is read: a length and an offset of 0 or
+/// more, `buffers` buffers and `children` children that are there (non-NULL pointers), no
+/// dictionary. `what` names it in the error (a column, or a part of one).
+///
+/// SAFETY contract: `array` is a struct exported through the C Data Interface (its pointers,
+/// where not NULL, point to as many buffers and children as its counts say).
+unsafe fn check_node(array: &FfiArray, what: &str, buffers: std::ops::RangeInclusive<i64>, children: i64) -> Result<(), ArrowError> {
+    if array.length < 0 || array.offset < 0 || array.offset.checked_add(array.length).is_none() {
+        return Err(malformed(format!("{what}: a negative or too large length or offset (length {}, offset {})", array.length, array.offset)));
+    }
+    if !buffers.contains(&array.n_buffers) || (array.n_buffers > 0 && array.buffers.is_null()) {
+        return Err(malformed(format!("{what}: {} buffers where its type has {buffers:?}", array.n_buffers)));
+    }
+    if array.n_children != children || (0..children as usize).any(|i| array.children.is_null() || (*array.children.add(i)).is_null()) {
+        return Err(malformed(format!("{what}: {} children where its type has {children}", array.n_children)));
+    }
+    if !array.dictionary.is_null() {
+        return Err(malformed(format!("{what}: a dictionary where the schema has none")));
+    }
+    Ok(())
+}
+
+/// Checks offsets `first..=last` (read by `at`): 0 or more, never decreasing. Returns the first and
+/// the last: the range of what they index.
+fn check_offsets(what: &str, indices: std::ops::RangeInclusive<usize>, at: impl Fn(usize) -> i64) -> Result<(i64, i64), ArrowError> {
+    let first = at(*indices.start());
+    if first < 0 {
+        return Err(malformed(format!("{what}: a negative offset ({first})")));
+    }
+    let mut last = first;
+    for i in indices {
+        let offset = at(i);
+        if offset < last {
+            return Err(malformed(format!("{what}: offsets that decrease ({last} then {offset})")));
+        }
+        last = offset;
+    }
+    Ok((first, last))
+}
+
+/// The offsets buffer (buffer 1) of `array`, checked: (pointer, first, last). NULL only when the
+/// array has no slot (nothing reads it then).
+/// SAFETY contract: `array` passed `check_node` with 2 or more buffers; `T` is its offset type.
+unsafe fn offsets<T: Copy + Into<i64>>(array: &FfiArray, what: &str) -> Result<(*const T, i64, i64), ArrowError> {
+    let offsets = buffer(array, 1) as *const T;
+    let slots = slots(array);
+    if slots.is_empty() {
+        return Ok((offsets, 0, 0));
+    }
+    if offsets.is_null() {
+        return Err(malformed(format!("{what}: a NULL offsets buffer")));
+    }
+    let (first, last) = check_offsets(what, slots.start..=slots.end, |i| read_at(offsets, i).into())?;
+    Ok((offsets, first, last))
+}
+
+/// A binary column's view, its offsets or views checked against its buffers (`check_views`).
 /// SAFETY contract: `array` is valid and matches `kind` (checked against the schema).
-unsafe fn bin_view(array: &FfiArray, kind: BinKind) -> Result<BinView, ArrowError> {
+unsafe fn bin_view(array: &FfiArray, kind: BinKind, what: &str) -> Result<BinView, ArrowError> {
+    let buffers = if kind == BinKind::View { 3..=i64::MAX } else { 3..=3 };
+    check_node(array, what, buffers, 0)?;
+    let validity = Validity::of(array, what)?;
+    let data_of = |first: i64, last: i64| {
+        let data = buffer(array, 2);
+        match (data.is_null(), first == last) {
+            (false, _) => Ok(data),
+            (true, true) => Ok(ptr::NonNull::<u8>::dangling().as_ptr() as *const u8), // every value empty: no byte is read
+            (true, false) => Err(malformed(format!("{what}: a NULL data buffer for {} bytes", last - first))),
+        }
+    };
     let data = match kind {
-        BinKind::Small | BinKind::Large if array.n_buffers != 3 => return Err(malformed("a binary array without 3 buffers")),
-        BinKind::Small => BinData::Small(buffer(array, 1) as *const i32, buffer(array, 2)),
-        BinKind::Large => BinData::Large(buffer(array, 1) as *const i64, buffer(array, 2)),
-        BinKind::View if array.n_buffers < 3 => return Err(malformed("a view array without its buffers")),
+        BinKind::Small => {
+            let (offsets, first, last) = offsets::<i32>(array, what)?;
+            BinData::Small(offsets, data_of(first, last)?)
+        }
+        BinKind::Large => {
+            let (offsets, first, last) = offsets::<i64>(array, what)?;
+            BinData::Large(offsets, data_of(first, last)?)
+        }
         BinKind::View => BinData::View(buffer(array, 1), array.buffers.add(2) as *const *const u8),
     };
-    let view = BinView { validity: Validity(buffer(array, 0)), offset: array.offset as usize, data };
-    check_bounds(array, &view)?;
+    let view = BinView { validity, offset: array.offset as usize, data };
+    if kind == BinKind::View {
+        check_views(array, &view, what)?;
+    }
     Ok(view)
 }
 
-/// Refuses a binary column whose offsets or views would read outside its buffers: checked once
-/// per column at import, so `BinView::get` reads without checks (about 1 ns a slot here).
-///
-/// Offsets must start at 0 or more and never decrease (the last one is the data buffer's extent,
-/// per the format). A view that is not inline must name one of the variadic buffers and lie
-/// within the size the exporter gave for it (the last buffer of a view array: their int64 sizes).
-/// Null slots of a view array are not read, so they are not checked.
+/// Refuses a view array whose views would read outside its buffers: checked once per column at
+/// import, so `BinView::get` reads without checks (about 1 ns a slot here). A view that is not
+/// inline must name one of the variadic buffers and lie within the size the exporter gave for it
+/// (the last buffer of a view array: their int64 sizes). Null slots are not read, so not checked.
 ///
 /// SAFETY contract: as `bin_view`'s, with `view` made from `array`.
-unsafe fn check_bounds(array: &FfiArray, view: &BinView) -> Result<(), ArrowError> {
-    let (first, slots) = (array.offset as usize, array.length as usize);
-    match view.data {
-        BinData::Small(offsets, _) => check_offsets((first..=first + slots).map(|i| i64::from(*offsets.add(i)))),
-        BinData::Large(offsets, _) => check_offsets((first..=first + slots).map(|i| *offsets.add(i))),
-        BinData::View(views, _) => {
-            let variadic = array.n_buffers as usize - 3;
-            let sizes = buffer(array, array.n_buffers as usize - 1) as *const i64;
-            for i in first..first + slots {
-                if !view.validity.valid(i) {
-                    continue;
-                }
-                let slot = views.add(i * 16);
-                let len = i32::from_le_bytes(*(slot as *const [u8; 4]));
-                if len < 0 {
-                    return Err(malformed("a view of negative length"));
-                }
-                if len <= 12 {
-                    continue;
-                }
-                let index = i32::from_le_bytes(*(slot.add(8) as *const [u8; 4]));
-                let start = i32::from_le_bytes(*(slot.add(12) as *const [u8; 4]));
-                let within = usize::try_from(index)
-                    .ok()
-                    .filter(|index| *index < variadic)
-                    .is_some_and(|index| start >= 0 && i64::from(start) + i64::from(len) <= *sizes.add(index));
-                if !within {
-                    return Err(malformed("a view outside its data buffers"));
-                }
-            }
-            Ok(())
-        }
+unsafe fn check_views(array: &FfiArray, view: &BinView, what: &str) -> Result<(), ArrowError> {
+    let BinData::View(views, buffers) = view.data else { return Ok(()) };
+    let slots = slots(array);
+    if slots.is_empty() {
+        return Ok(());
     }
-}
-
-fn check_offsets(mut offsets: impl Iterator<Item = i64>) -> Result<(), ArrowError> {
-    let mut last = offsets.next().unwrap_or(0);
-    if last < 0 {
-        return Err(malformed("a negative offset"));
+    let variadic = array.n_buffers as usize - 3;
+    let size_buffer = buffer(array, array.n_buffers as usize - 1) as *const i64;
+    if views.is_null() || (variadic > 0 && size_buffer.is_null()) {
+        return Err(malformed(format!("{what}: a NULL views or sizes buffer")));
     }
-    for offset in offsets {
-        if offset < last {
-            return Err(malformed("offsets that decrease"));
+    let sizes: Vec<i64> = (0..variadic).map(|k| read_at(size_buffer, k)).collect();
+    if let Some(k) = (0..variadic).find(|&k| sizes[k] < 0 || (sizes[k] > 0 && (*buffers.add(k)).is_null())) {
+        return Err(malformed(format!("{what}: data buffer {k} is NULL or of size {}", sizes[k])));
+    }
+    for i in slots {
+        if !view.validity.valid(i) {
+            continue;
         }
-        last = offset;
+        let slot = views.add(i * 16);
+        let len = i32::from_le_bytes(*(slot as *const [u8; 4]));
+        if len < 0 {
+            return Err(malformed(format!("{what}: a view of negative length")));
+        }
+        if len <= 12 {
+            continue;
+        }
+        let index = i32::from_le_bytes(*(slot.add(8) as *const [u8; 4]));
+        let start = i32::from_le_bytes(*(slot.add(12) as *const [u8; 4]));
+        let within =
+            usize::try_from(index).ok().filter(|index| *index < variadic).is_some_and(|index| start >= 0 && i64::from(start) + i64::from(len) <= sizes[index]);
+        if !within {
+            return Err(malformed(format!("{what}: a view outside its data buffers")));
+        }
     }
     Ok(())
 }
@@ -526,19 +630,21 @@ impl IntView {
         let p = self.data.add(i * self.width);
         Some(match self.width {
             1 => *(p as *const i8) as i64,
-            2 => (p as *const i16).read_unaligned() as i64,
-            4 => (p as *const i32).read_unaligned() as i64,
-            _ => (p as *const i64).read_unaligned(),
+            2 => read_at(p as *const i16, 0) as i64,
+            4 => read_at(p as *const i32, 0) as i64,
+            _ => read_at(p as *const i64, 0),
         })
     }
 }
 
 /// SAFETY contract: `array` is valid, of a fixed-width type `width` bytes wide.
-unsafe fn int_view(array: &FfiArray, width: usize) -> Result<IntView, ArrowError> {
-    if array.n_buffers != 2 {
-        return Err(malformed("an integer array without 2 buffers"));
+unsafe fn int_view(array: &FfiArray, width: usize, what: &str) -> Result<IntView, ArrowError> {
+    check_node(array, what, 2..=2, 0)?;
+    let data = buffer(array, 1);
+    if data.is_null() && !slots(array).is_empty() {
+        return Err(malformed(format!("{what}: a NULL data buffer")));
     }
-    Ok(IntView { validity: Validity(buffer(array, 0)), offset: array.offset as usize, width, data: buffer(array, 1) })
+    Ok(IntView { validity: Validity::of(array, what)?, offset: array.offset as usize, width, data })
 }
 
 #[derive(Clone, Copy)]
@@ -565,10 +671,10 @@ impl HeadersView {
         }
         if self.large {
             let o = self.offsets as *const i64;
-            *o.add(i) as usize..*o.add(i + 1) as usize
+            read_at(o, i) as usize..read_at(o, i + 1) as usize
         } else {
             let o = self.offsets as *const i32;
-            *o.add(i) as usize..*o.add(i + 1) as usize
+            read_at(o, i) as usize..read_at(o, i + 1) as usize
         }
     }
 
@@ -585,24 +691,35 @@ impl HeadersView {
     }
 }
 
+/// The headers column: a list whose offsets must index its struct's entries (no further than the
+/// struct's length, never decreasing), a struct whose key and value fields cover its entries.
 /// SAFETY contract: `array` is a valid list array of the checked header layout.
 unsafe fn headers_view(array: &FfiArray, large: bool, key: BinKind, value: BinKind) -> Result<HeadersView, ArrowError> {
-    if array.n_buffers != 2 || array.n_children != 1 {
-        return Err(malformed("a list array without 2 buffers and 1 child"));
-    }
+    let what = "column \"headers\"";
+    check_node(array, what, 2..=2, 1)?;
     let entries = &**array.children;
-    if entries.n_children != 2 {
-        return Err(malformed("a header struct without 2 children"));
+    let entries_what = "column \"headers\": its struct";
+    check_node(entries, entries_what, 1..=1, 2)?;
+    let (keys, values) = (&**entries.children, &**entries.children.add(1));
+    let count = entries.length;
+    let last = if large { offsets::<i64>(array, what)?.2 } else { offsets::<i32>(array, what)?.2 };
+    if last > count {
+        return Err(malformed(format!("{what}: list offsets past the {count} entries of its struct (up to {last})")));
+    }
+    for (field, name) in [(keys, "key"), (values, "value")] {
+        if field.length < entries.offset + count {
+            return Err(malformed(format!("{what}: its {name} field is shorter ({}) than its struct ({count})", field.length)));
+        }
     }
     Ok(HeadersView {
-        validity: Validity(buffer(array, 0)),
+        validity: Validity::of(array, what)?,
         offset: array.offset as usize,
         offsets: buffer(array, 1),
         large,
-        entries: Validity(buffer(entries, 0)),
+        entries: Validity::of(entries, entries_what)?,
         entries_offset: entries.offset as usize,
-        key: bin_view(&**entries.children, key)?,
-        value: bin_view(&**entries.children.add(1), value)?,
+        key: bin_view(keys, key, "column \"headers\": its key field")?,
+        value: bin_view(values, value, "column \"headers\": its value field")?,
     })
 }
 
@@ -622,34 +739,31 @@ struct Batch {
 }
 
 impl Batch {
+    /// Every column's buffers checked (see the section's comment), then its views.
     /// SAFETY contract: `array` was exported with a schema that `check_schema` turned into `columns`.
     unsafe fn new(array: OwnedArray, columns: &[Column]) -> Result<Batch, ArrowError> {
         let a = &*array.0;
-        if a.n_children as usize != columns.len() || a.length < 0 || a.offset < 0 {
-            return Err(malformed("a record batch whose columns do not match its schema"));
-        }
+        check_node(a, "the record batch", 0..=i64::MAX, columns.len() as i64)?;
         let mut value = None;
         let (mut key, mut partition, mut timestamp, mut headers) = (None, None, None, None);
         for (i, column) in columns.iter().enumerate() {
             let child = &**a.children.add(i);
-            if child.length < a.offset + a.length || child.offset < 0 {
-                return Err(malformed("a column shorter than its record batch"));
-            }
-            if !child.dictionary.is_null() {
-                return Err(malformed("a dictionary array where the schema has none"));
+            let what = format!("column {:?}", column.name());
+            if child.length < a.offset + a.length {
+                return Err(malformed(format!("{what}: shorter ({}) than its record batch ({})", child.length, a.offset + a.length)));
             }
             match *column {
-                Column::Value(kind) => value = Some(bin_view(child, kind)?),
-                Column::Key(kind) => key = Some(bin_view(child, kind)?),
-                Column::Partition(width) => partition = Some(int_view(child, width)?),
-                Column::Timestamp(mul, div) => timestamp = Some((int_view(child, 8)?, mul, div)),
+                Column::Value(kind) => value = Some(bin_view(child, kind, &what)?),
+                Column::Key(kind) => key = Some(bin_view(child, kind, &what)?),
+                Column::Partition(width) => partition = Some(int_view(child, width, &what)?),
+                Column::Timestamp(mul, div) => timestamp = Some((int_view(child, 8, &what)?, mul, div)),
                 Column::Headers(large, k, v) => headers = Some(headers_view(child, large, k, v)?),
             }
         }
         Ok(Batch {
             rows: a.length as usize,
             offset: a.offset as usize,
-            value: value.ok_or_else(|| malformed("no value column"))?,
+            value: value.ok_or_else(|| malformed("no value column".into()))?,
             key,
             partition,
             timestamp,
