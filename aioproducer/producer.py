@@ -681,8 +681,14 @@ class Producer:
         Returns once every row is queued, with an ``ArrowDelivery``: ``await`` it for the
         ``ArrowDeliveryReport`` (rows delivered and failed, the first errors with their row
         index, and each row's offset when ``row_outcomes=True``). If the call fails after rows
-        were queued (``max.block.ms`` ran out waiting for memory, the producer closed), the error
-        carries the delivery of the rows queued so far as ``error.delivery``.
+        were queued (``max.block.ms`` ran out waiting for memory, the producer closed, the call
+        was cancelled), the error carries the delivery of exactly the rows queued so far as
+        ``error.delivery``: its ``rows`` counts them, and it reports each of them.
+
+        Malformed Arrow data (offsets that decrease or index past what they index, a column or
+        field shorter than its parent, missing buffers: what another exporter, or a bug in one,
+        may hand over) is a ``ValueError`` starting ``send_arrow: malformed Arrow data:``, raised
+        before any row is queued.
         """
         if type(topic) is not str or topic not in self._topic_partitions:
             topic = _topic_argument(topic)
@@ -706,7 +712,9 @@ class Producer:
                     remaining = max(0.0, deadline - self._engine.clock())
                     at = await accumulator.append_arrow(topic, partition, records, at, stop, delivery, partitions, remaining)
         except BaseException as exc:
-            delivery.truncate(at)
+            # Counted natively as rows go in, not from `at`: a failure inside an append (after
+            # some of its batches filled) must hand back exactly the rows the batches hold.
+            delivery.truncate(records.appended)
             exc.delivery = delivery  # type: ignore[attr-defined]
             raise
         finally:
