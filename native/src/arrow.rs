@@ -491,11 +491,21 @@ unsafe fn check_node(array: &FfiArray, what: &str, buffers: std::ops::RangeInclu
     if array.length < 0 || array.offset < 0 || array.offset.checked_add(array.length).is_none() {
         return Err(malformed(format!("{what}: a negative or too large length or offset (length {}, offset {})", array.length, array.offset)));
     }
-    if !buffers.contains(&array.n_buffers) || (array.n_buffers > 0 && array.buffers.is_null()) {
-        return Err(malformed(format!("{what}: {} buffers where its type has {buffers:?}", array.n_buffers)));
+    if array.n_buffers > 0 && array.buffers.is_null() {
+        return Err(malformed(format!("{what}: {} buffers at a NULL pointer", array.n_buffers)));
     }
-    if array.n_children != children || (0..children as usize).any(|i| array.children.is_null() || (*array.children.add(i)).is_null()) {
+    if !buffers.contains(&array.n_buffers) {
+        let wanted = match (*buffers.start(), *buffers.end()) {
+            (least, i64::MAX) => format!("{least} or more"),
+            (least, _) => least.to_string(),
+        };
+        return Err(malformed(format!("{what}: {} buffers where its type has {wanted}", array.n_buffers)));
+    }
+    if array.n_children != children {
         return Err(malformed(format!("{what}: {} children where its type has {children}", array.n_children)));
+    }
+    if children > 0 && (array.children.is_null() || (0..children as usize).any(|i| (*array.children.add(i)).is_null())) {
+        return Err(malformed(format!("{what}: a NULL child")));
     }
     if !array.dictionary.is_null() {
         return Err(malformed(format!("{what}: a dictionary where the schema has none")));
