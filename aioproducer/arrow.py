@@ -37,15 +37,22 @@ class ArrowDeliveryReport:
     failed: int
     #: The first ``MAX_ERRORS`` failures: (row index in the data as given, error).
     errors: tuple[tuple[int, BaseException], ...]
-    #: With ``row_outcomes=True``: each row's offset (``array('q')``, -1 for a failed row or an
-    #: offset the broker did not give, as with ``acks=0``); else None.
+    #: With ``row_outcomes=True``: each row's offset (``array('q')``, -1 for a failed row, a row
+    #: never queued (the call failed part-way) or an offset the broker did not give, as with
+    #: ``acks=0``); else None.
     offsets: array.array[int] | None
 
     def raise_for_errors(self) -> None:
-        """Raise the first row's error (with the count in its notes) if any row failed."""
+        """Raise the first row's error (with the count in its notes) if any row failed.
+
+        The error is the batch's, shared by its failed rows (and by every call on this report):
+        its note is added once, however often this is called.
+        """
         if self.failed:
             row, error = self.errors[0]
-            error.add_note(f"send_arrow: {self.failed} of {self.rows} rows failed; row {row} is the first reported")
+            note = f"send_arrow: {self.failed} of {self.rows} rows failed; row {row} is the first reported"
+            if note not in getattr(error, "__notes__", ()):
+                error.add_note(note)
             raise error
 
 

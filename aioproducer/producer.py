@@ -355,8 +355,14 @@ class Producer:
         Returns once every row is queued, with an ``ArrowDelivery``: ``await`` it for the
         ``ArrowDeliveryReport`` (rows delivered and failed, the first errors with their row
         index, and each row's offset when ``row_outcomes=True``). If the call fails after rows
-        were queued (``max.block.ms`` ran out waiting for memory, the producer closed), the error
-        carries the delivery of the rows queued so far as ``error.delivery``.
+        were queued (``max.block.ms`` ran out waiting for memory, the producer closed, the call
+        was cancelled), the error carries the delivery of exactly the rows queued so far as
+        ``error.delivery``: its ``rows`` counts them, and it reports each of them.
+
+        Malformed Arrow data (offsets that decrease or index past what they index, a column or
+        field shorter than its parent, missing buffers: what another exporter, or a bug in one,
+        may hand over) is a ``ValueError`` starting ``send_arrow: malformed Arrow data:``, raised
+        before any row is queued.
         """
         topic = _topic_argument(topic)
         refusal = self.send_arrow_refusal

@@ -416,10 +416,10 @@ class RecordIntake:
         partitions = self.topic_partitions.get(topic)
         if partitions is None:
             partitions = await self.wait_on_metadata(topic, self._max_block_ms)
+            self._admit("send_arrow()")  # the wait may have seen the producer close
         accumulator = self._accumulator
         groups = records.plan(partitions.num_partitions, min(accumulator.config.max_request_size, accumulator.pool.total), topic)
         delivery = ArrowDelivery(records, asyncio.get_running_loop())
-        at = 0
         try:
             for partition, start, stop in groups:
                 at = accumulator.try_append_arrow(topic, partition, records, start, stop, delivery, partitions)
@@ -427,7 +427,9 @@ class RecordIntake:
                     remaining = max(0.0, deadline - self._clock())
                     at = await accumulator.append_arrow(topic, partition, records, at, stop, delivery, partitions, remaining)
         except BaseException as exc:
-            delivery.truncate(at)
+            # Counted natively as rows go in, not from `at`: a failure inside an append (after
+            # some of its batches filled) must hand back exactly the rows the batches hold.
+            delivery.truncate(records.appended)
             exc.delivery = delivery  # type: ignore[attr-defined]
             raise
         finally:

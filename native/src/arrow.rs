@@ -19,15 +19,16 @@
 //! next rows of one group until it is full.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyTuple};
 
+use crate::batch_builder::{size_upper_bound as upper_bound, Header, PyRecordBatchBuilder};
 use crate::murmur::partition_for_key;
-use crate::batch_builder::{size_upper_bound as upper_bound, PyRecordBatchBuilder};
-
+use crate::{bug, guarded, test_panic_after_rows};
 
 /// Rows grouped by partition together (see `Rows::plan`): about 200 KB of 100 B rows, so that a
 /// chunk's rows stay in cache while each partition's group is appended. Measured on 1M keyed
@@ -149,9 +150,7 @@ impl Drop for OwnedStream {
 /// Moves the C struct out of a capsule named `name`, leaving the capsule's copy released
 /// (all zero: `release` NULL), as the PyCapsule interface asks of a consumer.
 fn take_from_capsule<T>(capsule: &Bound<'_, PyAny>, name: &CStr, empty: T) -> PyResult<Box<T>> {
-    let capsule = capsule
-        .cast::<PyCapsule>()
-        .map_err(|_| PyTypeError::new_err(format!("send_arrow: expected a PyCapsule named {name:?}")))?;
+    let capsule = capsule.cast::<PyCapsule>().map_err(|_| PyTypeError::new_err(format!("send_arrow: expected a PyCapsule named {name:?}")))?;
     let pointer = capsule.pointer_checked(Some(name))?.cast::<T>();
     let mut owned = Box::new(empty);
     // SAFETY: the capsule's name says it holds a `T` (an Arrow C struct), valid and ours to move
@@ -274,13 +273,22 @@ enum Column {
     Headers(bool, BinKind, BinKind),
 }
 
+impl Column {
+    fn name(self) -> &'static str {
+        match self {
+            Column::Value(_) => "value",
+            Column::Key(_) => "key",
+            Column::Partition(_) => "partition",
+            Column::Timestamp(..) => "timestamp",
+            Column::Headers(..) => "headers",
+        }
+    }
+}
+
 const COLUMNS: &str = "value (required), key, partition, headers, timestamp";
 
 fn refuse(column: &str, format: &str, wanted: &str) -> ArrowError {
-    ArrowError::Type(format!(
-        "send_arrow: column {column:?} has type {}; it must be {wanted}",
-        type_name(format)
-    ))
+    ArrowError::Type(format!("send_arrow: column {column:?} has type {}; it must be {wanted}", type_name(format)))
 }
 
 fn check_column(n: &Node<'_>) -> Result<Column, ArrowError> {
@@ -338,12 +346,10 @@ fn check_headers(n: &Node<'_>) -> Result<Column, ArrowError> {
     if k.name != "key" || v.name != "value" || k.dictionary || v.dictionary {
         return Err(bad());
     }
-    let key = bin_kind(k.format, true).ok_or_else(|| {
-        ArrowError::Type(format!("send_arrow: column \"headers\": its key field has type {}; it must be a string type", type_name(k.format)))
-    })?;
-    let value = bin_kind(v.format, false).ok_or_else(|| {
-        ArrowError::Type(format!("send_arrow: column \"headers\": its value field has type {}; it must be binary-like", type_name(v.format)))
-    })?;
+    let key = bin_kind(k.format, true)
+        .ok_or_else(|| ArrowError::Type(format!("send_arrow: column \"headers\": its key field has type {}; it must be a string type", type_name(k.format))))?;
+    let value = bin_kind(v.format, false)
+        .ok_or_else(|| ArrowError::Type(format!("send_arrow: column \"headers\": its value field has type {}; it must be binary-like", type_name(v.format))))?;
     Ok(Column::Headers(large, key, value))
 }
 
@@ -352,10 +358,7 @@ fn check_schema(schema: &FfiSchema) -> Result<Vec<Column>, ArrowError> {
     // SAFETY: the schema was just imported from its producer and is alive.
     let top = unsafe { node(schema) };
     if top.format != "+s" {
-        return Err(ArrowError::Type(format!(
-            "send_arrow: data must be a table or record batch (an Arrow struct), not {}",
-            type_name(top.format)
-        )));
+        return Err(ArrowError::Type(format!("send_arrow: data must be a table or record batch (an Arrow struct), not {}", type_name(top.format))));
     }
     let mut columns = Vec::with_capacity(top.children.len());
     let mut names: Vec<&str> = Vec::new();
@@ -369,20 +372,43 @@ fn check_schema(schema: &FfiSchema) -> Result<Vec<Column>, ArrowError> {
         columns.push(check_column(&n)?);
     }
     if !columns.iter().any(|c| matches!(c, Column::Value(_))) {
-        return Err(ArrowError::Columns(format!(
-            "send_arrow: no \"value\" column (found {names:?}); the columns are {COLUMNS}"
-        )));
+        return Err(ArrowError::Columns(format!("send_arrow: no \"value\" column (found {names:?}); the columns are {COLUMNS}")));
     }
     Ok(columns)
 }
 
 // ------------------------------------------------------------------ array views
+//
+// Every buffer a row will read is checked once per column when a batch is imported (`Batch::new`):
+// each array's counts, lengths and offsets, each offset against what it indexes, each view against
+// its buffer's size. The per-row readers (`BinView::get`, `IntView::get`, `HeadersView::range`)
+// then read without checks. What no consumer can check is what the interface does not carry: the
+// size of a buffer. A buffer must hold what its array's length (and, for binary data, its last
+// offset) says, as the C Data Interface asks of every producer.
+
+/// The `i`-th value at `p`, whatever `p`'s alignment: the C Data Interface recommends aligned
+/// buffers but does not promise them. On x86-64 and aarch64 this is the aligned load's instruction.
+/// SAFETY contract: `p` points to at least `i + 1` values of `T`.
+#[inline(always)]
+unsafe fn read_at<T: Copy>(p: *const T, i: usize) -> T {
+    p.add(i).read_unaligned()
+}
 
 /// A validity bitmap (null: every slot valid).
 #[derive(Clone, Copy)]
 struct Validity(*const u8);
 
 impl Validity {
+    /// The array's bitmap (buffer 0). Err: a null count with no bitmap to say which slots are null.
+    /// SAFETY contract: `array` passed `check_node`.
+    unsafe fn of(array: &FfiArray, what: &str) -> Result<Validity, ArrowError> {
+        let bitmap = buffer(array, 0);
+        if bitmap.is_null() && array.null_count > 0 {
+            return Err(malformed(format!("{what}: a null count of {} without a validity bitmap", array.null_count)));
+        }
+        Ok(Validity(bitmap))
+    }
+
     /// SAFETY contract: `i` is within the array's offset + length.
     #[inline]
     unsafe fn valid(self, i: usize) -> bool {
@@ -407,21 +433,23 @@ struct BinView {
 }
 
 impl BinView {
-    /// SAFETY contract: `i` < the array's length; the owning batch is alive for `'a`.
+    /// SAFETY contract: `i` < the array's length; the owning batch is alive for `'a`; the view
+    /// was made by `bin_view` (its offsets and views checked against its buffers).
     #[inline]
     unsafe fn get<'a>(self, i: usize) -> Option<&'a [u8]> {
         let i = i + self.offset;
         if !self.validity.valid(i) {
             return None;
         }
+        // `wrapping_add`: a data buffer may be dangling when every value is empty (see `bin_view`).
         Some(match self.data {
             BinData::Small(offsets, data) => {
-                let (start, end) = (*offsets.add(i) as usize, *offsets.add(i + 1) as usize);
-                std::slice::from_raw_parts(data.add(start), end - start)
+                let (start, end) = (read_at(offsets, i) as usize, read_at(offsets, i + 1) as usize);
+                std::slice::from_raw_parts(data.wrapping_add(start), end - start)
             }
             BinData::Large(offsets, data) => {
-                let (start, end) = (*offsets.add(i) as usize, *offsets.add(i + 1) as usize);
-                std::slice::from_raw_parts(data.add(start), end - start)
+                let (start, end) = (read_at(offsets, i) as usize, read_at(offsets, i + 1) as usize);
+                std::slice::from_raw_parts(data.wrapping_add(start), end - start)
             }
             BinData::View(views, buffers) => {
                 let view = views.add(i * 16);
@@ -444,77 +472,153 @@ unsafe fn buffer(array: &FfiArray, i: usize) -> *const u8 {
     *array.buffers.add(i) as *const u8
 }
 
-fn malformed(what: &str) -> ArrowError {
+fn malformed(what: String) -> ArrowError {
     ArrowError::Columns(format!("send_arrow: malformed Arrow data: {what}"))
 }
 
+/// The slots an array covers, `offset..offset + length`, once `check_node` passed.
+fn slots(array: &FfiArray) -> std::ops::Range<usize> {
+    array.offset as usize..(array.offset + array.length) as usize
+}
+
+/// Checks what any array must hold before a buffer of it is read: a length and an offset of 0 or
+/// more, `buffers` buffers and `children` children that are there (non-NULL pointers), no
+/// dictionary. `what` names it in the error (a column, or a part of one).
+///
+/// SAFETY contract: `array` is a struct exported through the C Data Interface (its pointers,
+/// where not NULL, point to as many buffers and children as its counts say).
+unsafe fn check_node(array: &FfiArray, what: &str, buffers: std::ops::RangeInclusive<i64>, children: i64) -> Result<(), ArrowError> {
+    if array.length < 0 || array.offset < 0 || array.offset.checked_add(array.length).is_none() {
+        return Err(malformed(format!("{what}: a negative or too large length or offset (length {}, offset {})", array.length, array.offset)));
+    }
+    if array.n_buffers > 0 && array.buffers.is_null() {
+        return Err(malformed(format!("{what}: {} buffers at a NULL pointer", array.n_buffers)));
+    }
+    if !buffers.contains(&array.n_buffers) {
+        let wanted = match (*buffers.start(), *buffers.end()) {
+            (least, i64::MAX) => format!("{least} or more"),
+            (least, _) => least.to_string(),
+        };
+        return Err(malformed(format!("{what}: {} buffers where its type has {wanted}", array.n_buffers)));
+    }
+    if array.n_children != children {
+        return Err(malformed(format!("{what}: {} children where its type has {children}", array.n_children)));
+    }
+    if children > 0 && (array.children.is_null() || (0..children as usize).any(|i| (*array.children.add(i)).is_null())) {
+        return Err(malformed(format!("{what}: a NULL child")));
+    }
+    if !array.dictionary.is_null() {
+        return Err(malformed(format!("{what}: a dictionary where the schema has none")));
+    }
+    Ok(())
+}
+
+/// Checks offsets `first..=last` (read by `at`): 0 or more, never decreasing. Returns the first and
+/// the last: the range of what they index.
+fn check_offsets(what: &str, indices: std::ops::RangeInclusive<usize>, at: impl Fn(usize) -> i64) -> Result<(i64, i64), ArrowError> {
+    let first = at(*indices.start());
+    if first < 0 {
+        return Err(malformed(format!("{what}: a negative offset ({first})")));
+    }
+    let mut last = first;
+    for i in indices {
+        let offset = at(i);
+        if offset < last {
+            return Err(malformed(format!("{what}: offsets that decrease ({last} then {offset})")));
+        }
+        last = offset;
+    }
+    Ok((first, last))
+}
+
+/// The offsets buffer (buffer 1) of `array`, checked: (pointer, first, last). NULL only when the
+/// array has no slot (nothing reads it then).
+/// SAFETY contract: `array` passed `check_node` with 2 or more buffers; `T` is its offset type.
+unsafe fn offsets<T: Copy + Into<i64>>(array: &FfiArray, what: &str) -> Result<(*const T, i64, i64), ArrowError> {
+    let offsets = buffer(array, 1) as *const T;
+    let slots = slots(array);
+    if slots.is_empty() {
+        return Ok((offsets, 0, 0));
+    }
+    if offsets.is_null() {
+        return Err(malformed(format!("{what}: a NULL offsets buffer")));
+    }
+    let (first, last) = check_offsets(what, slots.start..=slots.end, |i| read_at(offsets, i).into())?;
+    Ok((offsets, first, last))
+}
+
+/// A binary column's view, its offsets or views checked against its buffers (`check_views`).
 /// SAFETY contract: `array` is valid and matches `kind` (checked against the schema).
-unsafe fn bin_view(array: &FfiArray, kind: BinKind) -> Result<BinView, ArrowError> {
+unsafe fn bin_view(array: &FfiArray, kind: BinKind, what: &str) -> Result<BinView, ArrowError> {
+    let buffers = if kind == BinKind::View { 3..=i64::MAX } else { 3..=3 };
+    check_node(array, what, buffers, 0)?;
+    let validity = Validity::of(array, what)?;
+    let data_of = |first: i64, last: i64| {
+        let data = buffer(array, 2);
+        match (data.is_null(), first == last) {
+            (false, _) => Ok(data),
+            (true, true) => Ok(ptr::NonNull::<u8>::dangling().as_ptr() as *const u8), // every value empty: no byte is read
+            (true, false) => Err(malformed(format!("{what}: a NULL data buffer for {} bytes", last - first))),
+        }
+    };
     let data = match kind {
-        BinKind::Small | BinKind::Large if array.n_buffers != 3 => return Err(malformed("a binary array without 3 buffers")),
-        BinKind::Small => BinData::Small(buffer(array, 1) as *const i32, buffer(array, 2)),
-        BinKind::Large => BinData::Large(buffer(array, 1) as *const i64, buffer(array, 2)),
-        BinKind::View if array.n_buffers < 3 => return Err(malformed("a view array without its buffers")),
+        BinKind::Small => {
+            let (offsets, first, last) = offsets::<i32>(array, what)?;
+            BinData::Small(offsets, data_of(first, last)?)
+        }
+        BinKind::Large => {
+            let (offsets, first, last) = offsets::<i64>(array, what)?;
+            BinData::Large(offsets, data_of(first, last)?)
+        }
         BinKind::View => BinData::View(buffer(array, 1), array.buffers.add(2) as *const *const u8),
     };
-    let view = BinView { validity: Validity(buffer(array, 0)), offset: array.offset as usize, data };
-    check_bounds(array, &view)?;
+    let view = BinView { validity, offset: array.offset as usize, data };
+    if kind == BinKind::View {
+        check_views(array, &view, what)?;
+    }
     Ok(view)
 }
 
-/// Refuses a binary column whose offsets or views would read outside its buffers: checked once
-/// per column at import, so `BinView::get` reads without checks (about 1 ns a slot here).
-///
-/// Offsets must start at 0 or more and never decrease (the last one is the data buffer's extent,
-/// per the format). A view that is not inline must name one of the variadic buffers and lie
-/// within the size the exporter gave for it (the last buffer of a view array: their int64 sizes).
-/// Null slots of a view array are not read, so they are not checked.
+/// Refuses a view array whose views would read outside its buffers: checked once per column at
+/// import, so `BinView::get` reads without checks (about 1 ns a slot here). A view that is not
+/// inline must name one of the variadic buffers and lie within the size the exporter gave for it
+/// (the last buffer of a view array: their int64 sizes). Null slots are not read, so not checked.
 ///
 /// SAFETY contract: as `bin_view`'s, with `view` made from `array`.
-unsafe fn check_bounds(array: &FfiArray, view: &BinView) -> Result<(), ArrowError> {
-    let (first, slots) = (array.offset as usize, array.length as usize);
-    match view.data {
-        BinData::Small(offsets, _) => check_offsets((first..=first + slots).map(|i| i64::from(*offsets.add(i)))),
-        BinData::Large(offsets, _) => check_offsets((first..=first + slots).map(|i| *offsets.add(i))),
-        BinData::View(views, _) => {
-            let variadic = array.n_buffers as usize - 3;
-            let sizes = buffer(array, array.n_buffers as usize - 1) as *const i64;
-            for i in first..first + slots {
-                if !view.validity.valid(i) {
-                    continue;
-                }
-                let slot = views.add(i * 16);
-                let len = i32::from_le_bytes(*(slot as *const [u8; 4]));
-                if len < 0 {
-                    return Err(malformed("a view of negative length"));
-                }
-                if len <= 12 {
-                    continue;
-                }
-                let index = i32::from_le_bytes(*(slot.add(8) as *const [u8; 4]));
-                let start = i32::from_le_bytes(*(slot.add(12) as *const [u8; 4]));
-                let within = usize::try_from(index).ok().filter(|index| *index < variadic).is_some_and(|index| {
-                    start >= 0 && i64::from(start) + i64::from(len) <= *sizes.add(index)
-                });
-                if !within {
-                    return Err(malformed("a view outside its data buffers"));
-                }
-            }
-            Ok(())
-        }
+unsafe fn check_views(array: &FfiArray, view: &BinView, what: &str) -> Result<(), ArrowError> {
+    let BinData::View(views, buffers) = view.data else { return Ok(()) };
+    let slots = slots(array);
+    if slots.is_empty() {
+        return Ok(());
     }
-}
-
-fn check_offsets(mut offsets: impl Iterator<Item = i64>) -> Result<(), ArrowError> {
-    let mut last = offsets.next().unwrap_or(0);
-    if last < 0 {
-        return Err(malformed("a negative offset"));
+    let variadic = array.n_buffers as usize - 3;
+    let size_buffer = buffer(array, array.n_buffers as usize - 1) as *const i64;
+    if views.is_null() || (variadic > 0 && size_buffer.is_null()) {
+        return Err(malformed(format!("{what}: a NULL views or sizes buffer")));
     }
-    for offset in offsets {
-        if offset < last {
-            return Err(malformed("offsets that decrease"));
+    let sizes: Vec<i64> = (0..variadic).map(|k| read_at(size_buffer, k)).collect();
+    if let Some(k) = (0..variadic).find(|&k| sizes[k] < 0 || (sizes[k] > 0 && (*buffers.add(k)).is_null())) {
+        return Err(malformed(format!("{what}: data buffer {k} is NULL or of size {}", sizes[k])));
+    }
+    for i in slots {
+        if !view.validity.valid(i) {
+            continue;
         }
-        last = offset;
+        let slot = views.add(i * 16);
+        let len = i32::from_le_bytes(*(slot as *const [u8; 4]));
+        if len < 0 {
+            return Err(malformed(format!("{what}: a view of negative length")));
+        }
+        if len <= 12 {
+            continue;
+        }
+        let index = i32::from_le_bytes(*(slot.add(8) as *const [u8; 4]));
+        let start = i32::from_le_bytes(*(slot.add(12) as *const [u8; 4]));
+        let within =
+            usize::try_from(index).ok().filter(|index| *index < variadic).is_some_and(|index| start >= 0 && i64::from(start) + i64::from(len) <= sizes[index]);
+        if !within {
+            return Err(malformed(format!("{what}: a view outside its data buffers")));
+        }
     }
     Ok(())
 }
@@ -538,19 +642,21 @@ impl IntView {
         let p = self.data.add(i * self.width);
         Some(match self.width {
             1 => *(p as *const i8) as i64,
-            2 => (p as *const i16).read_unaligned() as i64,
-            4 => (p as *const i32).read_unaligned() as i64,
-            _ => (p as *const i64).read_unaligned(),
+            2 => read_at(p as *const i16, 0) as i64,
+            4 => read_at(p as *const i32, 0) as i64,
+            _ => read_at(p as *const i64, 0),
         })
     }
 }
 
 /// SAFETY contract: `array` is valid, of a fixed-width type `width` bytes wide.
-unsafe fn int_view(array: &FfiArray, width: usize) -> Result<IntView, ArrowError> {
-    if array.n_buffers != 2 {
-        return Err(malformed("an integer array without 2 buffers"));
+unsafe fn int_view(array: &FfiArray, width: usize, what: &str) -> Result<IntView, ArrowError> {
+    check_node(array, what, 2..=2, 0)?;
+    let data = buffer(array, 1);
+    if data.is_null() && !slots(array).is_empty() {
+        return Err(malformed(format!("{what}: a NULL data buffer")));
     }
-    Ok(IntView { validity: Validity(buffer(array, 0)), offset: array.offset as usize, width, data: buffer(array, 1) })
+    Ok(IntView { validity: Validity::of(array, what)?, offset: array.offset as usize, width, data })
 }
 
 #[derive(Clone, Copy)]
@@ -577,10 +683,10 @@ impl HeadersView {
         }
         if self.large {
             let o = self.offsets as *const i64;
-            *o.add(i) as usize..*o.add(i + 1) as usize
+            read_at(o, i) as usize..read_at(o, i + 1) as usize
         } else {
             let o = self.offsets as *const i32;
-            *o.add(i) as usize..*o.add(i + 1) as usize
+            read_at(o, i) as usize..read_at(o, i + 1) as usize
         }
     }
 
@@ -597,24 +703,35 @@ impl HeadersView {
     }
 }
 
+/// The headers column: a list whose offsets must index its struct's entries (no further than the
+/// struct's length, never decreasing), a struct whose key and value fields cover its entries.
 /// SAFETY contract: `array` is a valid list array of the checked header layout.
 unsafe fn headers_view(array: &FfiArray, large: bool, key: BinKind, value: BinKind) -> Result<HeadersView, ArrowError> {
-    if array.n_buffers != 2 || array.n_children != 1 {
-        return Err(malformed("a list array without 2 buffers and 1 child"));
-    }
+    let what = "column \"headers\"";
+    check_node(array, what, 2..=2, 1)?;
     let entries = &**array.children;
-    if entries.n_children != 2 {
-        return Err(malformed("a header struct without 2 children"));
+    let entries_what = "column \"headers\": its struct";
+    check_node(entries, entries_what, 1..=1, 2)?;
+    let (keys, values) = (&**entries.children, &**entries.children.add(1));
+    let count = entries.length;
+    let last = if large { offsets::<i64>(array, what)?.2 } else { offsets::<i32>(array, what)?.2 };
+    if last > count {
+        return Err(malformed(format!("{what}: list offsets past the {count} entries of its struct (up to {last})")));
+    }
+    for (field, name) in [(keys, "key"), (values, "value")] {
+        if field.length < entries.offset + count {
+            return Err(malformed(format!("{what}: its {name} field is shorter ({}) than its struct ({count})", field.length)));
+        }
     }
     Ok(HeadersView {
-        validity: Validity(buffer(array, 0)),
+        validity: Validity::of(array, what)?,
         offset: array.offset as usize,
         offsets: buffer(array, 1),
         large,
-        entries: Validity(buffer(entries, 0)),
+        entries: Validity::of(entries, entries_what)?,
         entries_offset: entries.offset as usize,
-        key: bin_view(&**entries.children, key)?,
-        value: bin_view(&**entries.children.add(1), value)?,
+        key: bin_view(keys, key, "column \"headers\": its key field")?,
+        value: bin_view(values, value, "column \"headers\": its value field")?,
     })
 }
 
@@ -634,34 +751,31 @@ struct Batch {
 }
 
 impl Batch {
+    /// Every column's buffers checked (see the section's comment), then its views.
     /// SAFETY contract: `array` was exported with a schema that `check_schema` turned into `columns`.
     unsafe fn new(array: OwnedArray, columns: &[Column]) -> Result<Batch, ArrowError> {
         let a = &*array.0;
-        if a.n_children as usize != columns.len() || a.length < 0 || a.offset < 0 {
-            return Err(malformed("a record batch whose columns do not match its schema"));
-        }
+        check_node(a, "the record batch", 0..=i64::MAX, columns.len() as i64)?;
         let mut value = None;
         let (mut key, mut partition, mut timestamp, mut headers) = (None, None, None, None);
         for (i, column) in columns.iter().enumerate() {
             let child = &**a.children.add(i);
-            if child.length < a.offset + a.length || child.offset < 0 {
-                return Err(malformed("a column shorter than its record batch"));
-            }
-            if !child.dictionary.is_null() {
-                return Err(malformed("a dictionary array where the schema has none"));
+            let what = format!("column {:?}", column.name());
+            if child.length < a.offset + a.length {
+                return Err(malformed(format!("{what}: shorter ({}) than its record batch ({})", child.length, a.offset + a.length)));
             }
             match *column {
-                Column::Value(kind) => value = Some(bin_view(child, kind)?),
-                Column::Key(kind) => key = Some(bin_view(child, kind)?),
-                Column::Partition(width) => partition = Some(int_view(child, width)?),
-                Column::Timestamp(mul, div) => timestamp = Some((int_view(child, 8)?, mul, div)),
+                Column::Value(kind) => value = Some(bin_view(child, kind, &what)?),
+                Column::Key(kind) => key = Some(bin_view(child, kind, &what)?),
+                Column::Partition(width) => partition = Some(int_view(child, width, &what)?),
+                Column::Timestamp(mul, div) => timestamp = Some((int_view(child, 8, &what)?, mul, div)),
                 Column::Headers(large, k, v) => headers = Some(headers_view(child, large, k, v)?),
             }
         }
         Ok(Batch {
             rows: a.length as usize,
             offset: a.offset as usize,
-            value: value.ok_or_else(|| malformed("no value column"))?,
+            value: value.ok_or_else(|| malformed("no value column".into()))?,
             key,
             partition,
             timestamp,
@@ -730,19 +844,11 @@ impl Rows {
                 Some((t, mul, div)) => match t.checked_mul(mul).map(|t| t.div_euclid(div)) {
                     Some(ms) if ms >= 0 => Ok(ms),
                     // send()'s words for the same refusal (Kafka has no timestamps before 1970).
-                    Some(ms) => Err(format!(
-                        "row {}: invalid timestamp_ms {ms}: it must be an integer in 0..2**63-1 (ms since the epoch)",
-                        self.starts[b] + r
-                    )),
+                    Some(ms) => Err(format!("row {}: invalid timestamp_ms {ms}: it must be an integer in 0..2**63-1 (ms since the epoch)", self.starts[b] + r)),
                     None => Err(format!("row {}: timestamp {t} does not fit int64 milliseconds", self.starts[b] + r)),
                 },
             };
-            Ok(Row {
-                key: batch.key.and_then(|k| k.get(i)),
-                value: batch.value.get(i),
-                partition: batch.partition.and_then(|p| p.get(i)),
-                timestamp,
-            })
+            Ok(Row { key: batch.key.and_then(|k| k.get(i)), value: batch.value.get(i), partition: batch.partition.and_then(|p| p.get(i)), timestamp })
         }
     }
 
@@ -799,10 +905,7 @@ impl Rows {
         }
         Ok(match (row.partition, row.key) {
             (Some(p), _) if p < 0 || p >= num_partitions as i64 => {
-                return Err(ArrowError::Row(format!(
-                    "row {global} has partition {p}; topic {topic:?} has partitions 0..{}",
-                    num_partitions as i64 - 1
-                )))
+                return Err(ArrowError::Row(format!("row {global} has partition {p}; topic {topic:?} has partitions 0..{}", num_partitions as i64 - 1)))
             }
             (Some(p), _) => p as u32,
             (None, Some(key)) if !self.ignore_keys => partition_for_key(key, num_partitions),
@@ -847,8 +950,13 @@ impl Rows {
 #[pyclass(name = "ArrowRecords", module = "aioproducer._native")]
 pub struct ArrowRecords {
     rows: Rows,
-    /// Per-row outcome when asked for: the record's offset, -1 failed or unknown, -2 pending.
+    /// Per-row outcome when asked for: the record's offset, -1 failed or unknown, -2 pending
+    /// (or never queued, if the call failed part-way: reported as -1).
     offsets: Option<Vec<i64>>,
+    /// Planned rows appended to batches so far (`append_rows`).
+    appended: usize,
+    /// A panic in `append_rows` after rows of its run went in, raised by the next call.
+    deferred: Option<PyErr>,
 }
 
 /// Imports `data` (`__arrow_c_stream__`, else `__arrow_c_array__`): its checked columns and batches.
@@ -856,13 +964,11 @@ fn import(data: &Bound<'_, PyAny>) -> PyResult<(Vec<Column>, Vec<Batch>)> {
     let py = data.py();
     if data.hasattr("__arrow_c_stream__")? {
         let capsule = data.call_method0("__arrow_c_stream__")?;
-        let stream = OwnedStream(take_from_capsule(&capsule, c"arrow_array_stream", FfiStream {
-            get_schema: None,
-            get_next: None,
-            get_last_error: None,
-            release: None,
-            private_data: ptr::null_mut(),
-        })?);
+        let stream = OwnedStream(take_from_capsule(
+            &capsule,
+            c"arrow_array_stream",
+            FfiStream { get_schema: None, get_next: None, get_last_error: None, release: None, private_data: ptr::null_mut() },
+        )?);
         return read_stream(py, stream);
     }
     if data.hasattr("__arrow_c_array__")? {
@@ -887,7 +993,11 @@ fn stream_error(stream: &mut FfiStream, code: c_int) -> PyErr {
         // SAFETY: the stream is valid and unreleased; the message lives until its next call.
         Some(f) => unsafe {
             let p = f(stream);
-            if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         },
         None => String::new(),
     };
@@ -925,87 +1035,152 @@ fn read_stream(py: Python<'_>, mut stream: OwnedStream) -> PyResult<(Vec<Column>
 
 #[pymethods]
 impl ArrowRecords {
-    /// Import and check `data`'s schema (TypeError/ValueError naming the column); nothing is queued.
+    /// Import and check `data`'s schema and buffers (TypeError/ValueError naming the column); nothing is queued.
     #[new]
     #[pyo3(signature = (data, *, ignore_keys = false, now_ms = 0, row_outcomes = false))]
     fn new(data: &Bound<'_, PyAny>, ignore_keys: bool, now_ms: i64, row_outcomes: bool) -> PyResult<Self> {
-        let (_, batches) = import(data)?;
-        let mut starts = Vec::with_capacity(batches.len());
-        let mut total = 0usize;
-        for batch in &batches {
-            starts.push(total);
-            total += batch.rows;
-        }
-        if batches.len() > u32::MAX as usize || batches.iter().any(|b| b.rows > u32::MAX as usize) {
-            return Err(PyValueError::new_err("send_arrow: more than 2**32 rows in one record batch"));
-        }
-        Ok(ArrowRecords {
-            rows: Rows { batches, starts, total, ignore_keys, now_ms, order: Vec::new() },
-            offsets: row_outcomes.then(|| vec![-2; total]),
+        guarded("ArrowRecords.__new__", || {
+            let (_, batches) = import(data)?;
+            let mut starts = Vec::with_capacity(batches.len());
+            let mut total = 0usize;
+            for batch in &batches {
+                starts.push(total);
+                total += batch.rows;
+            }
+            if batches.len() > u32::MAX as usize || batches.iter().any(|b| b.rows > u32::MAX as usize) {
+                return Err(PyValueError::new_err("send_arrow: more than 2**32 rows in one record batch"));
+            }
+            Ok(ArrowRecords {
+                rows: Rows { batches, starts, total, ignore_keys, now_ms, order: Vec::new() },
+                offsets: row_outcomes.then(|| vec![-2; total]),
+                appended: 0,
+                deferred: None,
+            })
         })
     }
 
     /// Rows in all.
-    fn __len__(&self) -> usize {
-        self.rows.total
+    fn __len__(&self) -> PyResult<usize> {
+        guarded("ArrowRecords.__len__", || Ok(self.rows.total))
     }
 
     /// Check every row and group them by partition: `[(partition or -1, start, stop)]` over
     /// the planned order, chunk by chunk (`Rows::plan`): a partition's groups in row order.
     /// InvalidRecordError / RecordTooLargeError naming the row; nothing is queued then.
     fn plan(&mut self, py: Python<'_>, num_partitions: u32, max_record_size: usize, topic: &str) -> PyResult<Vec<(i64, usize, usize)>> {
-        self.rows.plan(num_partitions, max_record_size, topic).map_err(|e| e.to_py(py))
+        guarded("ArrowRecords.plan", || self.rows.plan(num_partitions, max_record_size, topic).map_err(|e| e.to_py(py)))
     }
 
     /// Append the planned rows `start..stop` to `builder` while it has room: how many went in
-    /// (0: full, closed, or being compressed).
-    fn append_rows(&self, builder: &Bound<'_, PyRecordBatchBuilder>, start: usize, stop: usize) -> usize {
-        let mut builder = builder.borrow_mut();
-        self.rows.append_rows(start, stop, |ts, key, value, headers| builder.append_record(ts, key, value, headers))
+    /// (0: full, closed, or being compressed). Rows go in in planned order, so `appended` is the
+    /// count of rows queued, and rows `order[..appended]` are they.
+    ///
+    /// A panic (a bug) after some rows of the run went in returns those rows, so that the batch
+    /// reports them as it reports any run, and is raised by the next call (`append_rows` or
+    /// `reservation`: the accumulator makes one, the run being short): every row in a batch is
+    /// counted in `appended`, and a failed call hands back a delivery of exactly those rows.
+    fn append_rows(&mut self, builder: &Bound<'_, PyRecordBatchBuilder>, start: usize, stop: usize) -> PyResult<usize> {
+        guarded("ArrowRecords.append_rows", || {
+            self.raise_deferred()?;
+            let mut builder = builder.try_borrow_mut()?;
+            let mut count = 0;
+            let panic_after = test_panic_after_rows("ArrowRecords.append_rows");
+            let run = catch_unwind(AssertUnwindSafe(|| self.append_run(&mut builder, start, stop, &mut count, panic_after)));
+            self.appended += count;
+            match run {
+                Ok(_) => Ok(count),
+                Err(payload) if count == 0 => Err(bug("ArrowRecords.append_rows", payload.as_ref())),
+                Err(payload) => {
+                    self.deferred = Some(bug("ArrowRecords.append_rows", payload.as_ref()));
+                    Ok(count)
+                }
+            }
+        })
+    }
+
+    /// Planned rows appended so far (positions `0..appended`): what a call that failed part-way queued.
+    #[getter]
+    fn appended(&self) -> PyResult<usize> {
+        guarded("ArrowRecords.appended", || Ok(self.appended))
     }
 
     /// Keys' and values' bytes of the planned rows `start..stop` (the sticky partitioner's count).
-    fn payload_bytes(&self, start: usize, stop: usize) -> usize {
-        self.rows.payload_bytes(start, stop)
+    fn payload_bytes(&self, start: usize, stop: usize) -> PyResult<usize> {
+        guarded("ArrowRecords.payload_bytes", || Ok(self.rows.payload_bytes(start, stop)))
     }
 
     /// What a new batch for the planned row at `pos` reserves: `batch_size`, or its upper bound if larger.
-    fn reservation(&self, pos: usize, batch_size: usize) -> usize {
-        let mut headers = Vec::new();
-        let packed = self.rows.order[pos];
-        match self.rows.row((packed >> 32) as usize, (packed & 0xffff_ffff) as usize, &mut headers) {
-            Ok(row) => upper_bound(row.key, row.value, &headers).max(batch_size),
-            Err(_) => batch_size,
-        }
+    fn reservation(&mut self, pos: usize, batch_size: usize) -> PyResult<usize> {
+        guarded("ArrowRecords.reservation", || {
+            self.raise_deferred()?;
+            let mut headers = Vec::new();
+            let packed = self.rows.order[pos];
+            Ok(match self.rows.row((packed >> 32) as usize, (packed & 0xffff_ffff) as usize, &mut headers) {
+                Ok(row) => upper_bound(row.key, row.value, &headers).max(batch_size),
+                Err(_) => batch_size,
+            })
+        })
     }
 
     /// The row index (in the data as given) of the planned position `pos`.
-    fn row_index(&self, pos: usize) -> usize {
-        self.rows.global(self.rows.order[pos])
+    fn row_index(&self, pos: usize) -> PyResult<usize> {
+        guarded("ArrowRecords.row_index", || Ok(self.rows.global(self.rows.order[pos])))
     }
 
     /// Release the Arrow data (every batch's release callback, once): the rows are queued.
-    fn release_data(&mut self) {
-        self.rows.batches.clear();
+    fn release_data(&mut self) -> PyResult<()> {
+        guarded("ArrowRecords.release_data", || {
+            self.rows.batches.clear();
+            Ok(())
+        })
     }
 
     /// Record the outcome of the planned rows `start..start + count`: offsets from `base_offset`
     /// (-1: unknown or failed). A no-op unless per-row outcomes were asked for.
-    fn set_offsets(&mut self, start: usize, count: usize, base_offset: i64) {
-        if let Some(offsets) = self.offsets.as_mut() {
-            for k in 0..count {
-                let row = self.rows.starts[(self.rows.order[start + k] >> 32) as usize] + (self.rows.order[start + k] & 0xffff_ffff) as usize;
-                offsets[row] = if base_offset >= 0 { base_offset + k as i64 } else { -1 };
+    fn set_offsets(&mut self, start: usize, count: usize, base_offset: i64) -> PyResult<()> {
+        guarded("ArrowRecords.set_offsets", || {
+            if let Some(offsets) = self.offsets.as_mut() {
+                for k in 0..count {
+                    let row = self.rows.global(self.rows.order[start + k]);
+                    offsets[row] = if base_offset >= 0 { base_offset + k as i64 } else { -1 };
+                }
             }
+            Ok(())
+        })
+    }
+
+    /// Per-row offsets (native-endian int64, one per row; -1 failed, unknown or never queued), or None.
+    fn offsets<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        guarded("ArrowRecords.offsets", || {
+            Ok(self.offsets.as_ref().map(|o| {
+                let bytes: Vec<u8> = o.iter().flat_map(|v| v.max(&-1).to_ne_bytes()).collect();
+                PyBytes::new(py, &bytes)
+            }))
+        })
+    }
+}
+
+impl ArrowRecords {
+    /// `append_rows`' run, counting in `count` the rows that went in as they go in; with
+    /// `panic_after` (tests only: `_panic_for_test`), a panic once that many went in.
+    fn append_run(&self, builder: &mut PyRecordBatchBuilder, start: usize, stop: usize, count: &mut usize, panic_after: Option<usize>) -> usize {
+        fn counted(builder: &mut PyRecordBatchBuilder, count: &mut usize, ts: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> i64 {
+            let delta = builder.append_record(ts, key, value, headers);
+            *count += usize::from(delta >= 0);
+            delta
+        }
+        match panic_after {
+            None => self.rows.append_rows(start, stop, |ts, key, value, headers| counted(builder, count, ts, key, value, headers)),
+            Some(after) => self.rows.append_rows(start, stop, |ts, key, value, headers| {
+                assert!(*count != after, "a deliberate panic in ArrowRecords.append_rows after {after} rows, armed by _panic_for_test");
+                counted(builder, count, ts, key, value, headers)
+            }),
         }
     }
 
-    /// Per-row offsets (native-endian int64, one per row; -1 failed or unknown), or None.
-    fn offsets<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.offsets.as_ref().map(|o| {
-            let bytes: Vec<u8> = o.iter().flat_map(|v| v.to_ne_bytes()).collect();
-            PyBytes::new(py, &bytes)
-        })
+    /// Raises the panic `append_rows` deferred, once.
+    fn raise_deferred(&mut self) -> PyResult<()> {
+        self.deferred.take().map_or(Ok(()), Err)
     }
 }
 

@@ -33,6 +33,8 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyMemoryView, PyString};
 
+use crate::guarded;
+
 /// Size of the batch header (baseOffset .. recordCount).
 pub const RECORD_BATCH_OVERHEAD: usize = 61;
 /// `attributes` is the first byte the CRC covers.
@@ -119,13 +121,7 @@ fn key_value_headers_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[H
 }
 
 /// Size of a record's body: everything after its length prefix.
-fn record_body_size(
-    offset_delta: i64,
-    timestamp_delta: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header<'_>],
-) -> usize {
+fn record_body_size(offset_delta: i64, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
     1 // record attributes
         + varint_size(timestamp_delta)
         + varint_size(offset_delta)
@@ -139,13 +135,7 @@ pub fn size_upper_bound(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Hea
 }
 
 /// Exact encoded size of one record, its length prefix included (Java's `DefaultRecord.sizeInBytes`).
-pub fn record_size(
-    offset_delta: i64,
-    timestamp_delta: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: &[Header<'_>],
-) -> usize {
+pub fn record_size(offset_delta: i64, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
     let body = record_body_size(offset_delta, timestamp_delta, key, value, headers);
     varint_size(body as i64) + body
 }
@@ -166,14 +156,7 @@ pub struct Builder {
 impl Builder {
     /// A builder for batches of at most `batch_size` bytes; `factor` as in [`Builder::used`].
     pub fn new(batch_size: i64, factor: Option<f64>) -> Self {
-        Builder {
-            records_limit: batch_size - RECORD_BATCH_OVERHEAD as i64,
-            factor,
-            buf: Vec::new(),
-            count: 0,
-            base_ts: NO_TIMESTAMP,
-            max_ts: NO_TIMESTAMP,
-        }
+        Builder { records_limit: batch_size - RECORD_BATCH_OVERHEAD as i64, factor, buf: Vec::new(), count: 0, base_ts: NO_TIMESTAMP, max_ts: NO_TIMESTAMP }
     }
 
     pub fn record_count(&self) -> i32 {
@@ -388,15 +371,11 @@ static RECORD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `aioproducer.record_types.Record`, the named tuple `records()` gives back.
 fn record_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    Ok(RECORD
-        .get_or_try_init(py, || py.import("aioproducer.record_types")?.getattr("Record").map(Bound::unbind))?
-        .bind(py))
+    Ok(RECORD.get_or_try_init(py, || py.import("aioproducer.record_types")?.getattr("Record").map(Bound::unbind))?.bind(py))
 }
 
 fn compression(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    Ok(COMPRESSION
-        .get_or_try_init(py, || py.import("aioproducer.protocol.compression").map(Bound::unbind))?
-        .bind(py))
+    Ok(COMPRESSION.get_or_try_init(py, || py.import("aioproducer.protocol.compression").map(Bound::unbind))?.bind(py))
 }
 
 /// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
@@ -473,6 +452,14 @@ impl PyRecordBatchBuilder {
         }
     }
 
+    /// Wire size of the batch: exact once built or when uncompressed, else estimated. O(1).
+    fn estimated_size(&self, py: Python<'_>) -> usize {
+        if self.closed.is_some() {
+            return RECORD_BATCH_OVERHEAD + self.closed_section_len(py);
+        }
+        RECORD_BATCH_OVERHEAD + self.core.used().max(0) as usize
+    }
+
     fn compression_ratio_of(&self, py: Python<'_>) -> f64 {
         if self.closed.is_none() || self.uncompressed_size == 0 {
             return 1.0;
@@ -500,120 +487,121 @@ impl PyRecordBatchBuilder {
     #[new]
     #[pyo3(signature = (compression_type = 0, batch_size = 16384, compression_level = None, *, estimated_compression_ratio = 1.0))]
     fn new(py: Python<'_>, compression_type: i64, batch_size: i64, compression_level: Option<i64>, estimated_compression_ratio: f64) -> PyResult<Self> {
-        if !matches!(u8::try_from(compression_type), Ok(CODEC_NONE | CODEC_GZIP | CODEC_LZ4 | CODEC_ZSTD)) {
-            // Unknown ids and snappy (an optional library): the Python check says which, and how to fix it.
-            compression(py)?.getattr("check_available")?.call1((compression_type,))?;
-        }
-        Ok(Self::create(compression_type as u8, batch_size, compression_level, estimated_compression_ratio))
+        guarded("RecordBatchBuilder.__new__", || {
+            if !matches!(u8::try_from(compression_type), Ok(CODEC_NONE | CODEC_GZIP | CODEC_LZ4 | CODEC_ZSTD)) {
+                // Unknown ids and snappy (an optional library): the Python check says which, and how to fix it.
+                compression(py)?.getattr("check_available")?.call1((compression_type,))?;
+            }
+            Ok(Self::create(compression_type as u8, batch_size, compression_level, estimated_compression_ratio))
+        })
     }
 
     #[getter]
-    fn compression_type(&self) -> u8 {
-        self.codec
+    fn compression_type(&self) -> PyResult<u8> {
+        guarded("RecordBatchBuilder.compression_type", || Ok(self.codec))
     }
 
     #[getter]
-    fn compression_level(&self) -> Option<i64> {
-        self.level
+    fn compression_level(&self) -> PyResult<Option<i64>> {
+        guarded("RecordBatchBuilder.compression_level", || Ok(self.level))
     }
 
     #[getter]
-    fn batch_size(&self) -> i64 {
-        self.batch_size
+    fn batch_size(&self) -> PyResult<i64> {
+        guarded("RecordBatchBuilder.batch_size", || Ok(self.batch_size))
     }
 
     #[getter]
-    fn record_count(&self) -> i32 {
-        self.core.count
+    fn record_count(&self) -> PyResult<i32> {
+        guarded("RecordBatchBuilder.record_count", || Ok(self.core.count))
     }
 
     /// Timestamp of the first record (deltas are relative to it); -1 when empty.
     #[getter]
-    fn base_timestamp(&self) -> i64 {
-        self.core.base_ts
+    fn base_timestamp(&self) -> PyResult<i64> {
+        guarded("RecordBatchBuilder.base_timestamp", || Ok(self.core.base_ts))
     }
 
     /// Largest record timestamp; -1 when empty.
     #[getter]
-    fn max_timestamp(&self) -> i64 {
-        self.core.max_ts
+    fn max_timestamp(&self) -> PyResult<i64> {
+        guarded("RecordBatchBuilder.max_timestamp", || Ok(self.core.max_ts))
     }
 
     /// True once `build` (or `install_compressed`) closed it: no more appends.
     #[getter]
-    fn is_closed(&self) -> bool {
-        self.closed.is_some()
+    fn is_closed(&self) -> PyResult<bool> {
+        guarded("RecordBatchBuilder.is_closed", || Ok(self.closed.is_some()))
     }
 
     /// Header plus uncompressed records section.
     #[getter]
-    fn uncompressed_size_in_bytes(&self) -> usize {
-        RECORD_BATCH_OVERHEAD + if self.closed.is_none() { self.core.buf.len() } else { self.uncompressed_size }
+    fn uncompressed_size_in_bytes(&self) -> PyResult<usize> {
+        guarded("RecordBatchBuilder.uncompressed_size_in_bytes", || {
+            Ok(RECORD_BATCH_OVERHEAD + if self.closed.is_none() { self.core.buf.len() } else { self.uncompressed_size })
+        })
     }
 
     /// Wire size of the batch: exact once built or when uncompressed, else estimated. O(1).
     #[getter]
-    fn estimated_size_in_bytes(&self, py: Python<'_>) -> usize {
-        if self.closed.is_some() {
-            return RECORD_BATCH_OVERHEAD + self.closed_section_len(py);
-        }
-        RECORD_BATCH_OVERHEAD + self.core.used().max(0) as usize
+    fn estimated_size_in_bytes(&self, py: Python<'_>) -> PyResult<usize> {
+        guarded("RecordBatchBuilder.estimated_size_in_bytes", || Ok(self.estimated_size(py)))
     }
 
     /// Compressed / uncompressed section size once closed (1.0 before, or when empty).
     #[getter]
-    fn compression_ratio(&self, py: Python<'_>) -> f64 {
-        self.compression_ratio_of(py)
+    fn compression_ratio(&self, py: Python<'_>) -> PyResult<f64> {
+        guarded("RecordBatchBuilder.compression_ratio", || Ok(self.compression_ratio_of(py)))
     }
 
     /// How many bytes the first `build` would compress (0: none, or closed already). O(1).
     #[getter]
-    fn bytes_to_compress(&self) -> usize {
-        if self.closed.is_some() || self.codec == CODEC_NONE {
-            0
-        } else {
-            self.core.buf.len()
-        }
+    fn bytes_to_compress(&self) -> PyResult<usize> {
+        guarded("RecordBatchBuilder.bytes_to_compress", || Ok(if self.closed.is_some() || self.codec == CODEC_NONE { 0 } else { self.core.buf.len() }))
     }
 
     #[pyo3(signature = (timestamp_ms, key, value, headers = None))]
-    fn has_room_for(&self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> bool {
-        self.closed.is_none() && self.core.has_room_for(timestamp_ms, key, value, &header_slices(&headers))
+    fn has_room_for(&self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> PyResult<bool> {
+        guarded("RecordBatchBuilder.has_room_for", || Ok(self.closed.is_none() && self.core.has_room_for(timestamp_ms, key, value, &header_slices(&headers))))
     }
 
     /// Append if the record fits: its offset delta, or -1 when full or closed (Java's `tryAppend`).
     #[pyo3(signature = (timestamp_ms, key, value, headers = None))]
-    fn try_append(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> i64 {
-        self.append_record(timestamp_ms, key, value, &header_slices(&headers))
+    fn try_append(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> PyResult<i64> {
+        guarded("RecordBatchBuilder.try_append", || Ok(self.append_record(timestamp_ms, key, value, &header_slices(&headers))))
     }
 
     /// Append whatever the size; its offset delta. RuntimeError once closed (a caller's bug).
     #[pyo3(signature = (timestamp_ms, key, value, headers = None))]
     fn append(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> PyResult<i64> {
-        if self.closed.is_some() {
-            return Err(PyRuntimeError::new_err("record batch is closed for appends: it was already built"));
-        }
-        if self.exports > 0 {
-            return Err(PyRuntimeError::new_err("record batch is being compressed: it cannot grow"));
-        }
-        Ok(self.core.append(timestamp_ms, key, value, &header_slices(&headers)))
+        guarded("RecordBatchBuilder.append", || {
+            if self.closed.is_some() {
+                return Err(PyRuntimeError::new_err("record batch is closed for appends: it was already built"));
+            }
+            if self.exports > 0 {
+                return Err(PyRuntimeError::new_err("record batch is being compressed: it cannot grow"));
+            }
+            Ok(self.core.append(timestamp_ms, key, value, &header_slices(&headers)))
+        })
     }
 
     /// Keyless `values[start:]`, one timestamp, while each is `bytes` and fits: the index of
     /// the first value not appended (`send_many`'s bulk path; offsets are consecutive).
     #[pyo3(signature = (timestamp_ms, values, start = 0))]
-    fn try_append_values(&mut self, timestamp_ms: i64, values: &Bound<'_, PyList>, start: usize) -> usize {
-        let mut i = start;
-        let stop = values.len();
-        while i < stop {
-            let Ok(item) = values.get_item(i) else { break };
-            let Ok(value) = item.cast::<PyBytes>() else { break };
-            if self.append_record(timestamp_ms, None, Some(value.as_bytes()), &[]) < 0 {
-                break;
+    fn try_append_values(&mut self, timestamp_ms: i64, values: &Bound<'_, PyList>, start: usize) -> PyResult<usize> {
+        guarded("RecordBatchBuilder.try_append_values", || {
+            let mut i = start;
+            let stop = values.len();
+            while i < stop {
+                let Ok(item) = values.get_item(i) else { break };
+                let Ok(value) = item.cast::<PyBytes>() else { break };
+                if self.append_record(timestamp_ms, None, Some(value.as_bytes()), &[]) < 0 {
+                    break;
+                }
+                i += 1;
             }
-            i += 1;
-        }
-        i
+            Ok(i)
+        })
     }
 
     /// Close the builder and return the batch with this producer state.
@@ -629,58 +617,60 @@ impl PyRecordBatchBuilder {
         is_transactional: bool,
         base_offset: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let py = slf.py();
-        let state = ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset };
-        let compressed: Option<Bound<'py, PyBytes>> = {
-            let this = slf.borrow();
-            if this.core.count == 0 {
-                return Err(PyRuntimeError::new_err("cannot build an empty record batch"));
-            }
-            if this.last_state == Some(state) {
-                if let Some(built) = &this.last_built {
-                    return Ok(built.bind(py).clone());
+        guarded("RecordBatchBuilder.build", || {
+            let py = slf.py();
+            let state = ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset };
+            let compressed: Option<Bound<'py, PyBytes>> = {
+                let this = slf.borrow();
+                if this.core.count == 0 {
+                    return Err(PyRuntimeError::new_err("cannot build an empty record batch"));
                 }
-            }
-            match &this.closed {
-                Some(Closed::Released) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
-                None if this.codec != CODEC_NONE => {
-                    let (codec, level) = (this.codec, this.level);
-                    drop(this); // the view below borrows the builder
-                    let view = PyMemoryView::from(slf.as_any())?;
-                    let out = compression(py)?.getattr("compress")?.call1((codec, &view, level))?;
-                    view.call_method0("release")?;
-                    Some(out.cast_into::<PyBytes>()?)
+                if this.last_state == Some(state) {
+                    if let Some(built) = &this.last_built {
+                        return Ok(built.bind(py).clone());
+                    }
                 }
-                _ => None,
-            }
-        };
-        let mut this = slf.borrow_mut();
-        let this = &mut *this;
-        let built = {
-            let section: &[u8] = match (&compressed, &this.closed) {
-                (Some(c), _) => c.as_bytes(),
-                (None, None) => &this.core.buf,
-                (None, Some(Closed::Compressed(c))) => c.bind(py).as_bytes(),
-                (None, Some(Closed::InBuilt)) => match &this.last_built {
-                    Some(b) => &b.bind(py).as_bytes()[RECORD_BATCH_OVERHEAD..],
-                    None => return Err(PyRuntimeError::new_err("record batch lost its bytes")),
-                },
-                (None, Some(Closed::Released)) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
+                match &this.closed {
+                    Some(Closed::Released) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
+                    None if this.codec != CODEC_NONE => {
+                        let (codec, level) = (this.codec, this.level);
+                        drop(this); // the view below borrows the builder
+                        let view = PyMemoryView::from(slf.as_any())?;
+                        let out = compression(py)?.getattr("compress")?.call1((codec, &view, level))?;
+                        view.call_method0("release")?;
+                        Some(out.cast_into::<PyBytes>()?)
+                    }
+                    _ => None,
+                }
             };
-            let (core, codec) = (&this.core, this.codec);
-            PyBytes::new_with(py, RECORD_BATCH_OVERHEAD + section.len(), |out| {
-                core.write_batch(out, section, &state, codec);
-                Ok(())
-            })?
-        };
-        if this.closed.is_none() {
-            this.uncompressed_size = this.core.buf.len();
-        }
-        this.closed = Some(Closed::InBuilt);
-        this.drop_section_if_unviewed();
-        this.last_state = Some(state);
-        this.last_built = Some(built.clone().unbind());
-        Ok(built)
+            let mut this = slf.borrow_mut();
+            let this = &mut *this;
+            let built = {
+                let section: &[u8] = match (&compressed, &this.closed) {
+                    (Some(c), _) => c.as_bytes(),
+                    (None, None) => &this.core.buf,
+                    (None, Some(Closed::Compressed(c))) => c.bind(py).as_bytes(),
+                    (None, Some(Closed::InBuilt)) => match &this.last_built {
+                        Some(b) => &b.bind(py).as_bytes()[RECORD_BATCH_OVERHEAD..],
+                        None => return Err(PyRuntimeError::new_err("record batch lost its bytes")),
+                    },
+                    (None, Some(Closed::Released)) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
+                };
+                let (core, codec) = (&this.core, this.codec);
+                PyBytes::new_with(py, RECORD_BATCH_OVERHEAD + section.len(), |out| {
+                    core.write_batch(out, section, &state, codec);
+                    Ok(())
+                })?
+            };
+            if this.closed.is_none() {
+                this.uncompressed_size = this.core.buf.len();
+            }
+            this.closed = Some(Closed::InBuilt);
+            this.drop_section_if_unviewed();
+            this.last_state = Some(state);
+            this.last_built = Some(built.clone().unbind());
+            Ok(built)
+        })
     }
 
     /// A read-only view of the section the first `build` would compress, or None if it would
@@ -688,13 +678,15 @@ impl PyRecordBatchBuilder {
     /// its owner, which refuses appends until the view is released; the result comes back
     /// through `install_compressed`.
     fn section_to_compress<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyMemoryView>>> {
-        {
-            let this = slf.borrow();
-            if this.closed.is_some() || this.codec == CODEC_NONE || this.core.count == 0 {
-                return Ok(None);
+        guarded("RecordBatchBuilder.section_to_compress", || {
+            {
+                let this = slf.borrow();
+                if this.closed.is_some() || this.codec == CODEC_NONE || this.core.count == 0 {
+                    return Ok(None);
+                }
             }
-        }
-        Ok(Some(PyMemoryView::from(slf.as_any())?))
+            Ok(Some(PyMemoryView::from(slf.as_any())?))
+        })
     }
 
     /// Close the builder with `section` (from `section_to_compress`) compressed elsewhere.
@@ -702,116 +694,127 @@ impl PyRecordBatchBuilder {
     /// Ignored if the builder was closed or grew since: `build` then compresses what it
     /// holds itself, so a stale result can never drop a record.
     fn install_compressed(&mut self, section: &Bound<'_, PyAny>, compressed: Bound<'_, PyBytes>) -> PyResult<()> {
-        let section_len = section.len()?;
-        if self.closed.is_none() && self.core.buf.len() == section_len && self.core.count > 0 {
-            self.uncompressed_size = section_len;
-            self.closed = Some(Closed::Compressed(compressed.unbind()));
-            self.drop_section_if_unviewed();
-        }
-        Ok(())
+        guarded("RecordBatchBuilder.install_compressed", || {
+            let section_len = section.len()?;
+            if self.closed.is_none() && self.core.buf.len() == section_len && self.core.count > 0 {
+                self.uncompressed_size = section_len;
+                self.closed = Some(Closed::Compressed(compressed.unbind()));
+                self.drop_section_if_unviewed();
+            }
+            Ok(())
+        })
     }
 
     /// Drop the record bytes once the batch is acknowledged or failed; keeps counts and
     /// timestamps. A finished batch stays reachable from the futures users hold, so without
     /// this every finished batch would pin its bytes for as long as any of them lives.
-    fn release(&mut self) {
-        self.closed = Some(Closed::Released);
-        self.drop_section_if_unviewed();
-        self.last_built = None;
-        self.last_state = None;
+    fn release(&mut self) -> PyResult<()> {
+        guarded("RecordBatchBuilder.release", || {
+            self.closed = Some(Closed::Released);
+            self.drop_section_if_unviewed();
+            self.last_built = None;
+            self.last_state = None;
+            Ok(())
+        })
     }
 
     /// The appended records in order, as `Record(timestamp, key, value, headers)`: decodes
     /// (and decompresses) the section, for the rare split path.
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let sent = self.sent_section(py)?;
-        let section: &[u8] = match (&sent, &self.closed) {
-            (Some(s), _) => s.as_bytes(),
-            (None, None) => &self.core.buf,
-            (None, Some(_)) => return Err(PyRuntimeError::new_err("the record batch was released: its records are gone")),
-        };
-        let base_ts = self.core.base_ts;
-        let record = record_type(py)?;
-        decode_section(section, self.core.count)?
-            .into_iter()
-            .map(|(delta, key, value, headers)| {
-                let hs = headers
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let key = PyString::new(py, std::str::from_utf8(k).map_err(|e| PyValueError::new_err(e.to_string()))?);
-                        Ok((key, v.map(|v| PyBytes::new(py, v))))
-                    })
-                    .collect::<PyResult<Vec<_>>>()?;
-                record.call1((
-                    base_ts + delta,
-                    key.map(|k| PyBytes::new(py, k)),
-                    value.map(|v| PyBytes::new(py, v)),
-                    PyList::new(py, hs)?,
-                ))
-            })
-            .collect()
+        guarded("RecordBatchBuilder.records", || {
+            let sent = self.sent_section(py)?;
+            let section: &[u8] = match (&sent, &self.closed) {
+                (Some(s), _) => s.as_bytes(),
+                (None, None) => &self.core.buf,
+                (None, Some(_)) => return Err(PyRuntimeError::new_err("the record batch was released: its records are gone")),
+            };
+            let base_ts = self.core.base_ts;
+            let record = record_type(py)?;
+            decode_section(section, self.core.count)?
+                .into_iter()
+                .map(|(delta, key, value, headers)| {
+                    let hs = headers
+                        .into_iter()
+                        .map(|(k, v)| {
+                            let key = PyString::new(py, std::str::from_utf8(k).map_err(|e| PyValueError::new_err(e.to_string()))?);
+                            Ok((key, v.map(|v| PyBytes::new(py, v))))
+                        })
+                        .collect::<PyResult<Vec<_>>>()?;
+                    record.call1((base_ts + delta, key.map(|k| PyBytes::new(py, k)), value.map(|v| PyBytes::new(py, v)), PyList::new(py, hs)?))
+                })
+                .collect()
+        })
     }
 
     /// Redistribute the records into new open builders of at most `max_batch_size` (Java's
     /// `ProducerBatch.split`, after MESSAGE_TOO_LARGE): same codec and level; a single
     /// record larger than `max_batch_size` still gets a builder of its own.
     fn split(&self, py: Python<'_>, max_batch_size: i64) -> PyResult<Vec<Py<PyRecordBatchBuilder>>> {
-        let ratio = if self.closed.is_some() { self.compression_ratio_of(py) } else { 1.0 };
-        let sent = self.sent_section(py)?;
-        let section: &[u8] = match (&sent, &self.closed) {
-            (Some(s), _) => s.as_bytes(),
-            (None, None) => &self.core.buf,
-            (None, Some(_)) => return Err(PyRuntimeError::new_err("the record batch was released: its records are gone")),
-        };
-        let mut out: Vec<PyRecordBatchBuilder> = Vec::new();
-        for (delta, key, value, headers) in decode_section(section, self.core.count)? {
-            let ts = self.core.base_ts + delta;
-            let appended = out.last_mut().is_some_and(|b| b.core.try_append(ts, key, value, &headers) >= 0);
-            if !appended {
-                let mut piece = PyRecordBatchBuilder::create(self.codec, max_batch_size, self.level, ratio.max(1.0));
-                piece.core.append(ts, key, value, &headers);
-                out.push(piece);
+        guarded("RecordBatchBuilder.split", || {
+            let ratio = if self.closed.is_some() { self.compression_ratio_of(py) } else { 1.0 };
+            let sent = self.sent_section(py)?;
+            let section: &[u8] = match (&sent, &self.closed) {
+                (Some(s), _) => s.as_bytes(),
+                (None, None) => &self.core.buf,
+                (None, Some(_)) => return Err(PyRuntimeError::new_err("the record batch was released: its records are gone")),
+            };
+            let mut out: Vec<PyRecordBatchBuilder> = Vec::new();
+            for (delta, key, value, headers) in decode_section(section, self.core.count)? {
+                let ts = self.core.base_ts + delta;
+                let appended = out.last_mut().is_some_and(|b| b.core.try_append(ts, key, value, &headers) >= 0);
+                if !appended {
+                    let mut piece = PyRecordBatchBuilder::create(self.codec, max_batch_size, self.level, ratio.max(1.0));
+                    piece.core.append(ts, key, value, &headers);
+                    out.push(piece);
+                }
             }
-        }
-        out.into_iter().map(|b| Py::new(py, b)).collect()
+            out.into_iter().map(|b| Py::new(py, b)).collect()
+        })
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
-            "RecordBatchBuilder(codec={}, records={}, size~{}/{}, closed={})",
-            self.codec,
-            self.core.count,
-            self.estimated_size_in_bytes(py),
-            self.batch_size,
-            if self.closed.is_some() { "True" } else { "False" }
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        guarded("RecordBatchBuilder.__repr__", || {
+            Ok(format!(
+                "RecordBatchBuilder(codec={}, records={}, size~{}/{}, closed={})",
+                self.codec,
+                self.core.count,
+                self.estimated_size(py),
+                self.batch_size,
+                if self.closed.is_some() { "True" } else { "False" }
+            ))
+        })
     }
 
     /// The open section, read-only, for the compressor (no copy).
     unsafe fn __getbuffer__(mut slf: PyRefMut<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("a record batch's section is read-only"));
-        }
-        if slf.closed.is_some() {
-            return Err(PyBufferError::new_err("the record batch is closed: its section was compressed or built"));
-        }
-        let (ptr, len) = (slf.core.buf.as_ptr(), slf.core.buf.len());
-        // SAFETY: `view` is the buffer the caller asked to fill; `ptr`/`len` are the section's,
-        // which stays allocated and unchanged while `exports` > 0 (appends are refused, and
-        // `clear` waits for the last view's release).
-        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr as *mut _, len as ffi::Py_ssize_t, 1, flags) };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        slf.exports += 1;
-        Ok(())
+        guarded("RecordBatchBuilder.__getbuffer__", || {
+            if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+                return Err(PyBufferError::new_err("a record batch's section is read-only"));
+            }
+            if slf.closed.is_some() {
+                return Err(PyBufferError::new_err("the record batch is closed: its section was compressed or built"));
+            }
+            let (ptr, len) = (slf.core.buf.as_ptr(), slf.core.buf.len());
+            // SAFETY: `view` is the buffer the caller asked to fill; `ptr`/`len` are the section's,
+            // which stays allocated and unchanged while `exports` > 0 (appends are refused, and
+            // `clear` waits for the last view's release).
+            let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), ptr as *mut _, len as ffi::Py_ssize_t, 1, flags) };
+            if rc != 0 {
+                return Err(PyErr::fetch(slf.py()));
+            }
+            slf.exports += 1;
+            Ok(())
+        })
     }
 
-    unsafe fn __releasebuffer__(mut slf: PyRefMut<'_, Self>, _view: *mut ffi::Py_buffer) {
-        slf.exports -= 1;
-        if slf.closed.is_some() {
-            slf.drop_section_if_unviewed();
-        }
+    unsafe fn __releasebuffer__(mut slf: PyRefMut<'_, Self>, _view: *mut ffi::Py_buffer) -> PyResult<()> {
+        guarded("RecordBatchBuilder.__releasebuffer__", || {
+            slf.exports -= 1;
+            if slf.closed.is_some() {
+                slf.drop_section_if_unviewed();
+            }
+            Ok(())
+        })
     }
 }
 

@@ -25,6 +25,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::batch_builder::{Header, PyRecordBatchBuilder};
+use crate::guarded;
 
 pyo3::import_exception!(asyncio, CancelledError);
 pyo3::import_exception!(asyncio, InvalidStateError);
@@ -57,30 +58,36 @@ pub struct BatchOutcome {
 #[pymethods]
 impl BatchOutcome {
     #[new]
-    fn new(topic: Py<PyAny>, partition: i64) -> Self {
-        BatchOutcome { topic, partition, done: false, base_offset: -1, log_append_time: -1, error: None }
+    fn new(topic: Py<PyAny>, partition: i64) -> PyResult<Self> {
+        guarded("BatchOutcome.__new__", || Ok(BatchOutcome { topic, partition, done: false, base_offset: -1, log_append_time: -1, error: None }))
     }
 
     /// Every future of the batch is complete once this returns (there is nothing per future to do).
     #[pyo3(signature = (base_offset, log_append_time, error))]
-    fn complete(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) {
-        self.done = true;
-        self.base_offset = base_offset;
-        self.log_append_time = log_append_time;
-        self.error = error;
+    fn complete(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> PyResult<()> {
+        guarded("BatchOutcome.complete", || {
+            self.done = true;
+            self.base_offset = base_offset;
+            self.log_append_time = log_append_time;
+            self.error = error;
+            Ok(())
+        })
     }
 
     #[getter]
-    fn done(&self) -> bool {
-        self.done
+    fn done(&self) -> PyResult<bool> {
+        guarded("BatchOutcome.done", || Ok(self.done))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.error)
     }
 
-    fn __clear__(&mut self) {
-        self.error = None;
+    fn __clear__(&mut self) -> PyResult<()> {
+        guarded("BatchOutcome.__clear__", || {
+            self.error = None;
+            Ok(())
+        })
     }
 }
 
@@ -118,35 +125,9 @@ impl FutureRecordMetadata {
     fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
         self.batch.as_ref().map(|b| b.bind(py)).ok_or_else(cleared)
     }
-}
 
-#[pymethods]
-impl FutureRecordMetadata {
-    #[new]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        Err(PyTypeError::new_err("record futures are made by Producer.send(), not directly"))
-    }
-
-    /// What `asyncio.isfuture()` looks for: `gather`, `wait_for` and `shield` use the future as it is.
-    #[classattr]
-    fn _asyncio_future_blocking() -> bool {
-        false
-    }
-
-    fn get_loop(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.batch(py)?.getattr(intern!(py, "loop"))?.unbind())
-    }
-
-    fn done(&self, py: Python<'_>) -> bool {
-        self.cancelled || self.outcome.as_ref().is_some_and(|o| o.borrow(py).done)
-    }
-
-    fn cancelled(&self) -> bool {
-        self.cancelled
-    }
-
-    fn result<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    /// `result()`: the record's metadata, or its error raised.
+    fn result_of<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let this = slf.borrow();
         if this.cancelled {
@@ -164,19 +145,13 @@ impl FutureRecordMetadata {
             return slf.call_method0(intern!(py, "_result_of_failed_or_split"));
         }
         let timestamp = if outcome.log_append_time >= 0 { outcome.log_append_time } else { this.timestamp };
-        let fields = (
-            outcome.topic.bind(py),
-            outcome.partition,
-            outcome.base_offset + this.relative_offset,
-            timestamp,
-            this.key_size,
-            this.value_size,
-        )
+        let fields = (outcome.topic.bind(py), outcome.partition, outcome.base_offset + this.relative_offset, timestamp, this.key_size, this.value_size)
             .into_pyobject(py)?;
         record_metadata(py, fields)
     }
 
-    fn exception<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// `exception()`: the record's error, None once delivered.
+    fn exception_of<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = slf.py();
         let this = slf.borrow();
         if this.cancelled {
@@ -195,49 +170,90 @@ impl FutureRecordMetadata {
         let error = batch.call_method1(intern!(py, "error_of"), (relative_offset,))?;
         Ok((!error.is_none()).then_some(error))
     }
+}
+
+#[pymethods]
+impl FutureRecordMetadata {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        guarded("FutureRecordMetadata.__new__", || Err(PyTypeError::new_err("record futures are made by Producer.send(), not directly")))
+    }
+
+    /// What `asyncio.isfuture()` looks for: `gather`, `wait_for` and `shield` use the future as it is.
+    #[classattr]
+    fn _asyncio_future_blocking() -> bool {
+        false
+    }
+
+    fn get_loop(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        guarded("FutureRecordMetadata.get_loop", || Ok(self.batch(py)?.getattr(intern!(py, "loop"))?.unbind()))
+    }
+
+    fn done(&self, py: Python<'_>) -> PyResult<bool> {
+        guarded("FutureRecordMetadata.done", || Ok(self.cancelled || self.outcome.as_ref().is_some_and(|o| o.borrow(py).done)))
+    }
+
+    fn cancelled(&self) -> PyResult<bool> {
+        guarded("FutureRecordMetadata.cancelled", || Ok(self.cancelled))
+    }
+
+    fn result<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        guarded("FutureRecordMetadata.result", || Self::result_of(slf))
+    }
+
+    fn exception<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        guarded("FutureRecordMetadata.exception", || Self::exception_of(slf))
+    }
 
     #[getter]
     fn _batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(self.batch(py)?.clone().unbind())
+        guarded("FutureRecordMetadata._batch", || Ok(self.batch(py)?.clone().unbind()))
     }
 
     #[getter]
-    fn _relative_offset(&self) -> i64 {
-        self.relative_offset
+    fn _relative_offset(&self) -> PyResult<i64> {
+        guarded("FutureRecordMetadata._relative_offset", || Ok(self.relative_offset))
     }
 
     #[getter]
-    fn _timestamp(&self) -> i64 {
-        self.timestamp
+    fn _timestamp(&self) -> PyResult<i64> {
+        guarded("FutureRecordMetadata._timestamp", || Ok(self.timestamp))
     }
 
     #[getter]
-    fn _key_size(&self) -> i64 {
-        self.key_size
+    fn _key_size(&self) -> PyResult<i64> {
+        guarded("FutureRecordMetadata._key_size", || Ok(self.key_size))
     }
 
     #[getter]
-    fn _value_size(&self) -> i64 {
-        self.value_size
+    fn _value_size(&self) -> PyResult<i64> {
+        guarded("FutureRecordMetadata._value_size", || Ok(self.value_size))
     }
 
     /// What asyncio's own code (gather's and wait_for's callbacks) asks a cancelled future for.
     #[getter]
-    fn _cancel_message(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.cancel_message.as_ref().map(|m| m.clone_ref(py))
+    fn _cancel_message(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        guarded("FutureRecordMetadata._cancel_message", || Ok(self.cancel_message.as_ref().map(|m| m.clone_ref(py))))
     }
 
     /// Marks it cancelled (`cancel()` in batch.py runs its done-callbacks).
-    fn _mark_cancelled(&mut self, message: Option<Py<PyAny>>) {
-        self.cancelled = true;
-        self.cancel_message = message;
+    fn _mark_cancelled(&mut self, message: Option<Py<PyAny>>) -> PyResult<()> {
+        guarded("FutureRecordMetadata._mark_cancelled", || {
+            self.cancelled = true;
+            self.cancel_message = message;
+            Ok(())
+        })
     }
 
     /// Its record moved to `piece` (a split batch's), where it starts at offset delta `start`.
-    fn _move_to(&mut self, piece: Py<PyAny>, outcome: Py<BatchOutcome>, start: i64) {
-        self.batch = Some(piece);
-        self.outcome = Some(outcome);
-        self.relative_offset -= start;
+    fn _move_to(&mut self, piece: Py<PyAny>, outcome: Py<BatchOutcome>, start: i64) -> PyResult<()> {
+        guarded("FutureRecordMetadata._move_to", || {
+            self.batch = Some(piece);
+            self.outcome = Some(outcome);
+            self.relative_offset -= start;
+            Ok(())
+        })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -246,10 +262,13 @@ impl FutureRecordMetadata {
         visit.call(&self.cancel_message)
     }
 
-    fn __clear__(&mut self) {
-        self.batch = None;
-        self.outcome = None;
-        self.cancel_message = None;
+    fn __clear__(&mut self) -> PyResult<()> {
+        guarded("FutureRecordMetadata.__clear__", || {
+            self.batch = None;
+            self.outcome = None;
+            self.cancel_message = None;
+            Ok(())
+        })
     }
 }
 
@@ -266,6 +285,22 @@ type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
 #[pyo3(signature = (builder, batch, outcome, held, timestamp, key, value, headers, on_delivery))]
 #[allow(clippy::too_many_arguments)] // one call per record: each argument saves a Python attribute read
 pub fn append_record(
+    builder: &Bound<'_, PyRecordBatchBuilder>,
+    batch: &Bound<'_, PyAny>,
+    outcome: &Bound<'_, BatchOutcome>,
+    held: &Bound<'_, PyList>,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: Option<PyHeaders>,
+    on_delivery: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+    guarded("append_record", || append_one(builder, batch, outcome, held, timestamp, key, value, headers, on_delivery))
+}
+
+/// `append_record`'s work, also `append_values`' for each record (one guard for its whole run).
+#[allow(clippy::too_many_arguments)]
+fn append_one(
     builder: &Bound<'_, PyRecordBatchBuilder>,
     batch: &Bound<'_, PyAny>,
     outcome: &Bound<'_, BatchOutcome>,
@@ -332,15 +367,17 @@ pub fn append_values(
     on_delivery: Option<&Bound<'_, PyAny>>,
     out: &Bound<'_, PyList>,
 ) -> PyResult<usize> {
-    let stop = values.len()?;
-    let mut i = start;
-    while i < stop {
-        let item = values.get_item(i)?;
-        let Ok(value) = item.cast_exact::<PyBytes>() else { break };
-        let appended = append_record(builder, batch, outcome, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
-        let Some(future) = appended else { break };
-        out.append(future)?;
-        i += 1;
-    }
-    Ok(i)
+    guarded("append_values", || {
+        let stop = values.len()?;
+        let mut i = start;
+        while i < stop {
+            let item = values.get_item(i)?;
+            let Ok(value) = item.cast_exact::<PyBytes>() else { break };
+            let appended = append_one(builder, batch, outcome, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
+            let Some(future) = appended else { break };
+            out.append(future)?;
+            i += 1;
+        }
+        Ok(i)
+    })
 }

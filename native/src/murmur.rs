@@ -2,6 +2,8 @@
 
 use pyo3::prelude::*;
 
+use crate::guarded;
+
 /// Java's `Utils.murmur2` of `data` (seed 0x9747b28c), signed as Java returns it.
 pub fn murmur2_java(data: &[u8]) -> i32 {
     const M: u32 = 0x5bd1_e995;
@@ -39,17 +41,17 @@ pub fn partition_for_key(key: &[u8], num_partitions: u32) -> u32 {
 
 /// Java's `Utils.murmur2` of `data`, signed as Java returns it.
 #[pyfunction]
-pub fn murmur2(data: &[u8]) -> i32 {
-    murmur2_java(data)
+pub fn murmur2(data: &[u8]) -> PyResult<i32> {
+    guarded("murmur2", || Ok(murmur2_java(data)))
 }
 
 /// The partition Java's default partitioner gives a serialized key (`BuiltInPartitioner.partitionForKey`).
 #[pyfunction(name = "partition_for_key")]
 pub fn py_partition_for_key(key: &[u8], num_partitions: i64) -> PyResult<i64> {
-    match u32::try_from(num_partitions) {
+    guarded("partition_for_key", || match u32::try_from(num_partitions) {
         Ok(n) if n > 0 => Ok(i64::from(partition_for_key(key, n))),
         _ => Err(pyo3::exceptions::PyValueError::new_err(format!("num_partitions must be >= 1, got {num_partitions}"))),
-    }
+    })
 }
 
 #[cfg(test)]

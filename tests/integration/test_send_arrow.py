@@ -139,6 +139,23 @@ async def test_per_row_errors_are_counted_with_the_first_rows_named(mock_cluster
     assert any("100 of 100 rows failed" in note for note in caught.value.__notes__)
 
 
+async def test_raise_for_errors_adds_its_note_once_however_often_it_is_called(mock_cluster: MockCluster) -> None:
+    """The error raised is the batch's, shared by every failed row: a second call must not note it again."""
+    table = pa.table({"value": [b"a", b"b", b"c"], "partition": pa.array([0, 0, 0], pa.int8())})
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=50, enable_idempotence=False) as producer:
+        await producer.partitions_for(TOPIC)
+        mock_cluster.push_request_errors(PRODUCE, INVALID_TIMESTAMP)
+        report = await (await producer.send_arrow(TOPIC, table))
+    assert report.failed == 3 and {id(error) for _, error in report.errors} == {id(report.errors[0][1])}
+    raised = []
+    for _ in range(3):
+        with pytest.raises(Exception, match="INVALID_TIMESTAMP|timestamp") as caught:
+            report.raise_for_errors()
+        raised.append(caught.value)
+    assert raised[0] is raised[1] is raised[2]
+    assert raised[0].__notes__ == ["send_arrow: 3 of 3 rows failed; row 0 is the first reported"]
+
+
 async def test_a_split_batch_reports_each_row_from_its_piece(mock_cluster: MockCluster) -> None:
     config = {**FAST_RETRIES, "linger_ms": 60_000, "delivery_timeout_ms": 70_000}
     table = pa.table({"value": [b"r%03d" % i + b"." * 150 for i in range(40)], "partition": [2] * 40})

@@ -40,8 +40,11 @@ def test_the_native_module_is_built_from_these_sources() -> None:
 
 
 def test_a_rust_panic_is_a_python_exception_not_an_abort() -> None:
-    with pytest.raises(BaseException, match="deliberate panic") as caught:
+    """The release build unwinds (native/Cargo.toml), and the entry point's guard makes the panic an
+    ``Exception``, not PyO3's ``PanicException`` (a ``BaseException``): tests/unit/test_native_panics.py
+    covers every entry point."""
+    with pytest.raises(Exception, match="deliberate panic") as caught:  # a PanicException would get through
         _native._panic_for_test()
-    assert type(caught.value).__name__ == "PanicException"
+    assert type(caught.value) is RuntimeError
     # The module still works after it.
     assert _native.murmur2(b"21") == -973932308

@@ -1,0 +1,252 @@
+"""A panic anywhere in the native module reaches Python as an exception ``except Exception`` catches.
+
+Left to PyO3, a Rust panic is ``pyo3_runtime.PanicException``, a ``BaseException``: a caller's
+``except Exception``, asyncio's callbacks and the sender's error handling let it through. Each
+entry point runs its body in ``guarded`` (``native/src/lib.rs``), which turns a panic into a
+``RuntimeError`` naming the entry point and saying it is a bug. ``_panic_for_test(name)`` makes
+the next call of entry point ``name`` panic; ``CALLS`` reaches each one. The entry points are
+enumerated twice, from the module as Python sees it and from the crate's sources (the GC and
+buffer slots are not visible from Python), so a new entry point without a call here, or without
+the guard, fails.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from aioproducer import _native
+from aioproducer._native import ArrowRecords, BatchOutcome, FutureRecordMetadata, RecordBatchBuilder
+
+NATIVE = Path(__file__).resolve().parents[2] / "native"
+
+#: Entry points that cannot raise into Python, so have no guard: PyO3 catches a panic in
+#: ``__traverse__`` itself and tells the collector the traversal failed (nothing may touch Python
+#: during it); a ``#[classattr]`` is evaluated once, when the type is made.
+UNGUARDED = {"BatchOutcome.__traverse__", "FutureRecordMetadata.__traverse__", "FutureRecordMetadata._asyncio_future_blocking"}
+#: Slots Python 3.11 lists nowhere (no wrapper in the type's dict): the crate's sources name them.
+HIDDEN_SLOTS = {"RecordBatchBuilder.__getbuffer__", "RecordBatchBuilder.__releasebuffer__", "BatchOutcome.__clear__", "FutureRecordMetadata.__clear__"}
+#: Slots with no caller to raise to (Python reports their error as unraisable): tested on their own below.
+NO_CALLER = {"RecordBatchBuilder.__releasebuffer__", "BatchOutcome.__clear__", "FutureRecordMetadata.__clear__"}
+
+
+class _Loop:
+    """What a record future's batch is to the native side: an object with a ``loop``."""
+
+    loop = None
+
+
+def _builder(records: int = 1, codec: int = 0) -> RecordBatchBuilder:
+    builder = RecordBatchBuilder(codec)
+    for i in range(records):
+        builder.append(1000 + i, b"k", b"v" * 50)
+    return builder
+
+
+def _future() -> FutureRecordMetadata:
+    future = _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None)
+    assert future is not None
+    return future
+
+
+def _records() -> ArrowRecords:
+    records = ArrowRecords(pa.table({"value": [b"a", b"b"], "partition": pa.array([0, 0], pa.int8())}))
+    records.plan(1, 1 << 20, "t")
+    return records
+
+
+def _compressed() -> tuple[RecordBatchBuilder, memoryview]:
+    builder = _builder(3, codec=1)
+    section = builder.section_to_compress()
+    assert section is not None
+    return builder, section
+
+
+def _install_compressed() -> None:
+    builder, section = _compressed()
+    compressed = bytes(section)
+    section.release()
+    builder.install_compressed(compressed, compressed)
+
+
+#: Each entry point, as Python names it, and a call that reaches it with valid arguments.
+CALLS: dict[str, Callable[[], object]] = {
+    "_panic_for_test": lambda: _native._panic_for_test(""),  # "": disarms
+    "murmur2": lambda: _native.murmur2(b"21"),
+    "partition_for_key": lambda: _native.partition_for_key(b"21", 3),
+    "append_record": lambda: _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None),
+    "append_values": lambda: _native.append_values(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, [b"v"], 0, None, []),
+    "BatchOutcome.__new__": lambda: BatchOutcome("t", 0),
+    "BatchOutcome.complete": lambda: BatchOutcome("t", 0).complete(5, -1, None),
+    "BatchOutcome.done": lambda: BatchOutcome("t", 0).done,
+    "FutureRecordMetadata.__new__": lambda: FutureRecordMetadata(),
+    "FutureRecordMetadata.get_loop": lambda: _future().get_loop(),
+    "FutureRecordMetadata.done": lambda: _future().done(),
+    "FutureRecordMetadata.cancelled": lambda: _future().cancelled(),
+    "FutureRecordMetadata.result": lambda: _future().result(),
+    "FutureRecordMetadata.exception": lambda: _future().exception(),
+    "FutureRecordMetadata._batch": lambda: _future()._batch,
+    "FutureRecordMetadata._relative_offset": lambda: _future()._relative_offset,
+    "FutureRecordMetadata._timestamp": lambda: _future()._timestamp,
+    "FutureRecordMetadata._key_size": lambda: _future()._key_size,
+    "FutureRecordMetadata._value_size": lambda: _future()._value_size,
+    "FutureRecordMetadata._cancel_message": lambda: _future()._cancel_message,
+    "FutureRecordMetadata._mark_cancelled": lambda: _future()._mark_cancelled(None),
+    "FutureRecordMetadata._move_to": lambda: _future()._move_to(_Loop(), BatchOutcome("t", 0), 0),
+    "RecordBatchBuilder.__new__": lambda: RecordBatchBuilder(),
+    "RecordBatchBuilder.__repr__": lambda: repr(_builder()),
+    "RecordBatchBuilder.compression_type": lambda: _builder().compression_type,
+    "RecordBatchBuilder.compression_level": lambda: _builder().compression_level,
+    "RecordBatchBuilder.batch_size": lambda: _builder().batch_size,
+    "RecordBatchBuilder.record_count": lambda: _builder().record_count,
+    "RecordBatchBuilder.base_timestamp": lambda: _builder().base_timestamp,
+    "RecordBatchBuilder.max_timestamp": lambda: _builder().max_timestamp,
+    "RecordBatchBuilder.is_closed": lambda: _builder().is_closed,
+    "RecordBatchBuilder.uncompressed_size_in_bytes": lambda: _builder().uncompressed_size_in_bytes,
+    "RecordBatchBuilder.estimated_size_in_bytes": lambda: _builder().estimated_size_in_bytes,
+    "RecordBatchBuilder.compression_ratio": lambda: _builder().compression_ratio,
+    "RecordBatchBuilder.bytes_to_compress": lambda: _builder().bytes_to_compress,
+    "RecordBatchBuilder.has_room_for": lambda: _builder().has_room_for(1000, b"k", b"v"),
+    "RecordBatchBuilder.try_append": lambda: _builder().try_append(1000, b"k", b"v"),
+    "RecordBatchBuilder.append": lambda: _builder().append(1000, b"k", b"v"),
+    "RecordBatchBuilder.try_append_values": lambda: _builder().try_append_values(1000, [b"v"]),
+    "RecordBatchBuilder.build": lambda: _builder().build(),
+    "RecordBatchBuilder.section_to_compress": lambda: _builder(codec=1).section_to_compress(),
+    "RecordBatchBuilder.install_compressed": _install_compressed,
+    "RecordBatchBuilder.release": lambda: _builder().release(),
+    "RecordBatchBuilder.records": lambda: _builder().records(),
+    "RecordBatchBuilder.split": lambda: _builder(3).split(200),
+    "RecordBatchBuilder.__getbuffer__": lambda: memoryview(_builder()),
+    "ArrowRecords.__new__": _records,
+    "ArrowRecords.__len__": lambda: len(_records()),
+    "ArrowRecords.plan": lambda: ArrowRecords(pa.table({"value": [b"a"]})).plan(1, 1 << 20, "t"),
+    "ArrowRecords.append_rows": lambda: _records().append_rows(_builder(0), 0, 2),
+    "ArrowRecords.appended": lambda: _records().appended,
+    "ArrowRecords.payload_bytes": lambda: _records().payload_bytes(0, 2),
+    "ArrowRecords.reservation": lambda: _records().reservation(0, 16384),
+    "ArrowRecords.row_index": lambda: _records().row_index(1),
+    "ArrowRecords.release_data": lambda: _records().release_data(),
+    "ArrowRecords.set_offsets": lambda: _records().set_offsets(0, 2, 7),
+    "ArrowRecords.offsets": lambda: _records().offsets(),
+}
+
+
+@pytest.fixture
+def unraisable() -> Iterator[list[Any]]:
+    """What Python reports as "Exception ignored": from slots that have no caller to raise to."""
+    seen: list[Any] = []
+    previous, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        yield seen
+    finally:
+        sys.unraisablehook = previous
+
+
+def _entry_points_seen_from_python() -> set[str]:
+    names = set()
+    for name, value in vars(_native).items():
+        if isinstance(value, type) and value.__module__ == "aioproducer._native":
+            # Python functions batch.py sets on FutureRecordMetadata are not native: type "function".
+            native = ("method_descriptor", "getset_descriptor", "wrapper_descriptor", "builtin_function_or_method")
+            names |= {f"{name}.{attr}" for attr, member in vars(value).items() if type(member).__name__ in native}
+        elif type(value).__name__ == "builtin_function_or_method":
+            names.add(name)
+    return names
+
+
+def _entry_points_in_the_sources() -> set[str]:
+    """Every ``#[pyfunction]`` and every function of a ``#[pymethods]`` block, as Python names it."""
+    sources = {path: path.read_text().split("#[cfg(test)]")[0] for path in sorted((NATIVE / "src").glob("*.rs"))}
+    text = "\n".join(sources.values())
+    classes = {m["rust"]: m["py"] or m["rust"] for m in re.finditer(r'#\[pyclass\((?:name = "(?P<py>\w+)")?[^\]]*\)\]\s*pub struct (?P<rust>\w+)', text)}
+    names = {m["py"] or m["rust"] for m in re.finditer(r'#\[pyfunction(?:\(name = "(?P<py>\w+)"\))?\]\s*(?:#\[[^\n]*\n\s*)*(?:pub )?fn (?P<rust>\w+)', text)}
+    for block in re.finditer(r"#\[pymethods\]\nimpl (\w+) \{\n(.*?)\n\}", text, re.S):
+        attributes: list[str] = []
+        for line in block[2].splitlines():
+            if line.startswith("    #["):
+                attributes.append(line.strip())
+            elif (fn := re.match(r"    (?:pub )?(?:unsafe )?fn (\w+)", line)) is not None:
+                names.add(f"{classes[block[1]]}.{'__new__' if '#[new]' in attributes else fn[1]}")
+                attributes = []
+            elif not line.startswith("    ///"):
+                attributes = [] if not line.startswith("    ") or line.startswith("        ") else attributes
+    return names
+
+
+def test_every_entry_point_has_a_call_here() -> None:
+    assert _entry_points_seen_from_python() | HIDDEN_SLOTS == set(CALLS) | NO_CALLER
+
+
+@pytest.mark.source_tree
+def test_the_sources_have_no_other_entry_point() -> None:
+    assert _entry_points_in_the_sources() == _entry_points_seen_from_python() | HIDDEN_SLOTS | UNGUARDED
+
+
+def test_a_panic_with_nothing_armed_is_a_runtime_error_and_the_module_goes_on() -> None:
+    with pytest.raises(RuntimeError, match=r"_native\._panic_for_test panicked \(a deliberate panic in aioproducer\._native\): this is a bug in aioproducer"):
+        _native._panic_for_test()
+    assert _native.murmur2(b"21") == -973932308
+
+
+def _outcome(call: Callable[[], object]) -> str:
+    """What a call does: "returns", or the exception it raises (some raise by design: a record future has no constructor)."""
+    try:
+        call()
+    except Exception as exc:
+        return type(exc).__name__
+    return "returns"
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_panic_in_each_entry_point_is_a_runtime_error_naming_it(name: str) -> None:
+    call = CALLS[name]
+    unarmed = _outcome(call)
+    assert unarmed != "RuntimeError"
+    _native._panic_for_test(name)
+    try:
+        with pytest.raises(RuntimeError, match=rf"^aioproducer\._native\.{re.escape(name)} panicked .*this is a bug in aioproducer"):
+            call()
+    finally:
+        _native._panic_for_test("")  # disarmed, even if the call never reached the entry point
+    assert _outcome(call) == unarmed  # the next call does what it did before
+
+
+def test_a_panic_releasing_a_buffer_is_reported_as_the_runtime_error(unraisable: list[Any]) -> None:
+    builder = _builder(3, codec=1)
+    view = builder.section_to_compress()
+    assert view is not None
+    _native._panic_for_test("RecordBatchBuilder.__releasebuffer__")
+    view.release()  # no caller to raise to: Python reports it
+    assert [type(u.exc_value) for u in unraisable] == [RuntimeError]
+    assert "RecordBatchBuilder.__releasebuffer__ panicked" in str(unraisable[0].exc_value)
+
+
+def _self_cycle(kind: str) -> None:
+    """An object of ``kind`` that only it refers to, once this returns: only the collector frees it."""
+    if kind == "BatchOutcome":
+        outcome = BatchOutcome("t", 0)
+        outcome.complete(0, -1, outcome)  # type: ignore[arg-type]  # any object will do for the cycle
+    else:
+        future = _future()
+        future._mark_cancelled(future)
+
+
+@pytest.mark.parametrize("kind", ["BatchOutcome", "FutureRecordMetadata"])
+def test_a_panic_clearing_a_cycle_is_reported_as_the_runtime_error(unraisable: list[Any], kind: str) -> None:
+    """The collector clears an object that refers to itself: a panic there has no caller either."""
+    gc.collect()
+    _self_cycle(kind)
+    _native._panic_for_test(f"{kind}.__clear__")
+    try:
+        gc.collect()
+    finally:
+        _native._panic_for_test("nothing")
+    assert any(f"{kind}.__clear__ panicked" in str(u.exc_value) and type(u.exc_value) is RuntimeError for u in unraisable)
+    gc.collect()  # unarmed: the cycle is cleared now
