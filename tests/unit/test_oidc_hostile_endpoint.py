@@ -42,6 +42,7 @@ from aioproducer import Producer
 from aioproducer.config import Password
 from aioproducer.errors import KafkaConnectionError, KafkaTimeoutError, SaslAuthenticationFailedError
 from aioproducer.security.oidc import MAX_TOKEN_RESPONSE_BYTES, OidcSettings, fetch_token
+from hostile_http import Flood
 from leak_check import leaks, texts_of
 from aioproducer.testing import MockCluster
 
@@ -218,38 +219,10 @@ async def test_an_echoing_token_endpoint_gets_no_secret_out_of_start(
 # ------------------------------------------------------------------------ an answer without end
 
 
-@dataclass
-class Flood:
-    """Answers ``status`` with ``total`` bytes in 64 KiB writes (``declared``: with a Content-Length); counts what it got out."""
-
-    status: int
-    declared: bool
-    total: int = 64 * MAX_TOKEN_RESPONSE_BYTES
-    sent: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
-        response = web.StreamResponse(status=self.status)
-        if self.declared:
-            response.content_length = self.total
-        chunk = b'{"access_token": "' + b"x" * (64 * 1024 - 18)
-        try:
-            await response.prepare(request)
-            while self.sent < self.total:
-                await response.write(chunk)  # waits while the client's window is full
-                self.sent += len(chunk)
-        except (ConnectionError, RuntimeError):  # the client closed the connection (aiohttp: "closing transport")
-            pass
-        finally:
-            self.done.set()
-        return response
-
-
 @pytest.fixture
 async def flood(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Flood, str]]:
     status, declared = request.param
-    server = Flood(status, declared)
+    server = Flood(status, declared, 64 * MAX_TOKEN_RESPONSE_BYTES, b'{"access_token": "')
     app = web.Application()
     app.router.add_post("/token", server.handle)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

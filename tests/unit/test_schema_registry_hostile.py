@@ -34,6 +34,7 @@ from aioproducer.schema_registry import Schema, SchemaRegistryClient, SchemaRegi
 from aioproducer.schema_registry.avro import AvroSerializer
 from aioproducer.schema_registry.client import MAX_RESPONSE_BYTES
 from aioproducer.testing import MockCluster
+from hostile_http import Flood
 from leak_check import leaks, texts_of
 
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]})
@@ -42,37 +43,19 @@ _UNSET: Any = object()
 
 @dataclass
 class LyingRegistry:
-    """Answers every request 200 with ``answer`` (JSON), or, with ``flood_bytes``, that many bytes streamed; counts what it sent."""
+    """Answers every request 200 with ``answer`` (JSON), or with its flood once that is given a ``total``."""
 
     answer: Any = _UNSET
-    flood_bytes: int = 0
-    declared: bool = False
-    sent: int = 0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: With a ``total``: every answer is this flood instead.
+    flood: Flood = field(default_factory=lambda: Flood(prefix=b'{"id": 1, "padding": "'))
     paths: list[str] = field(default_factory=list)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
         self.paths.append(request.path)
-        if not self.flood_bytes:
-            return web.Response(text=json.dumps(self.answer), content_type="application/vnd.schemaregistry.v1+json")
-        return await self.flood(request)
-
-    async def flood(self, request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
-        if self.declared:
-            response.content_length = self.flood_bytes
-        chunk = b'{"id": 1, "padding": "' + b"x" * (64 * 1024 - 22)
-        try:
-            await response.prepare(request)
-            while self.sent < self.flood_bytes:
-                await response.write(chunk)  # waits while the client's window is full
-                self.sent += len(chunk)
-        except (ConnectionError, RuntimeError):  # the client closed the connection (aiohttp: "closing transport")
-            pass
-        finally:
-            self.done.set()
-        return response
+        if self.flood.total:
+            return await self.flood.handle(request)
+        await request.read()
+        return web.Response(text=json.dumps(self.answer), content_type="application/vnd.schemaregistry.v1+json")
 
 
 @pytest.fixture
@@ -175,17 +158,18 @@ async def test_an_answer_past_the_cap_is_refused_unread(
     mock_cluster: MockCluster, liar: tuple[LyingRegistry, str], declared: bool
 ) -> None:
     registry, url = liar
-    registry.flood_bytes, registry.declared = 16 * MAX_RESPONSE_BYTES, declared  # 256 MiB
+    flood = registry.flood
+    flood.total, flood.declared = 16 * MAX_RESPONSE_BYTES, declared  # 256 MiB
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers,
                         value_serializer=AvroSerializer(client(url), ORDER)) as producer:
         error = await refused_at_send(producer, "answered with a body over the cap of 16777216 bytes")
-    await asyncio.wait_for(registry.done.wait(), 10)
+    await asyncio.wait_for(flood.done.wait(), 10)
     assert error.error_message.startswith("answered with a body over the cap of 16777216 bytes"), error.error_message
     assert error.url == f"{url}/subjects/orders-value/versions"
     if declared:
         assert "(its Content-Length says 268435456 bytes)" in error.error_message
     # The cap, plus what the sockets' buffers and aiohttp's read-ahead held when the client closed.
-    assert registry.sent < registry.flood_bytes // 4, registry.sent
+    assert flood.sent < flood.total // 4, flood.sent
 
 
 def test_use_schema_id_and_get_schema_take_only_ids() -> None:
