@@ -25,8 +25,6 @@ import base64
 import html
 import json
 import logging
-import re
-import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
