@@ -163,7 +163,7 @@ def _entry_points_seen_from_python() -> set[str]:
 
 def _entry_points_in_the_sources() -> set[str]:
     """Every ``#[pyfunction]`` and every function of a ``#[pymethods]`` block, as Python names it."""
-    sources = {path: path.read_text().split("#[cfg(test)]")[0] for path in sorted((NATIVE / "src").glob("*.rs"))}
+    sources = {path: path.read_text().split("#[cfg(test)]")[0] for path in sorted((NATIVE / "src").rglob("*.rs"))}  # src/arrow/ too
     text = "\n".join(sources.values())
     classes = {m["rust"]: m["py"] or m["rust"] for m in re.finditer(r'#\[pyclass\((?:name = "(?P<py>\w+)")?[^\]]*\)\]\s*pub struct (?P<rust>\w+)', text)}
     names = {m["py"] or m["rust"] for m in re.finditer(r'#\[pyfunction(?:\(name = "(?P<py>\w+)"\))?\]\s*(?:#\[[^\n]*\n\s*)*(?:pub )?fn (?P<rust>\w+)', text)}
