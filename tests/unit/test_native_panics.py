@@ -81,6 +81,9 @@ CALLS: dict[str, Callable[[], object]] = {
     "_panic_for_test": lambda: _native._panic_for_test(""),  # "": disarms
     "murmur2": lambda: _native.murmur2(b"21"),
     "partition_for_key": lambda: _native.partition_for_key(b"21", 3),
+    "estimate_size_in_bytes_upper_bound": lambda: _native.estimate_size_in_bytes_upper_bound(b"k", b"v", [("h", None)]),
+    "record_size_in_bytes": lambda: _native.record_size_in_bytes(0, 0, b"k", b"v", [("h", b"x")]),
+    "write_varlong": lambda: _native.write_varlong(-1),
     "append_record": lambda: _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None),
     "append_values": lambda: _native.append_values(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, [b"v"], 0, None, []),
     "BatchOutcome.__new__": lambda: BatchOutcome("t", 0),

@@ -176,6 +176,7 @@ mod tests {
 
     #[test]
     fn upper_bound_matches_the_python_formula() {
+        // A literal here; tests/unit/test_native_twins.py checks it against the Python twin itself.
         // 61 + 21 + key (1 + 3) + value (null: 1) + 1 header count + header (1 + 1, 1 + 2).
         assert_eq!(upper_bound(Some(b"abc"), None, &[(b"h", Some(b"vv"))]), 61 + 21 + 4 + 1 + 1 + 2 + 3);
     }
