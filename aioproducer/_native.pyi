@@ -20,6 +20,20 @@ def murmur2(data: bytes) -> int: ...
 def _panic_for_test(entry_point: str | None = None, after_rows: int = 0) -> None: ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 
+# The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that
+# checks each pair against each other (tests/unit/test_native_twins.py); the producer calls none.
+def estimate_size_in_bytes_upper_bound(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None = None
+) -> int: ...
+def record_size_in_bytes(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None = None,
+) -> int: ...
+def write_varlong(value: int) -> bytes: ...
+
 class RecordBatchBuilder:
     def __init__(
         self,

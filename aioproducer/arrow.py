@@ -1,6 +1,6 @@
 """What ``Producer.send_arrow()`` returns: the delivery of a call's rows, reported per run of rows.
 
-``send_arrow`` appends its rows natively (``native/src/arrow.rs``) in runs, one run per batch
+``send_arrow`` appends its rows natively (``native/src/arrow/``) in runs, one run per batch
 a partition's rows filled; each batch reports each of its runs here once, when it completes
 (``ProducerBatch._report_arrow``). So a call costs Python work per batch, never per row: no
 future, callback or metadata object per row. What is kept is a count of delivered and failed

@@ -818,6 +818,38 @@ impl PyRecordBatchBuilder {
     }
 }
 
+// ------------------------------------------------------------------ the twins of protocol/records.py
+
+// The record-size formula and the varint exist in Python too (`protocol/records.py`,
+// `protocol/primitives.py`): the accumulator sizes `send()`'s records with the Python formula and
+// `send_arrow()`'s rows with this one. These expose the Rust side so that one test
+// (tests/unit/test_native_twins.py) checks each pair against each other over sizes, headers and
+// timestamps; the producer calls none of them.
+
+/// `size_upper_bound`: the Python twin is `estimate_size_in_bytes_upper_bound`.
+#[pyfunction(name = "estimate_size_in_bytes_upper_bound")]
+#[pyo3(signature = (key, value, headers = None))]
+pub fn py_size_upper_bound(key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> PyResult<usize> {
+    guarded("estimate_size_in_bytes_upper_bound", || Ok(size_upper_bound(key, value, &header_slices(&headers))))
+}
+
+/// `record_size`: the Python twin is `record_size_in_bytes`.
+#[pyfunction(name = "record_size_in_bytes")]
+#[pyo3(signature = (offset_delta, timestamp_delta, key, value, headers = None))]
+pub fn py_record_size(offset_delta: i64, timestamp_delta: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: Option<PyHeaders>) -> PyResult<usize> {
+    guarded("record_size_in_bytes", || Ok(record_size(offset_delta, timestamp_delta, key, value, &header_slices(&headers))))
+}
+
+/// `put_varint`'s bytes for `value`: the Python twin is `protocol.primitives.write_varlong`.
+#[pyfunction(name = "write_varlong")]
+pub fn py_write_varlong(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyBytes>> {
+    guarded("write_varlong", || {
+        let mut buf = Vec::with_capacity(10);
+        put_varint(&mut buf, value);
+        Ok(PyBytes::new(py, &buf))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,6 +115,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", batch_builder::RECORD_BATCH_OVERHEAD)?;
     m.add_class::<batch_builder::PyRecordBatchBuilder>()?;
+    m.add_function(wrap_pyfunction!(batch_builder::py_size_upper_bound, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_builder::py_record_size, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_builder::py_write_varlong, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;

@@ -24,10 +24,13 @@ def _fnv1a(value: int, data: bytes) -> int:
 
 
 def source_hash() -> str:
-    """``native/build.rs``'s fingerprint: each ``src/*.rs`` (sorted), then ``Cargo.toml``, name then bytes."""
+    """``native/build.rs``'s fingerprint: each ``.rs`` under ``src/``, subdirectories included, sorted
+    by its ``/``-separated path relative to ``src/`` (``arrow/mod.rs``), then ``Cargo.toml``; name then bytes."""
+    src = NATIVE / "src"
+    sources = sorted((path.relative_to(src).as_posix(), path) for path in src.rglob("*.rs"))
     value = 0xCBF29CE484222325
-    for path in [*sorted((NATIVE / "src").glob("*.rs")), NATIVE / "Cargo.toml"]:
-        value = _fnv1a(value, path.name.encode())
+    for name, path in [*sources, ("Cargo.toml", NATIVE / "Cargo.toml")]:
+        value = _fnv1a(value, name.encode())
         value = _fnv1a(value, path.read_bytes())
     return f"{value:016x}"
 

@@ -81,6 +81,9 @@ CALLS: dict[str, Callable[[], object]] = {
     "_panic_for_test": lambda: _native._panic_for_test(""),  # "": disarms
     "murmur2": lambda: _native.murmur2(b"21"),
     "partition_for_key": lambda: _native.partition_for_key(b"21", 3),
+    "estimate_size_in_bytes_upper_bound": lambda: _native.estimate_size_in_bytes_upper_bound(b"k", b"v", [("h", None)]),
+    "record_size_in_bytes": lambda: _native.record_size_in_bytes(0, 0, b"k", b"v", [("h", b"x")]),
+    "write_varlong": lambda: _native.write_varlong(-1),
     "append_record": lambda: _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None),
     "append_values": lambda: _native.append_values(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, [b"v"], 0, None, []),
     "BatchOutcome.__new__": lambda: BatchOutcome("t", 0),
@@ -163,7 +166,7 @@ def _entry_points_seen_from_python() -> set[str]:
 
 def _entry_points_in_the_sources() -> set[str]:
     """Every ``#[pyfunction]`` and every function of a ``#[pymethods]`` block, as Python names it."""
-    sources = {path: path.read_text().split("#[cfg(test)]")[0] for path in sorted((NATIVE / "src").glob("*.rs"))}
+    sources = {path: path.read_text().split("#[cfg(test)]")[0] for path in sorted((NATIVE / "src").rglob("*.rs"))}  # src/arrow/ too
     text = "\n".join(sources.values())
     classes = {m["rust"]: m["py"] or m["rust"] for m in re.finditer(r'#\[pyclass\((?:name = "(?P<py>\w+)")?[^\]]*\)\]\s*pub struct (?P<rust>\w+)', text)}
     names = {m["py"] or m["rust"] for m in re.finditer(r'#\[pyfunction(?:\(name = "(?P<py>\w+)"\))?\]\s*(?:#\[[^\n]*\n\s*)*(?:pub )?fn (?P<rust>\w+)', text)}
