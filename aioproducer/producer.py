@@ -86,9 +86,6 @@ class Producer:
     this process, which no properties file can name. See ``aioproducer/tracing.py``.
     """
 
-    #: The last ``on_delivery`` that ``_send()`` checked and accepted (see there).
-    _on_delivery_ok: object = None
-
     def __init__(
         self,
         config: Mapping[str, Any] | None = None,
