@@ -45,7 +45,7 @@ from typing import Any
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
-from aioproducer.clock import Clock, monotonic_ms
+from aioproducer.clock import Clock, loop_ms
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
@@ -77,7 +77,7 @@ class ProducerEngine:
         on_intake: Callable[[RecordIntake | None], None],
         log: LogLike,
         tracing: Callable[..., RecordTracer] | None = None,
-        clock: Clock = monotonic_ms,
+        clock: Clock = loop_ms,
         parts: ProducerParts[Any] | None = None,
     ) -> None:
         self.config = config
@@ -94,7 +94,8 @@ class ProducerEngine:
         #: The door into the accumulator while records may enter, else None. Writer: _set_intake, of this engine only.
         self.intake: RecordIntake | None = None
         self._log = log
-        #: The one clock (ms, monotonic) of every part that takes one.
+        #: The one clock (ms, monotonic) of every part that takes one: by default the running loop's, which
+        #: asyncio's own waits read too (clock.py).
         self.clock = clock
         #: The producer's one lifecycle. Writer: this engine only (start, close, abandon, _fatal).
         self._lifecycle = Lifecycle()

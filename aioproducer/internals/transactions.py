@@ -80,6 +80,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.errors import (
     AuthenticationError,
     IllegalStateError,
@@ -88,6 +89,7 @@ from aioproducer.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    ProducerClosedError,
     ProducerFencedError,
     ProtocolError,
     TransactionAbortedError,
@@ -95,7 +97,6 @@ from aioproducer.errors import (
     UnstableOffsetCommitError,
     error_for_code,
 )
-from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.internals.coordinator import (
     GROUP,
     TRANSACTION,
@@ -104,7 +105,11 @@ from aioproducer.internals.coordinator import (
     first_error_code,
     raise_for,
 )
-from aioproducer.internals.transaction_manager import TransactionManager, TransactionState, request_version_range
+from aioproducer.internals.transaction_manager import (
+    TransactionManager,
+    TransactionState,
+    request_version_range,
+)
 from aioproducer.logs import LogLike
 from aioproducer.protocol import messages
 
@@ -366,6 +371,16 @@ class Transactions:
                 f"yet (the coordinator may have received it): call {what} again to wait for it. Other "
                 "transaction calls raise IllegalStateError until then"
             ) from None
+        except asyncio.CancelledError:
+            if pending.task.cancelled() and _not_cancelling():
+                # close() stopped the work (cancel_pending), not this caller's own task being cancelled.
+                raise ProducerClosedError(
+                    f"the producer was closed while {what} was running; its outcome is not known (the "
+                    "coordinator may have received it)"
+                ) from None
+            if pending.task.done():
+                self._pending = None
+            raise
         except BaseException:
             if pending.task.done():
                 self._pending = None  # the work failed: that is its outcome
@@ -542,7 +557,6 @@ class Transactions:
             tm.end_transaction()
 
     async def _end_txn(self, committed: bool) -> None:
-        tm = self.tm
         what = "commit_transaction()" if committed else "abort_transaction()"
         body = functools.partial(self._end_txn_body, committed)
         request = self._txn_request(messages.END_TXN, what, body)
@@ -1008,3 +1022,9 @@ def _offsets_of(answer: dict[str, Any], group_id: str, partitions: list[tuple[st
     if missing:
         raise ProtocolError(f"committed_offsets(): the coordinator of group {group_id!r} did not answer for {missing}")
     return {tp: found[tp] for tp in partitions}
+
+
+def _not_cancelling() -> bool:
+    """Whether the running task has no cancellation of its own pending (``Task.cancelling()``)."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() == 0

@@ -45,6 +45,10 @@ fault tests check. The pytest plugin (``aioproducer/pytest_plugin.py``, loaded b
 through its entry point) gives the fixtures ``fake_producer``, ``mock_cluster``,
 ``kafka_cluster``, ``fault_proxy`` and ``kafka_producer`` (a ``ProducerFactory``).
 
+``run_in_virtual_time`` and ``VirtualTimeLoop`` (``aioproducer/testing/virtual_time.py``) run
+a test on an event loop whose clock jumps to its next timer: the producer's ``max.block.ms``,
+``flush(timeout)`` and ``close(timeout)`` reach their deadlines in no real time.
+
 ``python -m aioproducer.testing`` runs a cluster as a process (for benchmarks
 and manual tests); see ``aioproducer/testing/__main__.py``.
 """
@@ -64,6 +68,7 @@ if TYPE_CHECKING:
     from aioproducer.testing.readback import ConsumerRecord
     from aioproducer.testing.schema_registry import RegistryClosedError, SchemaRegistry
     from aioproducer.testing.oidc_provider import OidcProvider, OidcProviderClosedError
+    from aioproducer.testing.virtual_time import VirtualTimeLoop, run_in_virtual_time
 
 #: Names imported on first use, so that ``python -m aioproducer.testing.kafka``
 #: does not find its own module already imported by this package.
@@ -84,6 +89,8 @@ _LAZY = {
     "RegistryClosedError": "aioproducer.testing.schema_registry",
     "OidcProvider": "aioproducer.testing.oidc_provider",
     "OidcProviderClosedError": "aioproducer.testing.oidc_provider",
+    "VirtualTimeLoop": "aioproducer.testing.virtual_time",
+    "run_in_virtual_time": "aioproducer.testing.virtual_time",
 }
 
 
@@ -115,5 +122,7 @@ __all__ = [
     "ProxyClosedError",
     "ProxyStats",
     "RegistryClosedError",
+    "run_in_virtual_time",
     "SchemaRegistry",
+    "VirtualTimeLoop",
 ]
