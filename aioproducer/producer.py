@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
     ConfigError,
-    IllegalStateError,
     InvalidTopicError,
 )
-from aioproducer.internals.accumulator import UNKNOWN_PARTITION, RecordAccumulator
+from aioproducer.internals.accumulator import UNKNOWN_PARTITION
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata, RecordMetadata
 from aioproducer.internals.callbacks import check_on_delivery
 from aioproducer.internals.engine import ProducerEngine
@@ -195,7 +194,7 @@ class Producer:
         timeout = _timeout_argument("close", timeout)  # checked first: a second close() must refuse it too
         if self._lifecycle.closing:
             return
-        self._check_context()
+        self._engine.check_context()  # here, not only in the engine's close: a wrong loop must not close the serializers
         try:
             await self._engine.close(timeout)
         finally:
@@ -216,13 +215,6 @@ class Producer:
                     await result
             except Exception:
                 self._log.exception("closing serializer %r raised", source)
-
-    def _check_context(self) -> None:
-        """Raise ``WrongEventLoopError`` unless called in the process and event loop that ``start()`` ran in."""
-        self._engine.check_context()
-
-    def _require_started(self) -> RecordAccumulator:
-        return self._engine.require_started()
 
     # ------------------------------------------------------------------ send
     async def send(
@@ -321,7 +313,7 @@ class Producer:
     @property
     def send_arrow_refusal(self) -> str | None:
         """Why ``send_arrow()`` would refuse this producer (a per-record Python hook it cannot run), or None."""
-        return self._engine.hooks.arrow_refusal()
+        return self._engine.arrow_refusal()
 
     async def send_arrow(self, topic: str, data: Any, *, row_outcomes: bool = False) -> ArrowDelivery:
         """Queue every row of an Arrow table, record batch or stream to ``topic``, with no Python object per row.
@@ -464,8 +456,7 @@ class Producer:
         try:
             yield self
         except BaseException:
-            transactions = self._engine.transactions
-            if transactions is not None and transactions.abortable:
+            if self._engine.transaction_abortable:
                 await self.abort_transaction()
             raise
         await self.commit_transaction()
@@ -504,13 +495,7 @@ class Producer:
         seconds = _timeout_argument("client_instance_id", timeout)
         if seconds is None:
             raise ValueError("client_instance_id(): timeout must be a number of seconds >= 0, got None")
-        if not self._config.enable_metrics_push:
-            raise IllegalStateError("telemetry is not enabled: set enable.metrics.push to true")
-        self._check_context()
-        sender = self._engine.telemetry
-        if sender is None:
-            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started")
-        return await sender.client_instance_id(seconds)
+        return await self._engine.client_instance_id(seconds)
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot: this producer's own counters, then the Java producer's metrics by their names.

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -542,6 +543,26 @@ class ProducerEngine:
             loop.call_soon_threadsafe(abandon)
         except RuntimeError:  # closed between the check and the call (another thread)
             pass
+
+    async def client_instance_id(self, seconds: float) -> uuid.UUID | None:
+        """``Producer.client_instance_id()``: the telemetry sender's id, once its first subscription came (or None)."""
+        if not self.config.enable_metrics_push:
+            raise IllegalStateError("telemetry is not enabled: set enable.metrics.push to true")
+        self.check_context()
+        sender = self.telemetry
+        if sender is None:
+            raise IllegalStateError("client_instance_id(): no telemetry runs: the producer is not started")
+        return await sender.client_instance_id(seconds)
+
+    @property
+    def transaction_abortable(self) -> bool:
+        """Whether a transaction is open or failed abortably: what ``Producer.transaction()`` aborts on an exception."""
+        transactions = self.transactions
+        return transactions is not None and transactions.abortable
+
+    def arrow_refusal(self) -> str | None:
+        """Why ``send_arrow()`` would refuse this producer's hooks, or None (``Hooks.arrow_refusal``)."""
+        return self.hooks.arrow_refusal()
 
     def pending_records(self) -> int:
         """Records queued or in flight, not completed yet."""
