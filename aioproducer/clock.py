@@ -6,7 +6,7 @@ included) can take it as its default. Every part that reads the time takes a
 deadline (linger, backoff, delivery timeout, ``max.block.ms`` of a coordinator round trip, a
 transaction call) without sleeping.
 
-The producer's engine reads :func:`loop_ms`, the running event loop's own clock, so that what
+The producer's engine reads its event loop's own clock (:func:`loop_clock`), so that what
 the parts compute ("60 s from now") and what asyncio waits on (``asyncio.timeout``,
 ``wait_for``, ``call_at``) are one clock, not two that agree only because both happen to read
 ``time.monotonic()``. That is what lets a loop with a virtual clock
@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["Clock", "loop_ms", "monotonic_ms"]
+__all__ = ["Clock", "loop_clock", "loop_ms", "monotonic_ms"]
 
 #: A clock: "now" in milliseconds, from any fixed origin (only differences mean anything).
 Clock = Callable[[], float]
@@ -31,13 +31,26 @@ def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def loop_ms() -> float:
-    """The running event loop's clock (``loop.time()``) in milliseconds; ``time.monotonic()`` outside one.
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Clock:
+    """``loop``'s own clock (``loop.time()``) in milliseconds: the engine's clock once it knows its loop.
 
-    asyncio's default loop reads ``time.monotonic()``, so in production this is
-    :func:`monotonic_ms` read through the loop (about 0.1 µs a call; the engine reads it per
-    batch and per wait, never per record). Outside a running loop (a producer built before its
-    loop starts) it falls back to the monotonic clock, which is that loop's origin too.
+    0.12 µs a call against ``monotonic_ms``'s 0.09 µs (timeit, 10**6 calls, best of 7, on
+    the shared 2-core machine); read per batch and per wait, never per record.
+    """
+    time_of_loop = loop.time
+
+    def now_ms() -> float:
+        return time_of_loop() * 1000.0
+
+    return now_ms
+
+
+def loop_ms() -> float:
+    """The running event loop's clock in milliseconds; ``time.monotonic()`` outside one.
+
+    The engine's clock until ``start()`` binds :func:`loop_clock` (a producer is often built
+    before its loop runs); asyncio's default loop reads ``time.monotonic()``, so the two
+    agree there. Looking the loop up makes it slower (0.43 µs a call): not for a hot path.
     """
     try:
         loop = asyncio.get_running_loop()

@@ -46,7 +46,7 @@ from typing import Any
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError, ProducerClosedError, WrongEventLoopError
-from aioproducer.clock import Clock, loop_ms
+from aioproducer.clock import Clock, loop_clock, loop_ms
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
@@ -78,7 +78,7 @@ class ProducerEngine:
         on_intake: Callable[[RecordIntake | None], None],
         log: LogLike,
         tracing: Callable[..., RecordTracer] | None = None,
-        clock: Clock = loop_ms,
+        clock: Clock | None = None,
         parts: ProducerParts[Any] | None = None,
     ) -> None:
         self.config = config
@@ -95,15 +95,17 @@ class ProducerEngine:
         #: The door into the accumulator while records may enter, else None. Writer: _set_intake, of this engine only.
         self.intake: RecordIntake | None = None
         self._log = log
-        #: The one clock (ms, monotonic) of every part that takes one: by default the running loop's, which
-        #: asyncio's own waits read too (clock.py).
-        self.clock = clock
+        #: The one clock (ms, monotonic) of every part that takes one: unless one is given, the loop's
+        #: own, which asyncio's waits read too (clock.py). Writers: here, and start(), which binds the
+        #: loop's clock once the loop is known (the parts are built after that, in _start).
+        self.clock: Clock = loop_ms if clock is None else clock
+        self._clock_given = clock is not None
         #: The producer's one lifecycle. Writer: this engine only (start, close, abandon, _fatal).
         self._lifecycle = Lifecycle()
         #: The Java metrics (``metrics()``). Writers: the sender and the pool record into it; _on_batch_complete.
         self.metrics = ProducerMetrics(config.metrics_sample_window_ms, config.metrics_num_samples)
         #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
-        self._failure_log = DeliveryFailureLog(logger=client_logger("aioproducer.producer", config.client_id), clock=clock)
+        self._failure_log = DeliveryFailureLog(logger=client_logger("aioproducer.producer", config.client_id), clock=self.clock)
         #: Writer: _on_batch_complete. Records delivered, records failed, the error of the last batch that failed.
         self.records_sent = 0
         self.records_failed = 0
@@ -266,6 +268,8 @@ class ProducerEngine:
                 return
         if task is None or task.done():  # none yet, or an earlier one failed: try again
             self.loop, self.pid = asyncio.get_running_loop(), os.getpid()
+            if not self._clock_given:
+                self.clock = loop_clock(self.loop)
             task = self._start_task = self.loop.create_task(self._start(), name="aioproducer-start")
         try:
             await task
