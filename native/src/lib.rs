@@ -1,6 +1,10 @@
 //! aioproducer's native data plane: the per-record work of the producer, behind the Python
 //! accumulator's one append door. Sans-I/O: bytes and records in, batches out; the sender,
 //! the connections and every decision about when to send stay in Python and asyncio.
+//!
+//! One module is not data plane but the network adapter's native half: `socket_writer` (Unix),
+//! the thread a plaintext connection writes its large requests on, which must not need the GIL.
+//! It decides nothing: `network/connection.py` chooses what goes to it, and it only writes.
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,6 +18,8 @@ pub mod arrow;
 pub mod batch_builder;
 pub mod future;
 pub mod murmur;
+#[cfg(unix)]
+pub mod socket_writer;
 
 // ------------------------------------------------------------------ entry points
 
@@ -122,6 +128,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;
     m.add_class::<future::BatchOutcome>()?;
+    #[cfg(unix)]
+    m.add_class::<socket_writer::SocketWriter>()?;
     m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
     m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;

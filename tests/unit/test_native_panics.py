@@ -13,7 +13,9 @@ the guard, fails.
 from __future__ import annotations
 
 import gc
+import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,6 +76,18 @@ def _install_compressed() -> None:
     compressed = bytes(section)
     section.release()
     builder.install_compressed(compressed, compressed)
+
+
+def _with_writer(call: Callable[[Any], object]) -> object:
+    """``call(writer)`` on a ``SocketWriter`` over one end of a socket pair; the thread stopped after."""
+    ours, peer = socket.socketpair()
+    writer = _native.SocketWriter(os.dup(ours.fileno()))
+    try:
+        return call(writer)
+    finally:
+        writer.abort(ours.fileno())
+        ours.close()
+        peer.close()
 
 
 #: Each entry point, as Python names it, and a call that reaches it with valid arguments.
@@ -138,6 +152,14 @@ CALLS: dict[str, Callable[[], object]] = {
     "ArrowRecords.release_data": lambda: _records().release_data(),
     "ArrowRecords.set_offsets": lambda: _records().set_offsets(0, 2, 7),
     "ArrowRecords.offsets": lambda: _records().offsets(),
+    "SocketWriter.__new__": lambda: _with_writer(lambda w: w),
+    "SocketWriter.write": lambda: _with_writer(lambda w: w.write([b"x"])),
+    "SocketWriter.idle": lambda: _with_writer(lambda w: w.idle),
+    "SocketWriter.pending_bytes": lambda: _with_writer(lambda w: w.pending_bytes),
+    "SocketWriter.error": lambda: _with_writer(lambda w: w.error),
+    "SocketWriter.stopped": lambda: _with_writer(lambda w: w.stopped),
+    "SocketWriter.close": lambda: _with_writer(lambda w: w.close()),
+    "SocketWriter.abort": lambda: _with_writer(lambda w: w.abort(-1)),
 }
 
 
