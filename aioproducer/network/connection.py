@@ -605,7 +605,10 @@ class BrokerConnection:
         ):
             if thread is None:
                 thread = self._socket_writer = self._start_writer_thread()
-            thread.write(frame)
+            if thread is None:
+                writer.writelines(frame)
+            else:
+                thread.write(frame)
         else:
             writer.writelines(frame)
         counts = self.byte_counts
@@ -620,10 +623,23 @@ class BrokerConnection:
         sock = writer.get_extra_info("socket")
         return sock if sock is not None and sock.fileno() >= 0 else None
 
-    def _start_writer_thread(self) -> SocketWriter:
+    def _start_writer_thread(self) -> SocketWriter | None:
+        """The writer thread, over a duplicate of the socket it owns; None (and no more tries) if it cannot start."""
         sock = self._plain_socket()
         assert sock is not None and SocketWriter is not None
-        return SocketWriter(os.dup(sock.fileno()))  # the thread owns the duplicate and closes it
+        try:
+            duplicate = os.dup(sock.fileno())
+        except OSError as exc:  # out of descriptors: the transport writes, as it always can
+            self._may_offload = False
+            self._log.warning("%r: large requests are written on the event loop's thread: no descriptor "
+                              "for the writer thread (%s)", self, exc)
+            return None
+        try:
+            return SocketWriter(duplicate)  # it owns the duplicate from here, and closes it
+        except OSError as exc:  # the thread could not start; the writer closed the duplicate
+            self._may_offload = False
+            self._log.warning("%r: large requests are written on the event loop's thread: %s", self, exc)
+            return None
 
     async def _drain(self) -> None:
         """Wait until the transport's buffer is low: flow control for the awaitable forms.

@@ -144,3 +144,34 @@ def test_without_the_native_writer_every_frame_goes_through_the_transport(monkey
                 await conn.close()
 
     asyncio.run(scenario())
+
+
+def test_a_writer_thread_that_cannot_start_leaves_the_transport_writing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No thread (no descriptor left, or the OS refuses one): a warning, and the frame goes out through the transport."""
+
+    class Refused:
+        def __init__(self, fd: int) -> None:
+            import os
+
+            os.close(fd)  # as the native writer does when its thread cannot start
+            raise OSError("SocketWriter: cannot start its thread: Resource temporarily unavailable")
+
+    monkeypatch.setattr(connection_module, "SocketWriter", Refused)
+
+    async def scenario() -> None:
+        with MockCluster(brokers=1, topics={"orders": 1}) as mc:
+            conn = await _connect(mc)
+            try:
+                for index in range(2):  # the second does not try again
+                    response, error = await _send_produce(conn, index, 2 * WRITER_THREAD_MIN_BYTES)
+                    assert error is None and response is not None and conn._socket_writer is None
+            finally:
+                await conn.close()
+            records = await read_with("confluent-kafka", mc.bootstrap_servers, "orders", 0, count=2)
+            assert [r.key for r in records] == [b"000000", b"000001"]
+
+    asyncio.run(scenario())
+    warnings = [r for r in caplog.records if "large requests are written on the event loop's thread" in r.getMessage()]
+    assert [r.levelname for r in warnings] == ["WARNING"], [r.getMessage() for r in caplog.records]
