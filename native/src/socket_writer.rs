@@ -92,6 +92,21 @@ struct Shared<C> {
     stopped: AtomicBool,
 }
 
+impl<C> Shared<C> {
+    fn new() -> Self {
+        Self {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            handed: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            pending_bytes: AtomicU64::new(0),
+            aborted: AtomicBool::new(false),
+            error: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+        }
+    }
+}
+
 /// A socket's writer thread. `SocketWriter(fd)` takes ownership of `fd` (a duplicate the caller
 /// made of the connection's socket, so that the two close independently) and starts the thread.
 #[pyclass(module = "aioproducer._native", frozen)]
@@ -110,16 +125,7 @@ impl SocketWriter {
             // SAFETY: the caller hands over a descriptor it just duplicated and will not use or
             // close again (network/connection.py: os.dup), so this OwnedFd is its only owner.
             let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-            let shared = Arc::new(Shared {
-                queue: Mutex::new(Queue::default()),
-                wake: Condvar::new(),
-                handed: AtomicU64::new(0),
-                written: AtomicU64::new(0),
-                pending_bytes: AtomicU64::new(0),
-                aborted: AtomicBool::new(false),
-                error: Mutex::new(None),
-                stopped: AtomicBool::new(false),
-            });
+            let shared = Arc::new(Shared::new());
             let theirs = Arc::clone(&shared);
             thread::Builder::new()
                 .name("aioproducer-socket-writer".into())
@@ -339,16 +345,7 @@ mod tests {
 
     fn writer_over(stream: UnixStream) -> (Arc<Shared<Vec<u8>>>, thread::JoinHandle<()>) {
         stream.set_nonblocking(true).unwrap();
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue::default()),
-            wake: Condvar::new(),
-            handed: AtomicU64::new(0),
-            written: AtomicU64::new(0),
-            pending_bytes: AtomicU64::new(0),
-            aborted: AtomicBool::new(false),
-            error: Mutex::new(None),
-            stopped: AtomicBool::new(false),
-        });
+        let shared = Arc::new(Shared::new());
         let theirs = Arc::clone(&shared);
         let fd = OwnedFd::from(stream);
         (shared, thread::spawn(move || run(&theirs, fd)))

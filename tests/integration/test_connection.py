@@ -576,21 +576,31 @@ async def test_send_produce_timeout_fails_the_oldest_and_closes_the_connection()
         await conn.close()
 
 
-@pytest.mark.parametrize("expect_response", [True, False], ids=["acks-all", "acks0"])
-async def test_a_write_to_a_peer_that_stopped_reading_times_out_instead_of_hanging(expect_response: bool) -> None:
-    """The request deadline is the only timeout: it must also end a wait for the socket to drain."""
+@asynccontextmanager
+async def peer_that_stops_reading() -> AsyncIterator[int]:
+    """A broker that answers ApiVersions and then reads nothing more (the client's socket buffers fill up); yields its port."""
     release = asyncio.Event()
 
     async def stop_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await answer_api_versions(reader, writer)
-            await release.wait()  # reads nothing more: the client's socket buffers fill up
+            await release.wait()
         finally:
             writer.close()
 
     server = await asyncio.start_server(stop_reading, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        release.set()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("expect_response", [True, False], ids=["acks-all", "acks0"])
+async def test_a_write_to_a_peer_that_stopped_reading_times_out_instead_of_hanging(expect_response: bool) -> None:
+    """The request deadline is the only timeout: it must also end a wait for the socket to drain."""
+    async with peer_that_stops_reading() as port:
         conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=300, send_buffer_bytes=65_536)
         await conn.connect()
         partition = {"index": 0, "records": b"x" * (8 << 20)}  # far more than the socket buffers hold
@@ -602,10 +612,6 @@ async def test_a_write_to_a_peer_that_stopped_reading_times_out_instead_of_hangi
         assert time.monotonic() - started < 5.0
         assert not conn.is_connected and conn.in_flight_count == 0
         await asyncio.wait_for(conn.close(), 5)  # the unsent bytes were dropped: nothing to wait for
-    finally:
-        release.set()
-        server.close()
-        await server.wait_closed()
     await eventually(lambda: not other_tasks(), what="the fake broker's handler and the reader end")
 
 

@@ -26,6 +26,7 @@ from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
 from helpers import eventually
 from readback import read_with
+from test_connection import peer_that_stops_reading
 
 pytestmark = [
     pytest.mark.integration,
@@ -100,20 +101,7 @@ async def test_small_requests_stay_on_the_transport() -> None:
 
 async def test_a_peer_that_stops_reading_times_the_request_out_and_stops_the_thread() -> None:
     """The request deadline still ends a write the thread cannot finish: the connection and its thread end."""
-    release = asyncio.Event()
-
-    async def stop_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        from test_connection import answer_api_versions
-
-        try:
-            await answer_api_versions(reader, writer)
-            await release.wait()  # reads nothing more: the socket buffers fill up
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(stop_reading, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    async with peer_that_stops_reading() as port:
         conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=300, send_buffer_bytes=65_536)
         await conn.connect()
         outcome = _send_produce(conn, 1, 8 << 20, timeout_ms=300)  # far more than the socket buffers hold
@@ -124,10 +112,6 @@ async def test_a_peer_that_stops_reading_times_the_request_out_and_stops_the_thr
         assert not conn.is_connected
         await asyncio.wait_for(conn.close(), 5)
         await eventually(lambda: thread.stopped, what="the writer thread ended")
-    finally:
-        release.set()
-        server.close()
-        await server.wait_closed()
 
 
 def test_without_the_native_writer_every_frame_goes_through_the_transport(monkeypatch: pytest.MonkeyPatch) -> None:
