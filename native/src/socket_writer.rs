@@ -65,11 +65,14 @@ struct Queue<C> {
     done: Vec<Frame<C>>,
     /// Set by `close` (write what is queued, then stop) and `abort` (stop now).
     closing: bool,
+    /// The thread is asleep on `wake` (written by the thread): only then does a write wake it,
+    /// since a wake-up is a system call even with nobody waiting (about 1 µs of the loop's thread).
+    asleep: bool,
 }
 
 impl<C> Default for Queue<C> {
     fn default() -> Self {
-        Self { frames: VecDeque::new(), done: Vec::new(), closing: false }
+        Self { frames: VecDeque::new(), done: Vec::new(), closing: false, asleep: false }
     }
 }
 
@@ -152,18 +155,21 @@ impl SocketWriter {
                 views.push(view);
             }
             let shared = &self.shared;
-            let released = {
+            let (released, asleep, pending) = {
                 let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
                 if queue.closing {
                     return Err(PyOSError::new_err("SocketWriter: closed"));
                 }
+                // Counted before the thread can see the frame: it subtracts and counts it written after.
+                shared.handed.fetch_add(1, Ordering::Release);
+                let pending = shared.pending_bytes.fetch_add(len as u64, Ordering::AcqRel) + len as u64;
                 queue.frames.push_back(Frame { chunks: views, len });
-                std::mem::take(&mut queue.done)
+                (std::mem::take(&mut queue.done), queue.asleep, pending)
             };
+            if asleep {
+                shared.wake.notify_one();
+            }
             drop(released); // released here, on the loop's thread, holding the GIL
-            shared.handed.fetch_add(1, Ordering::Release);
-            let pending = shared.pending_bytes.fetch_add(len as u64, Ordering::AcqRel) + len as u64;
-            shared.wake.notify_one();
             Ok(pending)
         })
     }
@@ -265,7 +271,9 @@ fn next_frame<C>(shared: &Shared<C>) -> Option<Frame<C>> {
         if queue.closing {
             return None;
         }
+        queue.asleep = true;
         queue = shared.wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+        queue.asleep = false;
     }
 }
 
