@@ -194,7 +194,10 @@ class _LibrdkafkaPartitioner:
         if self._hash is None or (not key_bytes and self._random_for_null):
             available = cluster.available_partitions_for(topic) or partitions
             return int(self._random.choice(available))
-        return self._hash(key_bytes or b"") % count
+        code = self._hash(key_bytes or b"")
+        if self._hash is _fnv1a:  # taken as a signed 32-bit number, its remainder's magnitude (Sarama's formula)
+            return abs(code - (1 << 32) if code >= 1 << 31 else code) % count
+        return code % count
 
     def __repr__(self) -> str:
         return f"<librdkafka partitioner {self.name}>"
