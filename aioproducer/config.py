@@ -45,12 +45,15 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from aioproducer.errors import ConfigError
 from aioproducer.logs import client_logger
 from aioproducer.partitioner import PartitionerFn, resolve_partitioner
 from aioproducer.serializers import SerializeFn, import_dotted, resolve_serializer
+
+if TYPE_CHECKING:
+    from aioproducer.config_types import ProducerConfigDict, ProducerKeywords, Properties
 
 __all__ = [
     "COMPRESSION_CODECS",
@@ -789,7 +792,9 @@ class ProducerConfig:
     explicit_keys: frozenset[str]
     dialect_origins: dict[str, str]
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, config: ProducerConfigDict | Properties | None = None, **kwargs: Unpack[ProducerKeywords]
+    ) -> None:
         if config is not None and not isinstance(config, Mapping):
             # Its type only: whatever it is (a list of pairs, a properties string) may hold secrets.
             raise ConfigError(

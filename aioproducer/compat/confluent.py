@@ -36,7 +36,9 @@ _log = logging.getLogger("aioproducer.compat.confluent")
 #: ``Message.timestamp()``'s first item, librdkafka's timestamp types.
 TIMESTAMP_NOT_AVAILABLE = 0
 TIMESTAMP_CREATE_TIME = 1
+"""``Message.timestamp()[0]``: the producer's create time (librdkafka's value)."""
 TIMESTAMP_LOG_APPEND_TIME = 2
+"""``Message.timestamp()[0]``: the broker's log-append time (librdkafka's value)."""
 
 #: The configuration keys that are confluent-kafka's delivery callback: the default ``on_delivery``.
 _DELIVERY_KEYS = ("on_delivery", "dr_cb", "dr_msg_cb")

@@ -24,7 +24,7 @@ import pytest
 from aioproducer import ConfigError, IllegalStateError, KafkaTimeoutError, ProducerFencedError
 from aioproducer.compat.aiokafka import AIOKAFKA_KEYWORDS, AIOKafkaProducer, RecordMetadata, TopicPartition, errors
 from aioproducer.testing import MockCluster
-from tests.integration.readback import read_aiokafka, read_confluent
+from readback import read_aiokafka, read_confluent
 
 pytestmark = pytest.mark.integration
 

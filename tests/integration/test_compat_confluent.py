@@ -20,7 +20,7 @@ from aioproducer.compat.confluent import AIOProducer, KafkaError, KafkaException
 from aioproducer.errors import ERRORS_BY_CODE, MessageTooLargeError, NotEnoughReplicasError
 from aioproducer.protocol.messages import PRODUCE
 from aioproducer.testing import MockCluster
-from tests.integration.readback import read_aiokafka, read_confluent
+from readback import read_aiokafka, read_confluent
 
 pytestmark = pytest.mark.integration
 

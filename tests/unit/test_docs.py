@@ -71,6 +71,8 @@ API_MODULES = [
     "aioproducer.integrations.aiohttp",
     "aioproducer.spark",
     "aioproducer.schema_registry",
+    "aioproducer.compat.aiokafka",
+    "aioproducer.compat.confluent",
 ]
 
 

@@ -26,6 +26,11 @@ PYTHON_ONLY = {"logger", "oauth_cb", "on_delivery"}
 BASE: dict[str, Any] = {"bootstrap.servers": "b:9092"}
 
 
+def make(config: dict[str, Any]) -> ProducerConfig:
+    """A configuration in librdkafka's dialect: a ``dict[str, Any]`` to type checkers, as a loaded one is."""
+    return ProducerConfig(config)
+
+
 def librdkafka_producer_keys() -> set[str]:
     """The P and * rows of librdkafka's configuration table, from the loaded library itself."""
     from aioproducer.testing._librdkafka import find_library_path
@@ -97,7 +102,7 @@ def test_translated_keys_become_their_java_key(key: str) -> None:
     value, attr, expected = TRANSLATED[key]
     extra = {"enable.idempotence": False} if key in ("max.in.flight", "request.required.acks", "message.send.max.retries") else {}
     base = {} if attr == "bootstrap_servers" else BASE
-    config = ProducerConfig({**base, **extra, key: value})
+    config = make({**base, **extra, key: value})
     if key not in ("enable.ssl.certificate.verification", "oauth_cb", "ssl.key.pem"):
         assert getattr(config, attr) == expected
     if key == "ssl.key.pem":
@@ -109,7 +114,7 @@ def test_translated_keys_become_their_java_key(key: str) -> None:
 @pytest.mark.parametrize("key", sorted(k for k, e in LIBRDKAFKA_KEYS.items() if e.handling == "warned"))
 def test_warned_keys_log_one_warning_naming_what_to_use(key: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="aioproducer")
-    ProducerConfig({**BASE, key: "1"})
+    make({**BASE, key: "1"})
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(lines) == 1 and f"librdkafka's {key} has no effect here" in lines[0]
     entry = LIBRDKAFKA_KEYS[key]
@@ -120,7 +125,7 @@ def test_warned_keys_log_one_warning_naming_what_to_use(key: str, caplog: pytest
 @pytest.mark.parametrize("key", sorted(k for k, e in LIBRDKAFKA_KEYS.items() if e.handling == "refused"))
 def test_refused_keys_name_the_key_to_use(key: str) -> None:
     with pytest.raises(ConfigError, match=f"librdkafka's {key} is not supported here") as caught:
-        ProducerConfig({**BASE, key: "x"})
+        make({**BASE, key: "x"})
     entry = LIBRDKAFKA_KEYS[key]
     if entry.java:
         assert entry.java in str(caught.value)
@@ -129,7 +134,7 @@ def test_refused_keys_name_the_key_to_use(key: str) -> None:
 @pytest.mark.parametrize("key", sorted(k for k, e in LIBRDKAFKA_KEYS.items() if e.handling == "same"))
 def test_same_keys_are_read_as_java_keys(key: str) -> None:
     default = JAVA[key].default
-    config = ProducerConfig({**BASE, key: "b:1" if key == "bootstrap.servers" else default})
+    config = make({**BASE, key: "b:1" if key == "bootstrap.servers" else default})
     assert key in config.explicit_keys and config.dialect_origins == {}
 
 
@@ -143,28 +148,28 @@ def test_both_dialects_at_once_are_refused_naming_both(key: str) -> None:
     assert java is not None
     value = TRANSLATED[key][0]
     with pytest.raises(ConfigError, match=f"{key} and {java} both set {java}|{java} and {key} both set {java}"):
-        ProducerConfig({**BASE, java: JAVA[java].default if java != "bootstrap.servers" else "b:1", key: value})
+        make({**BASE, java: JAVA[java].default if java != "bootstrap.servers" else "b:1", key: value})
 
 
 def test_compression_level_follows_the_codec(caplog: pytest.LogCaptureFixture) -> None:
-    assert ProducerConfig({**BASE, "compression.codec": "gzip", "compression.level": 4}).compression_gzip_level == 4
-    assert ProducerConfig({**BASE, "compression.type": "zstd", "compression.level": 9}).compression_zstd_level == 9
+    assert make({**BASE, "compression.codec": "gzip", "compression.level": 4}).compression_gzip_level == 4
+    assert make({**BASE, "compression.type": "zstd", "compression.level": 9}).compression_zstd_level == 9
     with pytest.raises(ConfigError, match=r"compression.level \(0\) \(Java's compression.gzip.level here\)|compression.level .*Java's compression.gzip.level"):
-        ProducerConfig({**BASE, "compression.codec": "gzip", "compression.level": 0})
+        make({**BASE, "compression.codec": "gzip", "compression.level": 0})
     caplog.set_level(logging.WARNING, logger="aioproducer")
-    ProducerConfig({**BASE, "compression.level": 3})  # no codec: nothing to level
+    make({**BASE, "compression.level": 3})  # no codec: nothing to level
     assert any("compression.level has no effect" in r.getMessage() for r in caplog.records)
 
 
 def test_bad_values_name_both_keys() -> None:
     with pytest.raises(ConfigError, match=r"queue.buffering.max.ms \(Java's linger.ms here\) takes whole milliseconds"):
-        ProducerConfig({**BASE, "queue.buffering.max.ms": 0.5})
+        make({**BASE, "queue.buffering.max.ms": 0.5})
     with pytest.raises(ConfigError, match=r"message.send.max.retries \(Java's retries here\) must be an integer >= 0"):
-        ProducerConfig({**BASE, "message.send.max.retries": -2})
+        make({**BASE, "message.send.max.retries": -2})
     with pytest.raises(ConfigError, match=r"topic.metadata.refresh.interval.ms=-1 .* metadata.max.age.ms"):
-        ProducerConfig({**BASE, "topic.metadata.refresh.interval.ms": -1})
+        make({**BASE, "topic.metadata.refresh.interval.ms": -1})
     with pytest.raises(ConfigError, match=r"oauth_cb must be a callable"):
-        ProducerConfig({**BASE, "oauth_cb": "token"})
+        make({**BASE, "oauth_cb": "token"})
 
 
 def test_delivery_timeout_rule_names_the_key_to_raise() -> None:
@@ -172,14 +177,14 @@ def test_delivery_timeout_rule_names_the_key_to_raise() -> None:
     with pytest.raises(ConfigError, match=r"message.timeout.ms \(15000\) \(Java's delivery.timeout.ms here\) must be >= "
                                           r"queue.buffering.max.ms \(5\) \(Java's linger.ms here\) \+ request.timeout.ms \(30000\) = 30005: "
                                           r"raise message.timeout.ms to at least 30005"):
-        ProducerConfig({**BASE, "message.timeout.ms": 15000, "queue.buffering.max.ms": 5})
+        make({**BASE, "message.timeout.ms": 15000, "queue.buffering.max.ms": 5})
     with pytest.raises(ConfigError, match=r"raise delivery.timeout.ms to at least 30005"):
-        ProducerConfig({**BASE, "delivery.timeout.ms": 15000, "linger.ms": 5})
+        make({**BASE, "delivery.timeout.ms": 15000, "linger.ms": 5})
 
 
 def test_a_secret_in_a_translated_key_is_not_shown() -> None:
     with pytest.raises(ConfigError) as caught:
-        ProducerConfig({**BASE, "ssl.key.pem": 12345678})
+        make({**BASE, "ssl.key.pem": 12345678})
     assert "ssl.key.pem" in str(caught.value) and "12345678" not in str(caught.value)
 
 
@@ -208,7 +213,7 @@ def test_every_alias_hint_as_a_mapping_key(alias: str) -> None:
     if dotted in LIBRDKAFKA_KEYS:
         return  # translated, warned or refused by the table (tested above), no hint needed
     with pytest.raises(ConfigError, match=f"unknown config key '{alias}'; did you mean '{target}'"):
-        ProducerConfig({**BASE, alias: 1})
+        make({**BASE, alias: 1})
 
 
 @pytest.mark.parametrize(
@@ -231,15 +236,15 @@ def test_edit_distance_hints_for_keywords(given: dict[str, Any], hint: str) -> N
 )
 def test_edit_distance_hints_for_mapping_keys(key: str, hint: str) -> None:
     with pytest.raises(ConfigError, match=f"did you mean '{hint}'"):
-        ProducerConfig({**BASE, key: 5})
+        make({**BASE, key: 5})
 
 
 def test_the_hints_that_pointed_the_wrong_way() -> None:
     """message.timeout.ms, queue.buffering.max.kbytes and enable.ssl.certificate.verification no longer get a wrong neighbour."""
-    assert ProducerConfig({**BASE, "message.timeout.ms": 60000}).delivery_timeout_ms == 60000
-    assert ProducerConfig({**BASE, "queue.buffering.max.kbytes": 1}).buffer_memory == 1024
+    assert make({**BASE, "message.timeout.ms": 60000}).delivery_timeout_ms == 60000
+    assert make({**BASE, "queue.buffering.max.kbytes": 1}).buffer_memory == 1024
     with pytest.raises(ConfigError, match="ssl_context") as caught:
-        ProducerConfig({**BASE, "enable.ssl.certificate.verification": "false"})
+        make({**BASE, "enable.ssl.certificate.verification": "false"})
     assert "ssl.certificate.location" not in str(caught.value)
     with pytest.raises(ConfigError, match="did you mean 'delivery_timeout_ms'"):
-        ProducerConfig(message_timeout_ms=60000)
+        ProducerConfig(message_timeout_ms=60000)  # type: ignore[call-arg]

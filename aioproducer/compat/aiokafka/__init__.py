@@ -37,7 +37,6 @@ __all__ = [
     "OffsetAndMetadata",
     "RecordMetadata",
     "TopicPartition",
-    "errors",
 ]
 
 _log = logging.getLogger("aioproducer.compat.aiokafka")

@@ -1,0 +1,72 @@
+"""Typed configuration: the TypedDicts match the config table, and mypy and pyright flag typos where they are written.
+
+``tests/data/typing/config_typos.py.txt`` marks each line a checker must flag with ``# error``
+(a ``.txt``, so that ``mypy tests`` does not check it; the test copies it to a ``.py``);
+``config_correct.py`` must pass clean. mypy always runs (it is a test dependency); pyright runs
+where it is installed (``pip install pyright``; it fetches Node.js on first use) and the
+pyright half is skipped, saying so, where it is not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aioproducer import config_types
+from aioproducer.config import _KEYWORD_ALIASES, CONFIG_DEFS
+
+DATA = Path(__file__).parents[1] / "data" / "typing"
+TYPOS_TEXT, CORRECT_TEXT = DATA / "config_typos.py.txt", DATA / "config_correct.py"
+
+
+def expected_error_lines() -> set[int]:
+    return {n for n, line in enumerate(TYPOS_TEXT.read_text().splitlines(), 1) if "# error" in line}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    """The two files as ``.py`` in a directory of their own."""
+    (tmp_path / "src").mkdir()
+    typos, correct = tmp_path / "src" / "config_typos.py", tmp_path / "src" / "config_correct.py"
+    typos.write_text(TYPOS_TEXT.read_text())
+    correct.write_text(CORRECT_TEXT.read_text())
+    return typos, correct
+
+
+def test_typed_dicts_list_every_key_of_the_table() -> None:
+    assert set(config_types.ProducerKeywords.__annotations__) == {d.attr for d in CONFIG_DEFS} | set(_KEYWORD_ALIASES)
+    assert set(config_types.ProducerConfigDict.__annotations__) == {d.key for d in CONFIG_DEFS}
+    assert config_types.ProducerKeywords.__total__ is False and config_types.ProducerConfigDict.__total__ is False
+
+
+def test_mypy_flags_each_typo_and_passes_correct_calls(files: tuple[Path, Path], tmp_path: Path) -> None:
+    typos, correct = files
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--show-column-numbers", "--cache-dir", str(tmp_path / "cache"), str(typos), str(correct)],
+        capture_output=True, text=True, cwd=typos.parent,
+    )
+    assert "config_correct.py" not in run.stdout, run.stdout
+    lines = {int(m) for m in re.findall(r"config_typos\.py:(\d+):\d+: error", run.stdout)}
+    assert lines == expected_error_lines(), run.stdout
+
+
+def test_pyright_flags_each_typo_and_passes_correct_calls(files: tuple[Path, Path]) -> None:
+    typos, correct = files
+    pyright = shutil.which("pyright", path=str(Path(sys.executable).parent)) or shutil.which("pyright")
+    if pyright is None:
+        pytest.skip("pyright is not installed here (pip install pyright): its half of the typing check did not run")
+    run = subprocess.run(
+        [pyright, "--outputjson", "--pythonpath", sys.executable, str(typos), str(correct)],
+        capture_output=True, text=True, cwd=typos.parent, timeout=120,
+    )
+    report = json.loads(run.stdout)
+    errors = [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    assert [d for d in errors if d["file"].endswith("config_correct.py")] == []
+    lines = {d["range"]["start"]["line"] + 1 for d in errors if d["file"].endswith("config_typos.py")}
+    assert lines == expected_error_lines(), errors
