@@ -280,6 +280,51 @@ class Message:
 DeliveryReport = Callable[[KafkaError | None, Message], Any]
 
 
+class _Report:
+    """One record's outcome, turned into a :class:`Message` for its callback and its future.
+
+    Given to ``Producer.send()`` as the record's ``on_delivery`` (a bound method of one class,
+    so that the producer checks its signature once), not chained to the record's future: that
+    keeps ``produce()`` to one object and one future of its own per record.
+    """
+
+    __slots__ = ("result", "callback", "transactional", "topic", "key", "value", "headers", "started", "future")
+
+    def __init__(
+        self, result: asyncio.Future[Message], callback: DeliveryReport | None, transactional: bool,
+        topic: str, key: Any, value: Any, headers: Any,
+    ) -> None:
+        self.result, self.callback, self.transactional = result, callback, transactional
+        self.topic, self.key, self.value, self.headers = topic, key, value, headers
+        self.started = time.monotonic()
+        self.future: Any = None
+
+    def deliver(self, metadata: Any, error: BaseException | None) -> None:
+        """The producer's ``on_delivery(metadata, error)``: the callback, then the future."""
+        latency = time.monotonic() - self.started
+        kafka_error = None if error is None else kafka_error_of(error, self.transactional)
+        key, value, headers = _raw(self.key), _raw(self.value), _header_list(self.headers)
+        if kafka_error is not None or metadata is None:
+            message = Message(self.topic, None, None, key, value, headers, kafka_error, (TIMESTAMP_NOT_AVAILABLE, 0), latency)
+        else:
+            created = getattr(self.future, "_timestamp", metadata.timestamp)
+            kind = TIMESTAMP_LOG_APPEND_TIME if metadata.timestamp != created else TIMESTAMP_CREATE_TIME
+            message = Message(metadata.topic, metadata.partition, metadata.offset, key, value, headers, None, (kind, metadata.timestamp), latency)
+        if self.callback is not None:
+            try:
+                self.callback(kafka_error, message)
+            except Exception:  # the program's callback failed: logged, delivery goes on (as in confluent-kafka)
+                _log.exception("on_delivery callback failed for a record of %s", self.topic)
+        if self.result.cancelled():
+            return
+        if kafka_error is None:
+            self.result.set_result(message)
+        else:
+            exc = KafkaException(kafka_error)
+            exc.__cause__ = error
+            self.result.set_exception(exc)
+
+
 class AIOProducer:
     """confluent-kafka's ``AIOProducer``: ``await produce(...)`` gives a future of the delivered :class:`Message`.
 
@@ -351,58 +396,15 @@ class AIOProducer:
         callback = on_delivery if on_delivery is not None else self._on_delivery
         if on_delivery is not None:
             _checked_callback("on_delivery", on_delivery)
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[Message] = loop.create_future()
-        started = time.monotonic()
+        report = _Report(asyncio.get_running_loop().create_future(), callback, self._transactional, topic, key, value, headers)
         try:
-            future = await producer.send(
-                topic, value, key, headers, None if partition == -1 else partition, None if timestamp == 0 else timestamp
+            report.future = await producer.send(
+                topic, value, key, headers, None if partition == -1 else partition, None if timestamp == 0 else timestamp,
+                report.deliver,
             )
         except _errors.KafkaError as exc:
             raise _exception(exc, self._transactional) from exc
-        future.add_done_callback(
-            lambda done: self._delivered(done, result, callback, started, topic, key, value, headers)
-        )
-        return result
-
-    def _delivered(
-        self,
-        done: Any,
-        result: asyncio.Future[Message],
-        callback: DeliveryReport | None,
-        started: float,
-        topic: str,
-        key: Any,
-        value: Any,
-        headers: Any,
-    ) -> None:
-        """The record's outcome as a Message: to the callback, then to the future."""
-        latency = time.monotonic() - started
-        error: KafkaError | None = None
-        if done.cancelled():
-            error = KafkaError(KafkaError._PURGE_QUEUE, "the record was cancelled before it was sent")
-            message = Message(topic, None, None, _raw(key), _raw(value), _header_list(headers), error, (TIMESTAMP_NOT_AVAILABLE, 0), latency)
-        elif done.exception() is not None:
-            error = kafka_error_of(done.exception(), self._transactional)
-            message = Message(topic, None, None, _raw(key), _raw(value), _header_list(headers), error, (TIMESTAMP_NOT_AVAILABLE, 0), latency)
-        else:
-            md = done.result()
-            kind = TIMESTAMP_LOG_APPEND_TIME if md.timestamp != done._timestamp else TIMESTAMP_CREATE_TIME
-            message = Message(md.topic, md.partition, md.offset, _raw(key), _raw(value), _header_list(headers), None, (kind, md.timestamp), latency)
-        if callback is not None:
-            try:
-                callback(error, message)
-            except Exception:  # a callback's failure is the program's: logged, delivery goes on (as in confluent-kafka)
-                _log.exception("on_delivery callback failed for a record of %s", topic)
-        if result.cancelled():
-            return
-        if error is not None:
-            exc = KafkaException(error)
-            if error.exception is not None:
-                exc.__cause__ = error.exception
-            result.set_exception(exc)
-        else:
-            result.set_result(message)
+        return report.result
 
     async def flush(self, timeout: float = -1) -> int:
         """Wait until every queued record is delivered or failed; the number still queued (0, or more on timeout)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
@@ -209,7 +209,7 @@ class AIOKafkaProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         headers: Sequence[tuple[str, bytes | None]] | None = None,
-    ) -> Awaitable[FutureRecordMetadata]:
+    ) -> Coroutine[Any, Any, FutureRecordMetadata]:
         """Queue a record; ``await`` it for the record's future. aiokafka's argument order: ``partition`` 4th.
 
         Not a coroutine function of its own: it hands back ``Producer.send()``'s coroutine,
