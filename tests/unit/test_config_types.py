@@ -70,3 +70,19 @@ def test_pyright_flags_each_typo_and_passes_correct_calls(files: tuple[Path, Pat
     assert [d for d in errors if d["file"].endswith("config_correct.py")] == []
     lines = {d["range"]["start"]["line"] + 1 for d in errors if d["file"].endswith("config_typos.py")}
     assert lines == expected_error_lines(), errors
+
+
+def test_import_aioproducer_leaves_internal_packages_out_of_its_namespace() -> None:
+    """``dir(aioproducer)`` is the public surface; internal packages still resolve on access."""
+    code = (
+        "import types, aioproducer\n"
+        "modules = sorted(n for n, v in vars(aioproducer).items() if isinstance(v, types.ModuleType))\n"
+        "print(modules)\n"
+        "print(sorted(set(dir(aioproducer)) - set(aioproducer.__all__)))\n"
+        "print(aioproducer.internals.batch.__name__, aioproducer.network.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    internal = {"internals", "network", "protocol", "clock", "lifecycle"}
+    assert internal.isdisjoint(eval(out[0])) and internal.isdisjoint(eval(out[1]))  # noqa: S307 - our own print
+    assert eval(out[1]) == ["__version__", "config", "errors", "serializers"]  # noqa: S307
+    assert out[2] == "aioproducer.internals.batch aioproducer.network"
