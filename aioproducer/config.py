@@ -269,7 +269,7 @@ class Password:
     __slots__ = ("value",)
 
     def __init__(self, value: str) -> None:
-        self.value = value
+        self.value: str = value
 
     def __repr__(self) -> str:
         return "[hidden]"

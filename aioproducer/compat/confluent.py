@@ -100,7 +100,8 @@ class KafkaError:
         self._code = error
         self._reason = reason if reason is not None else _NAMES.get(error, f"error {error}")
         self._fatal, self._retriable, self._txn_requires_abort = fatal, retriable, txn_requires_abort
-        self.exception = exception
+        #: The aioproducer error this stands for, if any.
+        self.exception: BaseException | None = exception
 
     def code(self) -> int:
         return self._code
@@ -156,6 +157,8 @@ class KafkaException(_errors.KafkaError):
 
     An :class:`aioproducer.KafkaError` too, so that ``except aioproducer.KafkaError`` still catches it.
     """
+
+    retriable: bool
 
     def __init__(self, error: KafkaError | int, reason: str | None = None) -> None:
         kafka_error = error if isinstance(error, KafkaError) else KafkaError(error, reason)
@@ -260,6 +263,7 @@ class Message:
         return self._headers
 
     def error(self) -> KafkaError | None:
+        """The record's error; None once it was delivered."""
         return self._error
 
     def timestamp(self) -> tuple[int, int]:

@@ -15,13 +15,8 @@ from __future__ import annotations
 
 from aioproducer import errors as _errors
 from aioproducer.errors import *  # noqa: F401,F403  (aiokafka's module holds the classes it shares with ours)
-from aioproducer.errors import error_for_code as _error_for_code
 
 __all__ = list(_errors.__all__)
-
-
-def _code(code: int) -> type[_errors.BrokerResponseError]:
-    return _error_for_code(code)
 
 
 class _NeverRaised(_errors.KafkaError):
@@ -86,44 +81,44 @@ QuotaViolationError = _errors.ThrottlingQuotaExceededError
 UnknownError = _errors.UnknownServerError
 
 # aiokafka's names of broker error codes -> the class of that code.
-CorruptRecordException = _code(2)
-InvalidMessageError = _code(2)
-InvalidFetchRequestError = _code(4)
-StaleLeaderEpochCodeError = _code(13)
-GroupLoadInProgressError = _code(14)
-GroupCoordinatorNotAvailableError = _code(15)
-NotCoordinatorForGroupError = _code(16)
-InvalidReplicationAssignmentError = _code(39)
-InvalidConfigurationError = _code(40)
-OutOfOrderSequenceNumber = _code(45)
-DuplicateSequenceNumber = _code(46)
-InvalidProducerEpoch = _code(47)
-InvalidTxnState = _code(48)
-InvalidProducerIdMapping = _code(49)
-InvalidTransactionTimeout = _code(50)
-ConcurrentTransactions = _code(51)
-TransactionCoordinatorFenced = _code(52)
-TransactionalIdAuthorizationFailed = _code(53)
-SecurityDisabled = _code(54)
-OperationNotAttempted = _code(55)
-LogDirNotFound = _code(57)
-SaslAuthenticationFailed = _code(58)
-UnknownProducerId = _code(59)
-ReassignmentInProgress = _code(60)
-DelegationTokenAuthDisabled = _code(61)
-DelegationTokenNotFound = _code(62)
-DelegationTokenOwnerMismatch = _code(63)
-DelegationTokenRequestNotAllowed = _code(64)
-DelegationTokenAuthorizationFailed = _code(65)
-DelegationTokenExpired = _code(66)
-InvalidPrincipalType = _code(67)
-NonEmptyGroup = _code(68)
-GroupIdNotFound = _code(69)
-FetchSessionIdNotFound = _code(70)
-InvalidFetchSessionEpoch = _code(71)
-ListenerNotFound = _code(72)
-MemberIdRequired = _code(79)
-ProducerFenced = _code(90)
+CorruptRecordException = _errors.CorruptMessageError
+InvalidMessageError = _errors.CorruptMessageError
+InvalidFetchRequestError = _errors.InvalidFetchSizeError
+StaleLeaderEpochCodeError = _errors.NetworkExceptionError
+GroupLoadInProgressError = _errors.CoordinatorLoadInProgressError
+GroupCoordinatorNotAvailableError = _errors.CoordinatorNotAvailableError
+NotCoordinatorForGroupError = _errors.NotCoordinatorError
+InvalidReplicationAssignmentError = _errors.InvalidReplicaAssignmentError
+InvalidConfigurationError = _errors.InvalidConfigError
+OutOfOrderSequenceNumber = _errors.OutOfOrderSequenceNumberError
+DuplicateSequenceNumber = _errors.DuplicateSequenceNumberError
+InvalidProducerEpoch = _errors.InvalidProducerEpochError
+InvalidTxnState = _errors.InvalidTxnStateError
+InvalidProducerIdMapping = _errors.InvalidProducerIdMappingError
+InvalidTransactionTimeout = _errors.InvalidTransactionTimeoutError
+ConcurrentTransactions = _errors.ConcurrentTransactionsError
+TransactionCoordinatorFenced = _errors.TransactionCoordinatorFencedError
+TransactionalIdAuthorizationFailed = _errors.TransactionalIdAuthorizationFailedError
+SecurityDisabled = _errors.SecurityDisabledError
+OperationNotAttempted = _errors.OperationNotAttemptedError
+LogDirNotFound = _errors.LogDirNotFoundError
+SaslAuthenticationFailed = _errors.SaslAuthenticationFailedError
+UnknownProducerId = _errors.UnknownProducerIdError
+ReassignmentInProgress = _errors.ReassignmentInProgressError
+DelegationTokenAuthDisabled = _errors.DelegationTokenAuthDisabledError
+DelegationTokenNotFound = _errors.DelegationTokenNotFoundError
+DelegationTokenOwnerMismatch = _errors.DelegationTokenOwnerMismatchError
+DelegationTokenRequestNotAllowed = _errors.DelegationTokenRequestNotAllowedError
+DelegationTokenAuthorizationFailed = _errors.DelegationTokenAuthorizationFailedError
+DelegationTokenExpired = _errors.DelegationTokenExpiredError
+InvalidPrincipalType = _errors.InvalidPrincipalTypeError
+NonEmptyGroup = _errors.NonEmptyGroupError
+GroupIdNotFound = _errors.GroupIdNotFoundError
+FetchSessionIdNotFound = _errors.FetchSessionIdNotFoundError
+InvalidFetchSessionEpoch = _errors.InvalidFetchSessionEpochError
+ListenerNotFound = _errors.ListenerNotFoundError
+MemberIdRequired = _errors.MemberIdRequiredError
+ProducerFenced = _errors.ProducerFencedError
 
 __all__ += [
     "AuthenticationFailedError", "AuthenticationMethodNotSupported", "Cancelled", "CommitFailedError",
