@@ -20,16 +20,16 @@ names librdkafka's ``partitioner`` (``consistent_random``, its default, among th
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-import builtins
 from typing import Any
 
 from aioproducer import errors as _errors
 from aioproducer.producer import Producer
 
-__all__ = ["AIOProducer", "KafkaError", "KafkaException", "Message", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME"]
+__all__ = ["TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "AIOProducer", "KafkaError", "KafkaException", "Message"]
 
 _log = logging.getLogger("aioproducer.compat.confluent")
 
@@ -86,7 +86,7 @@ class KafkaError:
     _FATAL = -150
     _FENCED = -144
 
-    __slots__ = ("_code", "_reason", "_fatal", "_retriable", "_txn_requires_abort", "exception")
+    __slots__ = ("_code", "_fatal", "_reason", "_retriable", "_txn_requires_abort", "exception")
 
     def __init__(
         self,
@@ -110,7 +110,7 @@ class KafkaError:
         """The code's name, as librdkafka spells it (``_MSG_TIMED_OUT``, ``PRODUCER_FENCED``)."""
         return _NAMES.get(self._code, f"ERR_{self._code}")
 
-    def str(self) -> str:  # noqa: A003 - confluent-kafka's method name
+    def str(self) -> str:
         return self._reason
 
     def fatal(self) -> bool:
@@ -226,7 +226,7 @@ def _exception(exc: BaseException, transactional: bool) -> BaseException:
 class Message:
     """A delivered (or failed) record, with confluent-kafka's accessor methods."""
 
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value", "_headers", "_error", "_timestamp", "_latency")
+    __slots__ = ("_error", "_headers", "_key", "_latency", "_offset", "_partition", "_timestamp", "_topic", "_value")
 
     def __init__(
         self,
@@ -292,7 +292,7 @@ class _Report:
     keeps ``produce()`` to one object and one future of its own per record.
     """
 
-    __slots__ = ("result", "callback", "transactional", "topic", "key", "value", "headers", "started", "future")
+    __slots__ = ("callback", "future", "headers", "key", "result", "started", "topic", "transactional", "value")
 
     def __init__(
         self, result: asyncio.Future[Message], callback: DeliveryReport | None, transactional: bool,

@@ -118,7 +118,7 @@ def _refresh_interval(key: str, value: Any) -> Any:
 def _ssl_verification(key: str, value: Any) -> None:
     """Only the default (on) is taken: switching verification off must be written out in an ``ssl_context``."""
     if value is True or (isinstance(value, str) and value.strip().lower() == "true"):
-        return None
+        return
     raise ConfigError(
         f"{key}={value!r} is not taken: to connect without verifying the broker's certificate, pass "
         "ssl_context= an ssl.SSLContext with check_hostname=False and verify_mode=ssl.CERT_NONE (and know why)"

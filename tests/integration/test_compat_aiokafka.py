@@ -20,11 +20,22 @@ import aiokafka
 import aiokafka.errors
 import aiokafka.structs
 import pytest
-
-from aioproducer import ConfigError, IllegalStateError, KafkaTimeoutError, ProducerFencedError
-from aioproducer.compat.aiokafka import AIOKAFKA_KEYWORDS, AIOKafkaProducer, RecordMetadata, TopicPartition, errors
-from aioproducer.testing import MockCluster
 from readback import read_aiokafka, read_confluent
+
+from aioproducer import (
+    ConfigError,
+    IllegalStateError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+)
+from aioproducer.compat.aiokafka import (
+    AIOKAFKA_KEYWORDS,
+    AIOKafkaProducer,
+    RecordMetadata,
+    TopicPartition,
+    errors,
+)
+from aioproducer.testing import MockCluster
 
 pytestmark = pytest.mark.integration
 
@@ -151,8 +162,8 @@ async def test_transaction_program_on_the_mock(mock_cluster: MockCluster) -> Non
 
 async def test_fastapi_service(mock_cluster: MockCluster) -> None:
     """A FastAPI service as aiokafka users write one: producer started in the lifespan, send_and_wait per request."""
-    from contextlib import asynccontextmanager
     from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
 
     import httpx
     from fastapi import FastAPI

@@ -13,14 +13,24 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from readback import read_aiokafka, read_confluent
 
 from aioproducer import KafkaError as AioproducerError
 from aioproducer import ProducerFencedError, RecordTooLargeError
-from aioproducer.compat.confluent import AIOProducer, KafkaError, KafkaException, Message, kafka_error_of
-from aioproducer.errors import ERRORS_BY_CODE, MessageTooLargeError, NotEnoughReplicasError
+from aioproducer.compat.confluent import (
+    AIOProducer,
+    KafkaError,
+    KafkaException,
+    Message,
+    kafka_error_of,
+)
+from aioproducer.errors import (
+    ERRORS_BY_CODE,
+    MessageTooLargeError,
+    NotEnoughReplicasError,
+)
 from aioproducer.protocol.messages import PRODUCE
 from aioproducer.testing import MockCluster
-from readback import read_aiokafka, read_confluent
 
 pytestmark = pytest.mark.integration
 

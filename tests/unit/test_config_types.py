@@ -83,6 +83,6 @@ def test_import_aioproducer_leaves_internal_packages_out_of_its_namespace() -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     internal = {"internals", "network", "protocol", "clock", "lifecycle"}
-    assert internal.isdisjoint(eval(out[0])) and internal.isdisjoint(eval(out[1]))  # noqa: S307 - our own print
-    assert eval(out[1]) == ["__version__", "config", "errors", "serializers"]  # noqa: S307
+    assert internal.isdisjoint(eval(out[0])) and internal.isdisjoint(eval(out[1]))
+    assert eval(out[1]) == ["__version__", "config", "errors", "serializers"]
     assert out[2] == "aioproducer.internals.batch aioproducer.network"

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from aioproducer import bytes_serializer, int_serializer, json_serializer, long_serializer, str_serializer
+from aioproducer import (
+    bytes_serializer,
+    int_serializer,
+    json_serializer,
+    long_serializer,
+    str_serializer,
+)
 from aioproducer.testing import FakeProducer
 
 

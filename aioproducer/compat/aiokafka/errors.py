@@ -14,7 +14,7 @@ error has aiokafka's code.
 from __future__ import annotations
 
 from aioproducer import errors as _errors
-from aioproducer.errors import *  # noqa: F401,F403  (aiokafka's module holds the classes it shares with ours)
+from aioproducer.errors import *
 
 __all__ = list(_errors.__all__)
 

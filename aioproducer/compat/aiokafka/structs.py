@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from aioproducer.record_types import TopicPartition
 
-__all__ = ["OffsetAndMetadata", "RecordMetadata", "TopicPartition", "TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME"]
+__all__ = ["TIMESTAMP_CREATE_TIME", "TIMESTAMP_LOG_APPEND_TIME", "OffsetAndMetadata", "RecordMetadata", "TopicPartition"]
 
 #: ``RecordMetadata.timestamp_type``: the producer's create time, or the broker's append time.
 TIMESTAMP_CREATE_TIME = 0
