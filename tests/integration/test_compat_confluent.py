@@ -187,3 +187,16 @@ def test_a_secret_is_not_in_the_error() -> None:
     with pytest.raises(KafkaException) as caught:
         AIOProducer({"bootstrap.servers": "b:1", "sasl.password": ["pa55-word-x"]})
     assert "sasl.password" in str(caught.value) and "pa55-word-x" not in str(caught.value)
+
+
+def test_sasl_and_ssl_keys_of_a_confluent_configuration() -> None:
+    """A Confluent Cloud style dict: SASL/SCRAM over TLS in librdkafka's keys, taken as they are."""
+    producer = AIOProducer({
+        "bootstrap.servers": "pkc-1.cloud:9092", "security.protocol": "sasl_ssl", "sasl.mechanisms": "SCRAM-SHA-256",
+        "sasl.username": "svc", "sasl.password": "pa55-w0rd-y", "enable.ssl.certificate.verification": True,
+        "ssl.endpoint.identification.algorithm": "https", "socket.keepalive.enable": True,
+    })
+    config = producer.producer.config
+    assert (config.security_protocol, config.sasl_mechanisms, config.sasl_username) == ("SASL_SSL", "SCRAM-SHA-256", "svc")
+    assert config.sasl_password is not None and config.sasl_password.value == "pa55-w0rd-y"
+    assert "pa55-w0rd-y" not in repr(config)
