@@ -47,6 +47,10 @@ class RecordMetadata(NamedTuple):
     timestamp: int
     serialized_key_size: int
     serialized_value_size: int
+    #: 1 (LogAppendTime) when ``timestamp`` is the broker's append time (the topic's
+    #: ``message.timestamp.type``), else 0 (CreateTime): aiokafka's field, the record batch's
+    #: timestamp type as a consumer reads it.
+    timestamp_type: int = 0
 
     @property
     def topic_partition(self) -> TopicPartition:

@@ -642,6 +642,7 @@ class ProducerBatch:
                 appended if appended >= 0 else timestamp,
                 key_size,
                 value_size,
+                1 if appended >= 0 else 0,
             ),
         )
 
@@ -799,6 +800,7 @@ class ProducerBatch:
                             log_append_time if log_append_time >= 0 else timestamp,
                             key_size,
                             value_size,
+                            1 if log_append_time >= 0 else 0,
                         ),
                     )
                     on_delivery(metadata, None)

@@ -164,9 +164,9 @@ class AIOKafkaProducer:
     picks (murmur2, as Java).
 
     Results: ``send()`` returns the record's future, whose result is an
-    :class:`aioproducer.RecordMetadata` with aiokafka's ``topic_partition`` and
-    ``log_start_offset`` as well; ``send_and_wait()`` and ``send_batch()`` give aiokafka's full
-    :class:`RecordMetadata`, ``timestamp_type`` included.
+    :class:`aioproducer.RecordMetadata` with aiokafka's ``topic_partition``, ``timestamp_type``
+    and ``log_start_offset`` as well; ``send_and_wait()`` and ``send_batch()`` give aiokafka's
+    :class:`RecordMetadata` itself.
     """
 
     def __init__(
