@@ -143,7 +143,7 @@ class Max(SampledStat):
     """The largest value recorded in the live samples; NaN when there are none."""
 
     __slots__ = ()
-    initial = -math.inf
+    initial: float = -math.inf
 
     def _update(self, sample: _Sample, value: float) -> None:
         if value > sample.value:

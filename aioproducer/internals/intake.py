@@ -172,7 +172,7 @@ class RecordIntake:
         log: LogLike,
         admit: Callable[[str], RecordIntake],
     ) -> None:
-        self.hooks = hooks
+        self.hooks: Hooks = hooks
         route = hooks.route
         self.plain: RecordAccumulator | None = accumulator if route == "plain" else None
         self.serializing: RecordAccumulator | None = accumulator if route == "serializing" else None
