@@ -67,9 +67,9 @@ class ArrowDelivery:
     __slots__ = ("rows", "delivered", "failed", "errors", "_records", "_future")
 
     def __init__(self, records: ArrowRecords, loop: asyncio.AbstractEventLoop) -> None:
-        self.rows = len(records)
-        self.delivered = 0
-        self.failed = 0
+        self.rows: int = len(records)
+        self.delivered: int = 0
+        self.failed: int = 0
         self.errors: list[tuple[int, BaseException]] = []
         #: The planned order and per-row offsets, until the report is made (then dropped).
         self._records: ArrowRecords | None = records

@@ -45,12 +45,15 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from aioproducer.errors import ConfigError
 from aioproducer.logs import client_logger
 from aioproducer.partitioner import PartitionerFn, resolve_partitioner
 from aioproducer.serializers import SerializeFn, import_dotted, resolve_serializer
+
+if TYPE_CHECKING:
+    from aioproducer.config_types import ProducerConfigDict, ProducerKeywords, Properties
 
 __all__ = [
     "COMPRESSION_CODECS",
@@ -266,7 +269,7 @@ class Password:
     __slots__ = ("value",)
 
     def __init__(self, value: str) -> None:
-        self.value = value
+        self.value: str = value
 
     def __repr__(self) -> str:
         return "[hidden]"
@@ -575,13 +578,74 @@ _REFUSED_KEYS: dict[str, str] = {
 }
 
 
+#: Names other clients give a setting -> the Java key it is here, and what differs. Asked before
+#: edit distance, which points the wrong way for these (``message_timeout_ms`` is nearer to
+#: ``request_timeout_ms`` than to ``delivery_timeout_ms``). Keyword spelling (dots as
+#: underscores); a mapping key is looked up the same way. librdkafka's dotted keys in a mapping
+#: are translated before any hint is needed (``aioproducer/compat/librdkafka.py``): their rows
+#: here are for the keyword spelling. ``tests/unit/test_config_hints.py`` gives every row.
+KEY_ALIASES: dict[str, tuple[str, str]] = {
+    # aiokafka
+    "max_batch_size": ("batch.size", "aiokafka's name"),
+    "sasl_plain_username": ("sasl.username", "aiokafka's and kafka-python's name"),
+    "sasl_plain_password": ("sasl.password", "aiokafka's and kafka-python's name"),
+    # kafka-python
+    "ssl_cafile": ("ssl.truststore.location", "kafka-python's name; a PEM file"),
+    "ssl_certfile": ("ssl.certificate.location", "kafka-python's name"),
+    "ssl_keyfile": ("ssl.key.location", "kafka-python's name"),
+    "ssl_password": ("ssl.key.password", "kafka-python's name"),
+    "ssl_check_hostname": ("ssl.endpoint.identification.algorithm", "https checks the host name, an empty string does not"),
+    # librdkafka, spelled as keywords
+    "metadata_broker_list": ("bootstrap.servers", "librdkafka's metadata.broker.list"),
+    "message_timeout_ms": ("delivery.timeout.ms", "librdkafka's message.timeout.ms"),
+    "queue_buffering_max_ms": ("linger.ms", "librdkafka's queue.buffering.max.ms"),
+    "queue_buffering_max_kbytes": ("buffer.memory", "librdkafka's queue.buffering.max.kbytes, in bytes here"),
+    "queue_buffering_max_messages": ("buffer.memory", "the queue is bounded in bytes here"),
+    "batch_num_messages": ("batch.size", "a batch is bounded in bytes here"),
+    "compression_codec": ("compression.type", "librdkafka's compression.codec"),
+    "message_max_bytes": ("max.request.size", "librdkafka's message.max.bytes"),
+    "message_send_max_retries": ("retries", "librdkafka's message.send.max.retries"),
+    "request_required_acks": ("acks", "librdkafka's request.required.acks"),
+    "max_in_flight": ("max.in.flight.requests.per.connection", "librdkafka's max.in.flight"),
+    "topic_metadata_refresh_interval_ms": ("metadata.max.age.ms", "librdkafka's topic.metadata.refresh.interval.ms"),
+    "socket_send_buffer_bytes": ("send.buffer.bytes", "librdkafka's socket.send.buffer.bytes"),
+    "socket_receive_buffer_bytes": ("receive.buffer.bytes", "librdkafka's socket.receive.buffer.bytes"),
+    "socket_timeout_ms": ("request.timeout.ms", "librdkafka's socket.timeout.ms"),
+    "enable_ssl_certificate_verification": ("ssl_context", "verification is switched off only in an ssl.SSLContext of your own"),
+    "ssl_key_pem": ("ssl.keystore.key", "librdkafka's ssl.key.pem"),
+    "ssl_certificate_pem": ("ssl.keystore.certificate.chain", "librdkafka's ssl.certificate.pem"),
+    "ssl_ca_pem": ("ssl.truststore.certificates", "librdkafka's ssl.ca.pem"),
+    "statistics_interval_ms": ("metrics.sample.window.ms", "producer.metrics() gives the statistics"),
+}
+
+
 def _unknown(name: str, known: Iterable[str], what: str) -> ConfigError:
+    """An unknown key or keyword, with the key meant: a known alias first, else the nearest name."""
     refused = _REFUSED_KEYS.get(name) or _REFUSED_KEYS.get(name.replace("_", "."))
     if refused is not None:
         return ConfigError(refused)
+    keyword = what == "keyword argument"
+    alias = KEY_ALIASES.get(name.replace(".", "_"))
+    if alias is not None:
+        target = alias[0].replace(".", "_") if keyword else alias[0]
+        return ConfigError(f"unknown {what} {name!r}; did you mean {target!r}? ({alias[1]})")
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"unknown {what} {name!r}{hint}")
+
+
+def _java_dialect(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str, str], list[str]]:
+    """``config`` in Java's keys, where each came from, and what to warn about.
+
+    A mapping of Java keys only is returned as it is; one with other keys goes through
+    librdkafka's table (``aioproducer/compat/librdkafka.py``, imported only then).
+    """
+    if all(key in _DEFS_BY_KEY for key in config):
+        return config, {}, []
+    from aioproducer.compat.librdkafka import translate
+
+    translation = translate(config)
+    return translation.config, translation.origins, translation.warnings
 
 
 def _conflict(key: str, first: Any, first_as: str, name: str, second: Any) -> ConfigError:
@@ -726,8 +790,11 @@ class ProducerConfig:
 
     idempotence_explicit: bool
     explicit_keys: frozenset[str]
+    dialect_origins: dict[str, str]
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, config: ProducerConfigDict | Properties | None = None, **kwargs: Unpack[ProducerKeywords]
+    ) -> None:
         if config is not None and not isinstance(config, Mapping):
             # Its type only: whatever it is (a list of pairs, a properties string) may hold secrets.
             raise ConfigError(
@@ -736,10 +803,12 @@ class ProducerConfig:
             )
         given: dict[str, Any] = {}
         given_as: dict[str, str] = {}  # key -> how it was given, for the conflict message
-        for key, value in (config or {}).items():
+        mapping, self.dialect_origins, dialect_warnings = _java_dialect(config or {})
+        for key, value in mapping.items():
             if key not in _DEFS_BY_KEY:
                 raise _unknown(str(key), _DEFS_BY_KEY, "config key")
-            given[key], given_as[key] = value, "in the mapping"
+            origin = self.dialect_origins.get(key)
+            given[key], given_as[key] = value, "in the mapping" if origin is None else f"as {origin} in the mapping"
         for name, value in kwargs.items():
             if name not in _KEY_BY_ATTR:
                 raise _unknown(name, _KEY_BY_ATTR, "keyword argument")
@@ -749,10 +818,20 @@ class ProducerConfig:
             given[key], given_as[key] = value, f"as {name}="
 
         for d in CONFIG_DEFS:
-            setattr(self, d.attr, d.parse(d.key, given[d.key] if d.key in given else d.default))
+            setattr(self, d.attr, d.parse(self._named(d.key), given[d.key] if d.key in given else d.default))
         self.explicit_keys = frozenset(given)
         self.idempotence_explicit = "enable.idempotence" in given
         self._post_process()
+        if dialect_warnings:
+            log = client_logger(__name__, self.client_id)
+            for warning in dialect_warnings:
+                log.warning("%s", warning)
+
+    def _named(self, key: str, value: Any = None) -> str:
+        """``key`` (and its value) as an error names it: with the librdkafka key it was given as, if it was."""
+        origin = self.dialect_origins.get(key)
+        shown = "" if value is None else f" ({value})"
+        return f"{key}{shown}" if origin is None else f"{origin}{shown} (Java's {key} here)"
 
     def _post_process(self) -> None:
         """The cross-key rules, in the order of Java's ``postProcessParsedConfig`` + ``KafkaProducer``."""
@@ -798,8 +877,10 @@ class ProducerConfig:
         if self.delivery_timeout_ms < floor:
             if "delivery.timeout.ms" in explicit:
                 raise ConfigError(
-                    f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms "
-                    f"({self.linger_ms}) + request.timeout.ms ({self.request_timeout_ms})"
+                    f"{self._named('delivery.timeout.ms', self.delivery_timeout_ms)} must be >= "
+                    f"{self._named('linger.ms', self.linger_ms)} + request.timeout.ms ({self.request_timeout_ms}) = {floor}: "
+                    f"raise {self.dialect_origins.get('delivery.timeout.ms', 'delivery.timeout.ms')} to at least {floor}, "
+                    "or lower request.timeout.ms or linger.ms"
                 )
             log.warning(
                 "delivery.timeout.ms raised from %d to linger.ms + request.timeout.ms = %d",

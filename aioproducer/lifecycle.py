@@ -88,7 +88,7 @@ class Lifecycle:
 
     def __init__(self, state: State = State.NEW) -> None:
         #: Read by every layer; written only through the methods below (forward only), which the engine alone calls.
-        self.state = state
+        self.state: State = state
         #: Why records are refused while RUNNING (an unrecoverable error); None while they are not. Writer: ``refuse``.
         self.refusal: BaseException | None = None
 

@@ -223,9 +223,9 @@ class StickyPartitionInfo:
     __slots__ = ("partition", "produced_bytes")
 
     def __init__(self, partition: int) -> None:
-        self.partition = partition
+        self.partition: int = partition
         #: Written only by its BuiltInPartitioner (count_appended, update_partition_info).
-        self.produced_bytes = 0
+        self.produced_bytes: int = 0
 
     def __repr__(self) -> str:
         return f"StickyPartitionInfo(partition={self.partition}, produced_bytes={self.produced_bytes})"
@@ -299,8 +299,8 @@ class BuiltInPartitioner:
     def __init__(self, topic: str, sticky_batch_size: int, rng: random.Random | None = None) -> None:
         if sticky_batch_size < 1:
             raise ValueError(f"sticky_batch_size must be >= 1, got {sticky_batch_size}")
-        self.topic = topic
-        self.sticky_batch_size = sticky_batch_size
+        self.topic: str = topic
+        self.sticky_batch_size: int = sticky_batch_size
         self._rng = rng if rng is not None else random.Random()
         self._sticky: StickyPartitionInfo | None = None
         # Adaptive load stats; _cft is None when the choice is uniform.

@@ -22,7 +22,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import (
@@ -50,6 +50,7 @@ from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.topic import validate_topic
 
 if TYPE_CHECKING:
+    from aioproducer.config_types import ProducerConfigDict, ProducerKeywords, Properties
     from aioproducer.tracing import Tracing
 
 __all__ = ["Producer", "ProducerRecord"]
@@ -87,13 +88,13 @@ class Producer:
 
     def __init__(
         self,
-        config: Mapping[str, Any] | None = None,
+        config: ProducerConfigDict | Properties | None = None,
         *,
         tracing: bool | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
         _parts: ProducerParts[Any] | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[ProducerKeywords],
     ) -> None:
         self._config = cfg = ProducerConfig(config, **kwargs)
         tracing_class = _tracing_class(tracing, tracer_provider, meter_provider)  # checked first, as every argument

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Record", "RecordMetadata"]
+__all__ = ["Record", "RecordMetadata", "TopicPartition"]
 
 
 class Record(NamedTuple):
@@ -22,6 +22,13 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+class TopicPartition(NamedTuple):
+    """A topic and a partition: what aiokafka's and kafka-python's ``TopicPartition`` hold, equal to theirs."""
+
+    topic: str
+    partition: int
 
 
 class RecordMetadata(NamedTuple):
@@ -40,3 +47,17 @@ class RecordMetadata(NamedTuple):
     timestamp: int
     serialized_key_size: int
     serialized_value_size: int
+    #: 1 (LogAppendTime) when ``timestamp`` is the broker's append time (the topic's
+    #: ``message.timestamp.type``), else 0 (CreateTime): aiokafka's field, the record batch's
+    #: timestamp type as a consumer reads it.
+    timestamp_type: int = 0
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        """``(topic, partition)`` as aiokafka's ``RecordMetadata.topic_partition`` gives it."""
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def log_start_offset(self) -> int:
+        """aiokafka's field: always -1 here, as the partition's log start offset the broker reports is not kept."""
+        return -1

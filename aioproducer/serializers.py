@@ -81,9 +81,9 @@ class ResolvedSerializer:
     def __init__(self, fn: Callable[..., Any], arity: int, source: object) -> None:
         if arity not in (1, 2, 3):
             raise ValueError(f"arity must be 1, 2 or 3, got {arity!r}")
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.arity = arity
-        self.source = source
+        self.source: object = source
 
     def __call__(self, topic: str, data: Any, headers: HeaderList | None = None) -> Any:
         if self.arity == 1:

@@ -54,8 +54,8 @@ class SampledStat:
     def __init__(self, window_ms: int, num_samples: int) -> None:
         if window_ms <= 0 or num_samples < 1:
             raise ValueError("metrics.sample.window.ms must be positive and metrics.num.samples at least 1")
-        self.window_ms = window_ms
-        self.num_samples = num_samples
+        self.window_ms: int = window_ms
+        self.num_samples: int = num_samples
         self._samples: list[_Sample] = []
         self._current = 0
         # The current sample and when it completes: record() compares one float in the common
@@ -143,7 +143,7 @@ class Max(SampledStat):
     """The largest value recorded in the live samples; NaN when there are none."""
 
     __slots__ = ()
-    initial = -math.inf
+    initial: float = -math.inf
 
     def _update(self, sample: _Sample, value: float) -> None:
         if value > sample.value:
@@ -184,12 +184,12 @@ class ByteCounts:
     __slots__ = ("outgoing", "incoming", "outgoing_by_node", "outgoing_rate", "nodes", "window_ms", "num_samples")
 
     def __init__(self, window_ms: int = 30000, num_samples: int = 2) -> None:
-        self.window_ms = max(1, window_ms)
-        self.num_samples = num_samples
-        self.outgoing = 0
-        self.incoming = 0
+        self.window_ms: int = max(1, window_ms)
+        self.num_samples: int = num_samples
+        self.outgoing: int = 0
+        self.incoming: int = 0
         self.outgoing_by_node: dict[int, int] = {}
-        self.outgoing_rate = Rate(self.window_ms, num_samples)
+        self.outgoing_rate: Rate = Rate(self.window_ms, num_samples)
         self.nodes: dict[int, NodeBytes] = {}
 
     def node(self, node_id: int) -> NodeBytes:
@@ -222,7 +222,7 @@ class NodeBytes:
     __slots__ = ("requests", "request_rate", "outgoing_rate", "incoming")
 
     def __init__(self, window_ms: int, num_samples: int) -> None:
-        self.requests = 0
-        self.request_rate = Rate(window_ms, num_samples)
-        self.outgoing_rate = Rate(window_ms, num_samples)
-        self.incoming = 0
+        self.requests: int = 0
+        self.request_rate: Rate = Rate(window_ms, num_samples)
+        self.outgoing_rate: Rate = Rate(window_ms, num_samples)
+        self.incoming: int = 0

@@ -133,8 +133,8 @@ class Tracing:
             unit="{message}",
             description="Number of messages producer attempted to send to the broker.",
         )
-        self.client_id = client_id
-        self.faults = TracingFaults(client_logger("aioproducer.tracing", client_id))
+        self.client_id: str = client_id
+        self.faults: TracingFaults = TracingFaults(client_logger("aioproducer.tracing", client_id))
         #: The producer's current cluster metadata (None before it started): where the partition
         #: leaders listen (``server.address``). Given by the producer (its engine's client).
         self._metadata = metadata
@@ -242,7 +242,7 @@ class RecordSpans:
     __slots__ = ("tracing", "items")
 
     def __init__(self, tracing: Tracing) -> None:
-        self.tracing = tracing
+        self.tracing: Tracing = tracing
         self.items: list[Any] = []
 
     def slice(self, start: int, end: int) -> RecordSpans | None:

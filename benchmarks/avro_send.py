@@ -54,7 +54,7 @@ async def _aioproducer(bootstrap: str, registry: str, count: int) -> dict[str, A
 
     records, keys = _records(count), _keys(count)
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry}), SCHEMA)
-    config = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
     counts = [0, 0]
 
     def on_delivery(metadata: Any, error: BaseException | None) -> None:

@@ -32,7 +32,7 @@ _topics = itertools.count()
 
 
 async def run_aioproducer(cluster: KafkaCluster, listener: str, topic: str, records: int) -> float:
-    config: dict[str, object] = {"bootstrap.servers": cluster.bootstrap_servers_for(listener), "linger.ms": 5}
+    config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers_for(listener), "linger.ms": 5}
     if listener != "PLAINTEXT":
         config.update({"security.protocol": listener, "ssl.truststore.location": cluster.ca_file})
     if listener == "SASL_SSL":

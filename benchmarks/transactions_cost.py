@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import statistics
 import time
+from typing import Any
 
 from aioproducer import Producer
 from aioproducer.testing import KafkaCluster
@@ -30,7 +31,7 @@ _ids = itertools.count()
 
 async def run(cluster: KafkaCluster, mode: str, topic: str, records: int) -> float:
     per = {"txn per 100": 100, "txn per 10,000": 10_000}.get(mode)
-    config: dict[str, object] = {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5}
+    config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5}
     if per is not None:
         config["transactional.id"] = f"bench-{next(_ids)}"
     async with Producer(config) as producer:

@@ -215,7 +215,7 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
     return dependency
 
 
-default_producer = get_producer()
+default_producer: Callable[[Request], Coroutine[Any, Any, Producer]] = get_producer()
 """The `default` producer's dependency, made once so that `app.dependency_overrides[default_producer]` can name it (tests)."""
 
 ProducerDep = Annotated[Producer, Depends(default_producer)]

@@ -91,7 +91,7 @@ class TopicInfo:
 
     def __init__(self, partitioner: BuiltInPartitioner) -> None:
         self.batches: dict[int, deque[ProducerBatch]] = {}
-        self.partitioner = partitioner
+        self.partitioner: BuiltInPartitioner = partitioner
 
 
 @dataclass
@@ -160,7 +160,7 @@ class RecordAccumulator:
         #: Handed to each batch: where a raising ``on_delivery`` is reported (the producer's, naming its client.id).
         self.log = log
         # batch.size as batches here use it: never past the largest record allowed (see effective_batch_size).
-        self.config = replace(config, batch_size=effective_batch_size(config.batch_size, min(config.max_request_size, pool.total)))
+        self.config: AccumulatorConfig = replace(config, batch_size=effective_batch_size(config.batch_size, min(config.max_request_size, pool.total)))
         self.pool = pool
         self.transaction_manager = transaction_manager
         self._wakeup = wakeup
@@ -172,7 +172,7 @@ class RecordAccumulator:
         #: joins when a batch is queued and leaves when ``ready()`` finds all its deques empty.
         self._active: dict[str, TopicInfo] = {}
         #: When each broker was last seen ready and last drainable; written by update_node_latency only.
-        self.node_stats = NodeLatencyStats(config.availability_timeout_ms)
+        self.node_stats: NodeLatencyStats = NodeLatencyStats(config.availability_timeout_ms)
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[tuple[str, int]] = set()
         self._drain_index: dict[int, int] = {}

@@ -47,7 +47,7 @@ __all__ = [
     "RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordErrors", "DeliveryCallback", "RECORD_OBJECT_BYTES"
 ]
 
-log = logging.getLogger("aioproducer")
+log: logging.Logger = logging.getLogger("aioproducer")
 
 DeliveryCallback = Callable[[Optional["RecordMetadata"], Optional[BaseException]], Any]
 """`on_delivery(metadata, error)`: called once per record, in send order per partition, with `(metadata, None)` or `(None, error)`."""
@@ -276,28 +276,28 @@ class ProducerBatch:
         # Fixed at construction: topic, partition, builder (the object; it changes itself, see
         # RecordBatchBuilder), loop, created_ms and delivery_deadline_ms (a piece keeps its
         # parent's: split()), log.
-        self.topic = topic
+        self.topic: str = topic
         #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
-        self.log = log
-        self.partition = partition
-        self.builder = builder
-        self.loop = loop
-        self.created_ms = now_ms
+        self.log: LogLike = log
+        self.partition: int = partition
+        self.builder: RecordBatchBuilder = builder
+        self.loop: asyncio.AbstractEventLoop = loop
+        self.created_ms: float = now_ms
         #: When its records' ``delivery.timeout.ms`` runs out: stamped here, once, from the one
         #: configuration value (``AccumulatorConfig.delivery_timeout_ms``); every expiry reads it
         #: through ``has_reached_delivery_timeout`` (Java's ``ProducerBatch.hasReachedDeliveryTimeout``).
-        self.delivery_deadline_ms = now_ms + delivery_timeout_ms
+        self.delivery_deadline_ms: float = now_ms + delivery_timeout_ms
         # -- the retry schedule. Written by reenqueued() (queued again after a failed attempt) and
         # reenqueued_piece() (a split piece, before it is queued); read by RecordAccumulator.ready/drain.
-        self.last_attempt_ms = now_ms
-        self.attempts = 0
+        self.last_attempt_ms: float = now_ms
+        self.attempts: int = 0
         # How long this attempt backs off before the batch may be sent again: jittered once per attempt
         # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
-        self.retry_backoff_ms = 0.0
+        self.retry_backoff_ms: float = 0.0
         # -- memory. The bytes this batch holds of buffer.memory: set here (what the accumulator
         # reserved), grown once by settle() when it stops growing, given by a split batch to its pieces
         # (take_reservation) and handed back by release_reservation() (completion, or the split).
-        self.reserved_bytes = reserved_bytes
+        self.reserved_bytes: int = reserved_bytes
         # -- the records. Appended to by try_append() while open, moved to the pieces by split(),
         # dropped by release() after completion.
         # The futures of records without on_delivery, in send order: split() moves them to the
@@ -321,41 +321,41 @@ class ProducerBatch:
         # adds, wake_waiters() empties.
         self.waiters: list[asyncio.Future[None]] | None = None
         # -- the outcome. Written once, by complete(); read by the futures, the sender and the accumulator.
-        self.is_done = False
-        self.base_offset = -1
-        self.log_append_time = -1
+        self.is_done: bool = False
+        self.base_offset: int = -1
+        self.log_append_time: int = -1
         self.error: BaseException | None = None
         # The same outcome for the record futures (native, shared by all of them): written by complete().
-        self.outcome = BatchOutcome(topic, partition)
+        self.outcome: BatchOutcome = BatchOutcome(topic, partition)
         # Set only when the records failed each with an error of their own (KIP-467), by fail_per_record()
         # just before a failing complete().
         self.record_errors: RecordErrors | None = None
         # -- idempotence. Written by set_producer_state() (numbered at its first drain, or as a piece of a
         # numbered split batch) and reset_producer_state() (an epoch bump renumbers it, while queued), both
         # called by the TransactionManager only; read by records() and the TransactionManager.
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.base_sequence = NO_SEQUENCE
-        self.is_transactional = False
+        self.producer_id: int = -1
+        self.producer_epoch: int = -1
+        self.base_sequence: int = NO_SEQUENCE
+        self.is_transactional: bool = False
         # A numbered batch whose retry is outstanding: new batches of its partition wait for it. Set by
         # mark_in_retry() (the sender will retry it; a split's piece), cleared by clear_in_retry() (drained
         # again); both called by the TransactionManager only, its only reader (should_stop_drain).
-        self.in_retry = False
+        self.in_retry: bool = False
         # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``):
         # set by reset_producer_state(), never cleared.
-        self.sequence_reset = False
+        self.sequence_reset: bool = False
         # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
         # Written by attempt_failed() (the sender, when it decides to retry); read by the sender's expiry.
         self.retry_error: BaseException | None = None
         # In a request: set by drained(), cleared by reenqueued() and request_ended() (it expired while
         # its request was out, and that request ended). Read by the sender (unmute) and the TransactionManager.
-        self.in_flight = False
+        self.in_flight: bool = False
         # Done-callbacks of records already complete, waiting for their one scheduled call: flat
         # (future, fn, context) triples, written by FutureRecordMetadata.add_done_callback and _run_deferred().
         self._deferred: list[Any] | None = None
         # Memory accounting beyond the encoded bytes (see ``object_bytes``): grown by try_append() (a record
         # with on_delivery) and split() (for the pieces).
-        self.callback_bytes = 0
+        self.callback_bytes: int = 0
         # The last on_delivery charged and what it was charged: written by try_append() and
         # try_append_many(). A producer's records usually share one callback, whose size
         # (``_callback_bytes``, 0.15-0.25 µs) is then computed once per batch, not per record.
@@ -364,7 +364,7 @@ class ProducerBatch:
         self._charged_bytes = 0
         # Charged for what it holds beyond its reservation: set once, by settle() (it stopped growing) or
         # take_reservation() (a piece: its parent's charge covers it). Read by settle().
-        self.settled = False
+        self.settled: bool = False
         # A piece of a split batch: the batch it came from, told when this piece completes. Set by the
         # parent's split(), cleared by complete() (no cycle once done).
         self.parent: ProducerBatch | None = None
@@ -382,7 +382,7 @@ class ProducerBatch:
         # completes after its pieces, and then answers row by row from them.
         self.arrow_runs: list[Any] | None = None
         # How many of its records came from send_arrow() (they have no future: see object_bytes).
-        self.arrow_records = 0
+        self.arrow_records: int = 0
 
     # -- appending -------------------------------------------------------------------
     def try_append(
@@ -642,6 +642,7 @@ class ProducerBatch:
                 appended if appended >= 0 else timestamp,
                 key_size,
                 value_size,
+                1 if appended >= 0 else 0,
             ),
         )
 
@@ -799,6 +800,7 @@ class ProducerBatch:
                             log_append_time if log_append_time >= 0 else timestamp,
                             key_size,
                             value_size,
+                            1 if log_append_time >= 0 else 0,
                         ),
                     )
                     on_delivery(metadata, None)
@@ -885,8 +887,8 @@ class RecordErrors:
     __slots__ = ("by_index", "others")
 
     def __init__(self, by_index: dict[int, BaseException], others: BaseException) -> None:
-        self.by_index = by_index
-        self.others = others
+        self.by_index: dict[int, BaseException] = by_index
+        self.others: BaseException = others
 
     def get(self, batch_index: int) -> BaseException:
         """The error of the record at ``batch_index`` (its offset delta in the batch)."""

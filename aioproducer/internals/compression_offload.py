@@ -48,11 +48,11 @@ class CompressionOffload:
     def __init__(self, compression_type: int, inline_bytes: float | None = None) -> None:
         #: What a pass may compress on the loop (inf: the producer does not compress). ``inline_bytes``
         #: overrides the codec's share (tests: a share that fits exactly one request).
-        self.budget = float(
+        self.budget: float = float(
             INLINE_COMPRESSION_BYTES.get(compression_type, float("inf")) if inline_bytes is None else inline_bytes
         )
         #: What this pass may still compress on the loop. Written by ``new_pass`` and ``take``.
-        self.left = self.budget
+        self.left: float = self.budget
         #: Nodes whose next request is being compressed in the thread: nothing else goes to them meanwhile.
         #: Written by ``take`` (added) and ``compress`` (removed); read by the sender.
         self.compressing: set[int] = set()

@@ -88,7 +88,7 @@ class ProducerEngine:
         self._parts: ProducerParts[Any] = ClusterParts(security) if parts is None else parts
         #: The per-record hooks, computed once from the configuration (and OpenTelemetry's, made here:
         #: its spans read this engine's metadata when they end).
-        self.hooks = Hooks.of(config, None if tracing is None else tracing(metadata=self.cluster_metadata))
+        self.hooks: Hooks = Hooks.of(config, None if tracing is None else tracing(metadata=self.cluster_metadata))
         self._interceptors = self.hooks.interceptors
         #: Told of each change of ``intake`` (the producer keeps it for send()'s fast path); must not hold the producer.
         self._on_intake = on_intake
@@ -103,16 +103,16 @@ class ProducerEngine:
         #: The producer's one lifecycle. Writer: this engine only (start, close, abandon, _fatal).
         self._lifecycle = Lifecycle()
         #: The Java metrics (``metrics()``). Writers: the sender and the pool record into it; _on_batch_complete.
-        self.metrics = ProducerMetrics(config.metrics_sample_window_ms, config.metrics_num_samples)
+        self.metrics: ProducerMetrics = ProducerMetrics(config.metrics_sample_window_ms, config.metrics_num_samples)
         #: Records not delivered, said at WARNING on ``aioproducer.producer``, rate-limited (see failure_log.py).
         self._failure_log = DeliveryFailureLog(logger=client_logger("aioproducer.producer", config.client_id), clock=self.clock)
         #: Writer: _on_batch_complete. Records delivered, records failed, the error of the last batch that failed.
-        self.records_sent = 0
-        self.records_failed = 0
+        self.records_sent: int = 0
+        self.records_failed: int = 0
         self.last_error: BaseException | None = None
         #: Writer: start(). The event loop and process start() ran in: the producer works in those only.
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.pid = 0
+        self.pid: int = 0
         #: Writer: start(). The one start in progress or done (concurrent start() calls share it).
         self._start_task: asyncio.Task[None] | None = None
         # The parts, set together by _start() once a start succeeded (None before), never replaced.

@@ -40,7 +40,7 @@ from aioproducer.logs import LogLike
 
 __all__ = ["DEFAULT_INTERVAL_MS", "DeliveryFailureLog"]
 
-log = logging.getLogger("aioproducer.producer")
+log: logging.Logger = logging.getLogger("aioproducer.producer")
 
 #: At most one line per (topic, error class) per this many milliseconds.
 DEFAULT_INTERVAL_MS = 10_000.0

@@ -172,7 +172,7 @@ class RecordIntake:
         log: LogLike,
         admit: Callable[[str], RecordIntake],
     ) -> None:
-        self.hooks = hooks
+        self.hooks: Hooks = hooks
         route = hooks.route
         self.plain: RecordAccumulator | None = accumulator if route == "plain" else None
         self.serializing: RecordAccumulator | None = accumulator if route == "serializing" else None
@@ -228,18 +228,19 @@ class RecordIntake:
             if self._see_headers and header_pairs is None:
                 header_pairs = []  # a serializer may add headers (a schema id): it is given this list
 
-            # Serializers: a configured one sees every non-None key/value, bytes included (Java calls
-            # it for every record; an encrypting or framing serializer must not be skipped for bytes).
-            # An async one is awaited here, the key's before the value's; a result that is bytes or
-            # None (every synchronous serializer's) costs one type check more than before.
+            # Serializers: a configured one sees every key/value, None and bytes included (Java's
+            # KafkaProducer calls it for every record, null too: a JSON serializer may write `null`,
+            # an encrypting or framing one must not be skipped for bytes; the ready-made serializers
+            # map None to None). An async one is awaited here, the key's before the value's; a result
+            # that is bytes or None (every synchronous serializer's) costs one type check more.
             key_serializer, value_serializer = hooks.key_serializer, hooks.value_serializer
-            if key is None or (type(key) is bytes and key_serializer is None):
+            if key_serializer is None and (key is None or type(key) is bytes):
                 key_bytes = key
             else:
                 key_bytes = serialize(key_serializer, topic, header_pairs, key, "key")
                 if key_bytes is not None and type(key_bytes) is not bytes:
                     key_bytes = await awaited(key_bytes, topic, "key")
-            if value is None or (type(value) is bytes and value_serializer is None):
+            if value_serializer is None and (value is None or type(value) is bytes):
                 value_bytes = value
             else:
                 value_bytes = serialize(value_serializer, topic, header_pairs, value, "value")
@@ -322,12 +323,12 @@ class RecordIntake:
             self._on_delivery_ok = check_on_delivery(on_delivery)
         added: list[tuple[str, bytes | None]] | None = [] if self._see_headers else None
         key_bytes = key
-        if key is not None and key_serializer is not None:
+        if key_serializer is not None:  # None too, as in Java (send() says why)
             key_bytes = serialize(key_serializer, topic, added, key, "key")
             if key_bytes is not None and type(key_bytes) is not bytes:
                 key_bytes = await awaited(key_bytes, topic, "key")
         value_bytes = value
-        if value is not None and value_serializer is not None:
+        if value_serializer is not None:
             value_bytes = serialize(value_serializer, topic, added, value, "value")
             if value_bytes is not None and type(value_bytes) is not bytes:
                 value_bytes = await awaited(value_bytes, topic, "value")

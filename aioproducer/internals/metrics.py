@@ -123,14 +123,14 @@ class DeliveryLatency:
     def __init__(
         self, bounds_s: tuple[float, ...] = DELIVERY_LATENCY_BUCKETS, window_ms: int = 30000, num_samples: int = 2
     ) -> None:
-        self.bounds_ms = tuple(b * 1000.0 for b in bounds_s)
-        self.buckets = [0] * (len(bounds_s) + 1)  # per bucket (not cumulative); the last is above every bound
-        self.count = 0
-        self.sum_ms = 0.0
+        self.bounds_ms: tuple[float, ...] = tuple(b * 1000.0 for b in bounds_s)
+        self.buckets: list[int] = [0] * (len(bounds_s) + 1)  # per bucket (not cumulative); the last is above every bound
+        self.count: int = 0
+        self.sum_ms: float = 0.0
         # delivery-latency-avg (per record) and -max (a batch's first record's), over the window:
         # recorded by ProducerMetrics, folded like its other completion statistics.
-        self.avg = Avg(window_ms, num_samples)
-        self.max = Max(window_ms, num_samples)
+        self.avg: Avg = Avg(window_ms, num_samples)
+        self.max: Max = Max(window_ms, num_samples)
 
     def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
         """``records`` records acknowledged, latencies from ``first_ms`` (the oldest's) down to ``last_ms``."""
@@ -178,31 +178,31 @@ class ProducerMetrics:
         self.window_ms = window_ms
         self.num_samples = num_samples
         w, n = window_ms, num_samples
-        self.record_send_total = 0
-        self.record_send_rate = Rate(w, n)
-        self.record_error_total = 0
-        self.record_error_rate = Rate(w, n)
-        self.record_retry_total = 0
-        self.record_retry_rate = Rate(w, n)
-        self.record_size_avg = Avg(w, n)
-        self.record_size_max = Max(w, n)
-        self.batch_size_avg = Avg(w, n)
-        self.batch_size_max = Max(w, n)
-        self.records_per_request_avg = Avg(w, n)
-        self.compression_rate_avg = Avg(w, n)
-        self.queue_time_avg = Avg(w, n)
-        self.queue_time_max = Max(w, n)
-        self.request_total = 0
-        self.request_rate = Rate(w, n)
-        self.request_latency_avg = Avg(w, n)
-        self.request_latency_max = Max(w, n)
-        self.throttle_time_avg = Avg(w, n)
-        self.throttle_time_max = Max(w, n)
-        self.bufferpool_wait_time_total_ns = 0
-        self.bufferpool_wait_ratio = Rate(w, n, per_ns=True)
-        self.batch_split_total = 0
-        self.batch_split_rate = Rate(w, n)
-        self.delivery_latency = DeliveryLatency(window_ms=w, num_samples=n)
+        self.record_send_total: int = 0
+        self.record_send_rate: Rate = Rate(w, n)
+        self.record_error_total: int = 0
+        self.record_error_rate: Rate = Rate(w, n)
+        self.record_retry_total: int = 0
+        self.record_retry_rate: Rate = Rate(w, n)
+        self.record_size_avg: Avg = Avg(w, n)
+        self.record_size_max: Max = Max(w, n)
+        self.batch_size_avg: Avg = Avg(w, n)
+        self.batch_size_max: Max = Max(w, n)
+        self.records_per_request_avg: Avg = Avg(w, n)
+        self.compression_rate_avg: Avg = Avg(w, n)
+        self.queue_time_avg: Avg = Avg(w, n)
+        self.queue_time_max: Max = Max(w, n)
+        self.request_total: int = 0
+        self.request_rate: Rate = Rate(w, n)
+        self.request_latency_avg: Avg = Avg(w, n)
+        self.request_latency_max: Max = Max(w, n)
+        self.throttle_time_avg: Avg = Avg(w, n)
+        self.throttle_time_max: Max = Max(w, n)
+        self.bufferpool_wait_time_total_ns: int = 0
+        self.bufferpool_wait_ratio: Rate = Rate(w, n, per_ns=True)
+        self.batch_split_total: int = 0
+        self.batch_split_rate: Rate = Rate(w, n)
+        self.delivery_latency: DeliveryLatency = DeliveryLatency(window_ms=w, num_samples=n)
         self.topics: dict[str, _TopicTotals] = {}
         self.nodes: dict[int, _NodeStats] = {}
         # -- completions not yet in the windowed statistics: added to by record_completed(),

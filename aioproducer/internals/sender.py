@@ -83,14 +83,14 @@ from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
-from aioproducer.lifecycle import State
+from aioproducer.lifecycle import LifecycleView, State
 from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records, TopicData
 
 __all__ = ["Sender", "SenderConfig"]
 
-log = logging.getLogger("aioproducer.sender")
+log: logging.Logger = logging.getLogger("aioproducer.sender")
 
 #: Error codes the sender branches on, from their classes (module constants: read per partition answer).
 NONE = 0
@@ -200,7 +200,7 @@ class Sender:
         #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
         #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED. Read only: the
         #: engine moves it (and wakes this sender when it does).
-        self.lifecycle = accumulator.lifecycle
+        self.lifecycle: LifecycleView = accumulator.lifecycle
         #: Told of an error no retry can fix; the engine then refuses every later record with it.
         self._on_fatal = on_fatal
         self._requests: set[asyncio.Task[None]] = set()

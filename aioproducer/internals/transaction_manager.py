@@ -206,11 +206,11 @@ class TransactionManager:
     """Producer id/epoch and sequence bookkeeping, and with a ``transactional_id`` the transaction's state."""
 
     def __init__(self, transactional_id: str | None = None, transaction_timeout_ms: int = 60000) -> None:
-        self.producer_id = -1
-        self.producer_epoch = -1
+        self.producer_id: int = -1
+        self.producer_epoch: int = -1
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
-        self.state = TransactionState.UNINITIALIZED
+        self.state: TransactionState = TransactionState.UNINITIALIZED
         #: Why the state is ABORTABLE_ERROR or FATAL_ERROR. Written by ``transition``, ``end_transaction``.
         self.last_error: BaseException | None = None
         #: Partitions the coordinator knows are in this transaction; partitions with records queued
@@ -222,20 +222,20 @@ class TransactionManager:
         self.partitions_being_added: set[tuple[str, int]] = set()
         #: AddOffsetsToTxn succeeded in this transaction: it must be ended even without records.
         #: Written by ``offsets_added_to_transaction`` (``Transactions.send_offsets``), ``end_transaction``.
-        self.offsets_added = False
+        self.offsets_added: bool = False
         #: A batch failed in a way that needs a new epoch: InitProducerId with the old one at abort.
         #: Written by ``transaction_failed`` (the sender) and ``epoch_bumped_at_abort`` (``Transactions``).
-        self.bump_on_abort = False
+        self.bump_on_abort: bool = False
         #: A broker or the coordinator refused the epoch (fenced, or the transaction timed out):
         #: the next commit or abort asks which (KIP-588, see the module docstring). Written by
         #: ``epoch_refused``, ``aborted_by_coordinator``, ``end_transaction``.
-        self.epoch_rejected = False
+        self.epoch_rejected: bool = False
         #: The coordinator had aborted this transaction (it timed out) and the producer holds its
         #: new epoch already: aborting it sends nothing. Written by ``aborted_by_coordinator``, ``end_transaction``.
-        self.coordinator_aborted = False
+        self.coordinator_aborted: bool = False
         #: The current (or next) transaction runs under transactions v2 (see the module docstring).
         #: Written by ``use_transaction_version`` only, outside a transaction.
-        self.transaction_v2 = False
+        self.transaction_v2: bool = False
         #: Partitions waiting for an epoch bump (renumbered when it happens).
         self._to_rewrite: set[tuple[str, int]] = set()
         self._partitions: dict[tuple[str, int], PartitionSequences] = {}

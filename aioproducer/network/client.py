@@ -97,7 +97,7 @@ __all__ = [
     "resolve_bootstrap_servers",
 ]
 
-log = logging.getLogger(__name__)
+log: logging.Logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -241,7 +241,7 @@ class NoBrokerAnsweredError(KafkaConnectionError):
 
     def __init__(self, message: str, errors: Sequence[KafkaError]) -> None:
         super().__init__(message)
-        self.errors = tuple(errors)
+        self.errors: tuple[KafkaError, ...] = tuple(errors)
 
     @property
     def connection_level(self) -> bool:
@@ -318,7 +318,7 @@ class KafkaClient:
         self._refresh_topics: frozenset[str] = frozenset()
         self._conns: dict[int, BrokerConnection] = {}
         #: Bytes every connection of this client wrote and read (``Producer.metrics()``).
-        self.byte_counts = byte_counts if byte_counts is not None else ByteCounts()
+        self.byte_counts: ByteCounts = byte_counts if byte_counts is not None else ByteCounts()
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._backoff: dict[int, _NodeBackoff] = {}
         #: node -> clock time until which a broker asked not to be sent to (KIP-219); kept over reconnects.
@@ -347,7 +347,7 @@ class KafkaClient:
         )
         self._resolver: BootstrapResolver = resolver or DnsResolver()
         self._bootstrap_addresses: list[tuple[str, int]] | None = None
-        self.rebootstrap_count = 0
+        self.rebootstrap_count: int = 0
 
     # --------------------------------------------------------------- metadata
 

@@ -84,7 +84,7 @@ except ImportError:  # not a Unix: every frame goes through the transport
 
 __all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "Authenticator", "BrokerConnection", "OpenStreams", "ProduceCallback"]
 
-log = logging.getLogger(__name__)
+log: logging.Logger = logging.getLogger(__name__)
 
 #: Called once per :meth:`BrokerConnection.send_produce`: ``(response, None)`` or ``(None, error)``.
 ProduceCallback: TypeAlias = Callable[[ProduceResponse | None, KafkaError | None], None]

@@ -357,8 +357,8 @@ class ClientConnection(Generic[Token]):
         #: Whether the owner sent a request that expects an answer (past negotiation and SASL),
         #: and whether the broker answered one: a connection lost with requests sent and none
         #: answered was no use, and its owner backs off before the next one (``never_answered``).
-        self.requested = False
-        self.answered = False
+        self.requested: bool = False
+        self.answered: bool = False
 
     def __repr__(self) -> str:
         return f"<ClientConnection node={self.node_id} {self.address} {self._state.value}>"

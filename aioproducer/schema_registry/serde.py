@@ -119,15 +119,15 @@ class Known:
     __slots__ = ("registered", "expires", "prefix", "codec", "indexes")
 
     def __init__(self, registered: RegisteredSchema, expires: float, prefix: bytes | None, codec: Any, indexes: bytes) -> None:
-        self.registered = registered
+        self.registered: RegisteredSchema = registered
         #: Until when, on the monotonic clock: forever, except a latest version (``cache.latest.ttl.sec``).
-        self.expires = expires
+        self.expires: float = expires
         #: The framing in front of every payload (magic byte, id, indexes), or None for another framing.
-        self.prefix = prefix
+        self.prefix: bytes | None = prefix
         #: The format's compiled schema (fastavro's parsed schema, a JSON Schema validator, or None).
-        self.codec = codec
+        self.codec: Any = codec
         #: Protobuf's message indexes as written (b"" for the other formats).
-        self.indexes = indexes
+        self.indexes: bytes = indexes
 
 
 class RegistrySerializer:

@@ -63,7 +63,7 @@ class LibrdkafkaError(RuntimeError):
     def __init__(self, call: str, code: int, detail: str = "") -> None:
         self.call = call
         self.code = code
-        self.name = err2name(code)
+        self.name: str = err2name(code)
         message = f"{call} failed: {self.name} ({code}): {err2str(code)}"
         if detail:
             message += f" [{detail}]"

@@ -488,7 +488,7 @@ class KafkaCluster:
             self._jvm_options += (f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oauthbearer_jwks_url}",)
         self._lock = threading.RLock()  # guards _nodes' processes against close() from atexit
         self._closed = False
-        self.libs = kafka_libs(version)
+        self.libs: Path = kafka_libs(version)
         self._java = require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
         self._work = Path(tempfile.mkdtemp(prefix="aioproducer-kafka-"))
         _live.add(self)

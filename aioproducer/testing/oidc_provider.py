@@ -130,7 +130,7 @@ class OidcProvider(LoopThreadService):
         self._lifetime = token_lifetime_s
         self.audience = audience
         self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.key_id = secrets.token_hex(8)
+        self.key_id: str = secrets.token_hex(8)
         self._requests: list[TokenRequest] = []
         #: Each client's assertion key (JWT bearer grant) made by assertion_for, on first use.
         self._client_keys: dict[str, rsa.RSAPrivateKey] = {}
@@ -143,11 +143,11 @@ class OidcProvider(LoopThreadService):
         self._runner: web.AppRunner | None = None
         self._start_thread("aioproducer-oidc-provider")
         try:
-            self.port = self._run(self._serve(port))
+            self.port: int = self._run(self._serve(port))
         except BaseException:
             self.close()
             raise
-        self.issuer = f"{self._scheme}://127.0.0.1:{self.port}"
+        self.issuer: str = f"{self._scheme}://127.0.0.1:{self.port}"
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self._scheme}://127.0.0.1:{getattr(self, 'port', '?')}"

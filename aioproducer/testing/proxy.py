@@ -76,7 +76,7 @@ from aioproducer.testing.proxy_frames import FrameMatcher, MalformedFrameError
 
 __all__ = ["FaultProxy", "ProxyClosedError", "ProxyStats", "Then"]
 
-log = logging.getLogger(__name__)
+log: logging.Logger = logging.getLogger(__name__)
 
 
 #: What happens to a connection after one of its responses was swallowed.
@@ -552,7 +552,7 @@ class FaultProxy(LoopThreadService):
         kafka_frames: bool = True,
         connect_timeout: float = 5.0,
     ) -> None:
-        self.upstream = upstream
+        self.upstream: tuple[str, int] = upstream
         self.kafka_frames = kafka_frames
         sock = _listen(host, port)
         self.host: str = host

@@ -804,7 +804,7 @@ class SchemaRegistry(LoopThreadService):
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be an int in 0..65535, got {port!r}")
         self.host = host
-        self.port = port
+        self.port: int = port
         self._faults = _Faults()
         self._faults.authorizations = _authorizations(basic_auth, bearer_token)
         self._start_thread("schema-registry")

@@ -144,9 +144,10 @@ impl FutureRecordMetadata {
             drop(this);
             return slf.call_method0(intern!(py, "_result_of_failed_or_split"));
         }
-        let timestamp = if outcome.log_append_time >= 0 { outcome.log_append_time } else { this.timestamp };
-        let fields = (outcome.topic.bind(py), outcome.partition, outcome.base_offset + this.relative_offset, timestamp, this.key_size, this.value_size)
-            .into_pyobject(py)?;
+        let (timestamp, timestamp_type) = if outcome.log_append_time >= 0 { (outcome.log_append_time, 1) } else { (this.timestamp, 0) };
+        let fields =
+            (outcome.topic.bind(py), outcome.partition, outcome.base_offset + this.relative_offset, timestamp, this.key_size, this.value_size, timestamp_type)
+                .into_pyobject(py)?;
         record_metadata(py, fields)
     }
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from aioproducer.config_types import ProducerConfigDict
 from aioproducer import Producer
 from aioproducer.errors import ConfigError, KafkaError, SaslAuthenticationFailedError, SslAuthenticationError
 from aioproducer.security.sasl import unsecured_jwt
@@ -70,7 +71,7 @@ async def produce_and_read_back(cluster: KafkaCluster, config: dict[str, Any], c
         assert [int(v) for v in part] == sorted(int(v) for v in part)
 
 
-def tls(cluster: KafkaCluster) -> dict[str, Any]:
+def tls(cluster: KafkaCluster) -> ProducerConfigDict:
     """TLS with the cluster's CA and its client certificate (the SSL listener requires one)."""
     return {
         "ssl.truststore.location": cluster.ca_file,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from aioproducer import KafkaTimeoutError, Producer
+from aioproducer import KafkaTimeoutError, Producer, RecordMetadata
 from aioproducer.errors import MessageTooLargeError
 from aioproducer.testing import KafkaCluster
 
@@ -70,10 +70,15 @@ async def test_auto_creation_off_fails_after_max_block_ms_and_creates_nothing(no
 async def test_log_append_time_is_the_brokers_clock_in_metadata_and_for_consumers(kafka_cluster: KafkaCluster) -> None:
     topic = new_topic(kafka_cluster, 1, config={"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
+    reported: list[RecordMetadata | None] = []
     async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, linger_ms=20) as producer:
-        futures = [await producer.send(topic, b"v%d" % i, timestamp_ms=T0 + i) for i in range(5)]
+        futures = [await producer.send(topic, b"v%d" % i, timestamp_ms=T0 + i) for i in range(4)]
+        futures.append(await producer.send(topic, b"v4", timestamp_ms=T0 + 4, on_delivery=lambda md, _: reported.append(md)))
         metadata = [await f for f in futures]
     after = int(time.time() * 1000)
+    # aiokafka's timestamp_type: 1, LogAppendTime, from the future (native) and from on_delivery (Python).
+    assert [md.timestamp_type for md in metadata] == [1] * 5
+    assert [md.timestamp_type if md else None for md in reported] == [1]
     stamps = {md.timestamp for md in metadata}
     assert len(stamps) == 1, "one batch, one append time"  # linger.ms=20 put the five in one batch
     (stamp,) = stamps
@@ -89,7 +94,7 @@ async def test_create_time_topic_keeps_the_producers_timestamps(kafka_cluster: K
     topic = new_topic(kafka_cluster, 1)
     async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers) as producer:
         futures = [await producer.send(topic, b"v%d" % i, timestamp_ms=T0 + i) for i in range(3)]
-        assert [(await f).timestamp for f in futures] == [T0, T0 + 1, T0 + 2]
+        assert [((await f).timestamp, (await f).timestamp_type) for f in futures] == [(T0, 0), (T0 + 1, 0), (T0 + 2, 0)]
     java = await _read_java(kafka_cluster, topic, 3)
     assert [(r.timestamp_type, r.timestamp) for r in java] == [("CreateTime", T0 + i) for i in range(3)]
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from aioproducer.config_types import ProducerConfigDict
 from aioproducer import (
     IllegalStateError,
     KafkaError,
@@ -64,7 +65,7 @@ async def read(cluster: KafkaCluster, topic: str, *, committed: bool, timeout: f
                                committed=committed, timeout=timeout)
 
 
-def config(cluster: KafkaCluster, transactional_id: str) -> dict[str, object]:
+def config(cluster: KafkaCluster, transactional_id: str) -> ProducerConfigDict:
     return {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": transactional_id, "linger.ms": 5}
 
 
@@ -353,7 +354,7 @@ async def _timed_out_under_v1_is_fenced(cluster: KafkaCluster) -> None:
     nothing of the timed-out transaction is committed.
     """
     topic = fresh(cluster, partitions=1)
-    conf = {**config(cluster, "t-timeout-v1"), "transaction.timeout.ms": 3000}
+    conf: ProducerConfigDict = {**config(cluster, "t-timeout-v1"), "transaction.timeout.ms": 3000}
     async with Producer(conf) as producer:
         producer.begin_transaction()
         await (await producer.send(topic, b"too-late", key=b"k"))

@@ -63,7 +63,7 @@ async def test_the_finalized_transaction_version_decides_the_protocol_and_the_ep
     versions = Versions(monkeypatch)
     before = collections.Counter(cluster.proxy(1).stats.requests_forwarded)
     committed: list[bytes] = []
-    config = {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"v{cluster.transaction_version}",
+    config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": f"v{cluster.transaction_version}",
               "linger.ms": 5}
     async with Producer(config) as producer:
         transactions = producer._engine.transactions

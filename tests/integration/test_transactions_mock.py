@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from aioproducer.config_types import ProducerConfigDict
 from aioproducer import IllegalStateError, KafkaTimeoutError, Producer, ProducerFencedError, UnsupportedVersionError
 from aioproducer.errors import (
     ConcurrentTransactionsError,
@@ -32,7 +33,7 @@ from aioproducer.protocol import messages
 from aioproducer.testing import FakeProducer, MockCluster
 
 
-def config(cluster: MockCluster, transactional_id: str) -> dict[str, object]:
+def config(cluster: MockCluster, transactional_id: str) -> ProducerConfigDict:
     return {"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": transactional_id, "linger.ms": 5,
             "retry.backoff.ms": 10}
 

@@ -71,6 +71,8 @@ API_MODULES = [
     "aioproducer.integrations.aiohttp",
     "aioproducer.spark",
     "aioproducer.schema_registry",
+    "aioproducer.compat.aiokafka",
+    "aioproducer.compat.confluent",
 ]
 
 
@@ -155,27 +157,40 @@ def _peer_checks() -> dict[str, tuple[type, Callable[[str], bool]]]:
     }
 
 
+#: Sections whose tables have a facade column between the peer's and ``Producer``'s: the facade's class.
+FACADES = {"From aiokafka": "aioproducer.compat.aiokafka:AIOKafkaProducer", "From confluent-kafka": "aioproducer.compat.confluent:AIOProducer"}
+
+
 @pytest.mark.parametrize("section", ["From aiokafka", "From confluent-kafka", "From kafka-python"])
 def test_the_migration_tables_name_what_each_client_has(section: str) -> None:
-    """Calls: ``producer.NAME(`` is a method of the peer's producer (left) and of ``Producer`` (right).
+    """Calls: ``producer.NAME(`` is a method of the peer's producer (left), of the facade (middle, where there is
+    one) and of ``Producer`` (right).
 
     Settings: every backticked name of the left column is one the peer takes, every one of the
-    right column one aioproducer takes (its keyword, or the Java key in parentheses).
+    ``Producer`` column one aioproducer takes (its keyword, or the Java key in parentheses).
     """
     from aioproducer import Producer
 
     peer_class, peer_takes = _peer_checks()[section]
+    facade: type | None = None
+    if section in FACADES:
+        module, _, name = FACADES[section].partition(":")
+        facade = getattr(importlib.import_module(module), name)
+    ours_at = 1 if facade is None else 2
     calls, settings = _tables(section)
     assert len(calls) > 5 and len(settings) > 10
-    for peer, ours in (row[:2] for row in calls[1:]):
-        for name in re.findall(r"producer\.(\w+)\(", peer):
+    for row in calls[1:]:
+        for name in re.findall(r"producer\.(\w+)\(", row[0]):
             assert hasattr(peer_class, name), f"{section}: {peer_class.__name__} has no {name}()"
-        for name in re.findall(r"producer\.(\w+)\(", ours):
+        if facade is not None:
+            for name in re.findall(r"producer\.(\w+)\(", row[1]):
+                assert hasattr(facade, name), f"{section}: {facade.__name__} has no {name}()"
+        for name in re.findall(r"producer\.(\w+)\(", row[ours_at]):
             assert hasattr(Producer, name), f"{section}: Producer has no {name}()"
-    for peer, ours in (row[:2] for row in settings[1:]):
-        for name in re.findall(r"`([\w.]+)`", peer):
+    for row in settings[1:]:
+        for name in re.findall(r"`([\w.]+)`", row[0]):
             assert peer_takes(name), f"{section}: {name!r} is not a setting of {peer_class.__name__}"
-        for name in re.findall(r"`([\w.]+)`", ours):
+        for name in re.findall(r"`([\w.]+)`", row[ours_at]):
             assert _aioproducer_name_accepted(name), f"{section}: {name!r} is not a setting of aioproducer"
 
 

@@ -43,7 +43,7 @@ async def test_asyncio_takes_it_as_a_future_and_its_metadata_comes_from_the_batc
     assert not done and len(pending) == 3
     batch.complete(500, -1, None)
     assert all(f.done() and f.exception() is None for f in futures)
-    assert [tuple(f.result()) for f in futures] == [("t", 3, 500 + i, 1_000 + i, 1, i) for i in range(3)]
+    assert [tuple(f.result()) for f in futures] == [("t", 3, 500 + i, 1_000 + i, 1, i, 0) for i in range(3)]
     assert [md.offset for md in await asyncio.gather(*futures)] == [500, 501, 502]
     assert "t-3 done" in repr(futures[0])
 

@@ -315,7 +315,7 @@ def test_bad_oidc_settings_fail_when_the_producer_is_made(extra: dict[str, Any],
 ])
 def test_oidc_keys_without_the_endpoint_are_refused(extra: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        Producer({"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        Producer({"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",  # type: ignore[arg-type]  # a dict merged with `|`: dict[str, object] to mypy
                   "sasl_oauth_token_provider": lambda: "t"} | extra)
 
 

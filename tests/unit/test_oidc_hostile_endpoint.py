@@ -190,7 +190,7 @@ async def test_an_echoing_token_endpoint_gets_no_secret_out_of_start(
     caplog.set_level(logging.DEBUG)
     # A 500 is retried for 400 ms (a WARNING each time), then the round fails and start() tries
     # again until max.block.ms: room for two rounds, so that start() has failures to name.
-    producer = Producer({
+    producer = Producer({  # type: ignore[arg-type]  # a dict merged with `|` is dict[str, object] to mypy, not the typed config
         "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "OAUTHBEARER", "max.block.ms": 1200,
         "sasl.login.retry.backoff.ms": 20, "sasl.login.retry.backoff.max.ms": 400,

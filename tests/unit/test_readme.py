@@ -63,7 +63,7 @@ def _keyword_accepted(name: str) -> bool:
     if name in inspect.signature(Producer.__init__).parameters:
         return True
     try:
-        ProducerConfig(**{name: None})
+        ProducerConfig(**{name: None})  # type: ignore[arg-type]  # any name, to ask whether it is known
     except ConfigError as exc:
         return not str(exc).startswith("unknown keyword argument")
     return True

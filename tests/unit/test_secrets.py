@@ -64,10 +64,10 @@ def _cases() -> Iterator[Any]:
     """(id, call) pairs: each call must raise, showing no secret."""
     for key in PASSWORD_KEYS:
         attr = _attr(key)
-        yield pytest.param(lambda k=key, a=attr: ProducerConfig({k: SECRET + "1"}, **{a: SECRET + "2"}), id=f"{key}-twice")
-        yield pytest.param(lambda a=attr: ProducerConfig(None, **{a: SECRET + "1", a + "_": SECRET}), id=f"{key}-keyword-typo")
-        yield pytest.param(lambda k=key: ProducerConfig({k: [SECRET]}), id=f"{key}-wrong-type")
-        yield pytest.param(lambda k=key: ProducerConfig({k: SECRET.encode()}), id=f"{key}-bytes")
+        yield pytest.param(lambda k=key, a=attr: ProducerConfig({k: SECRET + "1"}, **{a: SECRET + "2"}), id=f"{key}-twice")  # type: ignore[arg-type]  # a bad value on purpose
+        yield pytest.param(lambda a=attr: ProducerConfig(None, **{a: SECRET + "1", a + "_": SECRET}), id=f"{key}-keyword-typo")  # type: ignore[arg-type]  # a bad value on purpose
+        yield pytest.param(lambda k=key: ProducerConfig({k: [SECRET]}), id=f"{key}-wrong-type")  # type: ignore[dict-item]  # a bad value on purpose
+        yield pytest.param(lambda k=key: ProducerConfig({k: SECRET.encode()}), id=f"{key}-bytes")  # type: ignore[dict-item]  # a bad value on purpose
         yield pytest.param(lambda k=key: ProducerConfig([(k, SECRET)]), id=f"{key}-not-a-mapping")  # type: ignore[arg-type]
         yield pytest.param(lambda k=key: ProducerConfig({k + "s": SECRET}), id=f"{key}-unknown-key")
         yield pytest.param(lambda k=key: ProducerConfig(f"{k}={SECRET}"), id=f"{key}-a-string")  # type: ignore[arg-type]
@@ -113,7 +113,7 @@ def _cases() -> Iterator[Any]:
         id="jaas-oauth-without-token-source",
     )
     # Secrets where a secret does not belong: the token itself as the provider, a URL's password.
-    yield pytest.param(lambda: ProducerConfig(sasl_oauth_token_provider=SECRET), id="token-as-provider")
+    yield pytest.param(lambda: ProducerConfig(sasl_oauth_token_provider=SECRET), id="token-as-provider")  # type: ignore[arg-type]  # a bad value on purpose
     yield pytest.param(lambda: ProducerConfig(bootstrap_servers=f"user:{SECRET}@host:9092"), id="bootstrap-userinfo")
 
 

@@ -446,7 +446,7 @@ def test_delta_of_each_topic_from_its_own_last_value() -> None:
 @pytest.mark.parametrize("bad", ["yes", 1, "0", None, [True]])
 def test_enable_metrics_push_bad_values_name_the_key(bad: object) -> None:
     with pytest.raises(ConfigError, match=r"enable\.metrics\.push must be a boolean"):
-        ProducerConfig(enable_metrics_push=bad)
+        ProducerConfig(enable_metrics_push=bad)  # type: ignore[arg-type]  # a bad value on purpose
 
 
 def test_enable_metrics_push_defaults_to_true_as_java() -> None:
