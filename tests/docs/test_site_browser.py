@@ -198,15 +198,18 @@ def wait_for(driver: Any, script: str, what: str, shown: str | None = None) -> A
 NAV_LINKS = """Array.from(document.querySelectorAll('nav.md-nav--primary a.md-nav__link, .md-tabs a.md-tabs__link'))
     .filter(a => a.offsetParent !== null && a.textContent.trim()).map(a => a.textContent.trim())"""
 
-#: Highlighted code: the code blocks Pygments tokenised (a ``text`` block has no token spans), and of
-#: those the ones whose keyword/name/string/number spans are coloured unlike the block's plain text.
+#: Highlighted code: the code blocks Pygments tokenised with something to colour (a keyword, a
+#: builtin or function name, a string, a number, an operator, a comment: a plain name ``n`` and
+#: punctuation are the text's own colour in the theme, so a signature such as
+#: ``topic_partition: TopicPartition`` has nothing to colour), and of those the ones where such
+#: a span is coloured unlike the block's plain text.
 HIGHLIGHTED = """(() => {
-    const tokens = code => Array.from(code.querySelectorAll('span[class]')).filter(span => span.className !== 'w');
+    const colourable = span => /^(k[a-z]?|n[a-z]|s[a-z0-9]?|m[a-z]?|o[a-z]?|c[a-z0-9]?)$/.test(span.className);
+    const tokens = code => Array.from(code.querySelectorAll('span[class]')).filter(colourable);
     const blocks = Array.from(document.querySelectorAll('.highlight code')).filter(code => tokens(code).length);
     const coloured = blocks.filter(code => {
         const plain = getComputedStyle(code).color;
-        return tokens(code).some(span => /^(k[a-z]?|n[a-z]?|s[a-z0-9]?|m[a-z]?|o[a-z]?|c[a-z0-9]?)$/.test(span.className)
-            && getComputedStyle(span).color !== plain);
+        return tokens(code).some(span => getComputedStyle(span).color !== plain);
     });
     return [blocks.length, coloured.length];
 })()"""
