@@ -93,18 +93,19 @@ examples:
   aioproducer produce -b broker:9093 -t orders -F client.properties -X acks=1 \\
       --compression-codec zstd < records.txt
 
-configuration precedence: built-in defaults (linger.ms=5) < --command-config (-F) <
+configuration precedence: the producer's defaults (linger.ms=5) < --command-config (-F) <
 --command-property (-X) < the dedicated options (--bootstrap-servers, --compression-codec,
 --timeout, --request-required-acks, --batch-size, --max-block-ms, ...), each used only
 when given. Kafka's older names are accepted: --producer.config, --producer-property,
 --property (not together with their new names).
 line format: --reader-config FILE < --reader-property (or --property)."""
 
-#: What the command sets unless configured otherwise: a little lingering batches piped input.
-#: (Kafka's console producer lingers 1000 ms, its --timeout default: an interactive line would
-#: wait a second; we keep the Java producer's other defaults too, e.g. request.timeout.ms 30000
-#: rather than the tool's 1500, and retries unbounded within delivery.timeout.ms rather than 3.)
-DEFAULTS = {"linger.ms": "5"}
+#: What the command sets unless configured otherwise: nothing beyond the producer's defaults
+#: (linger.ms 5, Kafka 4.x's). Kafka's console producer lingers 1000 ms, its --timeout default: an
+#: interactive line would wait a second; we keep the Java producer's other defaults too, e.g.
+#: request.timeout.ms 30000 rather than the tool's 1500, and retries unbounded within
+#: delivery.timeout.ms rather than 3.
+DEFAULTS: dict[str, str] = {}
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
