@@ -505,7 +505,7 @@ def test_markdown_table() -> None:
     lines = table.strip().splitlines()
     assert lines[0].startswith("| Key | Keyword | Type | Default |")
     assert len(lines) == 2 + len(CONFIG_DEFS)
-    assert "| `linger.ms` | `linger_ms` | long | `0` |" in table
+    assert "| `linger.ms` | `linger_ms` | long | `5` |" in table
     assert "| `bootstrap.servers` | `bootstrap_servers` | list | `(required)` |" in table
     assert "| `enable.idempotence` | `enable_idempotence` | boolean | `true` |" in table
     for line in lines[2:]:
