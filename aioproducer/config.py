@@ -5,12 +5,10 @@ Confluent guides. So :class:`ProducerConfig` takes the dotted keys (``{"linger.m
 string values as in a properties file, *and* Python keywords (``linger_ms=5``, dots become
 underscores), and exposes typed attributes with the Python names (``cfg.linger_ms == 5``).
 
-Defaults are those of the **Java client 3.9** (``ProducerConfig.java`` of that release), because
-aioproducer follows Kafka 3.9 semantics, with one exception: ``metadata.recovery.strategy``
-defaults to ``rebootstrap``, as in Java 4.x (3.9: ``none``), because a producer that recovers when
-its cluster moves behind the same bootstrap name is what users now expect, and aioproducer already
-fell back to the bootstrap servers when no known broker answered. The one visible consequence: ``linger.ms`` defaults to
-**0**; Kafka 4.0 changed it to 5 (KIP-1030) — set ``linger_ms=5`` to get 4.0's batching.
+Defaults are those of the **Java client 4.x** (``ProducerConfig.java``), ``linger.ms`` 5 (KIP-1030)
+and ``metadata.recovery.strategy`` ``rebootstrap`` (KIP-1102) included; ``linger.ms`` was chosen by a
+measurement (``benchmarks/linger_default.py``, docs/reference/configuration.md). The defaults that
+differ from Java 4.x, each for a reason, are listed on that page.
 
 Everything is checked at construction, with messages that name the key: unknown keys (with the
 closest known key suggested), values of the wrong type or out of range, and the cross-key rules of
@@ -454,7 +452,7 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("client.id", "string", "", "Name sent with every request, for broker logs and quotas. Empty: `aioproducer-N`.", _client_id),
     ConfigDef("acks", "string", "all", "Acknowledgements the leader waits for: `0` (none, no retries possible), `1` (leader only), `all`/`-1` (all in-sync replicas). Stored as an int, `all` = -1.", _acks),
     ConfigDef("batch.size", "int", 16384, "Target size in bytes of a per-partition batch; also how many bytes go to the sticky partition before it changes. 0 disables batching (one record per batch). Capped just below max.request.size and buffer.memory, so that a batch always fits a request. Records of several KB go faster with a larger value (see Speed).", _int(0)),
-    ConfigDef("linger.ms", "long", 0, "How long a batch that is not full may wait for more records. A batch whose record someone awaits (`await`, `gather()`) goes before that when its leader has no request in flight. Kafka 3.9 default 0; Kafka 4.0 uses 5.", _int(0, long=True)),
+    ConfigDef("linger.ms", "long", 5, "How long a batch that is not full may wait for more records. A batch whose record someone awaits (`await`, `gather()`) goes before that when its leader has no request in flight. Kafka 4.x's default (KIP-1030; 3.9: 0).", _int(0, long=True)),
     ConfigDef("buffer.memory", "long", 33554432, "Total bytes the producer may hold for records not yet acknowledged (their encoded bytes plus their futures and delivery callbacks); `send()` waits up to `max.block.ms` for room.", _int(1, long=True)),
     ConfigDef("max.block.ms", "long", 60000, "How long `send()` may wait for metadata and buffer memory before failing, and `start()` for the first metadata.", _int(0, long=True)),
     ConfigDef("max.request.size", "int", 1048576, "Largest request, and so largest record (batch) in bytes.", _int(0)),

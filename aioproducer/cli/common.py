@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import math
 import re
+import signal
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import FrameType
 from typing import NoReturn, TextIO
 
 from aioproducer.cli.properties import PropertiesError, load_properties, parse_assignment
@@ -27,12 +32,16 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "Interrupts",
     "MAX_EMBEDDED_PARTITIONS",
+    "add_logging_options",
     "add_partitions_option",
+    "mock_wanted",
     "OneLineParser",
     "UsageError",
     "add_connection_options",
     "config_secrets",
+    "configure_logging",
     "configured_producer",
     "embedded_cluster",
     "integer",
@@ -69,6 +78,51 @@ _SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
 MASK = "******"
 
 COMPRESSIONS = sorted(COMPRESSION_CODECS)
+
+
+class Interrupts:
+    """Ctrl-C while a command cannot act on it yet (or any more): remembered, not raised.
+
+    Why: Python's own handler raises ``KeyboardInterrupt`` wherever the main thread is, e.g. in
+    argparse or the logging setup, and the traceback is all the user sees. :meth:`defer` (from
+    the first line of :func:`~aioproducer.cli.main`, and again once a command's outcome is known)
+    only notes it; :meth:`deliver` (where a command is ready to catch it) restores Python's
+    handler and raises for a Ctrl-C that came meanwhile.
+    """
+
+    pending = False
+
+    @classmethod
+    def defer(cls) -> None:
+        cls._install(cls._remember)
+
+    @classmethod
+    def deliver(cls) -> None:
+        """Python's handler from now on; ``KeyboardInterrupt`` (still deferring) for a Ctrl-C that came already."""
+        if not cls.pending:
+            cls._install(signal.default_int_handler)
+            if not cls.pending:  # none came before, nor between the check and the install
+                return
+            cls._install(cls._remember)
+        cls.pending = False
+        raise KeyboardInterrupt
+
+    @classmethod
+    def take(cls) -> bool:
+        """Whether a Ctrl-C came while deferred (and forget it)."""
+        pending, cls.pending = cls.pending, False
+        return pending
+
+    @classmethod
+    def _remember(cls, signum: int, frame: FrameType | None) -> None:
+        cls.pending = True
+
+    @staticmethod
+    def _install(handler: Callable[[int, FrameType | None], object]) -> None:
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread (a test calling main()): signals are not ours to handle
+            pass
 
 
 class UsageError(Exception):
@@ -174,18 +228,26 @@ def add_connection_options(parser: argparse.ArgumentParser, props_option: str, s
     as kafka-producer-perf-test), else one per use (``--producer-property a=1``).
     """
     parser.add_argument(
+        "-b",
         "--bootstrap-servers",
         "--bootstrap-server",
         metavar="HOST:PORT,...",
-        help="brokers to connect to; default: bootstrap.servers from the configuration, "
-        "else an embedded mock cluster (librdkafka's, needs aioproducer[testing])",
+        help="brokers to connect to (required, unless bootstrap.servers is in the configuration or --mock is given)",
+    )
+    parser.add_argument(
+        "--mock",
+        action="store_true",
+        help="start an embedded mock cluster (librdkafka's, needs aioproducer[testing]) and use it instead of brokers: "
+        "for trying the command out, nothing leaves this process",
     )
     files = parser.add_mutually_exclusive_group()
     files.add_argument(
+        "-F",
         "--command-config",
         dest="command_config",
         metavar="FILE",
-        help="a Java properties file of producer settings (Java keys, e.g. acks=all, security.protocol=SSL)",
+        help="a properties file of producer settings, Java's or librdkafka's (key=value lines, # comments; "
+        "e.g. acks=all, security.protocol=SSL, sasl.username=...)",
     )
     files.add_argument(
         "--producer.config", dest="producer_config", metavar="FILE", help="the older name of --command-config"
@@ -193,6 +255,7 @@ def add_connection_options(parser: argparse.ArgumentParser, props_option: str, s
     props = parser.add_mutually_exclusive_group()
     many: dict[str, object] = {"action": "extend", "nargs": "+"} if several else {"action": "append"}
     props.add_argument(
+        "-X",
         "--command-property",
         dest="command_props",
         default=[],
@@ -259,24 +322,43 @@ def config_secrets(config: dict[str, str]) -> list[str]:
     return [value for key, value in config.items() if is_secret_key(key)]
 
 
-@contextlib.contextmanager
-def embedded_cluster(bootstrap: str | None, topic: str, partitions: int, announce: TextIO | None) -> Iterator[str]:
-    """``bootstrap`` itself, or the address of a mock cluster started for the command's duration.
+#: What a command without brokers says: kcat and Kafka's console tools refuse to run without them too.
+NO_BROKERS = (
+    "no brokers given: pass --bootstrap-server HOST:PORT (-b), or bootstrap.servers in --command-config (-F) "
+    "or --command-property (-X); --mock runs against an embedded mock cluster instead"
+)
 
-    The mock cluster lets every command run on a laptop with no broker; the
-    topic is created with ``partitions`` partitions before the command starts.
+
+@contextlib.contextmanager
+def embedded_cluster(
+    bootstrap: str | None, topic: str, partitions: int, announce: TextIO | None, *, mock: bool = True
+) -> Iterator[str]:
+    """``bootstrap`` itself, or, with ``mock``, the address of a mock cluster started for the command's duration.
+
+    Records sent to a mock cluster go nowhere, so only a command the user asked it of (``--mock``,
+    or ``demo``) starts one: without brokers and without ``mock`` this is a :class:`UsageError`.
+    The topic is created with ``partitions`` partitions before the command starts.
     """
     if bootstrap:
         yield bootstrap
         return
+    if not mock:
+        raise UsageError(NO_BROKERS)
     try:
         from aioproducer.testing import MockCluster
     except ImportError as exc:
-        raise UsageError(f"no --bootstrap-servers given and no embedded cluster available: {exc}") from exc
+        raise UsageError(f"no embedded mock cluster available (pip install 'aioproducer[testing]'): {exc}") from exc
     with MockCluster(brokers=3, topics={topic: partitions}) as cluster:
         if announce is not None:
             print(f"started an embedded mock cluster at {cluster.bootstrap_servers}", file=announce)
         yield cluster.bootstrap_servers
+
+
+def mock_wanted(args: argparse.Namespace, config: dict[str, str]) -> bool:
+    """``--mock``, checked against the brokers given: both is a :class:`UsageError` (which one was meant?)."""
+    if args.mock and config.get("bootstrap.servers"):
+        raise UsageError("--mock starts its own cluster: give it without --bootstrap-server or bootstrap.servers")
+    return bool(args.mock)
 
 
 def add_partitions_option(parser: argparse.ArgumentParser, default: int) -> None:
@@ -285,5 +367,49 @@ def add_partitions_option(parser: argparse.ArgumentParser, default: int) -> None
         "--partitions",
         type=integer("--partitions", 1, MAX_EMBEDDED_PARTITIONS),
         default=default,
-        help=f"partitions of the topic on the embedded cluster (default: {default})",
+        help=f"partitions of the topic on the embedded cluster (--mock; default: {default})",
     )
+
+
+def add_logging_options(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose`` (the library's INFO lines) and ``--debug`` (its DEBUG lines), on stderr."""
+    levels = parser.add_mutually_exclusive_group()
+    levels.add_argument("-v", "--verbose", dest="log_level", action="store_const", const=logging.INFO,
+                        default=logging.WARNING, help="show the library's log lines from INFO up on stderr")
+    levels.add_argument("--debug", dest="log_level", action="store_const", const=logging.DEBUG,
+                        help="show the library's DEBUG log lines too (every request, retry and backoff)")
+
+
+class RateLimit(logging.Filter):
+    """Lets one line of each kind (logger and message template) through per ``interval_s``.
+
+    Why: while brokers cannot be reached, the client tries again every few hundred milliseconds;
+    the user needs to learn of it within a second, not to read a line per attempt.
+    """
+
+    def __init__(self, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.interval_s, self.clock = interval_s, clock
+        self._last: dict[tuple[str, object], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind, now = (record.name, record.msg), self.clock()
+        if now - self._last.get(kind, -self.interval_s) < self.interval_s:
+            return False
+        self._last[kind] = now
+        return True
+
+
+def configure_logging(level: int, stream: TextIO | None = None) -> logging.Handler:
+    """The library's log lines at ``level`` and above on ``stream`` (stderr), rate-limited per kind of line.
+
+    WARNING by default: a failed connection attempt is a warning, so a wrong broker address shows
+    within a second instead of after ``max.block.ms`` of silence.
+    """
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RateLimit())
+    logger = logging.getLogger("aioproducer")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    return handler

@@ -12,9 +12,23 @@ import asyncio
 import sys
 
 from aioproducer import Producer
-from aioproducer.cli.common import COMPRESSIONS, OneLineParser, add_partitions_option, embedded_cluster, integer, topic_name
+from aioproducer.cli.common import (
+    COMPRESSIONS,
+    OneLineParser,
+    add_logging_options,
+    add_partitions_option,
+    embedded_cluster,
+    integer,
+    topic_name,
+)
 
 __all__ = ["add_parser", "run"]
+
+#: Plain text for --help (the module docstring is reST, for the API reference).
+DESCRIPTION = """\
+Produce a few records and print where each landed: the shortest proof that the
+installation works. Without --bootstrap-servers it starts an embedded mock
+cluster (librdkafka's, from the confluent-kafka wheel: aioproducer[testing])."""
 
 EPILOG = """\
 examples:
@@ -27,15 +41,17 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
     parser = commands.add_parser(
         "demo",
         help="produce a few records and print what was delivered",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--bootstrap-servers", help="host:port,...; default: an embedded mock cluster")
-    parser.add_argument("--topic", default="demo", type=topic_name)
+    parser.add_argument("-b", "--bootstrap-servers", "--bootstrap-server", metavar="HOST:PORT,...",
+                        help="brokers to connect to; default: an embedded mock cluster")
+    parser.add_argument("-t", "--topic", default="demo", type=topic_name)
     add_partitions_option(parser, default=3)
     parser.add_argument("--count", type=integer("--count", 0, 1_000_000), default=10, help="records (default: 10)")
     parser.add_argument("--compression", default="none", choices=COMPRESSIONS)
+    add_logging_options(parser)
     parser.set_defaults(run=run)
 
 

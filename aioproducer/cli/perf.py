@@ -77,9 +77,11 @@ from aioproducer.cli.common import (
     OneLineParser,
     UsageError,
     add_connection_options,
+    add_logging_options,
     config_secrets,
     configured_producer,
     embedded_cluster,
+    mock_wanted,
     integer,
     producer_config,
     redact,
@@ -93,9 +95,9 @@ __all__ = ["Output", "Stats", "add_parser", "run"]
 DESCRIPTION = """\
 Send N records of S bytes to a topic at a target rate and report throughput and
 latency, as kafka-producer-perf-test does (same options and output format).
-Without --bootstrap-servers (or bootstrap.servers in the configuration) an
-embedded mock cluster is started: useful to try the tool, not to measure a
-broker."""
+Brokers are required (-b, or bootstrap.servers in the configuration), as for
+Kafka's tool; --mock starts an embedded mock cluster instead: useful to try the
+tool, not to measure a broker."""
 
 EPILOG = """\
 examples:
@@ -138,7 +140,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--topic", required=True, type=topic_name, help="the topic to produce to")
+    parser.add_argument("-t", "--topic", required=True, type=topic_name, help="the topic to produce to")
     parser.add_argument(
         "--num-records", type=integer("--num-records", 1, LONG_MAX), required=True, metavar="N", help="records to send"
     )
@@ -179,6 +181,7 @@ def add_parser(commands: argparse._SubParsersAction[OneLineParser]) -> None:
         help="progress line period (default: 5000)",
     )
     add_partitions_option(parser, default=6)
+    add_logging_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -508,7 +511,8 @@ def run(args: argparse.Namespace) -> int:
         output.line(f"Warmup first {plan.warmup} records. Steady state results will print after the complete test summary.")
     stats = Stats(args.num_records, args.reporting_interval, output)
     failures = Failures()
-    with embedded_cluster(config.get("bootstrap.servers"), args.topic, args.partitions, sys.stderr) as bootstrap:
+    mock = mock_wanted(args, config)
+    with embedded_cluster(config.get("bootstrap.servers"), args.topic, args.partitions, sys.stderr, mock=mock) as bootstrap:
         config["bootstrap.servers"] = bootstrap
         try:
             asyncio.run(_perf(config, plan, stats, failures))

@@ -1,4 +1,4 @@
-"""Lines of a file descriptor, read in a thread so the event loop never blocks on input.
+"""Lines (or records ended by another one-byte delimiter) of a file descriptor, read in a thread so the event loop never blocks on input.
 
 Why a thread and ``os.read``: a blocking read in the loop would stall the
 producer's network I/O while the user types (or a pipe is slow); ``os.read``
@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 __all__ = ["LineAssembler", "OversizedLine", "read_lines"]
@@ -48,8 +48,12 @@ class LineAssembler:
     test can check that the work is linear in the input without timing anything.
     """
 
-    def __init__(self, max_line_bytes: int | None = None) -> None:
+    def __init__(self, max_line_bytes: int | None = None, delimiter: bytes = b"\n") -> None:
+        if len(delimiter) != 1:
+            raise ValueError(f"delimiter must be one byte, got {delimiter!r}")
         self._limit = max_line_bytes
+        self._delimiter = delimiter
+        self._strip_cr = delimiter == b"\n"  # "\r\n" line ends count as "\n" ones
         self._pieces: list[bytes] = []
         self._pending = 0  # bytes of the unfinished line so far (kept in _pieces unless oversized)
         self._oversized = False
@@ -57,7 +61,7 @@ class LineAssembler:
 
     def feed(self, chunk: bytes) -> list[Line]:
         """The lines that ``chunk`` completes, in order; its unterminated rest waits for the next chunk."""
-        parts = chunk.split(b"\n")
+        parts = chunk.split(self._delimiter)
         self.copied += len(chunk)
         rest = parts.pop()
         lines: list[Line] = []
@@ -80,7 +84,7 @@ class LineAssembler:
         if self._oversized:
             return
         self._pieces.append(rest)
-        if self._limit is not None and self._pending > self._limit + 1:  # + 1: a "\r" still to strip
+        if self._limit is not None and self._pending > self._limit + self._strip_cr:  # a "\r" still to strip
             self._oversized = True
             self._pieces.clear()
 
@@ -93,14 +97,14 @@ class LineAssembler:
         pieces = self._pieces
         self._pieces, self._pending, self._oversized = [], 0, False
         if oversized:
-            return OversizedLine(length - 1 if last.endswith(b"\r") else length)
+            return OversizedLine(length - 1 if self._strip_cr and last.endswith(b"\r") else length)
         pieces.append(last)
         line = b"".join(pieces)
         self.copied += len(line)
         return self._check(line)
 
     def _check(self, line: bytes) -> Line:
-        if line.endswith(b"\r"):
+        if self._strip_cr and line.endswith(b"\r"):
             line = line[:-1]
             self.copied += len(line)
         if self._limit is not None and len(line) > self._limit:
@@ -108,37 +112,68 @@ class LineAssembler:
         return line
 
 
-def _reader(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | OSError], room: threading.Semaphore) -> None:
+class _Handoff:
+    """The reader thread's way into the loop, closed when the consumer stops.
+
+    Why: the thread may be blocked in ``os.read`` when the run ends (Ctrl-C, an error); input
+    arriving after that (or the end of it) must not be handed to a loop that is closed, which
+    raises in the thread and prints its traceback after the command's summary. ``close`` and
+    ``put`` hold one lock, so the loop is never called once the consumer has left.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes | OSError]) -> None:
+        self._loop, self._queue = loop, queue
+        self._lock = threading.Lock()
+        self.open = True
+        self.room = threading.Semaphore(_AHEAD)
+
+    def put(self, item: bytes | OSError) -> bool:
+        """Hand ``item`` to the loop; False once the consumer has stopped (the thread then ends)."""
+        with self._lock:
+            if not self.open:
+                return False
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            self.open = False
+        self.room.release()  # a thread waiting for room wakes up and sees it is closed
+
+
+def _reader(fd: int, handoff: _Handoff) -> None:
     """Thread body: push chunks, then ``b""`` at end of input (or the OSError that ended it)."""
     while True:
-        room.acquire()
+        handoff.room.acquire()
+        if not handoff.open:
+            return
         try:
-            chunk = os.read(fd, _CHUNK)
+            chunk: bytes | OSError = os.read(fd, _CHUNK)
         except OSError as exc:
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
-            return
-        loop.call_soon_threadsafe(queue.put_nowait, chunk)
-        if not chunk:
+            chunk = exc
+        if not handoff.put(chunk) or not chunk or isinstance(chunk, OSError):
             return
 
 
-async def read_lines(fd: int, max_line_bytes: int | None = None) -> AsyncIterator[list[Line]]:
+async def read_lines(fd: int, max_line_bytes: int | None = None, delimiter: bytes = b"\n") -> AsyncGenerator[list[Line], None]:
     """Yield lists of complete lines (see :class:`LineAssembler`); a last unterminated line counts."""
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | OSError] = asyncio.Queue()
-    room = threading.Semaphore(_AHEAD)
-    threading.Thread(target=_reader, args=(fd, loop, queue, room), name="aioproducer-stdin", daemon=True).start()
-    assembler = LineAssembler(max_line_bytes)
-    while True:
-        chunk = await queue.get()
-        if isinstance(chunk, OSError):
-            raise chunk
-        if not chunk:
-            break
-        lines = assembler.feed(chunk)
-        if lines:
-            yield lines
-        room.release()
+    handoff = _Handoff(asyncio.get_running_loop(), queue)
+    assembler = LineAssembler(max_line_bytes, delimiter)
+    threading.Thread(target=_reader, args=(fd, handoff), name="aioproducer-stdin", daemon=True).start()
+    try:
+        while True:
+            chunk = await queue.get()
+            if isinstance(chunk, OSError):
+                raise chunk
+            if not chunk:
+                break
+            lines = assembler.feed(chunk)
+            if lines:
+                yield lines
+            handoff.room.release()
+    finally:
+        handoff.close()
     last = assembler.finish()
     if last:
         yield last

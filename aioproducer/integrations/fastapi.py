@@ -21,8 +21,7 @@ answered and a readiness probe follows the start::
 
     @app.get("/ready")
     async def ready(request: Request) -> Response:
-        producer = request.app.state.aioproducer_producers["default"]
-        return Response(status_code=200 if producer_ready(producer) else 503)
+        return Response(status_code=200 if producer_ready(app_producer(request)) else 503)
 
 ``metrics_route="/metrics"`` also serves the producer's metrics in Prometheus' text format on
 that path (``prometheus_client`` needed: ``pip install 'aioproducer[prometheus]'``)::
@@ -68,6 +67,7 @@ __all__ = [
     "METRICS_STATE_KEY",
     "STATE_KEY",
     "ProducerDep",
+    "app_producer",
     "default_producer",
     "get_producer",
     "install_exception_handlers",
@@ -184,6 +184,27 @@ async def _start_or_close(producer: Producer) -> None:
         raise
 
 
+def app_producer(source: Request | FastAPI, name: str = "default") -> Producer:
+    """The producer ``name`` that :func:`producer_lifespan` registered, from a request or the app.
+
+    For a route that takes the producer as it is, started or not: a readiness probe
+    (``producer_ready(app_producer(request))``), a status page. A route that sends takes
+    :data:`ProducerDep` (or :func:`get_producer`), which waits for a start in progress.
+    ``LookupError`` naming ``name`` when no lifespan registered it (the app's lifespan is not
+    ``producer_lifespan``, or, in a test under ``httpx.ASGITransport``, no lifespan ran).
+    """
+    producers: dict[str, Producer] | None = None
+    if isinstance(source, Request):
+        producers = getattr(source.state, STATE_KEY, None)  # the lifespan's state, per request
+        source = source.app
+    if producers is None:
+        producers = getattr(source.state, STATE_KEY, None)
+    producer = producers.get(name) if producers else None
+    if producer is None:
+        raise LookupError(f"no aioproducer producer named {name!r}: is producer_lifespan(...) the app's lifespan?")
+    return producer
+
+
 def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, Any, Producer]]:
     """A dependency giving the producer ``name`` of :func:`producer_lifespan`.
 
@@ -198,12 +219,10 @@ def get_producer(name: str = "default") -> Callable[[Request], Coroutine[Any, An
     """
 
     async def dependency(request: Request) -> Producer:
-        producers: dict[str, Producer] | None = getattr(request.state, STATE_KEY, None)
-        if producers is None:
-            producers = getattr(request.app.state, STATE_KEY, None)
-        producer = producers.get(name) if producers else None
-        if producer is None:
-            raise RuntimeError(f"no aioproducer producer named {name!r}: is producer_lifespan(...) the app's lifespan?")
+        try:
+            producer = app_producer(request, name)
+        except LookupError as exc:  # a wiring mistake, not a request's: a 500
+            raise RuntimeError(str(exc)) from None
         try:
             await start_for_request(producer)
         except (KafkaTimeoutError, KafkaConnectionError, AuthenticationError, ProducerClosedError) as exc:

@@ -2,21 +2,26 @@
 
 ``REGISTRY.register(ProducerCollector(producer))``. Nothing is recorded per record: each scrape
 calls ``producer.metrics()`` and turns the Java names of ``METRIC_DEFS`` into Prometheus series,
-``kafka_producer_`` + the name in snake case, in base units (ms and ns become seconds, a rate
-``..._per_second``), the totals as counters and the rest as gauges. Every series has the label
-``client_id``; the per-topic keys (``topic.<t>.<name>``) become ``kafka_producer_topic_<name>``
-with ``topic``, the per-node ones (``node-<id>.<name>``) ``kafka_producer_node_<name>`` with
-``node_id``. A scrape from another thread (``start_http_server``) reads on the producer's event
-loop. An average or maximum over an empty window is exported as NaN (Java's value;
-``metadata-age`` before the first refresh is +Inf), so a series does not come and go.
+``kafka_producer_`` + the name in snake case, in base units (ms and ns become seconds), the totals
+as counters, every series labelled ``client_id``.
 
-One series is not from ``METRIC_DEFS``: the histogram ``kafka_producer_delivery_latency_seconds``
-(``_bucket``, ``_count``, ``_sum``; label ``client_id`` only, as a per-topic histogram would
-multiply the series by the buckets for every topic), each acknowledged record's latency from
-``send()`` to its acknowledgement, modelled per batch as ``DeliveryLatency`` says: ``_count`` is
-exact, the ends of each batch exact, ``_sum`` the modelled latencies' sum. It is recorded from the
-moment the producer is added to a collector (it costs a little per batch, so only when exported):
-``_count`` is ``record_send_total`` minus the records acknowledged before.
+What is exported by default follows Prometheus' own conventions: the counters, the gauges of a
+current value (``buffer_available_bytes``, ``connection_count``, ``metadata_age_seconds``, ...) and
+the delivery-latency histogram; rates and averages are the query's job (``rate(...[1m])``,
+``histogram_quantile``). Java's windowed statistics (the ``-avg``, ``-max``, ``-rate`` and
+``-ratio`` gauges over ``metrics.num.samples`` × ``metrics.sample.window.ms``, as
+``..._per_second``, ``..._avg_...``, ``..._max_...``) come with ``windowed=True``, for dashboards
+built on Java's JMX names; an average or maximum over an empty window is then NaN (Java's value),
+so a series does not come and go. Per-topic series (``kafka_producer_topic_*``, label ``topic``)
+and per-node ones (``kafka_producer_node_*``, label ``node_id``) multiply the series by the topics
+and brokers, so they are opt-in: ``per_topic=True``, ``per_node=True``. A scrape from another
+thread (``start_http_server``) reads on the producer's event loop.
+
+The histogram ``kafka_producer_delivery_latency_seconds`` (``_bucket``, ``_count``, ``_sum``;
+label ``client_id`` only, as a per-topic histogram would multiply the series by the buckets for
+every topic) is not from ``METRIC_DEFS``: each acknowledged record's latency from ``send()`` to its
+acknowledgement, modelled per batch as ``DeliveryLatency`` says: ``_count`` is exact, the ends of
+each batch exact, ``_sum`` the modelled latencies' sum.
 
 Several producers go into one collector, ``ProducerCollector(p1, p2)``, each under its
 ``client_id`` (which must differ): two collectors in one registry would export the same
@@ -57,6 +62,8 @@ _DELIVERY_LATENCY_HELP: Final = (
 
 _TIME_UNITS: Final = {"ms": 1e-3, "ns": 1e-9, "s": 1.0}
 _COUNT_UNITS: Final = frozenset({"records", "requests", "calls", "connections", "batches"})
+#: Java's windowed statistics by their names' ends (``compression-rate-avg``, ``topic.{topic}.compression-rate``).
+_WINDOWED_ENDINGS: Final = ("-avg", "-max", "-rate", "-ratio")
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class PrometheusSeries:
     kind: str  # "counter" or "gauge"
     scale: float  # multiplies the value into the base unit
     help: str
+    windowed: bool  # one of Java's statistics over the sample window (exported with windowed=True)
 
 
 def prometheus_series(defn: MetricDef) -> PrometheusSeries:
@@ -103,7 +111,8 @@ def prometheus_series(defn: MetricDef) -> PrometheusSeries:
             stem += "_" + suffix
         name = prefix + stem
     note = f" (Java: {defn.name}, {unit}" + (", converted to seconds)" if scale != 1.0 else ")")
-    return PrometheusSeries(key, scope, name, kind, scale, defn.description + note)
+    windowed = kind == "gauge" and (unit.endswith("/s") or key.endswith(_WINDOWED_ENDINGS))
+    return PrometheusSeries(key, scope, name, kind, scale, defn.description + note, windowed)
 
 
 #: Every ``METRIC_DEFS`` entry's series, in its order: a new metric gets its series from here.
@@ -170,9 +179,24 @@ def _read(producer: Producer) -> _Snapshot:
 
 
 class ProducerCollector(Collector):
-    """Exports ``producer.metrics()`` of one or more producers, each under its ``client_id`` label."""
+    """Exports ``producer.metrics()`` of one or more producers, each under its ``client_id`` label.
 
-    def __init__(self, producer: Producer, *producers: Producer) -> None:
+    By default the counters, the current-value gauges and the delivery-latency histogram;
+    ``windowed=True`` adds Java's windowed averages, maxima and rates, ``per_topic=True`` and
+    ``per_node=True`` the series per topic and per broker (see the module's docstring).
+    """
+
+    def __init__(
+        self, producer: Producer, *producers: Producer, windowed: bool = False, per_topic: bool = False,
+        per_node: bool = False,
+    ) -> None:
+        for name, flag in (("windowed", windowed), ("per_topic", per_topic), ("per_node", per_node)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"ProducerCollector: {name} must be a bool, got {type(flag).__name__}")
+        scopes = {""} | ({"topic"} if per_topic else set()) | ({"node"} if per_node else set())
+        self._series: Final = {
+            (s.scope, s.key): s for s in SERIES if s.scope in scopes and (windowed or not s.windowed)
+        }
         self._producers: list[Producer] = []
         for p in (producer, *producers):
             self.add(p)
@@ -195,23 +219,23 @@ class ProducerCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         families = self._families()
         latency = self._latency_family()
+        exported = self._series
         for producer in self._producers:
             client_id = producer.config.client_id
             metrics, buckets, latency_sum = _read(producer)
             latency.add_metric([client_id], buckets, latency_sum)
             for key, value in metrics.items():
                 scope, tag, name = _parse(key)
-                series = _BY_KEY.get((scope, name))
+                series = exported.get((scope, name))
                 if series is None or not isinstance(value, (int, float)):
-                    continue  # the producer's own counters (records_sent, last_error ...)
+                    continue  # not asked for, or the producer's own counters (records_sent, last_error ...)
                 labels = [client_id, tag] if scope else [client_id]
                 families[series.name].add_metric(labels, value * series.scale if series.scale != 1.0 else value)
         return [*families.values(), latency]
 
-    @staticmethod
-    def _families() -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
+    def _families(self) -> dict[str, CounterMetricFamily | GaugeMetricFamily]:
         families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
-        for s in SERIES:
+        for s in self._series.values():
             cls = CounterMetricFamily if s.kind == "counter" else GaugeMetricFamily
             families[s.name] = cls(s.name, s.help, labels=_LABELS[s.scope])
         return families

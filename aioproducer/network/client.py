@@ -510,7 +510,10 @@ class KafkaClient:
                         f"no bootstrap server answered within {timeout_ms:g} ms ({rounds} rounds); last: {exc}"
                     ) from exc
                 delay = min(self._reconnect_backoff_ms(rounds), remaining)
-                self._log.debug("bootstrap round %d failed (%s): next in %.0f ms", rounds, exc, delay)
+                # WARNING, as Java's NetworkClient warns of each bootstrap connection that fails: a wrong
+                # address or a cluster that is down shows at once, not after max.block.ms of silence.
+                self._log.warning("no bootstrap server answered (round %d: %s); trying again in %.0f ms, "
+                                  "until max.block.ms", rounds, exc, delay)
                 await self._sleep(delay)
                 continue
             self.bootstrap_failure = None

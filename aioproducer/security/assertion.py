@@ -14,9 +14,11 @@ the one before, as Java's ``LayeredAssertionJwtTemplate`` does:
    ``claim.exp.seconds``), ``nbf`` (``iat`` minus ``claim.nbf.seconds``) and, if
    ``claim.jti.include``, ``jti``, a random UUID per assertion.
 
-Header and claims are compact JSON, base64url without padding; RS256 is RSASSA-PKCS1-v1_5 with
-SHA-256, ES256 ECDSA on P-256 with SHA-256 and the signature as the 64-byte ``r || s`` (JWS,
-RFC 7518 §3.4), not DER. The key and the template are read again for every assertion, so
+The JWS is PyJWT's (``jwt.encode``, the ``oidc`` extra): RS256 is RSASSA-PKCS1-v1_5 with SHA-256,
+ES256 ECDSA on P-256 with SHA-256 (RFC 7518). PyJWT rather than ``cryptography`` alone: ``cryptography``
+signs, but the JWS around it (base64url JSON, ES256's signature as ``r || s`` rather than DER) would be
+ours to write; PyJWT is that maintained layer, pure Python with no dependency beyond ``cryptography``,
+which loads the key here anyway. The key and the template are read again for every assertion, so
 either can be replaced on disk while the producer runs (Java caches them until the file changes:
 the same effect).
 
@@ -29,7 +31,6 @@ holds them; a file that cannot be used is named by its key and path, never by it
 
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 from collections.abc import Callable
@@ -170,27 +171,18 @@ def assertion_parts(
     return header, payload
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _compact(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode("utf-8")
-
-
 def sign_jws(header: dict[str, Any], payload: dict[str, Any], key: PrivateKey) -> str:
-    """A compact JWS of ``payload``, signed with ``key``: RS256 for an RSA key, ES256 for an EC one."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    """A compact JWS of ``payload`` signed with ``key`` by PyJWT, with the algorithm of ``header["alg"]`` (RS256, ES256).
 
-    signing_input = f"{_b64url(_compact(header))}.{_b64url(_compact(payload))}".encode("ascii")
-    if isinstance(key, rsa.RSAPrivateKey):
-        signature = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-    else:
-        r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
-        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
-    return f"{signing_input.decode('ascii')}.{_b64url(signature)}"
+    PyJWT writes the JWS (base64url JSON, the signature as JWS wants it: ES256's ``r || s``, not DER);
+    ``header`` is laid over its ``alg`` and ``typ``.
+    """
+    import jwt
+
+    try:
+        return jwt.encode(payload, key, algorithm=header["alg"], headers=header)
+    except (TypeError, jwt.InvalidTokenError) as exc:  # a template claim PyJWT refuses (a non-string "iss")
+        raise AssertionFileError(f"the assertion cannot be signed: {exc}") from None
 
 
 def make_assertion(

@@ -132,8 +132,8 @@ def msk_iam(request: pytest.FixtureRequest, directory: Path) -> Iterator[Reader]
     """The MSK IAM example is made as written and never started: a token needs AWS.
 
     Making it reads the region from the brokers' names and checks the JAAS line, so the bootstrap
-    literal stays as written. The signing itself is tests/unit/test_msk_iam.py's (AWS's SigV4
-    vectors and botocore's presigner).
+    literal stays as written. The token itself is tests/unit/test_msk_iam.py's (botocore presigns
+    it; a SigV4 verifier of the test's own accepts it).
     """
     yield Reader(cluster=False)
 

@@ -1,12 +1,13 @@
 """Every ```python block of README.md and docs/**/*.md runs: no example in the docs can rot.
 
 One test per block, named by file and line (``test_example[README.md:8]``). How a block is run
-(``docs/writing-examples.md`` says the same for the people who write them):
+(``CONTRIBUTING.md`` says the same for the people who write them):
 
 - **A page is one script.** The blocks of a page run in order, in one namespace (``__name__`` is
   ``"__main__"``), so a later block may use the names an earlier one made, as a reader who pastes
   the page's blocks one after the other would. Selecting one block (``-k 'README.md:421'``) runs
-  the page's blocks above it first.
+  the page's blocks above it first. Imports are not shared that way: a block that uses a name only
+  an earlier block imported fails ``test_every_block_imports_what_it_uses`` (a reader may copy it alone).
 - **Top-level ``await`` is allowed**, as in ``python -m asyncio``: a block is compiled with
   ``ast.PyCF_ALLOW_TOP_LEVEL_AWAIT``; one that awaits runs on the page's event loop (one
   ``asyncio.Runner`` per page, so a producer started in one block can be used in the next). A block
@@ -91,8 +92,8 @@ BOOTSTRAP = "__example_bootstrap_servers__"
 
 
 def doc_files(root: Path = ROOT) -> list[Path]:
-    """README.md and every Markdown page under docs/, in a stable order."""
-    files = [root / "README.md"] if (root / "README.md").exists() else []
+    """README.md, CONTRIBUTING.md and every Markdown page under docs/, in a stable order."""
+    files = [root / name for name in ("README.md", "CONTRIBUTING.md") if (root / name).exists()]
     return files + sorted((root / "docs").glob("**/*.md"))
 
 
@@ -451,6 +452,44 @@ def test_markers() -> None:
     assert not stray, "markers above no block they can mark:\n" + "\n".join(f"{m.path}:{m.line}: {m.text}" for m in stray)
     clashes = saved_files(BLOCKS)[1]
     assert not clashes, "one file name saved with different text:\n" + "\n".join(clashes)
+
+
+def _names(code: str) -> tuple[set[str], set[str], set[str]]:
+    """(names the block imports, names it binds any way, names it reads) of a block's code."""
+    tree = ast.parse(code)
+    imported: set[str] = set()
+    bound: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return imported, bound | imported, read
+
+
+def test_every_block_imports_what_it_uses() -> None:
+    """A block copied alone runs: a name an earlier block of its page imported is imported again where used.
+
+    The page's shared namespace lets a block use an object an earlier one made (``producer``), not an
+    import: a reader who pastes only the block they need would meet a ``NameError``.
+    """
+    missing: list[str] = []
+    for path in doc_files():
+        imported_above: set[str] = set()
+        for block in parse(path)[0]:
+            if block.lang != "python":
+                continue
+            imported, bound, read = _names(block.code)
+            lacking = sorted((read - bound) & imported_above)
+            if lacking:
+                missing.append(f"{block.name}: uses {', '.join(lacking)} without importing it")
+            imported_above |= imported
+    assert not missing, "blocks that rely on an earlier block's import:\n" + "\n".join(missing)
 
 
 def counts(blocks: list[Block]) -> dict[str, Counter[str]]:

@@ -116,12 +116,14 @@ def build_site(config_file: Path, out: Path) -> Site:
     from mkdocs.config import load_config
     from mkdocs.structure.files import get_files
 
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env = {k: v for k, v in os.environ.items() if k != "NO_MKDOCS_2_WARNING"}  # a banner must not need hiding
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--quiet", "-f", str(config_file), "-d", str(out)],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
+    banner = [line for line in result.stderr.splitlines() if "│" in line or "end of life" in line or "MkDocs 2.0" in line]
+    assert not banner, "the theme prints a banner on every build (pin mkdocs-material below it):\n" + "\n".join(banner)
     config = load_config(str(config_file))
     files = {f.src_uri: f for f in get_files(config) if f.is_documentation_page()}
     assert config["nav"], f"{config_file} has no nav"

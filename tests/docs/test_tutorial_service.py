@@ -49,14 +49,20 @@ def shell_blocks(path: Path) -> list[str]:
     return blocks
 
 
-def command(program: str) -> list[str]:
-    """The page's one shell command that runs ``program`` (after any ``NAME=value`` words), split as the shell would."""
+def commands(program: str) -> list[list[str]]:
+    """The page's shell commands that run ``program`` (after any ``NAME=value`` words), split as the shell would."""
     found = []
     for block in shell_blocks(PAGE):
         words = shlex.split(block, comments=True)
         run = [word for word in words if "=" not in word or word.startswith("-")]
         if run[: len(program.split())] == program.split():
             found.append(words)
+    return found
+
+
+def command(program: str) -> list[str]:
+    """The page's one shell command that runs ``program``."""
+    found = commands(program)
     assert len(found) == 1, f"{PAGE.name}: expected one sh block running {program!r}, found {found}"
     return found[0]
 
@@ -97,6 +103,8 @@ def post(url: str, curl: list[str], body: str | None = None) -> tuple[int, str]:
             headers[name.strip()] = value.strip()
         elif word == "-d":
             data = next(words)
+        elif word == "|":  # what the page pipes the answer into is the reader's filter
+            break
         elif word != "-s" and not word.startswith("localhost:"):
             raise AssertionError(f"the page's curl has {word!r}, which this test does not read")
     payload = (body if body is not None else data or "").encode()
@@ -111,8 +119,11 @@ def post(url: str, curl: list[str], body: str | None = None) -> tuple[int, str]:
 def test_the_service_runs_as_the_page_says(reader_dir: Path, mock_cluster_process: str) -> None:
     uvicorn = command("uvicorn")
     assert uvicorn[0].startswith("KAFKA_BOOTSTRAP_SERVERS=") and uvicorn[1:] == ["uvicorn", "app:app"], uvicorn
-    curl = command("curl")
+    [curl] = [words for words in commands("curl") if "POST" in words]
     [target] = [word for word in curl if word.startswith("localhost:8000/")]
+    gets = {word.partition("/")[2]: words for words in commands("curl") if "POST" not in words
+            for word in words if word.startswith("localhost:8000/")}
+    assert set(gets) == {"ready", "metrics"}, gets
     port = free_port()
     env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=mock_cluster_process, PYTHONDONTWRITEBYTECODE="1")
     service = subprocess.Popen(
@@ -132,6 +143,11 @@ def test_the_service_runs_as_the_page_says(reader_dir: Path, mock_cluster_proces
         assert json.loads(text) == {"partition": json.loads(text)["partition"], "offset": 0}
         status, text = post(url, curl, body='{"order_id": "o-2"}')
         assert status == 422, text
+        base = f"http://127.0.0.1:{port}/"
+        assert post(base + "ready", gets["ready"]) == (200, '{"ready":true}')
+        status, text = post(base + "metrics", gets["metrics"])
+        sent = [line for line in text.splitlines() if line.startswith("kafka_producer_record_send_total{")]
+        assert status == 200 and len(sent) == 1 and sent[0].endswith(" 1.0"), text
         service.send_signal(signal.SIGINT)  # the reader's Ctrl-C
         assert service.wait(timeout=60) == 0
         rest = service.stderr.read()

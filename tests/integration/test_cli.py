@@ -196,7 +196,7 @@ def test_produce_counts_malformed_lines_as_failed(mock_cluster: MockCluster) -> 
     ("args", "message"),
     [
         (["produce", "--topic", TOPIC, "--no-such-option"], "unrecognized arguments: --no-such-option"),
-        (["produce"], "the following arguments are required: --topic"),
+        (["produce"], "the following arguments are required: -t/--topic"),
         (["produce", "--topic", TOPIC, "--property", "parse.key"], "--property expects key=value"),
         (["produce", "--topic", TOPIC, "--property", "parse.kee=true"], "unknown --property 'parse.kee'"),
         (["produce", "--topic", TOPIC, "--producer-property", "=1"], "--producer-property expects key=value"),
@@ -214,15 +214,15 @@ def test_produce_counts_malformed_lines_as_failed(mock_cluster: MockCluster) -> 
         (["perf-test", "--topic", TOPIC, "--num-records", "5", "--record-size", "1", "--payload-monotonic", "--throughput", "-1"], "not allowed with argument --record-size"),
         (["perf-test", "--topic", TOPIC, "--num-records", "5", "--throughput", "-1"], "one of the arguments --record-size --payload-file --payload-monotonic is required"),
         (["perf-test", "--topic", TOPIC, "--num-records", "5", "--payload-file", "/nonexistent/words", "--throughput", "-1"], "--payload-file '/nonexistent/words' cannot be read"),
-        (["produce", "--topic", TOPIC, "--producer-property", "acks=1", "--command-property", "acks=0"], "argument --command-property: not allowed with argument --producer-property"),
+        (["produce", "--topic", TOPIC, "--producer-property", "acks=1", "--command-property", "acks=0"], "argument -X/--command-property: not allowed with argument --producer-property"),
         (["produce", "--topic", TOPIC, "--property", "parse.key=true", "--reader-property", "parse.key=true"], "not allowed with argument --property"),
         (["produce", "--topic", TOPIC, "--producer.config", "/dev/null", "--command-config", "/dev/null"], "not allowed with argument"),
         (["produce", "--topic", TOPIC, "--reader-config", "/nonexistent/reader.properties"], "cannot read"),
         (["produce", "--topic", TOPIC, "--request-required-acks", "2"], "argument --request-required-acks: invalid choice: '2'"),
         (["produce", "--topic", TOPIC, "--batch-size", "-1"], "argument --batch-size: must be an integer in 0..2147483647"),
         (["produce", "--topic", TOPIC, "--max-block-ms", "soon"], "argument --max-block-ms: must be an integer"),
-        (["produce", "--topic", "bad topic!"], "argument --topic: topic 'bad topic!' contains ' ', '!'"),
-        (["perf-test", "--topic", "..", "--num-records", "1", "--record-size", "1", "--throughput", "-1"], "argument --topic: "),
+        (["produce", "--topic", "bad topic!"], "argument -t/--topic: topic 'bad topic!' contains ' ', '!'"),
+        (["perf-test", "--topic", "..", "--num-records", "1", "--record-size", "1", "--throughput", "-1"], "argument -t/--topic: "),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(mock_cluster: MockCluster, args: list[str], message: str) -> None:
@@ -561,5 +561,5 @@ def test_produce_an_unreadable_stdin_is_a_failure_not_a_traceback(mock_cluster: 
         os.close(fd)
     assert result.returncode == 1
     err = result.stderr.decode()
-    assert err.splitlines()[-1].startswith("delivered 0, failed 1; first error: reading standard input: "), err
+    assert err.splitlines()[-1].startswith("delivered 0, failed 1; first error: reading the input: "), err
     assert "Traceback" not in err

@@ -53,7 +53,7 @@ async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, client_id="svc-a", **FAST) as a, \
             Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as b:
         registry = CollectorRegistry()
-        registry.register(ProducerCollector(a, b))
+        registry.register(ProducerCollector(a, b, windowed=True, per_topic=True, per_node=True))
         empty = _samples(registry)  # before any request: the windows are empty
         assert math.isnan(empty[("kafka_producer_request_latency_avg_seconds", (("client_id", "svc-a"),))])
         for i in range(30):
@@ -102,6 +102,36 @@ async def test_exposition_of_known_traffic(mock_cluster: MockCluster) -> None:
     # a second collector in the same registry would repeat the names: refused, not merged silently
     with pytest.raises(ValueError, match="Duplicated"):
         registry.register(ProducerCollector(Producer(bootstrap_servers=mock_cluster.bootstrap_servers)))
+
+
+async def test_by_default_counters_current_gauges_and_the_histogram_the_rest_opt_in(mock_cluster: MockCluster) -> None:
+    """Prometheus' conventions by default (rate() in the query); Java's windowed gauges and the per-topic and
+    per-node series each behind their option."""
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, client_id="d", **FAST) as producer:
+        await producer.send_and_wait("orders", b"v")
+        exported: dict[str, set[str]] = {}
+        for option in ("default", "windowed", "per_topic", "per_node"):
+            registry = CollectorRegistry()
+            registry.register(ProducerCollector(producer, **({} if option == "default" else {option: True})))
+            exported[option] = {family.name for family in text_string_to_metric_families(generate_latest(registry).decode())}
+    default = exported["default"]
+    assert {"kafka_producer_record_send", "kafka_producer_buffer_available_bytes", "kafka_producer_connection_count",
+            "kafka_producer_metadata_age_seconds", DELIVERY_LATENCY} <= default
+    by_name = {s.name: s for s in SERIES}
+    for name in default - {DELIVERY_LATENCY}:
+        series = by_name.get(name) or by_name[name + "_total"]
+        assert series.scope == "" and not series.windowed, name
+    assert not any(re.search(r"_(avg|max)(_|$)|per_second|_ratio$", name) for name in default), default
+    windowed = exported["windowed"] - default
+    assert {"kafka_producer_record_send_per_second", "kafka_producer_request_latency_avg_seconds",
+            "kafka_producer_bufferpool_wait_ratio", "kafka_producer_delivery_latency_max_seconds"} <= windowed
+    assert all(by_name[name].windowed and by_name[name].scope == "" for name in windowed)
+    assert exported["per_topic"] - default == {s.name.removesuffix("_total") for s in SERIES
+                                               if s.scope == "topic" and not s.windowed}
+    assert exported["per_node"] - default == {s.name.removesuffix("_total") for s in SERIES
+                                              if s.scope == "node" and not s.windowed}
+    with pytest.raises(TypeError, match="windowed must be a bool, got str"):
+        ProducerCollector(producer, windowed="yes")  # type: ignore[arg-type]
 
 
 def test_delivery_latency_histogram_in_seconds_per_record() -> None:

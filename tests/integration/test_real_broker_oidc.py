@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from aioproducer import Producer
 from aioproducer.errors import SaslAuthenticationFailedError
@@ -300,3 +300,21 @@ async def test_a_wrong_private_key_fails_start_at_once_with_the_providers_error(
     async with Producer(signer_config(cluster, provider, registered)) as right:  # the right key signs in
         await (await right.send(topic, b"signed", partition=0))
     assert [r.value for r in await cluster.read(topic, count=1)] == [b"signed"]
+
+
+async def test_an_es256_key_signs_in_with_an_assertion_pyjwt_signed(
+    cluster: KafkaCluster, provider: OidcProvider, tmp_path: Path
+) -> None:
+    """KIP-1139 with an EC key on P-256: the provider verifies the ES256 assertion, the broker the token it bought."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_file = tmp_path / "billing-ec.key"
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    provider.register_client_key(SIGNER, key.public_key())
+    before = len(provider.requests)
+    topic = fresh_topic(cluster)
+    config = signer_config(cluster, provider, key_file) | {"sasl.oauthbearer.assertion.algorithm": "ES256"}
+    async with Producer(config) as producer:
+        await (await producer.send(topic, b"es256", partition=0))
+    assert [r.value for r in await cluster.read(topic, count=1)] == [b"es256"]
+    assert [(r.client_id, r.grant_type, r.status) for r in provider.requests[before:]] == [(SIGNER, JWT_BEARER_GRANT, 200)]

@@ -31,7 +31,7 @@ import httpx
 import pytest
 import uvicorn
 from aiohttp import web
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
 
 from aioproducer import KafkaConnectionError, KafkaTimeoutError, Producer, ProducerClosedError
 from aioproducer.integrations import aiohttp as aiohttp_integration
@@ -889,3 +889,31 @@ async def test_both_examples_ride_out_a_broker_killed_under_load(
     reachable = _counted(caplog, r"^\[[^]]+\] node (1) \(.*\) is reachable again")
     assert 2 <= len(unreachable) == len(reachable) <= 6, "an outage is one WARNING and one INFO per producer"
     assert loop_errors == [], [context.get("message") for context in loop_errors]
+
+
+async def test_app_producer_finds_each_named_producer_the_lifespan_registered_and_names_a_missing_one() -> None:
+    """The public accessor readiness probes use, from the app and from a request; a missing name is a LookupError."""
+    from fastapi.testclient import TestClient
+
+    from aioproducer.integrations.fastapi import app_producer
+
+    orders, audit = FakeProducer(), FakeProducer()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with producer_lifespan(orders)(app) as state, producer_lifespan(audit, name="audit")(app):
+            yield state
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/who")
+    async def who(request: Request) -> dict[str, bool]:
+        return {"orders": app_producer(request) is orders, "audit": app_producer(request, "audit") is audit}
+
+    with pytest.raises(LookupError, match="no aioproducer producer named 'default'"):
+        app_producer(app)  # no lifespan ran yet
+    with TestClient(app) as client:
+        assert client.get("/who").json() == {"orders": True, "audit": True}
+        assert app_producer(app, "audit") is audit
+        with pytest.raises(LookupError, match="'billing'"):
+            app_producer(app, "billing")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import os
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ from aioproducer.cli import build_parser, perf, produce
 from aioproducer.cli.common import integer, is_secret_key, redact, secrets_in_arguments, throughput
 from aioproducer.cli.lines import LineError, LineFormat
 from aioproducer.cli.properties import PropertiesError, parse_assignment
-from aioproducer.cli.stdin import LineAssembler, OversizedLine
+from aioproducer.cli.stdin import LineAssembler, OversizedLine, read_lines
 
 CHUNK = 1 << 16
 
@@ -288,3 +290,38 @@ async def test_perf_test_lets_the_sender_run_while_it_sends_unthrottled() -> Non
     assert stats.count == 5000
     # Without yielding, all 5,000 records waited for the sender (a real producer's whole buffer).
     assert made[0].most_waiting <= 50, made[0].most_waiting
+
+
+# ------------------------------------------------------------------ the stdin thread and the loop's end
+
+
+def test_input_after_the_loop_closed_never_reaches_it_from_the_stdin_thread() -> None:
+    """The race Ctrl-C met: the thread, blocked in os.read while the run ended, wakes with input to a closed loop.
+
+    Before the handoff was closed with the consumer, the thread called ``call_soon_threadsafe`` on the closed
+    loop and its RuntimeError traceback appeared after the command's summary.
+    """
+    read_end, write_end = os.pipe()
+    errors: list[BaseException | None] = []
+    hook = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+
+    async def take_one_chunk() -> None:
+        async for lines in read_lines(read_end):
+            assert lines == [b"first"]
+            break  # the run ends with the thread reading on
+
+    try:
+        os.write(write_end, b"first\n")
+        asyncio.run(take_one_chunk())  # closes the generator, then the loop
+        readers = [t for t in threading.enumerate() if t.name == "aioproducer-stdin"]
+        assert readers, "the stdin thread should still be blocked in os.read"
+        os.write(write_end, b"late\n")
+        os.close(write_end)
+        for thread in readers:
+            thread.join(10)
+            assert not thread.is_alive()
+    finally:
+        threading.excepthook = hook
+        os.close(read_end)
+    assert errors == []

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 from aioproducer import Producer
 from aioproducer.config import Password, ProducerConfig
 from aioproducer.errors import ConfigError, KafkaConnectionError, SaslAuthenticationFailedError
-from aioproducer.security.assertion import AssertionSettings, assertion_parts, make_assertion, sign_jws
+from aioproducer.security.assertion import AssertionSettings, assertion_parts, make_assertion
 from aioproducer.security.connector import ConnectionSecurity
 from aioproducer.security.oidc import JWT_BEARER, AccessToken, OidcSettings, OidcTokenCache, current_assertion, fetch_token
 from aioproducer.security.sasl import OAuthBearerClient
@@ -473,7 +473,17 @@ async def test_extensions_go_in_the_client_first_message_from_librdkafkas_key_an
 
 
 def signed(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, header: dict[str, Any], claims: dict[str, Any]) -> str:
-    return sign_jws(header, claims, key)
+    """An assertion forged by the test: any header over any key (an RS256 signature under "alg": "ES256" too)."""
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    signing_input = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}"
+    if isinstance(key, rsa.RSAPrivateKey):
+        signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    else:
+        r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    return f"{signing_input}.{b64(signature)}"
 
 
 async def test_the_provider_checks_an_assertion_against_the_registered_public_key(

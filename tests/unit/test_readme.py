@@ -79,16 +79,18 @@ def _method_arguments() -> dict[str, set[str]]:
 
 
 def _integration_arguments() -> list[set[str]]:
-    """The parameter names of the public functions of ``aioproducer.integrations.*`` (``producer_ready(p, require_brokers=)``)."""
+    """The parameter names of the public functions of ``aioproducer.integrations.*`` (``producer_ready(p, require_brokers=)``)
+    and of ``ProducerCollector(...)`` (``windowed=``)."""
     import aioproducer.integrations.aiohttp
     import aioproducer.integrations.fastapi
+    from aioproducer.metrics.prometheus import ProducerCollector
 
     return [
         set(inspect.signature(member).parameters)
         for module in (aioproducer.integrations.fastapi, aioproducer.integrations.aiohttp)
         for name, member in inspect.getmembers(module, inspect.isfunction)
         if not name.startswith("_") and member.__module__ == module.__name__
-    ]
+    ] + [set(inspect.signature(ProducerCollector.__init__).parameters)]
 
 
 def test_every_producer_call_in_the_readme_code_uses_keys_and_keywords_the_code_accepts() -> None:

@@ -1,4 +1,4 @@
-# test_service.py: pip install 'aioproducer[testing]' pytest pytest-asyncio; pytest (asyncio_mode = auto)
+# test_service.py: pip install -e '/path/to/aioproducer[testing]' pytest pytest-asyncio; pytest (asyncio_mode = auto)
 import asyncio
 import json
 
