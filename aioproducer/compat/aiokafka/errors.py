@@ -6,7 +6,7 @@ Each name is aioproducer's own class where one means the same (``KafkaTimeoutErr
 moved program catches what the producer raises. A broker error is found by its Kafka error code,
 the number aiokafka gives it. The few names with nothing to match in a producer (a consumer's
 ``CommitFailedError``, ``ConsumerStoppedError``...) are classes of their own that aioproducer
-never raises: the program's ``except`` lines still import. ``tests/unit/test_compat_aiokafka.py``
+never raises: the program's ``except`` lines still import. ``tests/integration/test_compat_aiokafka.py``
 checks that every exception aiokafka 0.14 defines has its name here, and that each broker
 error has aiokafka's code.
 """
