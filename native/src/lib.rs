@@ -14,6 +14,7 @@ pub mod arrow;
 pub mod batch_builder;
 pub mod future;
 pub mod murmur;
+pub mod produce;
 
 // ------------------------------------------------------------------ entry points
 
@@ -126,5 +127,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
+    m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;
+    m.add_function(wrap_pyfunction!(produce::python::py_decode_produce_response, m)?)?;
     Ok(())
 }
