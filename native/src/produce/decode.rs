@@ -387,6 +387,25 @@ mod tests {
     }
 
     #[test]
+    fn flexible_record_errors_each_end_with_tagged_fields() {
+        let payload = hex("00000001 00  02 02 74 02  00000000 0057 ffffffffffffffff ffffffffffffffff 0000000000000007
+             03 00000004 04 626164 00  00000009 00 00  02 6d  00  00  00000064 00");
+        for version in [9, 12] {
+            let p = one(version, &payload);
+            assert_eq!((p.error_code, p.log_start_offset, p.error_message), (87, 7, Some("m")));
+            assert_eq!(p.record_errors, vec![RecordError { batch_index: 4, message: Some("bad") }, RecordError { batch_index: 9, message: None }]);
+            assert_eq!(decode(version, &payload).unwrap().throttle_time_ms, 100);
+        }
+    }
+
+    #[test]
+    fn a_known_tagged_struct_with_bytes_left_over_is_malformed() {
+        let longer = V10.replace("01 00 09 00000002 00000007 00", "01 00 0a 00000002 00000007 00 00");
+        assert!(matches!(decode(10, &hex(&longer)), Err(DecodeError::Malformed(m)) if m.contains("current_leader")));
+        assert!(decode(9, &hex(&longer)).is_ok()); // unknown before v10: skipped whole
+    }
+
+    #[test]
     fn every_truncation_is_an_error_and_trailing_bytes_are_ignored() {
         for (version, text) in [(8, V8), (10, V10)] {
             let payload = hex(text);
