@@ -155,9 +155,13 @@ fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collec
 /// ``bytes`` (read in place) or any other bytes-like object (copied), or None. ``ValueError``
 /// naming the argument when a value does not fit its field; ``UnsupportedVersionError`` for a
 /// version outside v3-v12.
-///
-/// Cost (``benchmarks/micro_connection.py``, v9, one 100 B batch, 2026-12-02, shared 2-core
-/// machine): XXX
+//
+// Cost, with the join asyncio's `writelines` does on Python 3.11 (free for one `bytes`), timeit
+// best of 5, median of 7 interleaved rounds against the Python encoder this replaced, 2026-12-02,
+// shared 2-core machine: v9 with one 100 B batch 0.38 µs (Python 1.68); six 10 KB batches 5.5 µs
+// (6.0), both copying the 60 KB once (the join did before); sixty 16 KB batches
+// (a 1 MB request) 39 µs (61). `PyBytes::new_with` zeroes the frame before it is written: about
+// 0.6 µs of that for 60 KB, 12 µs for 1 MB.
 #[pyfunction(name = "encode_produce_request")]
 #[allow(clippy::too_many_arguments)] // the request's fields, as the Python API has always taken them
 pub fn py_encode_produce_request<'py>(
@@ -213,9 +217,10 @@ pub fn py_encode_produce_request<'py>(
 /// of ``aioproducer.protocol.produce`` and with the topic level flattened into each partition.
 /// Raises ``ProtocolError`` for truncated or malformed input, and nothing else; bytes after a
 /// complete body are ignored. ``payload``: ``bytes`` (read in place) or any bytes-like object.
-///
-/// Cost (``benchmarks/micro_connection.py``, v9, one partition, 2026-12-02, shared 2-core
-/// machine): XXX
+//
+// Cost, measured as the encoder's (2026-12-02): v9, one partition 0.56 µs (the Python decoder
+// this replaced: 3.0); six partitions 1.5 µs (5.0); v10, sixty partitions 12.9 µs (25.8): about
+// 0.2 µs for each partition after the first.
 #[pyfunction(name = "decode_produce_response")]
 pub fn py_decode_produce_response<'py>(py: Python<'py>, version: i64, payload: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     guarded("decode_produce_response", || {
