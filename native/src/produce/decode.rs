@@ -95,27 +95,14 @@ fn decode_classic<'a>(r: &mut Reader<'a>, version: i16, correlation_id: i32) -> 
         let count = r.array_length()?;
         partitions.reserve(count.min(r.remaining() / MIN_PARTITION_SIZE));
         for _ in 0..count {
-            let (partition, error_code, base_offset, log_append_time_ms) = (r.int32()?, r.int16()?, r.int64()?, r.int64()?);
-            let log_start_offset = if version >= 5 { r.int64()? } else { -1 };
-            let (mut record_errors, mut error_message) = (Vec::new(), None);
+            let mut p = partition_head(r, topic, version)?;
             if version >= 8 {
                 for _ in 0..r.array_length()? {
-                    record_errors.push(RecordError { batch_index: r.int32()?, message: r.nullable_string()? });
+                    p.record_errors.push(RecordError { batch_index: r.int32()?, message: r.nullable_string()? });
                 }
-                error_message = r.nullable_string()?;
+                p.error_message = r.nullable_string()?;
             }
-            partitions.push(PartitionResponse {
-                topic,
-                partition,
-                error_code,
-                base_offset,
-                log_append_time_ms,
-                log_start_offset,
-                record_errors,
-                error_message,
-                leader_id: -1,
-                leader_epoch: -1,
-            });
+            partitions.push(p);
         }
     }
     let throttle_time_ms = r.int32()?;
@@ -133,31 +120,17 @@ fn decode_flexible<'a>(r: &mut Reader<'a>, version: i16, correlation_id: i32) ->
         let count = r.compact_array_length()?;
         partitions.reserve(count.min(r.remaining() / MIN_PARTITION_SIZE));
         for _ in 0..count {
-            let (partition, error_code, base_offset) = (r.int32()?, r.int16()?, r.int64()?);
-            let (log_append_time_ms, log_start_offset) = (r.int64()?, r.int64()?);
-            let mut record_errors = Vec::new();
+            let mut p = partition_head(r, topic, version)?;
             for _ in 0..r.compact_array_length()? {
                 let (batch_index, message) = (r.int32()?, r.compact_nullable_string()?);
                 r.tagged_fields()?;
-                record_errors.push(RecordError { batch_index, message });
+                p.record_errors.push(RecordError { batch_index, message });
             }
-            let error_message = r.compact_nullable_string()?;
-            let (mut leader_id, mut leader_epoch) = (-1, -1);
+            p.error_message = r.compact_nullable_string()?;
             if let (Some(payload), true) = (r.tagged_fields()?, leader_hints) {
-                (leader_id, leader_epoch) = current_leader(payload)?;
+                (p.leader_id, p.leader_epoch) = current_leader(payload)?;
             }
-            partitions.push(PartitionResponse {
-                topic,
-                partition,
-                error_code,
-                base_offset,
-                log_append_time_ms,
-                log_start_offset,
-                record_errors,
-                error_message,
-                leader_id,
-                leader_epoch,
-            });
+            partitions.push(p);
         }
         r.tagged_fields()?; // topic
     }
@@ -167,6 +140,23 @@ fn decode_flexible<'a>(r: &mut Reader<'a>, version: i16, correlation_id: i32) ->
         node_endpoints = decode_node_endpoints(payload)?;
     }
     Ok(ProduceResponse { correlation_id, partitions, throttle_time_ms, node_endpoints })
+}
+
+/// A partition's fields that every version has, in wire order (`log_start_offset` from v5), the
+/// others at their defaults for the caller to read.
+fn partition_head<'a>(r: &mut Reader<'a>, topic: &'a str, version: i16) -> Result<PartitionResponse<'a>, DecodeError> {
+    Ok(PartitionResponse {
+        topic,
+        partition: r.int32()?,
+        error_code: r.int16()?,
+        base_offset: r.int64()?,
+        log_append_time_ms: r.int64()?,
+        log_start_offset: if version >= 5 { r.int64()? } else { -1 },
+        record_errors: Vec::new(),
+        error_message: None,
+        leader_id: -1,
+        leader_epoch: -1,
+    })
 }
 
 /// The `current_leader` tagged struct (v10+): leader id and epoch, then its own tagged fields.

@@ -94,12 +94,12 @@ where
 }
 
 /// A nullable string argument, `ValueError` naming it if it is neither str nor None.
-fn text<'a>(version: i64, value: &'a Bound<'_, PyAny>, field: &str) -> PyResult<Option<&'a str>> {
+fn text<'a>(version: i64, value: &'a Bound<'_, PyAny>, field: std::fmt::Arguments<'_>) -> PyResult<Option<&'a str>> {
     if value.is_none() {
         return Ok(None);
     }
-    let string = value.cast::<PyString>().map_err(|_| bad_value(version, format_args!("{field}"), "not a str"))?;
-    string.to_str().map(Some).map_err(|e| bad_value(version, format_args!("{field}"), e))
+    let string = value.cast::<PyString>().map_err(|_| bad_value(version, field, "not a str"))?;
+    string.to_str().map(Some).map_err(|e| bad_value(version, field, e))
 }
 
 /// The two items of a `(a, b)` tuple, `ValueError` naming `field` if it is not one.
@@ -157,11 +157,11 @@ fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collec
 /// version outside v3-v12.
 //
 // Cost, with the join asyncio's `writelines` does on Python 3.11 (free for one `bytes`), timeit
-// best of 5, median of 7 interleaved rounds against the Python encoder this replaced, 2026-12-02,
-// shared 2-core machine: v9 with one 100 B batch 0.38 µs (Python 1.68); six 10 KB batches 5.5 µs
-// (6.0), both copying the 60 KB once (the join did before); sixty 16 KB batches
-// (a 1 MB request) 39 µs (61). `PyBytes::new_with` zeroes the frame before it is written: about
-// 0.6 µs of that for 60 KB, 12 µs for 1 MB.
+// best of 5, median of 7 rounds in turn with the Python encoder this replaced, 2026-12-02, shared
+// 2-core machine (load 3-4): v9 with one 100 B batch 0.32 µs (Python 1.74); six 10 KB batches
+// 2.4 µs (5.6; two rounds of seven 5.2-5.8, the allocator's), the 60 KB copied once either way;
+// sixty 16 KB batches (a 1 MB request) 38.8 µs (56.4). `PyBytes::new_with` zeroes the frame
+// before it is written: about 0.6 µs of that for 60 KB, 12 µs for 1 MB.
 #[pyfunction(name = "encode_produce_request")]
 #[allow(clippy::too_many_arguments)] // the request's fields, as the Python API has always taken them
 pub fn py_encode_produce_request<'py>(
@@ -183,7 +183,7 @@ pub fn py_encode_produce_request<'py>(
         let mut topic_data = Vec::with_capacity(topics.len());
         let mut start = 0;
         for (t, (name, count)) in topics.iter().enumerate() {
-            let name = text(version, name, &format!("topic_data[{t}] name"))?
+            let name = text(version, name, format_args!("topic_data[{t}] name"))?
                 .ok_or_else(|| bad_value(version, format_args!("topic_data[{t}] name"), "None is not a topic name"))?;
             topic_data.push(TopicData { name, partitions: &partitions[start..start + count] });
             start += count;
@@ -191,8 +191,8 @@ pub fn py_encode_produce_request<'py>(
         let request = ProduceRequest {
             version,
             correlation_id: int(version, correlation_id, format_args!("correlation_id"))?,
-            client_id: text(version, client_id, "client_id")?,
-            transactional_id: text(version, transactional_id, "transactional_id")?,
+            client_id: text(version, client_id, format_args!("client_id"))?,
+            transactional_id: text(version, transactional_id, format_args!("transactional_id"))?,
             acks: int(version, acks, format_args!("acks"))?,
             timeout_ms: int(version, timeout_ms, format_args!("timeout_ms"))?,
             topics: &topic_data,
@@ -218,9 +218,9 @@ pub fn py_encode_produce_request<'py>(
 /// Raises ``ProtocolError`` for truncated or malformed input, and nothing else; bytes after a
 /// complete body are ignored. ``payload``: ``bytes`` (read in place) or any bytes-like object.
 //
-// Cost, measured as the encoder's (2026-12-02): v9, one partition 0.56 µs (the Python decoder
-// this replaced: 3.0); six partitions 1.5 µs (5.0); v10, sixty partitions 12.9 µs (25.8): about
-// 0.2 µs for each partition after the first.
+// Cost, measured as the encoder's: v9, one partition 0.57 µs (the Python decoder this replaced:
+// 2.93); six partitions 1.50 µs (4.97); v10, sixty partitions 11.8 µs (24.9): about 0.2 µs for
+// each partition after the first.
 #[pyfunction(name = "decode_produce_response")]
 pub fn py_decode_produce_response<'py>(py: Python<'py>, version: i64, payload: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     guarded("decode_produce_response", || {
