@@ -16,6 +16,7 @@ _Batch = Any
 #: Fingerprint of the crate's sources this module was built from (``native/build.rs``).
 SOURCE_HASH: Final[str]
 RECORD_BATCH_OVERHEAD: Final[int]
+PRODUCE_SPLICE_THRESHOLD: Final[int]
 
 def murmur2(data: bytes) -> int: ...
 def _panic_for_test(entry_point: str | None = None, after_rows: int = 0) -> None: ...
@@ -30,7 +31,7 @@ def encode_produce_request(
     acks: int,
     timeout_ms: int,
     topic_data: TopicData,
-) -> list[bytes | bytearray | memoryview]: ...  # one bytes: the connection's chunks type
+) -> list[bytes | bytearray | memoryview]: ...
 def decode_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceResponse: ...
 
 # The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that

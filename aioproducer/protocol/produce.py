@@ -11,12 +11,13 @@ three 10 KB batches, v8/v10). The codec is the native crate's
 a native drain and completion can call them too); this module names it and holds
 the types it returns:
 
-* :func:`encode_produce_request` returns the whole frame as one ``bytes`` in a
-  one-element list (the connection's chunks for ``writelines``): sized first,
-  then written once, the record batches copied in. (The Python encoder this
-  replaced spliced batches of 4 KB or more in by reference; asyncio's
-  ``writelines`` on Python 3.11 joins the chunks anyway, so each batch is still
-  copied once.)
+* :func:`encode_produce_request` returns the whole frame as chunks, like
+  :func:`~aioproducer.protocol.messages.encode_request_chunks`: sized first,
+  then written once; record batches of :data:`SPLICE_THRESHOLD` bytes or more
+  are included by reference, never copied into the frame (a large request then
+  goes to the connection's writer thread, which reads the chunks in place,
+  without a copy on the event loop's thread); a frame without such batches is
+  one ``bytes``.
 * :func:`decode_produce_response` returns named tuples, one
   :class:`PartitionResponse` per partition in the order the broker wrote them.
 
@@ -55,6 +56,7 @@ __all__ = [
     "PartitionResponse",
     "ProduceResponse",
     "Records",
+    "SPLICE_THRESHOLD",
     "TopicData",
     "decode_produce_response",
     "encode_produce_request",
@@ -70,9 +72,12 @@ MAX_VERSION: Final = 12
 TRANSACTION_V2_VERSION: Final = 12
 #: From this version on, Produce uses compact strings/arrays/bytes and tagged fields (KIP-482).
 FIRST_FLEXIBLE_VERSION: Final = 9
+#: Record batches at least this large become chunks of their own instead of being copied
+#: into the frame (smaller ones are cheaper to copy than to carry as a list element).
+SPLICE_THRESHOLD: Final = _native.PRODUCE_SPLICE_THRESHOLD
 
-#: One partition's record batch: what ``RecordBatchBuilder.build()`` returns (``bytes``, read in
-#: place), or any other bytes-like object (copied into the frame).
+#: One partition's record batch: what ``RecordBatchBuilder.build()`` returns (``bytes``), or any
+#: other bytes-like object.
 Records: TypeAlias = bytes | bytearray | memoryview
 #: ``[(topic, [(partition, records), ...]), ...]``: the request's ``topic_data`` without dicts.
 TopicData: TypeAlias = Sequence[tuple[str, Sequence[tuple[int, Records | None]]]]
@@ -119,7 +124,7 @@ class ProduceResponse(NamedTuple):
 
 
 #: ``encode_produce_request(version, correlation_id, client_id, transactional_id, acks, timeout_ms,
-#: topic_data)``: the frame, ``[bytes]`` (``native/src/produce/python.rs`` documents it and its cost).
+#: topic_data)``: the frame's chunks (``native/src/produce/python.rs`` documents it and its cost).
 encode_produce_request = _native.encode_produce_request
 #: ``decode_produce_response(version, payload)``: a :class:`ProduceResponse` (payload: the frame
 #: without its size prefix), or :class:`~aioproducer.errors.ProtocolError`.

@@ -115,6 +115,7 @@ fn _panic_for_test(entry_point: Option<String>, after_rows: usize) -> PyResult<(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", batch_builder::RECORD_BATCH_OVERHEAD)?;
+    m.add("PRODUCE_SPLICE_THRESHOLD", produce::python::SPLICE_THRESHOLD)?;
     m.add_class::<batch_builder::PyRecordBatchBuilder>()?;
     m.add_function(wrap_pyfunction!(batch_builder::py_size_upper_bound, m)?)?;
     m.add_function(wrap_pyfunction!(batch_builder::py_record_size, m)?)?;

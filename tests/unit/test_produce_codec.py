@@ -34,7 +34,7 @@ def test_codec_covers_every_supported_produce_version() -> None:
 
 SMALL = b"\x01" * 61
 LARGE = bytes(range(256)) * 40  # 10,240 bytes: over the splice threshold
-BORDER = b"\x07" * 4096  # the size from which the Python encoder spliced batches in by reference
+BORDER = b"\x07" * produce.SPLICE_THRESHOLD
 
 TOPIC_DATA: list[list[tuple[str, list[tuple[int, Any]]]]] = [
     [],
@@ -115,14 +115,28 @@ def test_request_matches_generic_for_drawn_values(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_the_frame_is_one_bytes_object_whatever_the_records_are(version: int) -> None:
-    records = bytearray(SMALL)
+def test_large_record_batches_are_chunks_by_reference(version: int) -> None:
+    large2 = bytes(LARGE)
     view = memoryview(LARGE)[1:]
-    topic_data: Any = [("t", [(0, LARGE), (1, records), (2, view), (3, None)]), ("u", [(0, BORDER)])]
+    chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, LARGE), (1, SMALL), (2, view)]), ("u", [(0, large2)])])
+    by_identity = [c for c in chunks if c is LARGE or c is view or c is large2]
+    assert len(by_identity) == 3
+    assert not any(c is SMALL for c in chunks)  # small batches are copied into the frame buffer
+    below = BORDER[:-1]
+    chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, BORDER), (1, below)])])
+    assert any(c is BORDER for c in chunks) and not any(c is below for c in chunks)
+    assert sum(len(c) for c in chunks) == struct.unpack(">i", bytes(chunks[0][:4]))[0] + 4
+    ending = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, BORDER)])])
+    assert all(len(c) for c in ending)  # no empty chunk, even where a batch ends the frame
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_frame_without_large_batches_is_one_bytes_object(version: int) -> None:
+    records = bytearray(SMALL)
+    topic_data: Any = [("t", [(0, records), (1, memoryview(SMALL)), (3, None)]), ("u", [(0, BORDER[:-1])])]
     chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, topic_data)
     assert len(chunks) == 1 and type(chunks[0]) is bytes
-    frame = chunks[0]
-    assert frame == m.encode_request(m.PRODUCE, version, 1, "c", generic_body(None, 1, 5, topic_data))
+    assert chunks[0] == m.encode_request(m.PRODUCE, version, 1, "c", generic_body(None, 1, 5, topic_data))
 
 
 def test_a_request_with_no_topics_is_one_chunk() -> None:

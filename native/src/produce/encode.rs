@@ -83,10 +83,18 @@ impl ProduceRequest<'_> {
     /// Write the frame into `out`, which must be exactly [`ProduceRequest::frame_size`] long
     /// (a shorter one is a bug: the slice indexing panics, which `guarded` turns into an error).
     pub fn write(&self, out: &mut [u8]) {
+        self.write_spliced(out.len(), out, usize::MAX);
+    }
+
+    /// Write the frame of `frame_size` bytes without the record batches of `splice_at` bytes or
+    /// more (their length prefixes are written): `out` is `frame_size` minus their lengths long.
+    /// Returns where each left-out batch goes in `out`, in order, for the caller to send it by
+    /// reference between the pieces (a connection's writer thread reads chunks in place).
+    pub fn write_spliced(&self, frame_size: usize, out: &mut [u8], splice_at: usize) -> Vec<usize> {
         let version = self.version as i16;
         let flexible = version >= FIRST_FLEXIBLE_VERSION;
-        let mut w = Writer { out, pos: 0, flexible };
-        w.int32((w.out.len() - 4) as i32);
+        let mut w = Writer { out, pos: 0, flexible, splice_at, spliced: Vec::new() };
+        w.int32((frame_size - 4) as i32);
         w.int16(PRODUCE_API_KEY);
         w.int16(version);
         w.int32(self.correlation_id);
@@ -104,13 +112,14 @@ impl ProduceRequest<'_> {
             w.array(topic.partitions.len());
             for partition in topic.partitions {
                 w.int32(partition.index);
-                w.bytes(partition.records);
+                w.records(partition.records);
                 w.no_tagged_fields();
             }
             w.no_tagged_fields();
         }
         w.no_tagged_fields();
         debug_assert_eq!(w.pos, w.out.len(), "frame_size and write disagree");
+        w.spliced
     }
 
     /// The frame in a new buffer: [`ProduceRequest::frame_size`] then [`ProduceRequest::write`].
@@ -198,6 +207,9 @@ struct Writer<'b> {
     out: &'b mut [u8],
     pos: usize,
     flexible: bool,
+    /// Record batches this long or longer are left out, their positions kept in `spliced`.
+    splice_at: usize,
+    spliced: Vec<usize>,
 }
 
 impl Writer<'_> {
@@ -244,16 +256,22 @@ impl Writer<'_> {
         }
     }
 
-    fn bytes(&mut self, value: Option<&[u8]>) {
-        if self.flexible {
-            self.compact(value);
-            return;
-        }
+    /// A partition's `records`: nullable bytes, left out (but for the length) from `splice_at` bytes.
+    fn records(&mut self, value: Option<&[u8]>) {
         match value {
+            None if self.flexible => self.uvarint(0),
             None => self.int32(-1),
             Some(b) => {
-                self.int32(b.len() as i32);
-                self.put(b);
+                if self.flexible {
+                    self.uvarint(b.len() + 1);
+                } else {
+                    self.int32(b.len() as i32);
+                }
+                if b.len() >= self.splice_at {
+                    self.spliced.push(self.pos);
+                } else {
+                    self.put(b);
+                }
             }
         }
     }
@@ -359,6 +377,22 @@ mod tests {
         assert!(matches!(req.frame_size(), Err(EncodeError::Value(m)) if m.contains("client_id")));
         req.version = 12; // client_id stays a classic STRING in header v2
         assert!(matches!(req.frame_size(), Err(EncodeError::Value(_))));
+    }
+
+    #[test]
+    fn spliced_batches_leave_their_bytes_out_and_say_where_they_go() {
+        let (big, small) = (vec![9u8; 5000], vec![1u8; 10]);
+        let partitions = [PartitionData { index: 0, records: Some(&big) }, PartitionData { index: 1, records: Some(&small) }];
+        let topics = [TopicData { name: "t", partitions: &partitions }];
+        for version in [3, 9] {
+            let req = request(version, &topics);
+            let whole = req.encode().unwrap();
+            let mut own = vec![0; whole.len() - big.len()];
+            let at = req.write_spliced(whole.len(), &mut own, 4096);
+            assert_eq!(at.len(), 1);
+            let joined = [&own[..at[0]], &big[..], &own[at[0]..]].concat();
+            assert_eq!(joined, whole, "v{version}");
+        }
     }
 
     #[test]

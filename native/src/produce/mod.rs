@@ -10,9 +10,11 @@
 //!
 //! * [`encode::ProduceRequest`] sizes the whole frame first ([`encode::ProduceRequest::frame_size`])
 //!   and writes it into one buffer of that size ([`encode::ProduceRequest::write`]): size prefix,
-//!   request header, body, the record batches copied in. Python gets one `bytes` (in a one-element
-//!   list, the connection's `Chunks`); asyncio's `writelines` on Python 3.11 joins the chunks it
-//!   is given anyway, so the batches are copied once either way.
+//!   request header, body, the record batches copied in. Or it leaves the batches of a threshold
+//!   or more out ([`encode::ProduceRequest::write_spliced`]) and says where they go: Python then
+//!   gets the frame as chunks, those batches by reference between `bytes` pieces, so that a large
+//!   request reaches the connection's writer thread (which reads chunks in place) with no copy on
+//!   the event loop's thread; a frame without such batches is one `bytes`.
 //! * [`decode::decode`] reads a response into [`decode::ProduceResponse`]: one
 //!   [`decode::PartitionResponse`] per partition in the order the broker wrote them, the topic
 //!   level flattened into each partition, strings borrowed from the payload.

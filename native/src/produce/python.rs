@@ -66,19 +66,34 @@ enum Held<'py> {
     Null,
     /// `bytes`, what `RecordBatchBuilder.build()` returns: read in place.
     Bytes(Bound<'py, PyBytes>),
-    /// Any other buffer (`bytearray`, `memoryview`): copied, since nothing pins its contents.
-    Copied(Vec<u8>),
+    /// Any other buffer (`bytearray`, `memoryview`): its bytes copied out, and the object.
+    Copied(Vec<u8>, Bound<'py, PyAny>),
 }
 
-impl Held<'_> {
+impl<'py> Held<'py> {
     fn slice(&self) -> Option<&[u8]> {
         match self {
             Held::Null => None,
             Held::Bytes(b) => Some(b.as_bytes()),
-            Held::Copied(v) => Some(v),
+            Held::Copied(v, _) => Some(v),
+        }
+    }
+
+    /// The object to send by reference when the batch is spliced in.
+    fn object(&self) -> Option<&Bound<'py, PyAny>> {
+        match self {
+            Held::Null => None,
+            Held::Bytes(b) => Some(b.as_any()),
+            Held::Copied(_, o) => Some(o),
         }
     }
 }
+
+/// Record batches at least this large are chunks of their own, by reference, instead of being
+/// copied into the frame (`protocol/produce.py` exports it): a large request then goes to the
+/// connection's writer thread without a copy on the event loop's thread, which reads the chunks in
+/// place; smaller batches are cheaper to copy than to carry as a list element.
+pub const SPLICE_THRESHOLD: usize = 4096;
 
 /// The `ValueError` of a value that does not fit, naming where it was.
 fn bad_value(version: i64, field: std::fmt::Arguments<'_>, why: impl std::fmt::Display) -> PyErr {
@@ -119,7 +134,7 @@ fn records<'py>(version: i64, value: Bound<'py, PyAny>, t: usize, p: usize) -> P
         Err(e) => {
             let value = e.into_inner();
             let copied = PyBuffer::<u8>::get(&value).and_then(|b| b.to_vec(value.py()));
-            copied.map(Held::Copied).map_err(|e| bad_value(version, format_args!("topic_data[{t}] partition {p} records"), e))
+            copied.map(|v| Held::Copied(v, value)).map_err(|e| bad_value(version, format_args!("topic_data[{t}] partition {p} records"), e))
         }
     }
 }
@@ -145,8 +160,10 @@ fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collec
     Ok((topics, partitions))
 }
 
-/// Encode a whole Produce request frame (size prefix, header, body): a one-element list holding
-/// the frame as `bytes`, for the connection's `writelines`.
+/// Encode a whole Produce request frame (size prefix, header, body) as chunks for the connection's
+/// `writelines`: one `bytes`, or, when record batches of ``SPLICE_THRESHOLD`` bytes or more are
+/// there, `bytes` pieces with each such batch between them by reference (it must not change until
+/// the frame is written).
 ///
 /// Byte for byte what ``messages.encode_request(PRODUCE, version, correlation_id, client_id,
 /// body)`` produces for the body ``{"transactional_id": ..., "acks": ..., "timeout_ms": ...,
@@ -201,11 +218,28 @@ pub fn py_encode_produce_request<'py>(
             super::EncodeError::UnsupportedVersion(v) => unsupported(py, v),
             super::EncodeError::Value(message) => PyValueError::new_err(message),
         })?;
-        let frame = PyBytes::new_with(py, size, |out| {
-            request.write(out);
-            Ok(())
-        })?;
-        PyList::new(py, [frame])
+        let spliced: usize = partitions.iter().filter_map(|p| p.records).map(<[u8]>::len).filter(|&n| n >= SPLICE_THRESHOLD).sum();
+        if spliced == 0 {
+            let frame = PyBytes::new_with(py, size, |out| {
+                request.write(out);
+                Ok(())
+            })?;
+            return PyList::new(py, [frame]);
+        }
+        let mut own = vec![0; size - spliced];
+        let at = request.write_spliced(size, &mut own, SPLICE_THRESHOLD);
+        let big = held.iter().filter(|(_, r)| r.slice().is_some_and(|b| b.len() >= SPLICE_THRESHOLD)).filter_map(|(_, r)| r.object());
+        let chunks = PyList::empty(py);
+        let mut start = 0;
+        for (end, records) in at.into_iter().zip(big) {
+            chunks.append(PyBytes::new(py, &own[start..end]))?;
+            chunks.append(records)?;
+            start = end;
+        }
+        if start < own.len() {
+            chunks.append(PyBytes::new(py, &own[start..]))?;
+        }
+        Ok(chunks)
     })
 }
 
