@@ -173,12 +173,11 @@ fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collec
 /// naming the argument when a value does not fit its field; ``UnsupportedVersionError`` for a
 /// version outside v3-v12.
 //
-// Cost, with the join asyncio's `writelines` does on Python 3.11 (free for one `bytes`), timeit
-// best of 5, median of 7 rounds in turn with the Python encoder this replaced, 2026-12-02, shared
-// 2-core machine (load 3-4): v9 with one 100 B batch 0.32 µs (Python 1.74); six 10 KB batches
-// 2.4 µs (5.6; two rounds of seven 5.2-5.8, the allocator's), the 60 KB copied once either way;
-// sixty 16 KB batches (a 1 MB request) 38.8 µs (56.4). `PyBytes::new_with` zeroes the frame
-// before it is written: about 0.6 µs of that for 60 KB, 12 µs for 1 MB.
+// Cost, with the join asyncio's `writelines` does on Python 3.11 (none for a one-element list),
+// timeit best of 5, median of 7 rounds in turn with the Python encoder this replaced, 2026-12-02,
+// shared 2-core machine (load 2.5-3.5): v9, one 100 B batch 0.47 µs (Python 1.82); six 10 KB
+// batches, spliced, 2.8 µs (6.0); sixty 16 KB batches (a 1 MB request) 32.7 µs (61.0), of which
+// the join's copy is 14-19 µs (measured apart), a copy a frame for the writer thread never makes.
 #[pyfunction(name = "encode_produce_request")]
 #[allow(clippy::too_many_arguments)] // the request's fields, as the Python API has always taken them
 pub fn py_encode_produce_request<'py>(
@@ -252,8 +251,8 @@ pub fn py_encode_produce_request<'py>(
 /// Raises ``ProtocolError`` for truncated or malformed input, and nothing else; bytes after a
 /// complete body are ignored. ``payload``: ``bytes`` (read in place) or any bytes-like object.
 //
-// Cost, measured as the encoder's: v9, one partition 0.57 µs (the Python decoder this replaced:
-// 2.93); six partitions 1.50 µs (4.97); v10, sixty partitions 11.8 µs (24.9): about 0.2 µs for
+// Cost, measured as the encoder's: v9, one partition 0.54 µs (the Python decoder this replaced:
+// 3.18); six partitions 1.62 µs (5.17); v10, sixty partitions 12.3 µs (28.3): about 0.2 µs for
 // each partition after the first.
 #[pyfunction(name = "decode_produce_response")]
 pub fn py_decode_produce_response<'py>(py: Python<'py>, version: i64, payload: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
