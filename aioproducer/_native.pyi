@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from aioproducer.record_types import RecordMetadata
 from aioproducer.record_types import Record
+from aioproducer.protocol.produce import ProduceResponse, TopicData
 
 #: The ``ProducerBatch`` a record future belongs to: the native side holds it as an object and
 #: never calls it, and this stub does not import ``internals/`` (the data plane stands below it).
@@ -15,10 +16,23 @@ _Batch = Any
 #: Fingerprint of the crate's sources this module was built from (``native/build.rs``).
 SOURCE_HASH: Final[str]
 RECORD_BATCH_OVERHEAD: Final[int]
+PRODUCE_SPLICE_THRESHOLD: Final[int]
 
 def murmur2(data: bytes) -> int: ...
 def _panic_for_test(entry_point: str | None = None, after_rows: int = 0) -> None: ...
 def partition_for_key(key: bytes, num_partitions: int) -> int: ...
+
+# The Produce codec (native/src/produce/), exported by aioproducer/protocol/produce.py.
+def encode_produce_request(
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    transactional_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    topic_data: TopicData,
+) -> list[bytes | bytearray | memoryview]: ...
+def decode_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceResponse: ...
 
 # The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that
 # checks each pair against each other (tests/unit/test_native_twins.py); the producer calls none.

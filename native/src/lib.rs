@@ -18,6 +18,7 @@ pub mod arrow;
 pub mod batch_builder;
 pub mod future;
 pub mod murmur;
+pub mod produce;
 #[cfg(unix)]
 pub mod socket_writer;
 
@@ -120,6 +121,7 @@ fn _panic_for_test(entry_point: Option<String>, after_rows: usize) -> PyResult<(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SOURCE_HASH", env!("AIOPRODUCER_SOURCE_HASH"))?;
     m.add("RECORD_BATCH_OVERHEAD", batch_builder::RECORD_BATCH_OVERHEAD)?;
+    m.add("PRODUCE_SPLICE_THRESHOLD", produce::python::SPLICE_THRESHOLD)?;
     m.add_class::<batch_builder::PyRecordBatchBuilder>()?;
     m.add_function(wrap_pyfunction!(batch_builder::py_size_upper_bound, m)?)?;
     m.add_function(wrap_pyfunction!(batch_builder::py_record_size, m)?)?;
@@ -134,5 +136,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
+    m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;
+    m.add_function(wrap_pyfunction!(produce::python::py_decode_produce_response, m)?)?;
     Ok(())
 }

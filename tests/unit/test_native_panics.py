@@ -98,6 +98,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "estimate_size_in_bytes_upper_bound": lambda: _native.estimate_size_in_bytes_upper_bound(b"k", b"v", [("h", None)]),
     "record_size_in_bytes": lambda: _native.record_size_in_bytes(0, 0, b"k", b"v", [("h", b"x")]),
     "write_varlong": lambda: _native.write_varlong(-1),
+    "encode_produce_request": lambda: _native.encode_produce_request(9, 1, "c", None, 1, 5, [("t", [(0, b"r")])]),
+    "decode_produce_response": lambda: _native.decode_produce_response(9, bytes.fromhex("00000001" "00" "01" "00000000" "00")),
     "append_record": lambda: _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None),
     "append_values": lambda: _native.append_values(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, [b"v"], 0, None, []),
     "BatchOutcome.__new__": lambda: BatchOutcome("t", 0),

@@ -1,6 +1,6 @@
-"""The hand-written Produce codec against the generic schema codec, for every version.
+"""The native Produce codec against the generic schema codec, for every version.
 
-``protocol/produce.py`` must write exactly the bytes ``messages.encode_request``
+``protocol/produce.py`` (the Rust crate's ``native/src/produce/``) must write exactly the bytes ``messages.encode_request``
 writes and read exactly the data ``messages.decode_response`` reads; the
 generic codec is the reference (it is itself checked against golden frames in
 ``test_messages.py``). Hostile input must fail the same way: truncation at
@@ -14,7 +14,7 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from aioproducer.errors import ProtocolError, UnsupportedVersionError
@@ -126,30 +126,57 @@ def test_large_record_batches_are_chunks_by_reference(version: int) -> None:
     chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, BORDER), (1, below)])])
     assert any(c is BORDER for c in chunks) and not any(c is below for c in chunks)
     assert sum(len(c) for c in chunks) == struct.unpack(">i", bytes(chunks[0][:4]))[0] + 4
+    ending = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, BORDER)])])
+    assert all(len(c) for c in ending)  # no empty chunk, even where a batch ends the frame
 
 
-def test_single_small_request_is_one_chunk() -> None:
-    chunks = produce.encode_produce_request(9, 1, "c", None, 1, 5, [("t", [(0, SMALL)])])
-    assert len(chunks) == 1
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_frame_without_large_batches_is_one_bytes_object(version: int) -> None:
+    records = bytearray(SMALL)
+    topic_data: Any = [("t", [(0, records), (1, memoryview(SMALL)), (3, None)]), ("u", [(0, BORDER[:-1])])]
+    chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, topic_data)
+    assert len(chunks) == 1 and type(chunks[0]) is bytes
+    assert chunks[0] == m.encode_request(m.PRODUCE, version, 1, "c", generic_body(None, 1, 5, topic_data))
 
 
-BAD_VALUES: list[dict[str, Any]] = [
-    {"acks": 2**15},
-    {"timeout_ms": 2**31},
-    {"topic_data": [("t", [(2**31, SMALL)])]},
-    {"topic_data": [(None, [])]},
-    {"topic_data": [("t", [(0, 5)])]},
+def test_a_request_with_no_topics_is_one_chunk() -> None:
+    chunks = produce.encode_produce_request(9, 1, "c", None, 1, 5, [])
+    assert chunks == [m.encode_request(m.PRODUCE, 9, 1, "c", generic_body(None, 1, 5, []))]
+
+
+#: Each bad value and the words the ValueError must say to name it.
+BAD_VALUES: list[tuple[dict[str, Any], str]] = [
+    ({"acks": 2**15}, "acks"),
+    ({"acks": 2**70}, "acks"),  # past 64 bits too: ValueError, not OverflowError
+    ({"acks": "1"}, "acks"),
+    ({"timeout_ms": 2**31}, "timeout_ms"),
+    ({"topic_data": [("t", [(2**31, SMALL)])]}, r"topic_data\[0\] partition 0 index"),
+    ({"topic_data": [("t", []), (None, [])]}, r"topic_data\[1\] name"),
+    ({"topic_data": [("t", [(0, SMALL), (1, 5)])]}, r"topic_data\[0\] partition 1 records"),
+    ({"topic_data": [("t", [(0, SMALL, 1)])]}, r"topic_data\[0\] partition 0"),
+    ({"topic_data": [("t\ud800", [])]}, r"topic_data\[0\] name"),  # a lone surrogate has no UTF-8
+    ({"topic_data": 5}, "topic_data"),
 ]
 
 
-@pytest.mark.parametrize("bad", BAD_VALUES)
+@pytest.mark.parametrize(("bad", "named"), BAD_VALUES)
 @pytest.mark.parametrize("version", [3, 9])
-def test_values_that_do_not_fit_raise_value_error_as_in_the_generic_codec(version: int, bad: dict[str, Any]) -> None:
+def test_values_that_do_not_fit_raise_value_error_naming_them_as_in_the_generic_codec(
+    version: int, bad: dict[str, Any], named: str
+) -> None:
     args: dict[str, Any] = {"acks": 1, "timeout_ms": 5, "topic_data": [("t", [(0, SMALL)])]} | bad
-    with pytest.raises(ValueError):
+    with pytest.raises((ValueError, TypeError)):  # the generic codec lets a TypeError through for some
         m.encode_request(m.PRODUCE, version, 1, "c", generic_body(None, args["acks"], args["timeout_ms"], args["topic_data"]))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=rf"^cannot encode Produce v{version}: {named}"):
         produce.encode_produce_request(version, 1, "c", None, args["acks"], args["timeout_ms"], args["topic_data"])
+
+
+@pytest.mark.parametrize(("argument", "value"), [("correlation_id", 2**31), ("client_id", 5), ("transactional_id", b"tx")])
+def test_header_values_that_do_not_fit_raise_value_error_naming_them(argument: str, value: object) -> None:
+    args: dict[str, Any] = {"version": 9, "correlation_id": 1, "client_id": "c", "transactional_id": None, "acks": 1,
+                            "timeout_ms": 5, "topic_data": []}
+    with pytest.raises(ValueError, match=rf"^cannot encode Produce v9: {argument}"):
+        produce.encode_produce_request(**(args | {argument: value}))
 
 
 def test_topic_names_longer_than_int16_only_fit_flexible_versions() -> None:
@@ -445,3 +472,135 @@ def test_the_malformed_payloads_differ_from_valid_ones_only_where_intended() -> 
     assert_same_as_generic(8, bytes.fromhex(V8_ONE_PARTITION.format(error_message="000161")))
     assert_same_as_generic(9, bytes.fromhex(V9_EMPTY.format(body_tags="01" "ffffffff0f" "00")))  # tag 2**32 - 1
     assert_same_as_generic(10, bytes.fromhex(V9_EMPTY.format(body_tags="01" "00" "01" "01")))  # node_endpoints: []
+
+
+# ------------------------------------------------------------------ golden bytes
+
+GOLDEN_PARTITIONS: Any = [("t", [(2, b"\xaa\xbb\xcc"), (3, None)])]
+_CLASSIC_REQUEST = (
+    "00000031" "0000" "{version}" "00000007"  # size, api key, version, correlation id
+    "0001" "63"  # client_id "c"
+    "ffff" "ffff" "00007530"  # transactional_id null, acks -1, timeout_ms 30000
+    "00000001" "0001" "74" "00000002"  # [topic "t", 2 partitions]
+    "00000002" "00000003" "aabbcc"  # partition 2, 3 bytes of records
+    "00000003" "ffffffff"  # partition 3, null records
+)
+_FLEXIBLE_REQUEST = (
+    "00000029" "0000" "{version}" "00000007"
+    "0001" "63" "00"  # client_id "c" (a classic STRING in header v2 too), no header tags
+    "02" "78" "ffff" "00007530"  # transactional_id "x" (compact), acks -1, timeout_ms 30000
+    "02" "02" "74" "03"  # [topic "t", 2 partitions]: compact counts, count + 1
+    "00000002" "04" "aabbcc" "00"  # partition 2, records length 3 + 1, no partition tags
+    "00000003" "00" "00"  # partition 3, null records
+    "00" "00"  # no topic tags, no body tags
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "transactional_id", "frame_hex"),
+    [
+        (3, None, _CLASSIC_REQUEST.format(version="0003")),
+        (8, None, _CLASSIC_REQUEST.format(version="0008")),
+        (9, "x", _FLEXIBLE_REQUEST.format(version="0009")),
+        (12, "x", _FLEXIBLE_REQUEST.format(version="000c")),
+    ],
+)
+def test_request_golden_bytes(version: int, transactional_id: str | None, frame_hex: str) -> None:
+    frame = bytes.fromhex(frame_hex)
+    assert produce.encode_produce_request(version, 7, "c", transactional_id, -1, 30000, GOLDEN_PARTITIONS) == [frame]
+    assert m.encode_request(m.PRODUCE, version, 7, "c", generic_body(transactional_id, -1, 30000, GOLDEN_PARTITIONS)) == frame
+
+
+_V3_RESPONSE = (
+    "00000001"  # correlation id
+    "00000001" "0001" "74" "00000001"  # [topic "t", 1 partition]
+    "00000000" "0000" "0000000000000005" "ffffffffffffffff"  # index 0, no error, base offset 5, no append time
+    "00000064"  # throttle_time_ms 100
+)
+_V8_RESPONSE = (
+    "00000001" "00000001" "0001" "74" "00000001"
+    "00000000" "0057" "ffffffffffffffff" "ffffffffffffffff" "0000000000000007"  # error 87, log_start_offset 7
+    "00000001" "00000004" "0003" "626164"  # record_errors: [(4, "bad")]
+    "0001" "6d"  # error_message "m"
+    "00000064"
+)
+_V10_RESPONSE = (
+    "00000003" "00"  # correlation id, no header tags
+    "02" "02" "74" "02"  # [topic "t", 1 partition]
+    "00000000" "0006" "ffffffffffffffff" "ffffffffffffffff" "0000000000000000"  # NOT_LEADER_OR_FOLLOWER
+    "01" "00"  # no record errors, null error_message
+    "01" "00" "09" "00000002" "00000007" "00"  # tag 0, current_leader: leader 2, epoch 7
+    "00"  # no topic tags
+    "00000000"  # throttle_time_ms
+    "01" "00" "0d" "02" "00000002" "0268" "00002384" "00" "00"  # tag 0, node_endpoints: [(2, "h", 9092, null)]
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "payload_hex", "expected"),
+    [
+        (3, _V3_RESPONSE, ProduceResponse(1, [PartitionResponse("t", 0, 0, 5, -1, -1, (), None, -1, -1)], 100, [])),
+        (4, _V3_RESPONSE, ProduceResponse(1, [PartitionResponse("t", 0, 0, 5, -1, -1, (), None, -1, -1)], 100, [])),
+        (8, _V8_RESPONSE, ProduceResponse(1, [PartitionResponse("t", 0, 87, -1, -1, 7, ((4, "bad"),), "m", -1, -1)], 100, [])),
+        (10, _V10_RESPONSE, ProduceResponse(
+            3, [PartitionResponse("t", 0, 6, -1, -1, 0, (), None, 2, 7)], 0, [NodeEndpoint(2, "h", 9092, None)]
+        )),
+        (9, _V10_RESPONSE, ProduceResponse(3, [PartitionResponse("t", 0, 6, -1, -1, 0, (), None, -1, -1)], 0, [])),
+    ],
+)
+def test_response_golden_bytes(version: int, payload_hex: str, expected: ProduceResponse) -> None:
+    payload = bytes.fromhex(payload_hex)
+    assert assert_same_as_generic(version, payload) == expected
+    response = produce.decode_produce_response(version, payload)
+    assert type(response) is ProduceResponse and type(response.partitions[0]) is PartitionResponse
+    assert all(type(e) is NodeEndpoint for e in response.node_endpoints)
+    assert response.partitions[0].topic == "t"
+
+
+def test_v5_reads_a_log_start_offset_that_v3_and_v4_do_not_have() -> None:
+    with pytest.raises(ProtocolError):  # v5 wants 8 more bytes per partition than the v3 bytes hold
+        produce.decode_produce_response(5, bytes.fromhex(_V3_RESPONSE))
+
+
+# ------------------------------------------------------------------ fuzz: never a crash
+
+
+def _damage(data: st.DataObject, payload: bytes) -> bytes:
+    """The payload truncated, cut, grown or overwritten (bytes chosen to break varints and lengths)."""
+    damaged = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 3), label="damages")):
+        at = data.draw(st.integers(0, len(damaged)), label="at")
+        kind = data.draw(st.sampled_from(["truncate", "overwrite", "insert", "delete"]), label="kind")
+        noise = data.draw(st.binary(min_size=1, max_size=6) | st.sampled_from([b"\x80", b"\xff" * 5, b"\x00", b"\x7f\xff"]))
+        if kind == "truncate":
+            del damaged[at:]
+        elif kind == "overwrite":
+            damaged[at : at + len(noise)] = noise
+        elif kind == "insert":
+            damaged[at:at] = noise
+        else:
+            del damaged[at : at + len(noise)]
+    return bytes(damaged)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), container=st.sampled_from([bytes, bytearray, memoryview]))
+def test_fuzz_damaged_responses_decode_exactly_or_raise_only_protocol_error(
+    version: int, data: st.DataObject, container: Any
+) -> None:
+    """Drawn bodies, damaged: the native decoder raises ProtocolError (and nothing else, never a
+    panic's RuntimeError) exactly when the generic codec refuses them, and otherwise agrees."""
+    body = data.draw(_response_bodies(version), label="body")
+    damaged = _damage(data, m.encode_response(m.PRODUCE, version, 1, body)[4:])
+    try:
+        correlation_id, generic = m.decode_response(m.PRODUCE, version, damaged)
+    except ProtocolError:
+        event("refused")
+        with pytest.raises(ProtocolError):
+            produce.decode_produce_response(version, container(damaged))
+        return
+    event("decoded")
+    assert produce.decode_produce_response(version, container(damaged)) == expected_response(
+        version, correlation_id, generic
+    )
