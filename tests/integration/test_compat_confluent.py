@@ -163,7 +163,8 @@ def test_codes_and_names_are_librdkafkas() -> None:
 @pytest.mark.parametrize(
     ("conf", "message"),
     [
-        ({"message.timeout.ms": 10000}, r"message.timeout.ms \(10000\) \(Java's delivery.timeout.ms here\) must be >= .*raise message.timeout.ms to at least 30000"),
+        # linger.ms 5 (the default, as Kafka 4.x) + request.timeout.ms 30000
+        ({"message.timeout.ms": 10000}, r"message.timeout.ms \(10000\) \(Java's delivery.timeout.ms here\) must be >= .*raise message.timeout.ms to at least 30005"),
         ({"message.timeout.ms": 60000, "delivery.timeout.ms": 60000}, r"message.timeout.ms and delivery.timeout.ms both set delivery.timeout.ms"),
         ({"enable.ssl.certificate.verification": False}, r"pass ssl_context="),
         ({"sasl.kerberos.keytab": "/k"}, r"GSSAPI \(Kerberos\) is not supported"),
