@@ -50,6 +50,9 @@ from aioproducer.logs import client_logger
 from aioproducer.partitioner import PartitionerFn, resolve_partitioner
 from aioproducer.serializers import SerializeFn, import_dotted, resolve_serializer
 
+# Password lives with the configuration's types (config_types.py, which imports nothing from here).
+from aioproducer.config_types import Password
+
 if TYPE_CHECKING:
     from aioproducer.config_types import ProducerConfigDict, ProducerKeywords, Properties
 
@@ -255,30 +258,6 @@ def _without_userinfo(address: str) -> str:
 
 
 _security_protocol = _choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
-
-
-class Password:
-    """A secret configuration value (Java's ``Password``): shown as ``[hidden]`` wherever it is printed.
-
-    ``repr()``, ``str()``, ``ProducerConfig`` printing, ``as_dict()`` and error messages
-    see ``[hidden]``; the code that needs the secret reads ``.value``.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value: str = value
-
-    def __repr__(self) -> str:
-        return "[hidden]"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Password) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
 
 
 def _password(key: str, value: Any) -> Password | None:

@@ -19,9 +19,32 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, TypedDict
 
-from aioproducer.config import Password
 
-__all__ = ["AcksValue", "CompressionValue", "ProducerConfigDict", "ProducerKeywords", "Properties"]
+class Password:
+    """A secret configuration value (Java's ``Password``): shown as ``[hidden]`` wherever it is printed.
+
+    ``repr()``, ``str()``, ``ProducerConfig`` printing, ``as_dict()`` and error messages
+    see ``[hidden]``; the code that needs the secret reads ``.value``.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value: str = value
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Password) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+__all__ = ["AcksValue", "CompressionValue", "Password", "ProducerConfigDict", "ProducerKeywords", "Properties"]
 
 #: ``acks``: all (-1), none (0) or the leader (1), as a string or an int.
 AcksValue = Literal["all", "-1", "0", "1", -1, 0, 1]
