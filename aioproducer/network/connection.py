@@ -630,15 +630,9 @@ class BrokerConnection:
         sock = self._plain_socket()
         assert sock is not None and SocketWriter is not None
         try:
-            duplicate = os.dup(sock.fileno())
-        except OSError as exc:  # out of descriptors: the transport writes, as it always can
-            self._may_offload = False
-            self._log.warning("%r: large requests are written on the event loop's thread: no descriptor "
-                              "for the writer thread (%s)", self, exc)
-            return None
-        try:
-            return SocketWriter(duplicate)  # it owns the duplicate from here, and closes it
-        except OSError as exc:  # the thread could not start; the writer closed the duplicate
+            # The thread owns the duplicate from here and closes it, also when it cannot start.
+            return SocketWriter(os.dup(sock.fileno()))
+        except OSError as exc:  # no descriptor left, or no thread: the transport writes, as it always can
             self._may_offload = False
             self._log.warning("%r: large requests are written on the event loop's thread: %s", self, exc)
             return None
