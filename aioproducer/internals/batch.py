@@ -33,7 +33,7 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
+from aioproducer._native import FutureRecordMetadata, NativeBatch, append_record, append_values
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
@@ -74,8 +74,8 @@ _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata]
 
 
 # The record future is native (native/src/future.rs): a batch reference, the record's offset delta,
-# create time and sizes, its cancellation, and its batch's BatchOutcome, shared by every future of
-# the batch and written once by complete(). done(), result(), exception(), cancelled() and
+# create time and sizes and its cancellation; the outcome it reads is its batch's native half
+# (NativeBatch, native/src/batch.rs), written once by complete(). done(), result(), exception(), cancelled() and
 # get_loop(), which asyncio calls once per record, are native; the methods below are its methods
 # too, set on the type at import (_install_future_methods): they are called now and then, and
 # they keep the batch's done-callback lists, which only this module writes.
@@ -196,16 +196,23 @@ def _install_future_methods() -> None:
 _install_future_methods()
 
 
-class ProducerBatch:
+class ProducerBatch(NativeBatch):
     """Records for one topic-partition, sent and completed together.
 
     Only the event loop touches a batch; between ``drain()`` and completion it is
     owned by the sender.
 
-    A batch changes itself: every field is written by this module only (its own methods, and
-    the record futures it makes), as ``tests/unit/test_batch_ownership.py`` checks. The
-    accumulator, the sender and the transaction manager move it through its states by the
-    transitions below, named after Java's ``ProducerBatch`` where Java has one:
+    Two halves. The native one (``NativeBatch``, ``native/src/batch.rs``) holds the builder,
+    the schedule (created, delivery deadline, last attempt, attempts, backoff), the memory
+    reservation, the idempotent producer state, the flags and the outcome, which the record
+    futures read, and every transition that writes them: Python reads those fields and writes
+    none. This half holds what is Python by nature: the event loop, the logger, the futures,
+    ``on_delivery`` rows, done-callbacks and awaiters, spans, split pieces, Arrow runs.
+
+    A batch changes itself: every field is written by its own methods (and the record futures
+    it makes), as ``tests/unit/test_batch_ownership.py`` checks. The accumulator, the sender and
+    the transaction manager move it through its states by the transitions below, named after
+    Java's ``ProducerBatch`` where Java has one:
 
     - open (the last of its deque): ``try_append``; ``settle`` once it stops growing;
     - queued: ``drained`` (into a request), numbered by ``set_producer_state`` at its first drain;
@@ -216,43 +223,21 @@ class ProducerBatch:
     - done: ``complete`` (once; ``fail_per_record`` first for KIP-467), then
       ``release_reservation`` and ``release``.
 
-    Each field's comment in ``__init__`` names its writers and when they write it.
+    Each field's comment (here, or in ``native/src/batch.rs``) names its writers and when they write it.
     """
 
     __slots__ = (
-        "topic",
-        "partition",
-        "builder",
         "loop",
-        "created_ms",
-        "delivery_deadline_ms",
-        "last_attempt_ms",
-        "attempts",
-        "retry_backoff_ms",
-        "reserved_bytes",
         "futures",
         "callbacks",
         "done_callbacks",
         "waiters",
-        "is_done",
-        "base_offset",
-        "log_append_time",
-        "error",
-        "outcome",
         "record_errors",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "is_transactional",
-        "in_retry",
-        "sequence_reset",
         "retry_error",
-        "in_flight",
         "_deferred",
         "callback_bytes",
         "_charged_callback",
         "_charged_bytes",
-        "settled",
         "parent",
         "pieces",
         "spans",
@@ -273,31 +258,11 @@ class ProducerBatch:
         *,
         delivery_timeout_ms: float = math.inf,
     ) -> None:
-        # Fixed at construction: topic, partition, builder (the object; it changes itself, see
-        # RecordBatchBuilder), loop, created_ms and delivery_deadline_ms (a piece keeps its
-        # parent's: split()), log.
-        self.topic: str = topic
+        # The native half took topic, partition, builder, now_ms (created, last attempt),
+        # reserved_bytes and delivery_timeout_ms (the deadline) in __new__. Fixed here: loop, log.
         #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
         self.log: LogLike = log
-        self.partition: int = partition
-        self.builder: RecordBatchBuilder = builder
         self.loop: asyncio.AbstractEventLoop = loop
-        self.created_ms: float = now_ms
-        #: When its records' ``delivery.timeout.ms`` runs out: stamped here, once, from the one
-        #: configuration value (``AccumulatorConfig.delivery_timeout_ms``); every expiry reads it
-        #: through ``has_reached_delivery_timeout`` (Java's ``ProducerBatch.hasReachedDeliveryTimeout``).
-        self.delivery_deadline_ms: float = now_ms + delivery_timeout_ms
-        # -- the retry schedule. Written by reenqueued() (queued again after a failed attempt) and
-        # reenqueued_piece() (a split piece, before it is queued); read by RecordAccumulator.ready/drain.
-        self.last_attempt_ms: float = now_ms
-        self.attempts: int = 0
-        # How long this attempt backs off before the batch may be sent again: jittered once per attempt
-        # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
-        self.retry_backoff_ms: float = 0.0
-        # -- memory. The bytes this batch holds of buffer.memory: set here (what the accumulator
-        # reserved), grown once by settle() when it stops growing, given by a split batch to its pieces
-        # (take_reservation) and handed back by release_reservation() (completion, or the split).
-        self.reserved_bytes: int = reserved_bytes
         # -- the records. Appended to by try_append() while open, moved to the pieces by split(),
         # dropped by release() after completion.
         # The futures of records without on_delivery, in send order: split() moves them to the
@@ -320,36 +285,12 @@ class ProducerBatch:
         # Awaiters of pending records, None until the first: add_waiter() (a record's __await__)
         # adds, wake_waiters() empties.
         self.waiters: list[asyncio.Future[None]] | None = None
-        # -- the outcome. Written once, by complete(); read by the futures, the sender and the accumulator.
-        self.is_done: bool = False
-        self.base_offset: int = -1
-        self.log_append_time: int = -1
-        self.error: BaseException | None = None
-        # The same outcome for the record futures (native, shared by all of them): written by complete().
-        self.outcome: BatchOutcome = BatchOutcome(topic, partition)
         # Set only when the records failed each with an error of their own (KIP-467), by fail_per_record()
         # just before a failing complete().
         self.record_errors: RecordErrors | None = None
-        # -- idempotence. Written by set_producer_state() (numbered at its first drain, or as a piece of a
-        # numbered split batch) and reset_producer_state() (an epoch bump renumbers it, while queued), both
-        # called by the TransactionManager only; read by records() and the TransactionManager.
-        self.producer_id: int = -1
-        self.producer_epoch: int = -1
-        self.base_sequence: int = NO_SEQUENCE
-        self.is_transactional: bool = False
-        # A numbered batch whose retry is outstanding: new batches of its partition wait for it. Set by
-        # mark_in_retry() (the sender will retry it; a split's piece), cleared by clear_in_retry() (drained
-        # again); both called by the TransactionManager only, its only reader (should_stop_drain).
-        self.in_retry: bool = False
-        # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``):
-        # set by reset_producer_state(), never cleared.
-        self.sequence_reset: bool = False
         # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
         # Written by attempt_failed() (the sender, when it decides to retry); read by the sender's expiry.
         self.retry_error: BaseException | None = None
-        # In a request: set by drained(), cleared by reenqueued() and request_ended() (it expired while
-        # its request was out, and that request ended). Read by the sender (unmute) and the TransactionManager.
-        self.in_flight: bool = False
         # Done-callbacks of records already complete, waiting for their one scheduled call: flat
         # (future, fn, context) triples, written by FutureRecordMetadata.add_done_callback and _run_deferred().
         self._deferred: list[Any] | None = None
@@ -362,9 +303,6 @@ class ProducerBatch:
         # The batch holds the callable anyway (in ``callbacks``), so this keeps nothing alive longer.
         self._charged_callback: object = None
         self._charged_bytes = 0
-        # Charged for what it holds beyond its reservation: set once, by settle() (it stopped growing) or
-        # take_reservation() (a piece: its parent's charge covers it). Read by settle().
-        self.settled: bool = False
         # A piece of a split batch: the batch it came from, told when this piece completes. Set by the
         # parent's split(), cleared by complete() (no cycle once done).
         self.parent: ProducerBatch | None = None
@@ -400,11 +338,11 @@ class ProducerBatch:
         # One native call encodes the record and makes its future, kept in self.futures, or its
         # on_delivery row added to self.callbacks (see __init__).
         if on_delivery is None:
-            return append_record(self.builder, self, self.outcome, self.futures, timestamp, key, value, headers, None)
+            return append_record(self, self.futures, timestamp, key, value, headers, None)
         callbacks = self.callbacks
         if callbacks is None:
             callbacks = self.callbacks = []
-        future = append_record(self.builder, self, self.outcome, callbacks, timestamp, key, value, headers, on_delivery)
+        future = append_record(self, callbacks, timestamp, key, value, headers, on_delivery)
         if future is not None:
             self.callback_bytes += self._callback_charge(on_delivery)
         return future
@@ -434,11 +372,11 @@ class ProducerBatch:
         full, or it is not ``bytes``).
         """
         if on_delivery is None:
-            return append_values(self.builder, self, self.outcome, self.futures, timestamp, values, start, None, out)
+            return append_values(self, self.futures, timestamp, values, start, None, out)
         callbacks = self.callbacks
         if callbacks is None:
             callbacks = self.callbacks = []
-        stop = append_values(self.builder, self, self.outcome, callbacks, timestamp, values, start, on_delivery, out)
+        stop = append_values(self, callbacks, timestamp, values, start, on_delivery, out)
         self.callback_bytes += (stop - start) * self._callback_charge(on_delivery)
         return stop
 
@@ -457,13 +395,6 @@ class ProducerBatch:
             self.arrow_records += count
         return count
 
-    @property
-    def record_count(self) -> int:
-        return self.builder.record_count
-
-    def estimated_size(self) -> int:
-        return self.builder.estimated_size_in_bytes
-
     def object_bytes(self) -> int:
         """Memory the batch holds besides its encoded records: a future per record, callbacks.
 
@@ -479,79 +410,22 @@ class ProducerBatch:
         # send_arrow() rows have no future: a planned position and, on request, an offset each.
         return (self.builder.record_count - arrow) * RECORD_OBJECT_BYTES + arrow * ARROW_ROW_BYTES + self.callback_bytes
 
-    def is_full(self, batch_size: int) -> bool:
-        return self.builder.estimated_size_in_bytes >= batch_size
-
     # -- memory: charged, shared out, handed back ---------------------------------------
     def settle(self) -> int:
         """It stopped growing: count what it holds beyond its reservation, once; the bytes to charge.
 
         Its records' objects (``object_bytes``) and any bytes past the reservation: the
         accumulator charges the pool what this returns (0 when settled already, or nothing
-        is past the reservation). See ``RecordAccumulator.settle``.
+        is past the reservation). See ``RecordAccumulator.settle``; the native half
+        (``settle_with``) keeps the reservation.
         """
         if self.settled:
             return 0
-        self.settled = True
-        extra = self.builder.uncompressed_size_in_bytes + self.object_bytes() - self.reserved_bytes
-        if extra <= 0:
-            return 0
-        self.reserved_bytes += extra
-        return extra
-
-    def take_reservation(self, reserved_bytes: int) -> None:
-        """A piece of a split batch holds ``reserved_bytes`` of its parent's reservation, already charged."""
-        self.reserved_bytes = reserved_bytes
-        self.settled = True
-
-    def release_reservation(self) -> int:
-        """The bytes of ``buffer.memory`` it held, now held no more (completed, or shared out to its pieces)."""
-        reserved, self.reserved_bytes = self.reserved_bytes, 0
-        return reserved
-
-    # -- drain and retry ----------------------------------------------------------------
-    def drained(self) -> None:
-        """Taken from its deque into a request (Java's ``drained``)."""
-        self.in_flight = True
-
-    def has_reached_delivery_timeout(self, now_ms: float) -> bool:
-        """Whether ``delivery.timeout.ms`` ran out for its records: the one expiry rule (Java's
-        ``hasReachedDeliveryTimeout``), read by the accumulator for queued batches and the sender
-        for sent ones and retries."""
-        return now_ms >= self.delivery_deadline_ms
-
-    def reenqueued(self, now: float, retry_backoff_ms: float) -> None:
-        """Its attempt failed and it is queued again, to wait ``retry_backoff_ms`` from ``now`` (Java's ``reenqueued``).
-
-        ``retry_backoff_ms`` is the jittered backoff for the attempt count this call makes
-        (``RecordAccumulator.jittered_retry_backoff(attempts + 1)``).
-        """
-        self.attempts += 1
-        self.last_attempt_ms = now
-        self.retry_backoff_ms = retry_backoff_ms
-        self.in_flight = False
-
-    def reenqueued_piece(self, attempts: int, now: float, retry_backoff_ms: float) -> None:
-        """A piece of a split batch, queued at ``now``: it carries on its parent's ``attempts`` and backoff."""
-        self.attempts = attempts
-        self.last_attempt_ms = now
-        self.retry_backoff_ms = retry_backoff_ms
+        return self.settle_with(self.object_bytes())
 
     def attempt_failed(self, error: BaseException) -> None:
         """The attempt failed with ``error`` and will be retried: the cause its expiry names, if it expires."""
         self.retry_error = error
-
-    def request_ended(self) -> None:
-        """The request it was in ended after the batch completed (it expired while in flight)."""
-        self.in_flight = False
-
-    def mark_in_retry(self) -> None:
-        """A numbered batch to be sent again (a retry, a split's piece): its partition's new batches wait."""
-        self.in_retry = True
-
-    def clear_in_retry(self) -> None:
-        """Drained again: its retry is no longer outstanding."""
-        self.in_retry = False
 
     # -- tracing ------------------------------------------------------------------------
     def set_spans(self, spans: RecordSpans | None) -> None:
@@ -577,11 +451,11 @@ class ProducerBatch:
         start = 0
         for builder in self.builder.split(max_batch_size):
             piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop, self.log)
-            piece.delivery_deadline_ms = self.delivery_deadline_ms  # the records' deadline, not the piece's
+            piece.keep_deadline_of(self)  # the records' deadline, not the piece's
             end = start + builder.record_count
             while moved < len(futures) and futures[moved]._relative_offset < end:
                 future = futures[moved]
-                future._move_to(piece, piece.outcome, start)
+                future._move_to(piece, start)
                 piece.futures.append(future)
                 moved += 1
             while taken < len(callbacks) and callbacks[taken + 1] < end:
@@ -675,34 +549,6 @@ class ProducerBatch:
             failed = next((piece.error for _, piece in pieces if piece.error is not None), None)
             self.complete(-1, -1, failed)  # records read offsets and errors from their pieces
 
-    # -- idempotence ------------------------------------------------------------------
-    @property
-    def has_sequence(self) -> bool:
-        return self.base_sequence != NO_SEQUENCE
-
-    def set_producer_state(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool = False
-    ) -> None:
-        """Numbered (Java's ``setProducerState``): at its first drain, or as a piece of a numbered split batch."""
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.is_transactional = is_transactional
-
-    def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Renumbered under a new epoch after it was first sent (Java's ``resetProducerState``)."""
-        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)
-        self.sequence_reset = True
-
-    def records(self) -> bytes:
-        """The wire bytes with this batch's producer state (the builder compresses once and caches them)."""
-        return self.builder.build(
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence,
-            is_transactional=self.is_transactional,
-        )
-
     # -- completion -------------------------------------------------------------------
     def add_waiter(self) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = self.loop.create_future()
@@ -738,13 +584,8 @@ class ProducerBatch:
 
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
         """Finish the batch once; False if it was already finished (a late response)."""
-        if self.is_done:
+        if not self.set_outcome(base_offset, log_append_time, error):
             return False
-        self.is_done = True
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.error = error
-        self.outcome.complete(base_offset, log_append_time, error)
         spans = self.spans
         if spans is not None:  # tracing on: each record's span ends at its acknowledgement, before any callback
             self.spans = None

@@ -1,9 +1,9 @@
-//! The per-record delivery future (`FutureRecordMetadata`) and its batch's one outcome.
+//! The per-record delivery future (`FutureRecordMetadata`).
 //!
 //! As in the Java client (one `ProduceRequestResult` per batch, a `FutureRecordMetadata` per
 //! record holding a relative offset), a record's future is small: its batch, its offset delta,
-//! its create time and sizes, and the batch's [`BatchOutcome`], shared by every future of the
-//! batch and written once when the batch completes. Completing a batch therefore costs nothing
+//! its create time and sizes; the outcome is its batch's ([`NativeBatch`]), shared by every
+//! future of the batch and written once when the batch completes. Completing a batch therefore costs nothing
 //! per future, and a future its caller dropped is already gone.
 //!
 //! asyncio accepts the future as one of its own: `asyncio.isfuture()` reads
@@ -24,7 +24,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use crate::batch_builder::{Header, PyRecordBatchBuilder};
+use crate::batch::NativeBatch;
+use crate::batch_builder::Header;
 use crate::guarded;
 
 pyo3::import_exception!(asyncio, CancelledError);
@@ -44,53 +45,6 @@ fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResul
     new.bind(py).call1((cls.bind(py), fields))
 }
 
-/// A batch's outcome, written once by `ProducerBatch.complete` and read by every future of it.
-#[pyclass(module = "aioproducer._native")]
-pub struct BatchOutcome {
-    topic: Py<PyAny>,
-    partition: i64,
-    done: bool,
-    base_offset: i64,
-    log_append_time: i64,
-    error: Option<Py<PyAny>>,
-}
-
-#[pymethods]
-impl BatchOutcome {
-    #[new]
-    fn new(topic: Py<PyAny>, partition: i64) -> PyResult<Self> {
-        guarded("BatchOutcome.__new__", || Ok(BatchOutcome { topic, partition, done: false, base_offset: -1, log_append_time: -1, error: None }))
-    }
-
-    /// Every future of the batch is complete once this returns (there is nothing per future to do).
-    #[pyo3(signature = (base_offset, log_append_time, error))]
-    fn complete(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> PyResult<()> {
-        guarded("BatchOutcome.complete", || {
-            self.done = true;
-            self.base_offset = base_offset;
-            self.log_append_time = log_append_time;
-            self.error = error;
-            Ok(())
-        })
-    }
-
-    #[getter]
-    fn done(&self) -> PyResult<bool> {
-        guarded("BatchOutcome.done", || Ok(self.done))
-    }
-
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.error)
-    }
-
-    fn __clear__(&mut self) -> PyResult<()> {
-        guarded("BatchOutcome.__clear__", || {
-            self.error = None;
-            Ok(())
-        })
-    }
-}
-
 /// A record's delivery future: `await` it for its `RecordMetadata`.
 ///
 /// No `freelist`: pyo3 0.30.1's freelist hands out a reused object without tracking it for the
@@ -98,10 +52,9 @@ impl BatchOutcome {
 /// it); without one a future costs the same (benchmarks/record_future.py, within noise).
 #[pyclass(module = "aioproducer._native")]
 pub struct FutureRecordMetadata {
-    /// The `ProducerBatch` holding the record: the piece that holds it once its batch was split.
-    /// None only after the collector cleared it (`__clear__`).
-    batch: Option<Py<PyAny>>,
-    outcome: Option<Py<BatchOutcome>>,
+    /// The `ProducerBatch` holding the record (the piece that holds it once its batch was
+    /// split), whose native half holds the outcome. None only after the collector cleared it.
+    batch: Option<Py<NativeBatch>>,
     relative_offset: i64,
     timestamp: i64,
     key_size: i64,
@@ -122,7 +75,7 @@ impl FutureRecordMetadata {
         }
     }
 
-    fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
+    fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, NativeBatch>> {
         self.batch.as_ref().map(|b| b.bind(py)).ok_or_else(cleared)
     }
 
@@ -133,7 +86,7 @@ impl FutureRecordMetadata {
         if this.cancelled {
             return Err(this.cancelled_error(py));
         }
-        let outcome = this.outcome.as_ref().ok_or_else(cleared)?.borrow(py);
+        let outcome = this.batch(py)?.borrow();
         if !outcome.done {
             return Err(InvalidStateError::new_err("delivery of this record is not complete yet"));
         }
@@ -158,7 +111,7 @@ impl FutureRecordMetadata {
         if this.cancelled {
             return Err(this.cancelled_error(py));
         }
-        let outcome = this.outcome.as_ref().ok_or_else(cleared)?.borrow(py);
+        let outcome = this.batch(py)?.borrow();
         if !outcome.done {
             return Err(InvalidStateError::new_err("delivery of this record is not complete yet"));
         }
@@ -192,7 +145,7 @@ impl FutureRecordMetadata {
     }
 
     fn done(&self, py: Python<'_>) -> PyResult<bool> {
-        guarded("FutureRecordMetadata.done", || Ok(self.cancelled || self.outcome.as_ref().is_some_and(|o| o.borrow(py).done)))
+        guarded("FutureRecordMetadata.done", || Ok(self.cancelled || self.batch.as_ref().is_some_and(|b| b.borrow(py).done)))
     }
 
     fn cancelled(&self) -> PyResult<bool> {
@@ -209,7 +162,7 @@ impl FutureRecordMetadata {
 
     #[getter]
     fn _batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        guarded("FutureRecordMetadata._batch", || Ok(self.batch(py)?.clone().unbind()))
+        guarded("FutureRecordMetadata._batch", || Ok(self.batch(py)?.clone().into_any().unbind()))
     }
 
     #[getter]
@@ -248,10 +201,9 @@ impl FutureRecordMetadata {
     }
 
     /// Its record moved to `piece` (a split batch's), where it starts at offset delta `start`.
-    fn _move_to(&mut self, piece: Py<PyAny>, outcome: Py<BatchOutcome>, start: i64) -> PyResult<()> {
+    fn _move_to(&mut self, piece: Py<NativeBatch>, start: i64) -> PyResult<()> {
         guarded("FutureRecordMetadata._move_to", || {
             self.batch = Some(piece);
-            self.outcome = Some(outcome);
             self.relative_offset -= start;
             Ok(())
         })
@@ -259,14 +211,12 @@ impl FutureRecordMetadata {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.batch)?;
-        visit.call(&self.outcome)?;
         visit.call(&self.cancel_message)
     }
 
     fn __clear__(&mut self) -> PyResult<()> {
         guarded("FutureRecordMetadata.__clear__", || {
             self.batch = None;
-            self.outcome = None;
             self.cancel_message = None;
             Ok(())
         })
@@ -276,19 +226,17 @@ impl FutureRecordMetadata {
 /// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
 type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
 
-/// Appends a record to `builder` (`batch`'s) and makes its future, in one call: the future, or
+/// Appends a record to `batch`'s builder and makes its future, in one call: the future, or
 /// None when the batch has no room (full, closed, or being compressed).
 ///
 /// The record is kept where `ProducerBatch.try_append` says: without `on_delivery` its future is
 /// appended to `held` (the batch's futures); with it, `held` (the batch's callbacks) gets
 /// `on_delivery, offset delta, create time, key size, value size`, and the future is not kept.
 #[pyfunction]
-#[pyo3(signature = (builder, batch, outcome, held, timestamp, key, value, headers, on_delivery))]
+#[pyo3(signature = (batch, held, timestamp, key, value, headers, on_delivery))]
 #[allow(clippy::too_many_arguments)] // one call per record: each argument saves a Python attribute read
 pub fn append_record(
-    builder: &Bound<'_, PyRecordBatchBuilder>,
-    batch: &Bound<'_, PyAny>,
-    outcome: &Bound<'_, BatchOutcome>,
+    batch: &Bound<'_, NativeBatch>,
     held: &Bound<'_, PyList>,
     timestamp: i64,
     key: Option<&[u8]>,
@@ -296,15 +244,13 @@ pub fn append_record(
     headers: Option<PyHeaders>,
     on_delivery: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
-    guarded("append_record", || append_one(builder, batch, outcome, held, timestamp, key, value, headers, on_delivery))
+    guarded("append_record", || append_one(batch, held, timestamp, key, value, headers, on_delivery))
 }
 
 /// `append_record`'s work, also `append_values`' for each record (one guard for its whole run).
 #[allow(clippy::too_many_arguments)]
 fn append_one(
-    builder: &Bound<'_, PyRecordBatchBuilder>,
-    batch: &Bound<'_, PyAny>,
-    outcome: &Bound<'_, BatchOutcome>,
+    batch: &Bound<'_, NativeBatch>,
     held: &Bound<'_, PyList>,
     timestamp: i64,
     key: Option<&[u8]>,
@@ -313,6 +259,8 @@ fn append_one(
     on_delivery: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
     let py = batch.py();
+    let builder = batch.borrow().builder.clone_ref(py);
+    let builder = builder.bind(py);
     let relative_offset = match &headers {
         None => builder.try_borrow_mut()?.append_record(timestamp, key, value, &[]),
         Some(hs) => {
@@ -329,7 +277,6 @@ fn append_one(
         py,
         FutureRecordMetadata {
             batch: Some(batch.clone().unbind()),
-            outcome: Some(outcome.clone().unbind()),
             relative_offset,
             timestamp,
             key_size,
@@ -355,12 +302,10 @@ fn append_one(
 /// while each is exactly `bytes` and fits, each as `append_record` would, its future appended
 /// to `out`; the index of the first value not appended. No Python call per record.
 #[pyfunction]
-#[pyo3(signature = (builder, batch, outcome, held, timestamp, values, start, on_delivery, out))]
+#[pyo3(signature = (batch, held, timestamp, values, start, on_delivery, out))]
 #[allow(clippy::too_many_arguments)] // append_record's arguments, and the run's
 pub fn append_values(
-    builder: &Bound<'_, PyRecordBatchBuilder>,
-    batch: &Bound<'_, PyAny>,
-    outcome: &Bound<'_, BatchOutcome>,
+    batch: &Bound<'_, NativeBatch>,
     held: &Bound<'_, PyList>,
     timestamp: i64,
     values: &Bound<'_, PyAny>,
@@ -374,7 +319,7 @@ pub fn append_values(
         while i < stop {
             let item = values.get_item(i)?;
             let Ok(value) = item.cast_exact::<PyBytes>() else { break };
-            let appended = append_one(builder, batch, outcome, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
+            let appended = append_one(batch, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
             let Some(future) = appended else { break };
             out.append(future)?;
             i += 1;

@@ -15,6 +15,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 pub mod arrow;
+pub mod batch;
 pub mod batch_builder;
 pub mod future;
 pub mod murmur;
@@ -129,7 +130,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;
-    m.add_class::<future::BatchOutcome>()?;
+    m.add_class::<batch::NativeBatch>()?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
     m.add_function(wrap_pyfunction!(future::append_record, m)?)?;

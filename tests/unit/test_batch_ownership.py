@@ -1,5 +1,9 @@
 """A ProducerBatch changes itself: nothing outside ``internals/batch.py`` writes one of its fields.
 
+Its native half (``NativeBatch``, ``native/src/batch.rs``) goes further: Python can write none of
+its fields, which its own methods write (checked below on the type itself). The check that
+follows covers both halves' names in the package's Python source.
+
 The accumulator, the sender, the transaction manager and tracing move a batch through its
 states by calling its methods (``drained``, ``reenqueued``, ``set_producer_state``, ``settle``,
 ``complete`` ...), so each field has its writers in one file, named in its comment there.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -31,13 +36,28 @@ pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "aioproducer"
 BATCH_PY = PACKAGE / "internals" / "batch.py"
+BATCH_RS = PACKAGE.parent / "native" / "src" / "batch.rs"
 
 #: Names the package gives a ProducerBatch (besides any name containing "batch").
 BATCH_NAMES = frozenset({"b", "first", "last", "piece", "pieces", "holder", "parent", "dq", "queue", "unacked", "ready"})
 
 
 @functools.cache
+def native_fields() -> frozenset[str]:
+    """The fields the native half shows Python: its ``#[getter]`` functions."""
+    names = frozenset(re.findall(r"#\[getter\]\n\s*fn (\w+)", BATCH_RS.read_text()))
+    assert {"attempts", "in_flight", "base_sequence", "reserved_bytes"} <= names
+    return names
+
+
+@functools.cache
 def batch_slots() -> frozenset[str]:
+    """Every field of a batch: the Python half's ``__slots__`` and the native half's."""
+    return python_slots() | native_fields()
+
+
+@functools.cache
+def python_slots() -> frozenset[str]:
     for node in ast.walk(ast.parse(BATCH_PY.read_text())):
         if isinstance(node, ast.ClassDef) and node.name == "ProducerBatch":
             for statement in node.body:
@@ -181,3 +201,18 @@ def test_other_objects_with_a_batch_field_name_pass(other: str) -> None:
     assert {"last_attempt_ms", "error"} <= shared  # the names really are shared in the package
     tree = ast.parse(f"def f(self, state, totals, batch, now):\n    {other}\n")
     assert batch_writes(tree, slots, shared) == [], other
+
+
+def test_python_cannot_write_a_field_of_the_native_half() -> None:
+    """Every native field is read-only from Python: only ``NativeBatch``'s methods write it."""
+    from aioproducer._native import NativeBatch, RecordBatchBuilder
+
+    batch = NativeBatch("t", 0, RecordBatchBuilder(), 0.0, 0)
+    for name in sorted(native_fields()):
+        with pytest.raises(AttributeError):
+            setattr(batch, name, getattr(batch, name))
+
+
+def test_the_python_half_does_not_shadow_the_native_one() -> None:
+    """No ``__slots__`` entry of ``ProducerBatch`` names a native field: one home for each."""
+    assert python_slots() & native_fields() == frozenset()

@@ -25,24 +25,28 @@ import pyarrow as pa
 import pytest
 
 from aioproducer import _native
-from aioproducer._native import ArrowRecords, BatchOutcome, FutureRecordMetadata, RecordBatchBuilder
+from aioproducer._native import ArrowRecords, FutureRecordMetadata, NativeBatch, RecordBatchBuilder
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 
 #: Entry points that cannot raise into Python, so have no guard: PyO3 catches a panic in
 #: ``__traverse__`` itself and tells the collector the traversal failed (nothing may touch Python
 #: during it); a ``#[classattr]`` is evaluated once, when the type is made.
-UNGUARDED = {"BatchOutcome.__traverse__", "FutureRecordMetadata.__traverse__", "FutureRecordMetadata._asyncio_future_blocking"}
+UNGUARDED = {"NativeBatch.__traverse__", "FutureRecordMetadata.__traverse__", "FutureRecordMetadata._asyncio_future_blocking"}
 #: Slots Python 3.11 lists nowhere (no wrapper in the type's dict): the crate's sources name them.
-HIDDEN_SLOTS = {"RecordBatchBuilder.__getbuffer__", "RecordBatchBuilder.__releasebuffer__", "BatchOutcome.__clear__", "FutureRecordMetadata.__clear__"}
+HIDDEN_SLOTS = {"RecordBatchBuilder.__getbuffer__", "RecordBatchBuilder.__releasebuffer__", "NativeBatch.__clear__", "FutureRecordMetadata.__clear__"}
 #: Slots with no caller to raise to (Python reports their error as unraisable): tested on their own below.
-NO_CALLER = {"RecordBatchBuilder.__releasebuffer__", "BatchOutcome.__clear__", "FutureRecordMetadata.__clear__"}
+NO_CALLER = {"RecordBatchBuilder.__releasebuffer__", "NativeBatch.__clear__", "FutureRecordMetadata.__clear__"}
 
 
-class _Loop:
-    """What a record future's batch is to the native side: an object with a ``loop``."""
+class _Batch(NativeBatch):
+    """What a record future's batch is to the native side: a ``NativeBatch`` with a ``loop``."""
 
     loop = None
+
+
+def _batch(records: int = 0) -> _Batch:
+    return _Batch("t", 0, _builder(records), 0.0, 0)
 
 
 def _builder(records: int = 1, codec: int = 0) -> RecordBatchBuilder:
@@ -53,9 +57,14 @@ def _builder(records: int = 1, codec: int = 0) -> RecordBatchBuilder:
 
 
 def _future() -> FutureRecordMetadata:
-    future = _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None)
+    future = _native.append_record(_batch(), [], 1000, b"k", b"v", None, None)
     assert future is not None
     return future
+
+
+def _reading(field: str) -> Callable[[], object]:
+    """A call that reads ``field`` of a batch's native half."""
+    return lambda: getattr(_batch(1), field)
 
 
 def _records() -> ArrowRecords:
@@ -100,11 +109,32 @@ CALLS: dict[str, Callable[[], object]] = {
     "write_varlong": lambda: _native.write_varlong(-1),
     "encode_produce_request": lambda: _native.encode_produce_request(9, 1, "c", None, 1, 5, [("t", [(0, b"r")])]),
     "decode_produce_response": lambda: _native.decode_produce_response(9, bytes.fromhex("00000001" "00" "01" "00000000" "00")),
-    "append_record": lambda: _native.append_record(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, b"k", b"v", None, None),
-    "append_values": lambda: _native.append_values(_builder(0), _Loop(), BatchOutcome("t", 0), [], 1000, [b"v"], 0, None, []),
-    "BatchOutcome.__new__": lambda: BatchOutcome("t", 0),
-    "BatchOutcome.complete": lambda: BatchOutcome("t", 0).complete(5, -1, None),
-    "BatchOutcome.done": lambda: BatchOutcome("t", 0).done,
+    "append_record": lambda: _native.append_record(_batch(), [], 1000, b"k", b"v", None, None),
+    "append_values": lambda: _native.append_values(_batch(), [], 1000, [b"v"], 0, None, []),
+    "NativeBatch.__new__": _batch,
+    **{f"NativeBatch.{name}": _reading(name) for name in (
+        "topic", "partition", "builder", "created_ms", "delivery_deadline_ms", "last_attempt_ms", "attempts",
+        "retry_backoff_ms", "reserved_bytes", "settled", "in_flight", "in_retry", "sequence_reset", "producer_id",
+        "producer_epoch", "base_sequence", "is_transactional", "has_sequence", "is_done", "base_offset",
+        "log_append_time", "error", "record_count",
+    )},
+    "NativeBatch.estimated_size": lambda: _batch(1).estimated_size(),
+    "NativeBatch.is_full": lambda: _batch(1).is_full(16384),
+    "NativeBatch.has_reached_delivery_timeout": lambda: _batch().has_reached_delivery_timeout(5.0),
+    "NativeBatch.records": lambda: _batch(1).records(),
+    "NativeBatch.settle_with": lambda: _batch(1).settle_with(100),
+    "NativeBatch.take_reservation": lambda: _batch().take_reservation(100),
+    "NativeBatch.release_reservation": lambda: _batch().release_reservation(),
+    "NativeBatch.drained": lambda: _batch().drained(),
+    "NativeBatch.reenqueued": lambda: _batch().reenqueued(5.0, 100.0),
+    "NativeBatch.reenqueued_piece": lambda: _batch().reenqueued_piece(1, 5.0, 100.0),
+    "NativeBatch.keep_deadline_of": lambda: _batch().keep_deadline_of(_batch()),
+    "NativeBatch.request_ended": lambda: _batch().request_ended(),
+    "NativeBatch.mark_in_retry": lambda: _batch().mark_in_retry(),
+    "NativeBatch.clear_in_retry": lambda: _batch().clear_in_retry(),
+    "NativeBatch.set_producer_state": lambda: _batch().set_producer_state(7, 0, 0),
+    "NativeBatch.reset_producer_state": lambda: _batch().reset_producer_state(7, 1, 0),
+    "NativeBatch.set_outcome": lambda: _batch().set_outcome(5, -1, None),
     "FutureRecordMetadata.__new__": lambda: FutureRecordMetadata(),
     "FutureRecordMetadata.get_loop": lambda: _future().get_loop(),
     "FutureRecordMetadata.done": lambda: _future().done(),
@@ -118,7 +148,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "FutureRecordMetadata._value_size": lambda: _future()._value_size,
     "FutureRecordMetadata._cancel_message": lambda: _future()._cancel_message,
     "FutureRecordMetadata._mark_cancelled": lambda: _future()._mark_cancelled(None),
-    "FutureRecordMetadata._move_to": lambda: _future()._move_to(_Loop(), BatchOutcome("t", 0), 0),
+    "FutureRecordMetadata._move_to": lambda: _future()._move_to(_batch(), 0),
     "RecordBatchBuilder.__new__": lambda: RecordBatchBuilder(),
     "RecordBatchBuilder.__repr__": lambda: repr(_builder()),
     "RecordBatchBuilder.compression_type": lambda: _builder().compression_type,
@@ -257,15 +287,15 @@ def test_a_panic_releasing_a_buffer_is_reported_as_the_runtime_error(unraisable:
 
 def _self_cycle(kind: str) -> None:
     """An object of ``kind`` that only it refers to, once this returns: only the collector frees it."""
-    if kind == "BatchOutcome":
-        outcome = BatchOutcome("t", 0)
-        outcome.complete(0, -1, outcome)  # type: ignore[arg-type]  # any object will do for the cycle
+    if kind == "NativeBatch":
+        batch = NativeBatch("t", 0, _builder(0), 0.0, 0)
+        batch.set_outcome(0, -1, batch)  # type: ignore[arg-type]  # any object will do for the cycle
     else:
         future = _future()
         future._mark_cancelled(future)
 
 
-@pytest.mark.parametrize("kind", ["BatchOutcome", "FutureRecordMetadata"])
+@pytest.mark.parametrize("kind", ["NativeBatch", "FutureRecordMetadata"])
 def test_a_panic_clearing_a_cycle_is_reported_as_the_runtime_error(unraisable: list[Any], kind: str) -> None:
     """The collector clears an object that refers to itself: a panic there has no caller either."""
     gc.collect()
