@@ -191,6 +191,10 @@ class NativeBatch:
     def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None: ...
     def set_outcome(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool: ...
 
+def request_stats(
+    batches: Sequence[NativeBatch], now_ms: float
+) -> tuple[int, int, int, float, float, int, float, float, float, dict[str, list[float]]]: ...
+
 # For type checkers the asyncio.Future it stands in for (asyncio.wait, gather, shield accept it).
 class FutureRecordMetadata(asyncio.Future[RecordMetadata]):
     @property

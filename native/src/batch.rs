@@ -17,7 +17,7 @@
 //! where Java has one; Python can read each field and write none (`tests/unit/test_batch_ownership.py`).
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::batch_builder::PyRecordBatchBuilder;
@@ -389,4 +389,57 @@ impl NativeBatch {
             Ok(())
         })
     }
+}
+
+/// What `ProducerMetrics.record_request` takes of a request's batches (Java's
+/// `updateProduceRequestMetrics`), in one pass: records, the batches' size sum and maximum,
+/// their records' mean size summed and its maximum (over the batches with records), how many
+/// had records, compression ratios summed, queue time summed, the oldest creation time, and per
+/// topic `[bytes, ratios summed, batches]`.
+pub type RequestStats = (i64, i64, i64, f64, f64, i64, f64, f64, f64, Py<PyDict>);
+
+/// The statistics of a Produce request's `batches` at `now_ms` (see [`RequestStats`]): the
+/// per-batch loop of `record_request`, about 1 µs of Python per batch, here about 0.05.
+#[pyfunction]
+pub fn request_stats(py: Python<'_>, batches: &Bound<'_, PyAny>, now_ms: f64) -> PyResult<RequestStats> {
+    guarded("request_stats", || {
+        let (mut records, mut size_sum, mut size_max, mut with_records) = (0i64, 0i64, 0i64, 0i64);
+        let (mut per_record_sum, mut per_record_max, mut ratio_sum, mut queued_sum, mut oldest) = (0.0, 0.0, 0.0, 0.0, now_ms);
+        let by_topic = PyDict::new(py);
+        for item in batches.try_iter()? {
+            let item = item?;
+            let batch = item.cast::<NativeBatch>()?.borrow();
+            let builder = batch.builder.bind(py).borrow();
+            let count = i64::from(builder.count());
+            let size = builder.wire_size(py) as i64;
+            let ratio = builder.compression_ratio_of(py);
+            records += count;
+            size_sum += size;
+            size_max = size_max.max(size);
+            if count > 0 {
+                let per_record = size as f64 / count as f64;
+                per_record_sum += per_record;
+                with_records += 1;
+                if per_record > per_record_max {
+                    per_record_max = per_record;
+                }
+            }
+            ratio_sum += ratio;
+            queued_sum += now_ms - batch.created_ms;
+            if batch.created_ms < oldest {
+                oldest = batch.created_ms;
+            }
+            let topic = batch.topic.bind(py);
+            match by_topic.get_item(topic)? {
+                None => by_topic.set_item(topic, PyList::new(py, [size as f64, ratio, 1.0])?)?,
+                Some(totals) => {
+                    let totals = totals.cast_into::<PyList>()?;
+                    totals.set_item(0, totals.get_item(0)?.extract::<f64>()? + size as f64)?;
+                    totals.set_item(1, totals.get_item(1)?.extract::<f64>()? + ratio)?;
+                    totals.set_item(2, totals.get_item(2)?.extract::<f64>()? + 1.0)?;
+                }
+            }
+        }
+        Ok((records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest, by_topic.unbind()))
+    })
 }

@@ -470,7 +470,7 @@ impl PyRecordBatchBuilder {
         RECORD_BATCH_OVERHEAD + self.core.used().max(0) as usize
     }
 
-    fn compression_ratio_of(&self, py: Python<'_>) -> f64 {
+    pub fn compression_ratio_of(&self, py: Python<'_>) -> f64 {
         if self.closed.is_none() || self.uncompressed_size == 0 {
             return 1.0;
         }

@@ -131,6 +131,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;
     m.add_class::<batch::NativeBatch>()?;
+    m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
     m.add_function(wrap_pyfunction!(future::append_record, m)?)?;

@@ -111,6 +111,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "decode_produce_response": lambda: _native.decode_produce_response(9, bytes.fromhex("00000001" "00" "01" "00000000" "00")),
     "append_record": lambda: _native.append_record(_batch(), [], 1000, b"k", b"v", None, None),
     "append_values": lambda: _native.append_values(_batch(), [], 1000, [b"v"], 0, None, []),
+    "request_stats": lambda: _native.request_stats([_batch(1)], 5.0),
     "NativeBatch.__new__": _batch,
     **{f"NativeBatch.{name}": _reading(name) for name in (
         "topic", "partition", "builder", "created_ms", "delivery_deadline_ms", "last_attempt_ms", "attempts",
