@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from aioproducer._native import NativeBatch, request_stats
+from aioproducer._native import ProducerBatch, request_stats
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
@@ -284,7 +284,7 @@ class ProducerMetrics:
         self.batch_split_total += 1
         self.batch_split_rate.record(1, now_ms)
 
-    def record_request(self, batches: Sequence[NativeBatch], now_ms: float) -> None:
+    def record_request(self, batches: Sequence[ProducerBatch], now_ms: float) -> None:
         """A Produce request went out with ``batches`` (Java's ``updateProduceRequestMetrics``).
 
         Per batch, as Java: its size, its records' mean size, its compression ratio, how long it

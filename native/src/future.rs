@@ -2,7 +2,7 @@
 //!
 //! As in the Java client (one `ProduceRequestResult` per batch, a `FutureRecordMetadata` per
 //! record holding a relative offset), a record's future is small: its batch, its offset delta,
-//! its create time and sizes; the outcome is its batch's ([`NativeBatch`]), shared by every
+//! its create time and sizes; the outcome is its batch's ([`ProducerBatch`]), shared by every
 //! future of the batch and written once when the batch completes. Completing a batch therefore costs nothing
 //! per future, and a future its caller dropped is already gone.
 //!
@@ -14,18 +14,16 @@
 //! set on this type when that module is imported: they keep the batch's done-callback lists,
 //! which only batch.py writes.
 //!
-//! `append_record` appends a record to a batch's builder and makes its future in one call from
-//! Python: the append door's per-record native call.
+//! `ProducerBatch.try_append` (native/src/batch.rs) appends a record and makes its future in one
+//! call from Python: the append door's per-record native call.
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use crate::batch::NativeBatch;
-use crate::batch_builder::Header;
+use crate::batch::ProducerBatch;
 use crate::guarded;
 
 pyo3::import_exception!(asyncio, CancelledError);
@@ -54,7 +52,7 @@ fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResul
 pub struct FutureRecordMetadata {
     /// The `ProducerBatch` holding the record (the piece that holds it once its batch was
     /// split), whose native half holds the outcome. None only after the collector cleared it.
-    batch: Option<Py<NativeBatch>>,
+    batch: Option<Py<ProducerBatch>>,
     relative_offset: i64,
     timestamp: i64,
     key_size: i64,
@@ -75,7 +73,7 @@ impl FutureRecordMetadata {
         }
     }
 
-    fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, NativeBatch>> {
+    fn batch<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, ProducerBatch>> {
         self.batch.as_ref().map(|b| b.bind(py)).ok_or_else(cleared)
     }
 
@@ -141,7 +139,7 @@ impl FutureRecordMetadata {
     }
 
     fn get_loop(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        guarded("FutureRecordMetadata.get_loop", || Ok(self.batch(py)?.getattr(intern!(py, "loop"))?.unbind()))
+        guarded("FutureRecordMetadata.get_loop", || Ok(self.batch(py)?.borrow().event_loop.clone_ref(py)))
     }
 
     fn done(&self, py: Python<'_>) -> PyResult<bool> {
@@ -201,7 +199,7 @@ impl FutureRecordMetadata {
     }
 
     /// Its record moved to `piece` (a split batch's), where it starts at offset delta `start`.
-    fn _move_to(&mut self, piece: Py<NativeBatch>, start: i64) -> PyResult<()> {
+    fn _move_to(&mut self, piece: Py<ProducerBatch>, start: i64) -> PyResult<()> {
         guarded("FutureRecordMetadata._move_to", || {
             self.batch = Some(piece);
             self.relative_offset -= start;
@@ -223,107 +221,9 @@ impl FutureRecordMetadata {
     }
 }
 
-/// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
-type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
-
-/// Appends a record to `batch`'s builder and makes its future, in one call: the future, or
-/// None when the batch has no room (full, closed, or being compressed).
-///
-/// The record is kept where `ProducerBatch.try_append` says: without `on_delivery` its future is
-/// appended to `held` (the batch's futures); with it, `held` (the batch's callbacks) gets
-/// `on_delivery, offset delta, create time, key size, value size`, and the future is not kept.
-#[pyfunction]
-#[pyo3(signature = (batch, held, timestamp, key, value, headers, on_delivery))]
-#[allow(clippy::too_many_arguments)] // one call per record: each argument saves a Python attribute read
-pub fn append_record(
-    batch: &Bound<'_, NativeBatch>,
-    held: &Bound<'_, PyList>,
-    timestamp: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: Option<PyHeaders>,
-    on_delivery: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Py<FutureRecordMetadata>>> {
-    guarded("append_record", || append_one(batch, held, timestamp, key, value, headers, on_delivery))
-}
-
-/// `append_record`'s work, also `append_values`' for each record (one guard for its whole run).
-#[allow(clippy::too_many_arguments)]
-fn append_one(
-    batch: &Bound<'_, NativeBatch>,
-    held: &Bound<'_, PyList>,
-    timestamp: i64,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    headers: Option<PyHeaders>,
-    on_delivery: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Py<FutureRecordMetadata>>> {
-    let py = batch.py();
-    let builder = batch.borrow().builder.clone_ref(py);
-    let builder = builder.bind(py);
-    let relative_offset = match &headers {
-        None => builder.try_borrow_mut()?.append_record(timestamp, key, value, &[]),
-        Some(hs) => {
-            let slices: Vec<Header<'_>> = hs.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
-            builder.try_borrow_mut()?.append_record(timestamp, key, value, &slices)
-        }
-    };
-    if relative_offset < 0 {
-        return Ok(None);
+impl FutureRecordMetadata {
+    /// The future of the record appended at `relative_offset` of `batch` (`ProducerBatch.try_append`).
+    pub(crate) fn for_record(batch: Py<ProducerBatch>, relative_offset: i64, timestamp: i64, key_size: i64, value_size: i64) -> Self {
+        FutureRecordMetadata { batch: Some(batch), relative_offset, timestamp, key_size, value_size, cancelled: false, cancel_message: None }
     }
-    let key_size = key.map_or(-1, |k| k.len() as i64);
-    let value_size = value.map_or(-1, |v| v.len() as i64);
-    let future = Py::new(
-        py,
-        FutureRecordMetadata {
-            batch: Some(batch.clone().unbind()),
-            relative_offset,
-            timestamp,
-            key_size,
-            value_size,
-            cancelled: false,
-            cancel_message: None,
-        },
-    )?;
-    match on_delivery {
-        None => held.append(&future)?,
-        Some(callback) => {
-            held.append(callback)?;
-            held.append(relative_offset)?;
-            held.append(timestamp)?;
-            held.append(key_size)?;
-            held.append(value_size)?;
-        }
-    }
-    Ok(Some(future))
-}
-
-/// `send_many()`'s bulk path: appends keyless `values[start..]` (one create time) to `batch`
-/// while each is exactly `bytes` and fits, each as `append_record` would, its future appended
-/// to `out`; the index of the first value not appended. No Python call per record.
-#[pyfunction]
-#[pyo3(signature = (batch, held, timestamp, values, start, on_delivery, out))]
-#[allow(clippy::too_many_arguments)] // append_record's arguments, and the run's
-pub fn append_values(
-    batch: &Bound<'_, NativeBatch>,
-    held: &Bound<'_, PyList>,
-    timestamp: i64,
-    values: &Bound<'_, PyAny>,
-    start: usize,
-    on_delivery: Option<&Bound<'_, PyAny>>,
-    out: &Bound<'_, PyList>,
-) -> PyResult<usize> {
-    guarded("append_values", || {
-        let stop = values.len()?;
-        let mut i = start;
-        while i < stop {
-            let item = values.get_item(i)?;
-            let Ok(value) = item.cast_exact::<PyBytes>() else { break };
-            let appended = append_one(batch, held, timestamp, None, Some(value.as_bytes()), None, on_delivery)?;
-            let Some(future) = appended else { break };
-            out.append(future)?;
-            i += 1;
-        }
-        Ok(i)
-    })
 }

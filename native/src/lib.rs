@@ -130,12 +130,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<future::FutureRecordMetadata>()?;
-    m.add_class::<batch::NativeBatch>()?;
+    m.add_class::<batch::ProducerBatch>()?;
     m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
-    m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
-    m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;

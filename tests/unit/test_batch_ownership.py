@@ -1,8 +1,10 @@
 """A ProducerBatch changes itself: nothing outside ``internals/batch.py`` writes one of its fields.
 
-Its native half (``NativeBatch``, ``native/src/batch.rs``) goes further: Python can write none of
-its fields, which its own methods write (checked below on the type itself). The check that
-follows covers both halves' names in the package's Python source.
+A batch is native (``native/src/batch.rs``). Its own fields (schedule, reservation, producer
+state, flags, outcome) Python can read and not write: its native methods write them (checked
+below on the type itself). Its Python state (``#[pyo3(get, set)]`` there: futures, callbacks,
+spans, pieces ...) is written by batch.py's functions, which are its methods. The check that
+follows covers both kinds of field in the package's Python source.
 
 The accumulator, the sender, the transaction manager and tracing move a batch through its
 states by calling its methods (``drained``, ``reenqueued``, ``set_producer_state``, ``settle``,
@@ -10,7 +12,7 @@ states by calling its methods (``drained``, ``reenqueued``, ``set_producer_state
 
 The check reads the package's source with ``ast`` (no import, no type checker). A write is an
 assignment, augmented or annotated assignment or ``del`` whose target is an attribute named in
-``ProducerBatch.__slots__``, or ``setattr``/``delattr`` with such a name. Python does not say
+a batch field, or ``setattr``/``delattr`` with such a name. Python does not say
 what type the receiver has, so a write outside ``batch.py`` is reported when
 
 - the attribute's name belongs to no other class of the package (no other ``__slots__`` entry,
@@ -44,29 +46,31 @@ BATCH_NAMES = frozenset({"b", "first", "last", "piece", "pieces", "holder", "par
 
 @functools.cache
 def native_fields() -> frozenset[str]:
-    """The fields the native half shows Python: its ``#[getter]`` functions."""
-    names = frozenset(re.findall(r"#\[getter\]\n\s*fn (\w+)", BATCH_RS.read_text()))
-    assert {"attempts", "in_flight", "base_sequence", "reserved_bytes"} <= names
-    return names
+    """The batch's own fields, read-only from Python: its ``#[getter]`` functions and ``#[pyo3(get)]`` fields."""
+    text = BATCH_RS.read_text()
+    names = set(re.findall(r"#\[getter\]\n\s*fn (\w+)", text))
+    for options, field in re.findall(r"#\[pyo3\((get(?:, name = \"\w+\")?)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", text):
+        renamed = re.search(r'name = "(\w+)"', options)
+        names.add(renamed[1] if renamed else field)
+    assert {"attempts", "in_flight", "base_sequence", "reserved_bytes", "loop", "log"} <= names
+    return frozenset(names)
 
 
 @functools.cache
 def batch_slots() -> frozenset[str]:
-    """Every field of a batch: the Python half's ``__slots__`` and the native half's."""
+    """Every field of a batch: its own (read-only from Python) and its Python state."""
     return python_slots() | native_fields()
 
 
 @functools.cache
 def python_slots() -> frozenset[str]:
-    for node in ast.walk(ast.parse(BATCH_PY.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == "ProducerBatch":
-            for statement in node.body:
-                if isinstance(statement, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == "__slots__" for t in statement.targets
-                ):
-                    value = ast.literal_eval(statement.value)
-                    return frozenset(value)
-    raise AssertionError("ProducerBatch.__slots__ not found in batch.py")
+    """The batch's Python state: its ``#[pyo3(get, set ...)]`` fields, by the name Python sees."""
+    names = set()
+    for options, field in re.findall(r"#\[pyo3\((get, set[^)]*)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", BATCH_RS.read_text()):
+        renamed = re.search(r'name = "(\w+)"', options)
+        names.add(renamed[1] if renamed else field)
+    assert {"futures", "callbacks", "spans", "_deferred"} <= names
+    return frozenset(names)
 
 
 def other_classes_fields(trees: list[ast.Module]) -> frozenset[str]:
@@ -204,15 +208,15 @@ def test_other_objects_with_a_batch_field_name_pass(other: str) -> None:
 
 
 def test_python_cannot_write_a_field_of_the_native_half() -> None:
-    """Every native field is read-only from Python: only ``NativeBatch``'s methods write it."""
-    from aioproducer._native import NativeBatch, RecordBatchBuilder
+    """Every field of the batch's own is read-only from Python: only its native methods write it."""
+    from aioproducer._native import ProducerBatch, RecordBatchBuilder
 
-    batch = NativeBatch("t", 0, RecordBatchBuilder(), 0.0, 0)
+    batch = ProducerBatch("t", 0, RecordBatchBuilder(), 0.0, 0, None)  # type: ignore[arg-type]  # no loop needed
     for name in sorted(native_fields()):
         with pytest.raises(AttributeError):
             setattr(batch, name, getattr(batch, name))
 
 
-def test_the_python_half_does_not_shadow_the_native_one() -> None:
-    """No ``__slots__`` entry of ``ProducerBatch`` names a native field: one home for each."""
+def test_the_python_state_does_not_shadow_a_field_of_the_batch_s_own() -> None:
+    """No field is both: one home, one kind of writer, for each."""
     assert python_slots() & native_fields() == frozenset()

@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from aioproducer._native import RECORD_BATCH_OVERHEAD, NativeBatch, RecordBatchBuilder
+from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder
 from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
-def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> NativeBatch:
+def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> ProducerBatch:
     """A built batch of ``topic`` holding ``records`` records of ``size`` wire bytes in all, created at ``created_ms``.
 
     ``ratio`` < 1 gives a compressed batch (zstd, values of zeros) whose section is ``ratio``
@@ -21,16 +21,16 @@ def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: f
     value = bytes(max(0, (size - RECORD_BATCH_OVERHEAD) // records - 8))
     for i in range(records):
         builder.append(1000 + i, None, value)
-    batch = NativeBatch(topic, 0, builder, created_ms, 0)
+    batch = ProducerBatch(topic, 0, builder, created_ms, 0, None)  # type: ignore[arg-type]  # no loop: never completed
     batch.records()  # built: its size and compression ratio are final
     return batch
 
 
-def _size(batch: NativeBatch) -> int:
+def _size(batch: ProducerBatch) -> int:
     return batch.estimated_size()
 
 
-def _ratio(batch: NativeBatch) -> float:
+def _ratio(batch: ProducerBatch) -> float:
     return batch.builder.compression_ratio
 
 
