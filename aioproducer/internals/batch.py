@@ -4,7 +4,7 @@ Why a custom future: an ``asyncio.Future`` per record costs allocation, a loop
 reference and callback bookkeeping on the hottest path. As in the Java client
 (one ``ProduceRequestResult`` per batch, a ``FutureRecordMetadata`` holding a
 relative offset), a record's future here is a small native object
-(``native/src/future.rs``) that points at its batch and its batch's one outcome;
+(``native/src/batch.rs``) that points at its batch and its batch's one outcome;
 the batch completes once, with no work per future, and every record's metadata
 follows from it (offset = base offset + relative offset).
 
@@ -73,7 +73,7 @@ class RecordSpans(Protocol):
 _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata] = tuple.__new__
 
 
-# The record future is native (native/src/future.rs): a batch reference, the record's offset delta,
+# The record future is native (native/src/batch.rs): a batch reference, the record's offset delta,
 # create time and sizes and its cancellation; the outcome it reads is its batch's
 # (ProducerBatch, native/src/batch.rs), written once by complete(). done(), result(), exception(), cancelled() and
 # get_loop(), which asyncio calls once per record, are native; the methods below are its methods

@@ -547,9 +547,7 @@ impl PyRecordBatchBuilder {
     /// Header plus uncompressed records section.
     #[getter]
     fn uncompressed_size_in_bytes(&self) -> PyResult<usize> {
-        guarded("RecordBatchBuilder.uncompressed_size_in_bytes", || {
-            Ok(self.uncompressed_len())
-        })
+        guarded("RecordBatchBuilder.uncompressed_size_in_bytes", || Ok(self.uncompressed_len()))
     }
 
     /// Wire size of the batch: exact once built or when uncompressed, else estimated. O(1).
@@ -627,7 +625,9 @@ impl PyRecordBatchBuilder {
         is_transactional: bool,
         base_offset: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        guarded("RecordBatchBuilder.build", || Self::build_with(slf, ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset }))
+        guarded("RecordBatchBuilder.build", || {
+            Self::build_with(slf, ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset })
+        })
     }
 
     /// A read-only view of the section the first `build` would compress, or None if it would
@@ -785,7 +785,13 @@ impl PyRecordBatchBuilder {
 
 impl PyRecordBatchBuilder {
     /// `build` for a `NativeBatch` (`records()`): its producer state, base offset 0.
-    pub fn build_for<'py>(slf: &Bound<'py, Self>, producer_id: i64, producer_epoch: i16, base_sequence: i32, is_transactional: bool) -> PyResult<Bound<'py, PyBytes>> {
+    pub fn build_for<'py>(
+        slf: &Bound<'py, Self>,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+        is_transactional: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         Self::build_with(slf, ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset: 0 })
     }
 
