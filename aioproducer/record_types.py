@@ -2,7 +2,7 @@
 split) and ``RecordMetadata`` (where a record landed, what ``await future`` returns).
 
 At the bottom of the package, beside ``lifecycle.py``, because the native module
-(``native/src/batch_builder.rs``, ``native/src/future.rs``) makes them and imports nothing
+(``native/src/batch_builder.rs``, ``native/src/batch.rs``) makes them and imports nothing
 from above it: a data plane that reached up into ``protocol/`` or ``internals/`` would tie
 itself to what stands on it. ``aioproducer.protocol.records``, ``aioproducer.internals.batch``
 and ``aioproducer`` hand them on.

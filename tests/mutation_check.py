@@ -7,6 +7,10 @@ and the suite once missed). For each, the package and tests are copied to a
 temporary directory, the edit applied there, and the idempotence tests run
 against the copy: the mutation is *caught* when at least one test fails.
 
+A mutation of the native crate (``native/src/``) is built into the copy's extension module with
+``cargo build`` (the dev profile, in the crate's own target directory, so only the crate itself
+is compiled again: about 2-5 s, the dependencies being those ``cargo test`` built).
+
 Run: ``python tests/mutation_check.py`` (exit status 1 if a mutation survives).
 ``tests/unit/test_mutations.py`` runs it in the suite.
 """
@@ -28,11 +32,14 @@ SENDER = "aioproducer/internals/sender.py"
 TXN = "aioproducer/internals/transactions.py"
 BATCH = "aioproducer/internals/batch.py"
 PARTITIONER = "aioproducer/partitioner.py"
+BATCH_RS = "native/src/batch.rs"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 #: The test file that most likely catches a bug planted in a file, run first: the run stops at the
 #: first failure (``-x``), so a bug in the accumulator no longer waits for every idempotence test
 #: to pass first (about 30 s for one of them, of the suite's time).
 FIRST = {ACC: "tests/unit/test_accumulator.py", PARTITIONER: "tests/unit/test_accumulator.py", TM: "tests/unit/test_transaction_manager.py"}
+#: Where a bug in the native batch shows first: the sender's tests play the broker batch by batch.
+FIRST[BATCH_RS] = "tests/unit/test_sender.py"
 
 
 @dataclass(frozen=True)
@@ -114,16 +121,39 @@ MUTATIONS = [
     ),
     Mutation(
         "a renumbered batch is not marked reset",
-        BATCH,
-        "        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)\n"
-        "        self.sequence_reset = True\n",
-        "        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)\n",
+        BATCH_RS,
+        "            self.base_sequence = base_sequence;\n            self.sequence_reset = true;\n",
+        "            self.base_sequence = base_sequence;\n",
     ),
     Mutation(
         "a reenqueued batch stays in flight",
-        BATCH,
-        "        self.retry_backoff_ms = retry_backoff_ms\n        self.in_flight = False\n",
-        "        self.retry_backoff_ms = retry_backoff_ms\n",
+        BATCH_RS,
+        "            self.retry_backoff_ms = retry_backoff_ms;\n            self.in_flight = false;\n",
+        "            self.retry_backoff_ms = retry_backoff_ms;\n",
+    ),
+    Mutation(
+        "a batch completed twice",
+        BATCH_RS,
+        "            if self.done {\n                return Ok(false);\n            }\n            self.done = true;",
+        "            self.done = true;",
+    ),
+    Mutation(
+        "a delivery deadline off by one unit",
+        BATCH_RS,
+        "Ok(now_ms >= self.delivery_deadline_ms)",
+        "Ok(now_ms > self.delivery_deadline_ms)",
+    ),
+    Mutation(
+        "a split piece gets a deadline of its own",
+        BATCH_RS,
+        "            self.delivery_deadline_ms = parent.delivery_deadline_ms;\n",
+        "",
+    ),
+    Mutation(
+        "a retry's backoff is not kept",
+        BATCH_RS,
+        "            self.attempts += 1;\n            self.last_attempt_ms = now;\n            self.retry_backoff_ms = retry_backoff_ms;\n",
+        "            self.attempts += 1;\n            self.last_attempt_ms = now;\n",
     ),
     Mutation(
         "sticky byte count without the per-record overhead",
@@ -167,11 +197,16 @@ def run(mutation: Mutation) -> tuple[bool, str]:
         shutil.copytree(ROOT / "aioproducer", work / "aioproducer")
         shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "data", "java"))
         shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+        native = mutation.path.startswith("native/")
+        if native:
+            shutil.copytree(ROOT / "native", work / "native", ignore=shutil.ignore_patterns("target"))
         target = work / mutation.path
         source = target.read_text()
         if source.count(mutation.old) != 1:
             raise SystemExit(f"mutation {mutation.name!r}: its target text is not in {mutation.path} exactly once")
         target.write_text(source.replace(mutation.old, mutation.new))
+        if native:
+            _build_native(work)
         env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *_ordered(mutation.path)],
@@ -179,6 +214,20 @@ def run(mutation: Mutation) -> tuple[bool, str]:
         )
         failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
         return result.returncode != 0, failed[0] if failed else result.stdout.strip().splitlines()[-1]
+
+
+def _build_native(work: Path) -> None:
+    """Build the mutated crate in ``work/native`` into ``work/aioproducer``'s extension module."""
+    target_dir = ROOT / "native" / "target"
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir), "PYO3_PYTHON": sys.executable}
+    result = subprocess.run(
+        ["cargo", "build", "--quiet", "--manifest-path", str(work / "native" / "Cargo.toml")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"the mutated crate does not build:\n{result.stderr}")
+    (module,) = (work / "aioproducer").glob("_native*.so")
+    shutil.copy(target_dir / "debug" / "lib_native.so", module)
 
 
 def _ordered(path: str) -> list[str]:

@@ -4,7 +4,7 @@ Why a custom future: an ``asyncio.Future`` per record costs allocation, a loop
 reference and callback bookkeeping on the hottest path. As in the Java client
 (one ``ProduceRequestResult`` per batch, a ``FutureRecordMetadata`` holding a
 relative offset), a record's future here is a small native object
-(``native/src/future.rs``) that points at its batch and its batch's one outcome;
+(``native/src/batch.rs``) that points at its batch and its batch's one outcome;
 the batch completes once, with no work per future, and every record's metadata
 follows from it (offset = base offset + relative offset).
 
@@ -33,7 +33,7 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from aioproducer._native import BatchOutcome, FutureRecordMetadata, append_record, append_values
+from aioproducer._native import FutureRecordMetadata, ProducerBatch
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
@@ -73,9 +73,9 @@ class RecordSpans(Protocol):
 _new_metadata: Callable[[type[RecordMetadata], tuple[Any, ...]], RecordMetadata] = tuple.__new__
 
 
-# The record future is native (native/src/future.rs): a batch reference, the record's offset delta,
-# create time and sizes, its cancellation, and its batch's BatchOutcome, shared by every future of
-# the batch and written once by complete(). done(), result(), exception(), cancelled() and
+# The record future is native (native/src/batch.rs): a batch reference, the record's offset delta,
+# create time and sizes and its cancellation; the outcome it reads is its batch's
+# (ProducerBatch, native/src/batch.rs), written once by complete(). done(), result(), exception(), cancelled() and
 # get_loop(), which asyncio calls once per record, are native; the methods below are its methods
 # too, set on the type at import (_install_future_methods): they are called now and then, and
 # they keep the batch's done-callback lists, which only this module writes.
@@ -196,684 +196,414 @@ def _install_future_methods() -> None:
 _install_future_methods()
 
 
-class ProducerBatch:
-    """Records for one topic-partition, sent and completed together.
+# The batch's Python methods. ProducerBatch is native (native/src/batch.rs): one object per batch,
+# with its builder, schedule, reservation, producer state, flags and outcome, written only by its
+# native transitions (drained, reenqueued, set_producer_state, set_outcome ...), and a record's
+# append (try_append, try_append_many) native too. The methods below are its methods as well, set
+# on the type at import (_install_batch_methods), as the record future's are: its completion,
+# split, reports and memory accounting, which call into Python anyway (callbacks, the event loop,
+# tracing). They and the native methods are the only writers of its Python state (futures,
+# callbacks, done_callbacks, waiters, spans, pieces ...): tests/unit/test_batch_ownership.py.
+#
+# Its states, and the transitions the accumulator, the sender and the transaction manager move it
+# through, named after Java's ProducerBatch where Java has one:
+#
+# - open (the last of its deque): try_append; settle once it stops growing;
+# - queued: drained (into a request), numbered by set_producer_state at its first drain;
+#   reset_producer_state when an epoch bump renumbers it;
+# - in a request: attempt_failed + mark_in_retry + reenqueued (queued again), split (its pieces
+#   are queued: take_reservation, reenqueued_piece), request_ended (it expired meanwhile), or
+# - done: complete (once; fail_per_record first for KIP-467), then release_reservation and release.
 
-    Only the event loop touches a batch; between ``drain()`` and completion it is
-    owned by the sender.
 
-    A batch changes itself: every field is written by this module only (its own methods, and
-    the record futures it makes), as ``tests/unit/test_batch_ownership.py`` checks. The
-    accumulator, the sender and the transaction manager move it through its states by the
-    transitions below, named after Java's ``ProducerBatch`` where Java has one:
+# -- appending -------------------------------------------------------------------
+def _batch_try_append_arrow(self: ProducerBatch, records: ArrowRecords, start: int, stop: int, delivery: ArrowDelivery) -> int:
+    """Append the planned rows ``start:stop`` of a ``send_arrow()`` call while the batch has room: how many.
 
-    - open (the last of its deque): ``try_append``; ``settle`` once it stops growing;
-    - queued: ``drained`` (into a request), numbered by ``set_producer_state`` at its first drain;
-      ``reset_producer_state`` when an epoch bump renumbers it;
-    - in a request: ``attempt_failed`` + ``mark_in_retry`` + ``reenqueued`` (queued again),
-      ``split`` (its pieces are queued: ``take_reservation``, ``reenqueued_piece``),
-      ``request_ended`` (it expired meanwhile), or
-    - done: ``complete`` (once; ``fail_per_record`` first for KIP-467), then
-      ``release_reservation`` and ``release``.
-
-    Each field's comment in ``__init__`` names its writers and when they write it.
+    One native call for the run (``ArrowRecords.append_rows``) and one run entry, whatever its length.
     """
+    relative_offset = self.builder.record_count
+    count = records.append_rows(self.builder, start, stop)
+    if count:
+        runs = self.arrow_runs
+        if runs is None:
+            runs = self.arrow_runs = []
+        runs += delivery, start, count, relative_offset
+        self.arrow_records += count
+    return count
 
-    __slots__ = (
-        "topic",
-        "partition",
-        "builder",
-        "loop",
-        "created_ms",
-        "delivery_deadline_ms",
-        "last_attempt_ms",
-        "attempts",
-        "retry_backoff_ms",
-        "reserved_bytes",
-        "futures",
-        "callbacks",
-        "done_callbacks",
-        "waiters",
-        "is_done",
-        "base_offset",
-        "log_append_time",
-        "error",
-        "outcome",
-        "record_errors",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "is_transactional",
-        "in_retry",
-        "sequence_reset",
-        "retry_error",
-        "in_flight",
-        "_deferred",
-        "callback_bytes",
-        "_charged_callback",
-        "_charged_bytes",
-        "settled",
-        "parent",
-        "pieces",
-        "spans",
-        "log",
-        "arrow_runs",
-        "arrow_records",
+
+def _batch_object_bytes(self: ProducerBatch) -> int:
+    """Memory the batch holds besides its encoded records: a future per record, callbacks.
+
+    ``buffer.memory`` counts these too (the accumulator charges them once the batch
+    stops growing), so that it bounds what the producer holds, not only the wire bytes:
+    for 100-byte records the Python objects weigh as much as the bytes themselves.
+    A shared callback is counted once per record that holds it: the estimate errs
+    towards earlier backpressure, never towards unbounded memory.
+    """
+    arrow = self.arrow_records
+    if not arrow:
+        return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
+    # send_arrow() rows have no future: a planned position and, on request, an offset each.
+    return (self.builder.record_count - arrow) * RECORD_OBJECT_BYTES + arrow * ARROW_ROW_BYTES + self.callback_bytes
+
+# -- memory: charged, shared out, handed back ---------------------------------------
+def _batch_settle(self: ProducerBatch) -> int:
+    """It stopped growing: count what it holds beyond its reservation, once; the bytes to charge.
+
+    Its records' objects (``object_bytes``) and any bytes past the reservation: the
+    accumulator charges the pool what this returns (0 when settled already, or nothing
+    is past the reservation). See ``RecordAccumulator.settle``; the native half
+    (``settle_with``) keeps the reservation.
+    """
+    if self.settled:
+        return 0
+    return self.settle_with(self.object_bytes())
+
+
+def _batch_attempt_failed(self: ProducerBatch, error: BaseException) -> None:
+    """The attempt failed with ``error`` and will be retried: the cause its expiry names, if it expires."""
+    self.retry_error = error
+
+# -- tracing ------------------------------------------------------------------------
+def _batch_set_spans(self: ProducerBatch, spans: RecordSpans | None) -> None:
+    """Hold the spans of its traced records (``Tracing.attach``), or None once they were ended."""
+    self.spans = spans
+
+
+def _batch_split(self: ProducerBatch, max_batch_size: int) -> list[ProducerBatch]:
+    """This batch's records, in order, in new batches of at most ``max_batch_size`` (MESSAGE_TOO_LARGE).
+
+    Built on the record builder's split, which keeps the codec and the compression
+    ratio seen so far. Each record's future held here, and its ``on_delivery``, move to
+    the piece that now holds its record, so awaiting it, its callbacks and its offset
+    follow the record. A future this batch does not hold (of a record sent with
+    ``on_delivery``, kept by its caller) stays here: this batch stays pending until its
+    last piece completes and then answers for each record from its piece (``pieces``).
+    The pieces keep this batch's creation time (``delivery.timeout.ms`` counts from the
+    first ``send()``); memory and sequence numbers are the accumulator's business.
+    """
+    pieces: list[ProducerBatch] = []
+    starts: list[int] = []
+    futures, moved = self.futures, 0
+    callbacks, taken = self.callbacks or [], 0
+    start = 0
+    for builder in self.builder.split(max_batch_size):
+        piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop, self.log)
+        piece.keep_deadline_of(self)  # the records' deadline, not the piece's
+        end = start + builder.record_count
+        while moved < len(futures) and futures[moved]._relative_offset < end:
+            future = futures[moved]
+            future._move_to(piece, start)
+            piece.futures.append(future)
+            moved += 1
+        while taken < len(callbacks) and callbacks[taken + 1] < end:
+            on_delivery, relative_offset, timestamp, key_size, value_size = callbacks[taken : taken + 5]
+            if piece.callbacks is None:
+                piece.callbacks = []
+            piece.callbacks += (on_delivery, relative_offset - start, timestamp, key_size, value_size)
+            piece.callback_bytes += _callback_bytes(on_delivery)
+            taken += 5
+        piece.parent = self
+        starts.append(start)
+        pieces.append(piece)
+        start = end
+    self.pieces = list(zip(starts, pieces))
+    spans = self.spans
+    if spans is not None:  # each piece ends its own records' spans, with its own offsets
+        self.spans = None
+        for start, piece in self.pieces:
+            piece.spans = spans.slice(start, start + piece.record_count)
+    self.futures = []
+    self.callbacks = None
+    waiting = self.done_callbacks or []
+    self.done_callbacks = None
+    for i in range(0, len(waiting), 3):
+        holder = waiting[i]._batch  # the piece that now holds the record, or this batch
+        if holder.done_callbacks is None:
+            holder.done_callbacks = []
+        holder.done_callbacks += waiting[i : i + 3]
+    return pieces
+
+
+def _batch_outcomes(self: ProducerBatch) -> list[tuple[RecordMetadata | None, BaseException | None]]:
+    """Each record's (metadata, error) once the batch completed, in offset order (for interceptors).
+
+    From the futures it holds and its ``on_delivery`` records: call before ``release()``.
+    """
+    rows: dict[int, tuple[int, int, int]] = {f._relative_offset: (f._timestamp, f._key_size, f._value_size) for f in self.futures}
+    it = iter(self.callbacks or ())
+    for _, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
+        rows[relative_offset] = (timestamp, key_size, value_size)
+    out: list[tuple[RecordMetadata | None, BaseException | None]] = []
+    for relative_offset in sorted(rows):
+        error = self.error_of(relative_offset)
+        out.append((None if error is not None else self.metadata_at(relative_offset, *rows[relative_offset]), error))
+    return out
+
+
+def _batch_metadata_at(self: ProducerBatch, relative_offset: int, timestamp: int, key_size: int, value_size: int) -> RecordMetadata:
+    """A record's metadata from this completed batch: offset -1 when unknown, the broker's time when it gave one.
+
+    What ``FutureRecordMetadata.result()`` (native) and ``_report_delivery`` compute inline, once per record.
+    """
+    base, appended = self.base_offset, self.log_append_time
+    return _new_metadata(
+        RecordMetadata,
+        (
+            self.topic,
+            self.partition,
+            base + relative_offset if base >= 0 else -1,
+            appended if appended >= 0 else timestamp,
+            key_size,
+            value_size,
+            1 if appended >= 0 else 0,
+        ),
     )
 
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        builder: RecordBatchBuilder,
-        now_ms: float,
-        reserved_bytes: int,
-        loop: asyncio.AbstractEventLoop,
-        log: LogLike = log,
-        *,
-        delivery_timeout_ms: float = math.inf,
-    ) -> None:
-        # Fixed at construction: topic, partition, builder (the object; it changes itself, see
-        # RecordBatchBuilder), loop, created_ms and delivery_deadline_ms (a piece keeps its
-        # parent's: split()), log.
-        self.topic: str = topic
-        #: Where a raising ``on_delivery`` is reported: the producer's logger, naming its client.id.
-        self.log: LogLike = log
-        self.partition: int = partition
-        self.builder: RecordBatchBuilder = builder
-        self.loop: asyncio.AbstractEventLoop = loop
-        self.created_ms: float = now_ms
-        #: When its records' ``delivery.timeout.ms`` runs out: stamped here, once, from the one
-        #: configuration value (``AccumulatorConfig.delivery_timeout_ms``); every expiry reads it
-        #: through ``has_reached_delivery_timeout`` (Java's ``ProducerBatch.hasReachedDeliveryTimeout``).
-        self.delivery_deadline_ms: float = now_ms + delivery_timeout_ms
-        # -- the retry schedule. Written by reenqueued() (queued again after a failed attempt) and
-        # reenqueued_piece() (a split piece, before it is queued); read by RecordAccumulator.ready/drain.
-        self.last_attempt_ms: float = now_ms
-        self.attempts: int = 0
-        # How long this attempt backs off before the batch may be sent again: jittered once per attempt
-        # (RecordAccumulator.reenqueue), so that ready() and drain() read the same value.
-        self.retry_backoff_ms: float = 0.0
-        # -- memory. The bytes this batch holds of buffer.memory: set here (what the accumulator
-        # reserved), grown once by settle() when it stops growing, given by a split batch to its pieces
-        # (take_reservation) and handed back by release_reservation() (completion, or the split).
-        self.reserved_bytes: int = reserved_bytes
-        # -- the records. Appended to by try_append() while open, moved to the pieces by split(),
-        # dropped by release() after completion.
-        # The futures of records without on_delivery, in send order: split() moves them to the
-        # piece that holds their record. Their callers usually hold them too (to await them).
-        self.futures: list[FutureRecordMetadata] = []
-        # Records with on_delivery, flat: (on_delivery, relative offset, create time, key size,
-        # value size) each, in send order. Not their futures: a caller that reports through a
-        # callback drops the future, and a future held here until delivery would reach the
-        # collector's oldest generation with every queued record (a full buffer spent half its
-        # time in the collector). A future its caller kept finds its record through ``pieces``.
-        # None until the first such record: a batch is a handful of objects the collector keeps
-        # walking while its futures are held, and with 10 KB records every record is a batch
-        # (each list fewer took about 1 µs of collection off each such record, measured).
-        self.callbacks: list[Any] | None = None
-        # Done-callbacks of records not yet complete, flat (future, fn, context) triples in the
-        # order they were added: one list per batch, no object per record.
-        # Written by FutureRecordMetadata.add_done_callback (pending), take_done_callbacks (cancel,
-        # remove), split() (to the pieces) and complete() (taken and scheduled).
-        self.done_callbacks: list[Any] | None = None
-        # Awaiters of pending records, None until the first: add_waiter() (a record's __await__)
-        # adds, wake_waiters() empties.
-        self.waiters: list[asyncio.Future[None]] | None = None
-        # -- the outcome. Written once, by complete(); read by the futures, the sender and the accumulator.
-        self.is_done: bool = False
-        self.base_offset: int = -1
-        self.log_append_time: int = -1
-        self.error: BaseException | None = None
-        # The same outcome for the record futures (native, shared by all of them): written by complete().
-        self.outcome: BatchOutcome = BatchOutcome(topic, partition)
-        # Set only when the records failed each with an error of their own (KIP-467), by fail_per_record()
-        # just before a failing complete().
-        self.record_errors: RecordErrors | None = None
-        # -- idempotence. Written by set_producer_state() (numbered at its first drain, or as a piece of a
-        # numbered split batch) and reset_producer_state() (an epoch bump renumbers it, while queued), both
-        # called by the TransactionManager only; read by records() and the TransactionManager.
-        self.producer_id: int = -1
-        self.producer_epoch: int = -1
-        self.base_sequence: int = NO_SEQUENCE
-        self.is_transactional: bool = False
-        # A numbered batch whose retry is outstanding: new batches of its partition wait for it. Set by
-        # mark_in_retry() (the sender will retry it; a split's piece), cleared by clear_in_retry() (drained
-        # again); both called by the TransactionManager only, its only reader (should_stop_drain).
-        self.in_retry: bool = False
-        # Renumbered by an epoch bump after it was first sent (Java's ``sequenceHasBeenReset``):
-        # set by reset_producer_state(), never cleared.
-        self.sequence_reset: bool = False
-        # Why the last attempt failed, while the batch waits to be retried: the cause named when it expires.
-        # Written by attempt_failed() (the sender, when it decides to retry); read by the sender's expiry.
-        self.retry_error: BaseException | None = None
-        # In a request: set by drained(), cleared by reenqueued() and request_ended() (it expired while
-        # its request was out, and that request ended). Read by the sender (unmute) and the TransactionManager.
-        self.in_flight: bool = False
-        # Done-callbacks of records already complete, waiting for their one scheduled call: flat
-        # (future, fn, context) triples, written by FutureRecordMetadata.add_done_callback and _run_deferred().
-        self._deferred: list[Any] | None = None
-        # Memory accounting beyond the encoded bytes (see ``object_bytes``): grown by try_append() (a record
-        # with on_delivery) and split() (for the pieces).
-        self.callback_bytes: int = 0
-        # The last on_delivery charged and what it was charged: written by try_append() and
-        # try_append_many(). A producer's records usually share one callback, whose size
-        # (``_callback_bytes``, 0.15-0.25 µs) is then computed once per batch, not per record.
-        # The batch holds the callable anyway (in ``callbacks``), so this keeps nothing alive longer.
-        self._charged_callback: object = None
-        self._charged_bytes = 0
-        # Charged for what it holds beyond its reservation: set once, by settle() (it stopped growing) or
-        # take_reservation() (a piece: its parent's charge covers it). Read by settle().
-        self.settled: bool = False
-        # A piece of a split batch: the batch it came from, told when this piece completes. Set by the
-        # parent's split(), cleared by complete() (no cycle once done).
-        self.parent: ProducerBatch | None = None
-        # A split batch: its pieces in record order, each with the relative offset it starts at;
-        # it completes when the last piece does (futures that were not moved read from the pieces).
-        # Set once, by split().
-        self.pieces: list[tuple[int, ProducerBatch]] | None = None
-        # The OpenTelemetry spans of its records, for a producer with tracing on (aioproducer/tracing.py):
-        # set by set_spans() (Tracing.attach, after an append), moved to the pieces by split(), taken by
-        # complete() which ends them.
-        self.spans: RecordSpans | None = None
-        # Rows of send_arrow() calls, flat (delivery, first planned position, count, relative offset of the
-        # first) per run of rows appended together: no object per row. Appended to by try_append_arrow(),
-        # taken by complete(), which reports each run to its delivery once. A split batch keeps them: it
-        # completes after its pieces, and then answers row by row from them.
-        self.arrow_runs: list[Any] | None = None
-        # How many of its records came from send_arrow() (they have no future: see object_bytes).
-        self.arrow_records: int = 0
 
-    # -- appending -------------------------------------------------------------------
-    def try_append(
-        self,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        on_delivery: DeliveryCallback | None,
-    ) -> FutureRecordMetadata | None:
-        """Append if the batch has room; None tells the accumulator to open a new batch.
+def _batch_piece_of(self: ProducerBatch, relative_offset: int) -> tuple[ProducerBatch, int]:
+    """The piece of this split batch that holds the record at ``relative_offset``, and its offset there."""
+    assert self.pieces is not None
+    for start, piece in reversed(self.pieces):  # a handful of pieces: the last that starts at or before it
+        if start <= relative_offset:
+            return piece, relative_offset - start
+    raise ValueError(f"no record at relative offset {relative_offset} in this split batch")
 
-        ``on_delivery`` was checked by the accumulator (``check_on_delivery``), once per callable.
-        """
-        # One native call encodes the record and makes its future, kept in self.futures, or its
-        # on_delivery row added to self.callbacks (see __init__).
-        if on_delivery is None:
-            return append_record(self.builder, self, self.outcome, self.futures, timestamp, key, value, headers, None)
-        callbacks = self.callbacks
-        if callbacks is None:
-            callbacks = self.callbacks = []
-        future = append_record(self.builder, self, self.outcome, callbacks, timestamp, key, value, headers, on_delivery)
-        if future is not None:
-            self.callback_bytes += self._callback_charge(on_delivery)
-        return future
 
-    def _callback_charge(self, on_delivery: DeliveryCallback) -> int:
-        """What holding ``on_delivery`` charges (``_callback_bytes``), computed once for a run of the same callable."""
-        if on_delivery is not self._charged_callback:
-            self._charged_callback = on_delivery
-            self._charged_bytes = _callback_bytes(on_delivery)
-        return self._charged_bytes
+def _batch_error_of(self: ProducerBatch, relative_offset: int) -> BaseException | None:
+    """The error of the record at ``relative_offset`` of this completed batch; None if it was written.
 
-    def try_append_many(
-        self,
-        timestamp: int,
-        values: Sequence[Any],
-        start: int,
-        on_delivery: DeliveryCallback | None,
-        out: list[FutureRecordMetadata],
-    ) -> int:
-        """Append keyless ``values[start:]`` while the batch has room and each value is ``bytes``.
+    The batch's error, or the record's own when the broker named the bad records (KIP-467),
+    or, for a split batch, what the record's piece says.
+    """
+    if self.error is None:
+        return None
+    if self.pieces is not None:
+        piece, offset = self.piece_of(relative_offset)
+        return piece.error_of(offset)
+    errors = self.record_errors
+    return self.error if errors is None else errors.get(relative_offset)
 
-        ``send_many()``'s bulk path: the records go where the first one went, so the
-        accumulator's per-record steps (partition, deque, sticky count) are skipped; each
-        record is appended as :meth:`try_append` appends it, in one native call for the run
-        (``append_values``; see ``benchmarks/micro_send.py``'s ``send_many keyless``). Futures
-        are appended to ``out``; returns the index of the first value not appended (the batch is
-        full, or it is not ``bytes``).
-        """
-        if on_delivery is None:
-            return append_values(self.builder, self, self.outcome, self.futures, timestamp, values, start, None, out)
-        callbacks = self.callbacks
-        if callbacks is None:
-            callbacks = self.callbacks = []
-        stop = append_values(self.builder, self, self.outcome, callbacks, timestamp, values, start, on_delivery, out)
-        self.callback_bytes += (stop - start) * self._callback_charge(on_delivery)
-        return stop
 
-    def try_append_arrow(self, records: ArrowRecords, start: int, stop: int, delivery: ArrowDelivery) -> int:
-        """Append the planned rows ``start:stop`` of a ``send_arrow()`` call while the batch has room: how many.
+def _batch_piece_complete(self: ProducerBatch) -> None:
+    """One of this split batch's pieces completed; the last one completes this batch."""
+    pieces = self.pieces
+    if pieces is not None and all(piece.is_done for _, piece in pieces):
+        failed = next((piece.error for _, piece in pieces if piece.error is not None), None)
+        self.complete(-1, -1, failed)  # records read offsets and errors from their pieces
 
-        One native call for the run (``ArrowRecords.append_rows``) and one run entry, whatever its length.
-        """
-        relative_offset = self.builder.record_count
-        count = records.append_rows(self.builder, start, stop)
-        if count:
-            runs = self.arrow_runs
-            if runs is None:
-                runs = self.arrow_runs = []
-            runs += delivery, start, count, relative_offset
-            self.arrow_records += count
-        return count
+# -- completion -------------------------------------------------------------------
+def _batch_add_waiter(self: ProducerBatch) -> asyncio.Future[None]:
+    waiter: asyncio.Future[None] = self.loop.create_future()
+    if self.waiters is None:
+        self.waiters = []
+    self.waiters.append(waiter)
+    return waiter
 
-    @property
-    def record_count(self) -> int:
-        return self.builder.record_count
 
-    def estimated_size(self) -> int:
-        return self.builder.estimated_size_in_bytes
+def _batch_run_deferred(self: ProducerBatch) -> None:
+    """Run the queued done-callbacks of finished records (see ``add_done_callback``)."""
+    pending, self._deferred = self._deferred, None
+    if pending:
+        _invoke_all(pending)
 
-    def object_bytes(self) -> int:
-        """Memory the batch holds besides its encoded records: a future per record, callbacks.
 
-        ``buffer.memory`` counts these too (the accumulator charges them once the batch
-        stops growing), so that it bounds what the producer holds, not only the wire bytes:
-        for 100-byte records the Python objects weigh as much as the bytes themselves.
-        A shared callback is counted once per record that holds it: the estimate errs
-        towards earlier backpressure, never towards unbounded memory.
-        """
-        arrow = self.arrow_records
-        if not arrow:
-            return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
-        # send_arrow() rows have no future: a planned position and, on request, an offset each.
-        return (self.builder.record_count - arrow) * RECORD_OBJECT_BYTES + arrow * ARROW_ROW_BYTES + self.callback_bytes
+def _batch_take_done_callbacks(self: ProducerBatch, future: FutureRecordMetadata, fn: Callable[[Any], Any] | None) -> list[Any]:
+    """Remove and return (flat triples) ``future``'s waiting done-callbacks: all, or those equal to ``fn``.
 
-    def is_full(self, batch_size: int) -> bool:
-        return self.builder.estimated_size_in_bytes >= batch_size
+    A scan of the batch's list: only ``cancel()`` and ``remove_done_callback()`` call it.
+    """
+    waiting = self.done_callbacks
+    if not waiting:
+        return []
+    taken: list[Any] = []
+    kept: list[Any] = []
+    for i in range(0, len(waiting), 3):
+        triple = waiting[i : i + 3]
+        if triple[0] is future and (fn is None or triple[1] == fn):
+            taken += triple
+        else:
+            kept += triple
+    self.done_callbacks = kept
+    return taken
 
-    # -- memory: charged, shared out, handed back ---------------------------------------
-    def settle(self) -> int:
-        """It stopped growing: count what it holds beyond its reservation, once; the bytes to charge.
 
-        Its records' objects (``object_bytes``) and any bytes past the reservation: the
-        accumulator charges the pool what this returns (0 when settled already, or nothing
-        is past the reservation). See ``RecordAccumulator.settle``.
-        """
-        if self.settled:
-            return 0
-        self.settled = True
-        extra = self.builder.uncompressed_size_in_bytes + self.object_bytes() - self.reserved_bytes
-        if extra <= 0:
-            return 0
-        self.reserved_bytes += extra
-        return extra
-
-    def take_reservation(self, reserved_bytes: int) -> None:
-        """A piece of a split batch holds ``reserved_bytes`` of its parent's reservation, already charged."""
-        self.reserved_bytes = reserved_bytes
-        self.settled = True
-
-    def release_reservation(self) -> int:
-        """The bytes of ``buffer.memory`` it held, now held no more (completed, or shared out to its pieces)."""
-        reserved, self.reserved_bytes = self.reserved_bytes, 0
-        return reserved
-
-    # -- drain and retry ----------------------------------------------------------------
-    def drained(self) -> None:
-        """Taken from its deque into a request (Java's ``drained``)."""
-        self.in_flight = True
-
-    def has_reached_delivery_timeout(self, now_ms: float) -> bool:
-        """Whether ``delivery.timeout.ms`` ran out for its records: the one expiry rule (Java's
-        ``hasReachedDeliveryTimeout``), read by the accumulator for queued batches and the sender
-        for sent ones and retries."""
-        return now_ms >= self.delivery_deadline_ms
-
-    def reenqueued(self, now: float, retry_backoff_ms: float) -> None:
-        """Its attempt failed and it is queued again, to wait ``retry_backoff_ms`` from ``now`` (Java's ``reenqueued``).
-
-        ``retry_backoff_ms`` is the jittered backoff for the attempt count this call makes
-        (``RecordAccumulator.jittered_retry_backoff(attempts + 1)``).
-        """
-        self.attempts += 1
-        self.last_attempt_ms = now
-        self.retry_backoff_ms = retry_backoff_ms
-        self.in_flight = False
-
-    def reenqueued_piece(self, attempts: int, now: float, retry_backoff_ms: float) -> None:
-        """A piece of a split batch, queued at ``now``: it carries on its parent's ``attempts`` and backoff."""
-        self.attempts = attempts
-        self.last_attempt_ms = now
-        self.retry_backoff_ms = retry_backoff_ms
-
-    def attempt_failed(self, error: BaseException) -> None:
-        """The attempt failed with ``error`` and will be retried: the cause its expiry names, if it expires."""
-        self.retry_error = error
-
-    def request_ended(self) -> None:
-        """The request it was in ended after the batch completed (it expired while in flight)."""
-        self.in_flight = False
-
-    def mark_in_retry(self) -> None:
-        """A numbered batch to be sent again (a retry, a split's piece): its partition's new batches wait."""
-        self.in_retry = True
-
-    def clear_in_retry(self) -> None:
-        """Drained again: its retry is no longer outstanding."""
-        self.in_retry = False
-
-    # -- tracing ------------------------------------------------------------------------
-    def set_spans(self, spans: RecordSpans | None) -> None:
-        """Hold the spans of its traced records (``Tracing.attach``), or None once they were ended."""
-        self.spans = spans
-
-    def split(self, max_batch_size: int) -> list[ProducerBatch]:
-        """This batch's records, in order, in new batches of at most ``max_batch_size`` (MESSAGE_TOO_LARGE).
-
-        Built on the record builder's split, which keeps the codec and the compression
-        ratio seen so far. Each record's future held here, and its ``on_delivery``, move to
-        the piece that now holds its record, so awaiting it, its callbacks and its offset
-        follow the record. A future this batch does not hold (of a record sent with
-        ``on_delivery``, kept by its caller) stays here: this batch stays pending until its
-        last piece completes and then answers for each record from its piece (``pieces``).
-        The pieces keep this batch's creation time (``delivery.timeout.ms`` counts from the
-        first ``send()``); memory and sequence numbers are the accumulator's business.
-        """
-        pieces: list[ProducerBatch] = []
-        starts: list[int] = []
-        futures, moved = self.futures, 0
-        callbacks, taken = self.callbacks or [], 0
-        start = 0
-        for builder in self.builder.split(max_batch_size):
-            piece = ProducerBatch(self.topic, self.partition, builder, self.created_ms, 0, self.loop, self.log)
-            piece.delivery_deadline_ms = self.delivery_deadline_ms  # the records' deadline, not the piece's
-            end = start + builder.record_count
-            while moved < len(futures) and futures[moved]._relative_offset < end:
-                future = futures[moved]
-                future._move_to(piece, piece.outcome, start)
-                piece.futures.append(future)
-                moved += 1
-            while taken < len(callbacks) and callbacks[taken + 1] < end:
-                on_delivery, relative_offset, timestamp, key_size, value_size = callbacks[taken : taken + 5]
-                if piece.callbacks is None:
-                    piece.callbacks = []
-                piece.callbacks += (on_delivery, relative_offset - start, timestamp, key_size, value_size)
-                piece.callback_bytes += _callback_bytes(on_delivery)
-                taken += 5
-            piece.parent = self
-            starts.append(start)
-            pieces.append(piece)
-            start = end
-        self.pieces = list(zip(starts, pieces))
-        spans = self.spans
-        if spans is not None:  # each piece ends its own records' spans, with its own offsets
-            self.spans = None
-            for start, piece in self.pieces:
-                piece.spans = spans.slice(start, start + piece.record_count)
-        self.futures = []
-        self.callbacks = None
-        waiting = self.done_callbacks or []
+def _batch_complete(self: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
+    """Finish the batch once; False if it was already finished (a late response)."""
+    if not self.set_outcome(base_offset, log_append_time, error):
+        return False
+    spans = self.spans
+    if spans is not None:  # tracing on: each record's span ends at its acknowledgement, before any callback
+        self.spans = None
+        self._end_spans(spans)
+    if self.callbacks:
+        # on_delivery reports the record, which was sent even if its future was cancelled
+        # (a wait_for() that timed out must not lose the report).
+        self._report_delivery(base_offset, log_append_time, error)
+    if self.arrow_runs is not None:  # send_arrow() rows: one report per run, not per row
+        self._report_arrow(base_offset, error)
+    waiting = self.done_callbacks
+    if waiting:
+        # One loop callback for the whole batch, not one per record: the done-callbacks
+        # still run after this call returns, in the order they were added. A cancelled
+        # record's ran at its cancel() and are no longer listed.
         self.done_callbacks = None
-        for i in range(0, len(waiting), 3):
-            holder = waiting[i]._batch  # the piece that now holds the record, or this batch
-            if holder.done_callbacks is None:
-                holder.done_callbacks = []
-            holder.done_callbacks += waiting[i : i + 3]
-        return pieces
+        self.loop.call_soon(_invoke_all, waiting)
+    self.wake_waiters()
+    parent = self.parent
+    if parent is not None:
+        self.parent = None  # no cycle: the split batch keeps its pieces, not the other way round
+        parent._piece_complete()
+    return True
 
-    def outcomes(self) -> list[tuple[RecordMetadata | None, BaseException | None]]:
-        """Each record's (metadata, error) once the batch completed, in offset order (for interceptors).
 
-        From the futures it holds and its ``on_delivery`` records: call before ``release()``.
-        """
-        rows: dict[int, tuple[int, int, int]] = {f._relative_offset: (f._timestamp, f._key_size, f._value_size) for f in self.futures}
-        it = iter(self.callbacks or ())
-        for _, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
-            rows[relative_offset] = (timestamp, key_size, value_size)
-        out: list[tuple[RecordMetadata | None, BaseException | None]] = []
-        for relative_offset in sorted(rows):
-            error = self.error_of(relative_offset)
-            out.append((None if error is not None else self.metadata_at(relative_offset, *rows[relative_offset]), error))
-        return out
+def _batch_end_spans(self: ProducerBatch, spans: RecordSpans) -> None:
+    """End the records' spans; what the tracing code raises is logged, never raised into the sender."""
+    try:
+        spans.end(self)
+    except LEAVING_LOOP as exc:
+        raise_from_loop(self.loop, exc)
+    except BaseException:
+        self.log.exception("ending the OpenTelemetry spans of %s-%s raised", self.topic, self.partition)
 
-    def metadata_at(self, relative_offset: int, timestamp: int, key_size: int, value_size: int) -> RecordMetadata:
-        """A record's metadata from this completed batch: offset -1 when unknown, the broker's time when it gave one.
 
-        What ``FutureRecordMetadata.result()`` (native) and ``_report_delivery`` compute inline, once per record.
-        """
-        base, appended = self.base_offset, self.log_append_time
-        return _new_metadata(
-            RecordMetadata,
-            (
-                self.topic,
-                self.partition,
-                base + relative_offset if base >= 0 else -1,
-                appended if appended >= 0 else timestamp,
-                key_size,
-                value_size,
-                1 if appended >= 0 else 0,
-            ),
-        )
+def _batch_report_delivery(self: ProducerBatch, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+    """Call each record's ``on_delivery`` with its metadata or its error, in send order.
 
-    def piece_of(self, relative_offset: int) -> tuple[ProducerBatch, int]:
-        """The piece of this split batch that holds the record at ``relative_offset``, and its offset there."""
-        assert self.pieces is not None
-        for start, piece in reversed(self.pieces):  # a handful of pieces: the last that starts at or before it
-            if start <= relative_offset:
-                return piece, relative_offset - start
-        raise ValueError(f"no record at relative offset {relative_offset} in this split batch")
-
-    def error_of(self, relative_offset: int) -> BaseException | None:
-        """The error of the record at ``relative_offset`` of this completed batch; None if it was written.
-
-        The batch's error, or the record's own when the broker named the bad records (KIP-467),
-        or, for a split batch, what the record's piece says.
-        """
-        if self.error is None:
-            return None
-        if self.pieces is not None:
-            piece, offset = self.piece_of(relative_offset)
-            return piece.error_of(offset)
-        errors = self.record_errors
-        return self.error if errors is None else errors.get(relative_offset)
-
-    def _piece_complete(self) -> None:
-        """One of this split batch's pieces completed; the last one completes this batch."""
-        pieces = self.pieces
-        if pieces is not None and all(piece.is_done for _, piece in pieces):
-            failed = next((piece.error for _, piece in pieces if piece.error is not None), None)
-            self.complete(-1, -1, failed)  # records read offsets and errors from their pieces
-
-    # -- idempotence ------------------------------------------------------------------
-    @property
-    def has_sequence(self) -> bool:
-        return self.base_sequence != NO_SEQUENCE
-
-    def set_producer_state(
-        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool = False
-    ) -> None:
-        """Numbered (Java's ``setProducerState``): at its first drain, or as a piece of a numbered split batch."""
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.is_transactional = is_transactional
-
-    def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Renumbered under a new epoch after it was first sent (Java's ``resetProducerState``)."""
-        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)
-        self.sequence_reset = True
-
-    def records(self) -> bytes:
-        """The wire bytes with this batch's producer state (the builder compresses once and caches them)."""
-        return self.builder.build(
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence,
-            is_transactional=self.is_transactional,
-        )
-
-    # -- completion -------------------------------------------------------------------
-    def add_waiter(self) -> asyncio.Future[None]:
-        waiter: asyncio.Future[None] = self.loop.create_future()
-        if self.waiters is None:
-            self.waiters = []
-        self.waiters.append(waiter)
-        return waiter
-
-    def _run_deferred(self) -> None:
-        """Run the queued done-callbacks of finished records (see ``add_done_callback``)."""
-        pending, self._deferred = self._deferred, None
-        if pending:
-            _invoke_all(pending)
-
-    def take_done_callbacks(self, future: FutureRecordMetadata, fn: Callable[[Any], Any] | None) -> list[Any]:
-        """Remove and return (flat triples) ``future``'s waiting done-callbacks: all, or those equal to ``fn``.
-
-        A scan of the batch's list: only ``cancel()`` and ``remove_done_callback()`` call it.
-        """
-        waiting = self.done_callbacks
-        if not waiting:
-            return []
-        taken: list[Any] = []
-        kept: list[Any] = []
-        for i in range(0, len(waiting), 3):
-            triple = waiting[i : i + 3]
-            if triple[0] is future and (fn is None or triple[1] == fn):
-                taken += triple
-            else:
-                kept += triple
-        self.done_callbacks = kept
-        return taken
-
-    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> bool:
-        """Finish the batch once; False if it was already finished (a late response)."""
-        if self.is_done:
-            return False
-        self.is_done = True
-        self.base_offset = base_offset
-        self.log_append_time = log_append_time
-        self.error = error
-        self.outcome.complete(base_offset, log_append_time, error)
-        spans = self.spans
-        if spans is not None:  # tracing on: each record's span ends at its acknowledgement, before any callback
-            self.spans = None
-            self._end_spans(spans)
-        if self.callbacks:
-            # on_delivery reports the record, which was sent even if its future was cancelled
-            # (a wait_for() that timed out must not lose the report).
-            self._report_delivery(base_offset, log_append_time, error)
-        if self.arrow_runs is not None:  # send_arrow() rows: one report per run, not per row
-            self._report_arrow(base_offset, error)
-        waiting = self.done_callbacks
-        if waiting:
-            # One loop callback for the whole batch, not one per record: the done-callbacks
-            # still run after this call returns, in the order they were added. A cancelled
-            # record's ran at its cancel() and are no longer listed.
-            self.done_callbacks = None
-            self.loop.call_soon(_invoke_all, waiting)
-        self.wake_waiters()
-        parent = self.parent
-        if parent is not None:
-            self.parent = None  # no cycle: the split batch keeps its pieces, not the other way round
-            parent._piece_complete()
-        return True
-
-    def _end_spans(self, spans: RecordSpans) -> None:
-        """End the records' spans; what the tracing code raises is logged, never raised into the sender."""
+    Never raises: it runs in the sender task, which must outlive any callback. A callback
+    that raises is logged and the others still run; ``SystemExit`` and ``KeyboardInterrupt``
+    leave the event loop from a handle of their own, as from any asyncio callback
+    (``raise_from_loop``), once this batch and the sender's pass are done with.
+    """
+    topic, partition = self.topic, self.partition
+    it = iter(self.callbacks or ())
+    for on_delivery, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
         try:
-            spans.end(self)
+            if error is None:
+                metadata = _new_metadata(
+                    RecordMetadata,
+                    (
+                        topic,
+                        partition,
+                        base_offset + relative_offset if base_offset >= 0 else -1,
+                        log_append_time if log_append_time >= 0 else timestamp,
+                        key_size,
+                        value_size,
+                        1 if log_append_time >= 0 else 0,
+                    ),
+                )
+                on_delivery(metadata, None)
+            else:
+                on_delivery(None, self.error_of(relative_offset))
+        except LEAVING_LOOP as exc:
+            raise_from_loop(self.loop, exc)
+        except BaseException:  # a user's callback must never break delivery of the others
+            self.log.exception("on_delivery callback %r raised", on_delivery)
+
+
+def _batch_report_arrow(self: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
+    """Report each ``send_arrow()`` run to its delivery: a count, or row by row when records differ.
+
+    A run is reported whole when its records share an outcome (success, or the batch's one
+    error); row by row only when the broker named bad records (KIP-467) or the batch was
+    split (each piece has its own offset and outcome). Never raises (the sender runs it).
+    """
+    runs, self.arrow_runs = self.arrow_runs, None
+    assert runs is not None
+    it = iter(runs)
+    for delivery, start, count, relative_offset in zip(it, it, it, it):
+        try:
+            if self.pieces is None and (error is None or self.record_errors is None):
+                delivery.run_done(start, count, base_offset + relative_offset if base_offset >= 0 else -1, error)
+            else:
+                for k in range(count):
+                    record_error = self.error_of(relative_offset + k)
+                    offset = -1 if record_error is not None else self.metadata_at_record(relative_offset + k)
+                    delivery.run_done(start + k, 1, offset, record_error)
         except LEAVING_LOOP as exc:
             raise_from_loop(self.loop, exc)
         except BaseException:
-            self.log.exception("ending the OpenTelemetry spans of %s-%s raised", self.topic, self.partition)
+            self.log.exception("reporting send_arrow() rows of %s-%s raised", self.topic, self.partition)
 
-    def _report_delivery(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
-        """Call each record's ``on_delivery`` with its metadata or its error, in send order.
 
-        Never raises: it runs in the sender task, which must outlive any callback. A callback
-        that raises is logged and the others still run; ``SystemExit`` and ``KeyboardInterrupt``
-        leave the event loop from a handle of their own, as from any asyncio callback
-        (``raise_from_loop``), once this batch and the sender's pass are done with.
-        """
-        topic, partition = self.topic, self.partition
-        it = iter(self.callbacks or ())
-        for on_delivery, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
-            try:
-                if error is None:
-                    metadata = _new_metadata(
-                        RecordMetadata,
-                        (
-                            topic,
-                            partition,
-                            base_offset + relative_offset if base_offset >= 0 else -1,
-                            log_append_time if log_append_time >= 0 else timestamp,
-                            key_size,
-                            value_size,
-                            1 if log_append_time >= 0 else 0,
-                        ),
-                    )
-                    on_delivery(metadata, None)
-                else:
-                    on_delivery(None, self.error_of(relative_offset))
-            except LEAVING_LOOP as exc:
-                raise_from_loop(self.loop, exc)
-            except BaseException:  # a user's callback must never break delivery of the others
-                self.log.exception("on_delivery callback %r raised", on_delivery)
+def _batch_metadata_at_record(self: ProducerBatch, relative_offset: int) -> int:
+    """The offset of the record at ``relative_offset`` of this completed batch, through its pieces if split."""
+    batch, offset = self, relative_offset
+    while batch.pieces is not None:
+        batch, offset = batch.piece_of(offset)
+    return batch.base_offset + offset if batch.base_offset >= 0 else -1
 
-    def _report_arrow(self, base_offset: int, error: BaseException | None) -> None:
-        """Report each ``send_arrow()`` run to its delivery: a count, or row by row when records differ.
 
-        A run is reported whole when its records share an outcome (success, or the batch's one
-        error); row by row only when the broker named bad records (KIP-467) or the batch was
-        split (each piece has its own offset and outcome). Never raises (the sender runs it).
-        """
-        runs, self.arrow_runs = self.arrow_runs, None
-        assert runs is not None
-        it = iter(runs)
-        for delivery, start, count, relative_offset in zip(it, it, it, it):
-            try:
-                if self.pieces is None and (error is None or self.record_errors is None):
-                    delivery.run_done(start, count, base_offset + relative_offset if base_offset >= 0 else -1, error)
-                else:
-                    for k in range(count):
-                        record_error = self.error_of(relative_offset + k)
-                        offset = -1 if record_error is not None else self.metadata_at_record(relative_offset + k)
-                        delivery.run_done(start + k, 1, offset, record_error)
-            except LEAVING_LOOP as exc:
-                raise_from_loop(self.loop, exc)
-            except BaseException:
-                self.log.exception("reporting send_arrow() rows of %s-%s raised", self.topic, self.partition)
+def _batch_fail_per_record(self: ProducerBatch, errors: RecordErrors) -> None:
+    """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
 
-    def metadata_at_record(self, relative_offset: int) -> int:
-        """The offset of the record at ``relative_offset`` of this completed batch, through its pieces if split."""
-        batch, offset = self, relative_offset
-        while batch.pieces is not None:
-            batch, offset = batch.piece_of(offset)
-        return batch.base_offset + offset if batch.base_offset >= 0 else -1
+    Read only where a record's error is asked for (``error_of``), never on success: a batch
+    that succeeds (every batch, nearly) pays nothing for this.
+    """
+    self.record_errors = errors
 
-    def fail_per_record(self, errors: RecordErrors) -> None:
-        """Before a failing ``complete()``: each record is to report its own error from ``errors`` (KIP-467).
 
-        Read only where a record's error is asked for (``error_of``), never on success: a batch
-        that succeeds (every batch, nearly) pays nothing for this.
-        """
-        self.record_errors = errors
+def _batch_wake_waiters(self: ProducerBatch) -> None:
+    waiters = self.waiters
+    if waiters:
+        self.waiters = None
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
-    def wake_waiters(self) -> None:
-        waiters = self.waiters
-        if waiters:
-            self.waiters = None
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
 
-    def release(self) -> None:
-        """After completion: keep only what record futures read (offset, time, error).
+def _batch_release(self: ProducerBatch) -> None:
+    """After completion: keep only what record futures read (offset, time, error).
 
-        Dropping the record list breaks the batch <-> future reference cycle, so a
-        finished batch is freed by reference counting, not by a later cyclic GC pass,
-        and dropping the bytes keeps memory bounded by what is queued and in flight.
-        """
-        self.futures.clear()  # emptied, not replaced: no new object per batch
-        self.callbacks = None
-        self.builder.release()
+    Dropping the record list breaks the batch <-> future reference cycle, so a
+    finished batch is freed by reference counting, not by a later cyclic GC pass,
+    and dropping the bytes keeps memory bounded by what is queued and in flight.
+    """
+    self.futures.clear()  # emptied, not replaced: no new object per batch
+    self.callbacks = None
+    self.builder.release()
 
-    def __repr__(self) -> str:
-        return (
-            f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
-            f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
-        )
+
+def _batch_repr(self: ProducerBatch) -> str:
+    return (
+        f"<ProducerBatch {self.topic}-{self.partition} records={self.record_count} "
+        f"attempts={self.attempts} seq={self.base_sequence} done={self.is_done}>"
+    )
+
+def _install_batch_methods() -> None:
+    """Give the native batch its Python methods (see "The batch's Python methods" above)."""
+    methods: dict[str, Any] = {
+        "try_append_arrow": _batch_try_append_arrow,
+        "object_bytes": _batch_object_bytes,
+        "settle": _batch_settle,
+        "attempt_failed": _batch_attempt_failed,
+        "set_spans": _batch_set_spans,
+        "split": _batch_split,
+        "outcomes": _batch_outcomes,
+        "metadata_at": _batch_metadata_at,
+        "piece_of": _batch_piece_of,
+        "error_of": _batch_error_of,
+        "_piece_complete": _batch_piece_complete,
+        "add_waiter": _batch_add_waiter,
+        "_run_deferred": _batch_run_deferred,
+        "take_done_callbacks": _batch_take_done_callbacks,
+        "complete": _batch_complete,
+        "_end_spans": _batch_end_spans,
+        "_report_delivery": _batch_report_delivery,
+        "_report_arrow": _batch_report_arrow,
+        "metadata_at_record": _batch_metadata_at_record,
+        "fail_per_record": _batch_fail_per_record,
+        "wake_waiters": _batch_wake_waiters,
+        "release": _batch_release,
+        "__repr__": _batch_repr,
+    }
+    for name, method in methods.items():
+        setattr(ProducerBatch, name, method)
+
+
+_install_batch_methods()
 
 
 class RecordErrors:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Final, Protocol
 
+from aioproducer._native import ProducerBatch, request_stats
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
@@ -57,26 +58,6 @@ class _TopicTotals:
         # Completed since the last fold, not yet in send_rate/error_rate (ProducerMetrics.record_completed).
         self.unfolded_send = 0
         self.unfolded_error = 0
-
-
-class _SizedBuilder(Protocol):
-    @property
-    def record_count(self) -> int: ...
-    @property
-    def estimated_size_in_bytes(self) -> int: ...
-    @property
-    def compression_ratio(self) -> float: ...
-
-
-class SentBatch(Protocol):
-    """What ``record_request`` reads of a batch in a request (a ``ProducerBatch``)."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def created_ms(self) -> float: ...
-    @property
-    def builder(self) -> _SizedBuilder: ...
 
 
 #: Completions recorded within this many milliseconds of the first unfolded one go into the
@@ -303,51 +284,17 @@ class ProducerMetrics:
         self.batch_split_total += 1
         self.batch_split_rate.record(1, now_ms)
 
-    def record_request(self, batches: Sequence[SentBatch], now_ms: float) -> None:
+    def record_request(self, batches: Sequence[ProducerBatch], now_ms: float) -> None:
         """A Produce request went out with ``batches`` (Java's ``updateProduceRequestMetrics``).
 
         Per batch, as Java: its size, its records' mean size, its compression ratio, how long it
         queued; per request: the request and its records. Each statistic takes the request's sum
         and count (or maximum) in one update, the same values as one update per batch at
-        ``now_ms``: the loop below is plain arithmetic per batch, the windowed updates are per request.
+        ``now_ms``: the per-batch arithmetic is one native pass (``request_stats``, reading
+        each batch's native half), the windowed updates are per request.
         """
-        records = 0
-        size_sum = 0
-        size_max = 0
-        per_record_sum = 0.0
-        per_record_max = 0.0
-        with_records = 0
-        ratio_sum = 0.0
-        queued_sum = 0.0
-        oldest = now_ms
-        by_topic: dict[str, list[float]] = {}  # topic -> [bytes, compression ratios summed, batches]
-        for batch in batches:
-            builder = batch.builder
-            count = builder.record_count
-            size = builder.estimated_size_in_bytes
-            ratio = builder.compression_ratio
-            records += count
-            size_sum += size
-            if size > size_max:
-                size_max = size
-            if count:
-                per_record = size / count
-                per_record_sum += per_record
-                with_records += 1
-                if per_record > per_record_max:
-                    per_record_max = per_record
-            ratio_sum += ratio
-            created = batch.created_ms
-            queued_sum += now_ms - created
-            if created < oldest:
-                oldest = created
-            acc = by_topic.get(batch.topic)
-            if acc is None:
-                by_topic[batch.topic] = [size, ratio, 1]
-            else:
-                acc[0] += size
-                acc[1] += ratio
-                acc[2] += 1
+        (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
+         by_topic) = request_stats(batches, now_ms)
         n = len(batches)
         if n:
             self.batch_size_avg.record_many(size_sum, n, now_ms)

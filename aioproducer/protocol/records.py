@@ -148,8 +148,9 @@ def estimate_size_in_bytes_upper_bound(
     length. The producer compares it with ``max.request.size`` and
     ``buffer.memory`` before appending, and the accumulator sizes a new batch
     as ``max(batch.size, this)``. Compression is ignored (it may not shrink).
-    ``send_arrow()``'s rows are sized by its Rust twin (``size_upper_bound`` in
-    ``native/src/batch_builder.rs``); tests/unit/test_native_twins.py checks the two agree.
+    The producer calls its Rust twin (``size_upper_bound`` in ``native/src/batch_builder.rs``,
+    for every new batch and for ``send_arrow()``'s rows: 0.1 µs against about 1 µs here); this
+    statement of the formula is the oracle tests/unit/test_native_twins.py checks it against.
     """
     return RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + _sizeof_key_value_headers(key, value, headers)
 

@@ -452,15 +452,25 @@ impl PyRecordBatchBuilder {
         }
     }
 
+    /// How many records it holds.
+    pub fn count(&self) -> i32 {
+        self.core.count
+    }
+
+    /// Header plus uncompressed records section (`uncompressed_size_in_bytes`).
+    pub fn uncompressed_len(&self) -> usize {
+        RECORD_BATCH_OVERHEAD + if self.closed.is_none() { self.core.buf.len() } else { self.uncompressed_size }
+    }
+
     /// Wire size of the batch: exact once built or when uncompressed, else estimated. O(1).
-    fn estimated_size(&self, py: Python<'_>) -> usize {
+    pub fn wire_size(&self, py: Python<'_>) -> usize {
         if self.closed.is_some() {
             return RECORD_BATCH_OVERHEAD + self.closed_section_len(py);
         }
         RECORD_BATCH_OVERHEAD + self.core.used().max(0) as usize
     }
 
-    fn compression_ratio_of(&self, py: Python<'_>) -> f64 {
+    pub fn compression_ratio_of(&self, py: Python<'_>) -> f64 {
         if self.closed.is_none() || self.uncompressed_size == 0 {
             return 1.0;
         }
@@ -513,7 +523,7 @@ impl PyRecordBatchBuilder {
 
     #[getter]
     fn record_count(&self) -> PyResult<i32> {
-        guarded("RecordBatchBuilder.record_count", || Ok(self.core.count))
+        guarded("RecordBatchBuilder.record_count", || Ok(self.count()))
     }
 
     /// Timestamp of the first record (deltas are relative to it); -1 when empty.
@@ -537,15 +547,13 @@ impl PyRecordBatchBuilder {
     /// Header plus uncompressed records section.
     #[getter]
     fn uncompressed_size_in_bytes(&self) -> PyResult<usize> {
-        guarded("RecordBatchBuilder.uncompressed_size_in_bytes", || {
-            Ok(RECORD_BATCH_OVERHEAD + if self.closed.is_none() { self.core.buf.len() } else { self.uncompressed_size })
-        })
+        guarded("RecordBatchBuilder.uncompressed_size_in_bytes", || Ok(self.uncompressed_len()))
     }
 
     /// Wire size of the batch: exact once built or when uncompressed, else estimated. O(1).
     #[getter]
     fn estimated_size_in_bytes(&self, py: Python<'_>) -> PyResult<usize> {
-        guarded("RecordBatchBuilder.estimated_size_in_bytes", || Ok(self.estimated_size(py)))
+        guarded("RecordBatchBuilder.estimated_size_in_bytes", || Ok(self.wire_size(py)))
     }
 
     /// Compressed / uncompressed section size once closed (1.0 before, or when empty).
@@ -618,58 +626,7 @@ impl PyRecordBatchBuilder {
         base_offset: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         guarded("RecordBatchBuilder.build", || {
-            let py = slf.py();
-            let state = ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset };
-            let compressed: Option<Bound<'py, PyBytes>> = {
-                let this = slf.borrow();
-                if this.core.count == 0 {
-                    return Err(PyRuntimeError::new_err("cannot build an empty record batch"));
-                }
-                if this.last_state == Some(state) {
-                    if let Some(built) = &this.last_built {
-                        return Ok(built.bind(py).clone());
-                    }
-                }
-                match &this.closed {
-                    Some(Closed::Released) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
-                    None if this.codec != CODEC_NONE => {
-                        let (codec, level) = (this.codec, this.level);
-                        drop(this); // the view below borrows the builder
-                        let view = PyMemoryView::from(slf.as_any())?;
-                        let out = compression(py)?.getattr("compress")?.call1((codec, &view, level))?;
-                        view.call_method0("release")?;
-                        Some(out.cast_into::<PyBytes>()?)
-                    }
-                    _ => None,
-                }
-            };
-            let mut this = slf.borrow_mut();
-            let this = &mut *this;
-            let built = {
-                let section: &[u8] = match (&compressed, &this.closed) {
-                    (Some(c), _) => c.as_bytes(),
-                    (None, None) => &this.core.buf,
-                    (None, Some(Closed::Compressed(c))) => c.bind(py).as_bytes(),
-                    (None, Some(Closed::InBuilt)) => match &this.last_built {
-                        Some(b) => &b.bind(py).as_bytes()[RECORD_BATCH_OVERHEAD..],
-                        None => return Err(PyRuntimeError::new_err("record batch lost its bytes")),
-                    },
-                    (None, Some(Closed::Released)) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
-                };
-                let (core, codec) = (&this.core, this.codec);
-                PyBytes::new_with(py, RECORD_BATCH_OVERHEAD + section.len(), |out| {
-                    core.write_batch(out, section, &state, codec);
-                    Ok(())
-                })?
-            };
-            if this.closed.is_none() {
-                this.uncompressed_size = this.core.buf.len();
-            }
-            this.closed = Some(Closed::InBuilt);
-            this.drop_section_if_unviewed();
-            this.last_state = Some(state);
-            this.last_built = Some(built.clone().unbind());
-            Ok(built)
+            Self::build_with(slf, ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset })
         })
     }
 
@@ -778,7 +735,7 @@ impl PyRecordBatchBuilder {
                 "RecordBatchBuilder(codec={}, records={}, size~{}/{}, closed={})",
                 self.codec,
                 self.core.count,
-                self.estimated_size(py),
+                self.wire_size(py),
                 self.batch_size,
                 if self.closed.is_some() { "True" } else { "False" }
             ))
@@ -825,6 +782,74 @@ impl PyRecordBatchBuilder {
 // `send_arrow()`'s rows with this one. These expose the Rust side so that one test
 // (tests/unit/test_native_twins.py) checks each pair against each other over sizes, headers and
 // timestamps; the producer calls none of them.
+
+impl PyRecordBatchBuilder {
+    /// `build` for a `NativeBatch` (`records()`): its producer state, base offset 0.
+    pub fn build_for<'py>(
+        slf: &Bound<'py, Self>,
+        producer_id: i64,
+        producer_epoch: i16,
+        base_sequence: i32,
+        is_transactional: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        Self::build_with(slf, ProducerState { producer_id, producer_epoch, base_sequence, is_transactional, base_offset: 0 })
+    }
+
+    /// `build`'s work: the batch with `state`, compressed once, cached per state.
+    fn build_with<'py>(slf: &Bound<'py, Self>, state: ProducerState) -> PyResult<Bound<'py, PyBytes>> {
+        let py = slf.py();
+        let compressed: Option<Bound<'py, PyBytes>> = {
+            let this = slf.borrow();
+            if this.core.count == 0 {
+                return Err(PyRuntimeError::new_err("cannot build an empty record batch"));
+            }
+            if this.last_state == Some(state) {
+                if let Some(built) = &this.last_built {
+                    return Ok(built.bind(py).clone());
+                }
+            }
+            match &this.closed {
+                Some(Closed::Released) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
+                None if this.codec != CODEC_NONE => {
+                    let (codec, level) = (this.codec, this.level);
+                    drop(this); // the view below borrows the builder
+                    let view = PyMemoryView::from(slf.as_any())?;
+                    let out = compression(py)?.getattr("compress")?.call1((codec, &view, level))?;
+                    view.call_method0("release")?;
+                    Some(out.cast_into::<PyBytes>()?)
+                }
+                _ => None,
+            }
+        };
+        let mut this = slf.borrow_mut();
+        let this = &mut *this;
+        let built = {
+            let section: &[u8] = match (&compressed, &this.closed) {
+                (Some(c), _) => c.as_bytes(),
+                (None, None) => &this.core.buf,
+                (None, Some(Closed::Compressed(c))) => c.bind(py).as_bytes(),
+                (None, Some(Closed::InBuilt)) => match &this.last_built {
+                    Some(b) => &b.bind(py).as_bytes()[RECORD_BATCH_OVERHEAD..],
+                    None => return Err(PyRuntimeError::new_err("record batch lost its bytes")),
+                },
+                (None, Some(Closed::Released)) => return Err(PyRuntimeError::new_err("cannot build a released record batch")),
+            };
+            let (core, codec) = (&this.core, this.codec);
+            PyBytes::new_with(py, RECORD_BATCH_OVERHEAD + section.len(), |out| {
+                core.write_batch(out, section, &state, codec);
+                Ok(())
+            })?
+        };
+        if this.closed.is_none() {
+            this.uncompressed_size = this.core.buf.len();
+        }
+        this.closed = Some(Closed::InBuilt);
+        this.drop_section_if_unviewed();
+        this.last_state = Some(state);
+        this.last_built = Some(built.clone().unbind());
+        Ok(built)
+    }
+}
 
 /// `size_upper_bound`: the Python twin is `estimate_size_in_bytes_upper_bound`.
 #[pyfunction(name = "estimate_size_in_bytes_upper_bound")]

@@ -15,8 +15,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 pub mod arrow;
+pub mod batch;
 pub mod batch_builder;
-pub mod future;
 pub mod murmur;
 pub mod produce;
 #[cfg(unix)]
@@ -101,7 +101,7 @@ pub(crate) fn test_panic_after_rows(name: &str) -> Option<usize> {
 }
 
 /// Tests only. Without arguments: panics here. With `entry_point` (`"RecordBatchBuilder.build"`,
-/// `"append_record"`): the next call of that entry point panics, at its start, or for
+/// `"ProducerBatch.try_append"`): the next call of that entry point panics, at its start, or for
 /// `ArrowRecords.append_rows` after appending `after_rows` rows; `""` disarms. Each panic must
 /// reach Python as the `RuntimeError` of `guarded` (tests/unit/test_native_panics.py); the
 /// release profile keeps `panic = "unwind"` for that (native/Cargo.toml).
@@ -128,12 +128,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch_builder::py_write_varlong, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     m.add_class::<arrow::ArrowRecords>()?;
-    m.add_class::<future::FutureRecordMetadata>()?;
-    m.add_class::<future::BatchOutcome>()?;
+    m.add_class::<batch::FutureRecordMetadata>()?;
+    m.add_class::<batch::ProducerBatch>()?;
+    m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
-    m.add_function(wrap_pyfunction!(future::append_record, m)?)?;
-    m.add_function(wrap_pyfunction!(future::append_values, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;

@@ -1,12 +1,18 @@
 """A ProducerBatch changes itself: nothing outside ``internals/batch.py`` writes one of its fields.
 
+A batch is native (``native/src/batch.rs``). Its own fields (schedule, reservation, producer
+state, flags, outcome) Python can read and not write: its native methods write them (checked
+below on the type itself). Its Python state (``#[pyo3(get, set)]`` there: futures, callbacks,
+spans, pieces ...) is written by batch.py's functions, which are its methods. The check that
+follows covers both kinds of field in the package's Python source.
+
 The accumulator, the sender, the transaction manager and tracing move a batch through its
 states by calling its methods (``drained``, ``reenqueued``, ``set_producer_state``, ``settle``,
 ``complete`` ...), so each field has its writers in one file, named in its comment there.
 
 The check reads the package's source with ``ast`` (no import, no type checker). A write is an
 assignment, augmented or annotated assignment or ``del`` whose target is an attribute named in
-``ProducerBatch.__slots__``, or ``setattr``/``delattr`` with such a name. Python does not say
+a batch field, or ``setattr``/``delattr`` with such a name. Python does not say
 what type the receiver has, so a write outside ``batch.py`` is reported when
 
 - the attribute's name belongs to no other class of the package (no other ``__slots__`` entry,
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -31,22 +38,39 @@ pytestmark = pytest.mark.source_tree  # reads the source tree, see tests/conftes
 
 PACKAGE = Path(__file__).resolve().parents[2] / "aioproducer"
 BATCH_PY = PACKAGE / "internals" / "batch.py"
+BATCH_RS = PACKAGE.parent / "native" / "src" / "batch.rs"
 
 #: Names the package gives a ProducerBatch (besides any name containing "batch").
 BATCH_NAMES = frozenset({"b", "first", "last", "piece", "pieces", "holder", "parent", "dq", "queue", "unacked", "ready"})
 
 
 @functools.cache
+def native_fields() -> frozenset[str]:
+    """The batch's own fields, read-only from Python: its ``#[getter]`` functions and ``#[pyo3(get)]`` fields."""
+    text = BATCH_RS.read_text()
+    names = set(re.findall(r"#\[getter\]\n\s*fn (\w+)", text))
+    for options, field in re.findall(r"#\[pyo3\((get(?:, name = \"\w+\")?)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", text):
+        renamed = re.search(r'name = "(\w+)"', options)
+        names.add(renamed[1] if renamed else field)
+    assert {"attempts", "in_flight", "base_sequence", "reserved_bytes", "loop", "log"} <= names
+    return frozenset(names)
+
+
+@functools.cache
 def batch_slots() -> frozenset[str]:
-    for node in ast.walk(ast.parse(BATCH_PY.read_text())):
-        if isinstance(node, ast.ClassDef) and node.name == "ProducerBatch":
-            for statement in node.body:
-                if isinstance(statement, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == "__slots__" for t in statement.targets
-                ):
-                    value = ast.literal_eval(statement.value)
-                    return frozenset(value)
-    raise AssertionError("ProducerBatch.__slots__ not found in batch.py")
+    """Every field of a batch: its own (read-only from Python) and its Python state."""
+    return python_slots() | native_fields()
+
+
+@functools.cache
+def python_slots() -> frozenset[str]:
+    """The batch's Python state: its ``#[pyo3(get, set ...)]`` fields, by the name Python sees."""
+    names = set()
+    for options, field in re.findall(r"#\[pyo3\((get, set[^)]*)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", BATCH_RS.read_text()):
+        renamed = re.search(r'name = "(\w+)"', options)
+        names.add(renamed[1] if renamed else field)
+    assert {"futures", "callbacks", "spans", "_deferred"} <= names
+    return frozenset(names)
 
 
 def other_classes_fields(trees: list[ast.Module]) -> frozenset[str]:
@@ -181,3 +205,18 @@ def test_other_objects_with_a_batch_field_name_pass(other: str) -> None:
     assert {"last_attempt_ms", "error"} <= shared  # the names really are shared in the package
     tree = ast.parse(f"def f(self, state, totals, batch, now):\n    {other}\n")
     assert batch_writes(tree, slots, shared) == [], other
+
+
+def test_python_cannot_write_a_field_of_the_native_half() -> None:
+    """Every field of the batch's own is read-only from Python: only its native methods write it."""
+    from aioproducer._native import ProducerBatch, RecordBatchBuilder
+
+    batch = ProducerBatch("t", 0, RecordBatchBuilder(), 0.0, 0, None)  # type: ignore[arg-type]  # no loop needed
+    for name in sorted(native_fields()):
+        with pytest.raises(AttributeError):
+            setattr(batch, name, getattr(batch, name))
+
+
+def test_the_python_state_does_not_shadow_a_field_of_the_batch_s_own() -> None:
+    """No field is both: one home, one kind of writer, for each."""
+    assert python_slots() & native_fields() == frozenset()

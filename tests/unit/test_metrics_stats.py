@@ -3,31 +3,35 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pytest
 
+from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder
 from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
-@dataclass
-class _Built:
-    record_count: int
-    estimated_size_in_bytes: int
-    compression_ratio: float = 1.0
+def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> ProducerBatch:
+    """A built batch of ``topic`` holding ``records`` records of ``size`` wire bytes in all, created at ``created_ms``.
+
+    ``ratio`` < 1 gives a compressed batch (zstd, values of zeros) whose section is ``ratio``
+    of its uncompressed size; the statistics read what the batch says (``_size``, ``_ratio``).
+    """
+    codec = 0 if ratio == 1.0 else 4
+    builder = RecordBatchBuilder(codec, 1 << 20)
+    value = bytes(max(0, (size - RECORD_BATCH_OVERHEAD) // records - 8))
+    for i in range(records):
+        builder.append(1000 + i, None, value)
+    batch = ProducerBatch(topic, 0, builder, created_ms, 0, None)  # type: ignore[arg-type]  # no loop: never completed
+    batch.records()  # built: its size and compression ratio are final
+    return batch
 
 
-@dataclass
-class _Sent:
-    """What ``record_request`` reads of a batch in a request."""
-
-    topic: str
-    created_ms: float
-    builder: _Built
+def _size(batch: ProducerBatch) -> int:
+    return batch.estimated_size()
 
 
-def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> _Sent:
-    return _Sent(topic, created_ms, _Built(records, size, ratio))
+def _ratio(batch: ProducerBatch) -> float:
+    return batch.builder.compression_ratio
 
 
 def _snapshot(m: ProducerMetrics, now_ms: float) -> dict[str, float | int]:
@@ -88,7 +92,8 @@ def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
     counts = ByteCounts(1000, 2)
     counts.sent(1, 300, 100)
     counts.incoming += 50
-    m.record_request([_sent("t", 4, 400, created_ms=10)], 30)
+    sent = _sent("t", 4, 400, created_ms=10)
+    m.record_request([sent], 30)
     m.record_response(1, 5.0, 7, 35)
     m.record_completed("t", 4, True, 35)
     m.record_retry("t", 2, 36)
@@ -98,13 +103,13 @@ def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
         metadata_age_ms=2500, connection_count=1, byte_counts=counts,
     )
     assert snap["record-send-total"] == 4 and snap["record-error-total"] == 3 and snap["record-retry-total"] == 2
-    assert snap["record-queue-time-max"] == 20 and snap["batch-size-avg"] == 400 and snap["record-size-avg"] == 100
+    assert snap["record-queue-time-max"] == 20 and snap["batch-size-avg"] == _size(sent) and snap["record-size-avg"] == _size(sent) / 4
     assert snap["records-per-request-avg"] == 4 and snap["request-total"] == 1
     assert snap["produce-throttle-time-max"] == 7 and snap["request-latency-avg"] == 5.0
     assert snap["metadata-age"] == 2.5
     assert snap["outgoing-byte-total"] == 300 and snap["incoming-byte-total"] == 50
     assert snap["outgoing-byte-rate"] == pytest.approx(300.0)  # 300 bytes over 0 ms elapsed plus the missing full window
-    assert snap["topic.t.record-send-total"] == 4 and snap["topic.t.byte-total"] == 400
+    assert snap["topic.t.record-send-total"] == 4 and snap["topic.t.byte-total"] == _size(sent)
     assert snap["topic.t.record-error-total"] == 3 and snap["topic.t.record-retry-total"] == 2
     assert snap["node-1.request-latency-max"] == 5.0 and snap["node-1.outgoing-byte-total"] == 300
 
@@ -154,7 +159,9 @@ def test_split_topic_rates_and_node_counts() -> None:
     counts.sent(1, 100, 10)
     counts.received(1, 40)
     counts.received(-1, 5)
-    m.record_request([_sent("t", 4, 400, 0.5), _sent("t", 4, 200, 0.25)], 10)
+    sent = [_sent("t", 4, 400, 0.5), _sent("t", 4, 200, 0.25)]
+    assert all(_ratio(b) < 1 for b in sent)  # compressed: each batch's own ratio counts
+    m.record_request(sent, 10)
     m.record_split(20)
     m.record_completed("t", 4, True, 30, created_ms=0)
     m.record_retry("t", 2, 30)
@@ -164,8 +171,8 @@ def test_split_topic_rates_and_node_counts() -> None:
         metadata_age_ms=0, connection_count=1, byte_counts=counts,
     )
     assert snap["batch-split-total"] == 1 and snap["batch-split-rate"] == pytest.approx(1 / 1.48)  # since 20 ms, + a window
-    assert snap["topic.t.compression-rate"] == pytest.approx(0.375)
-    assert snap["topic.t.byte-rate"] == pytest.approx(600 / 1.49)
+    assert snap["topic.t.compression-rate"] == pytest.approx((_ratio(sent[0]) + _ratio(sent[1])) / 2)
+    assert snap["topic.t.byte-rate"] == pytest.approx((_size(sent[0]) + _size(sent[1])) / 1.49)
     assert snap["topic.t.record-send-rate"] == pytest.approx(4 / 1.47)
     assert snap["topic.t.record-error-rate"] == pytest.approx(3 / 1.46)
     assert snap["topic.t.record-retry-rate"] == pytest.approx(2 / 1.47)
@@ -178,16 +185,23 @@ def test_split_topic_rates_and_node_counts() -> None:
 
 def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic() -> None:
     m = ProducerMetrics(1000, 2)
-    m.record_request([_sent("a", 4, 400, 0.5, created_ms=2), _sent("b", 1, 1000, 1.0, created_ms=8), _sent("a", 2, 100, 0.25, created_ms=5)], 10)
-    m.record_request([_sent("b", 10, 500, created_ms=10)], 20)
+    first = [_sent("a", 4, 400, 0.5, created_ms=2), _sent("b", 1, 1000, 1.0, created_ms=8), _sent("a", 2, 100, 0.25, created_ms=5)]
+    second = _sent("b", 10, 500, created_ms=10)
+    m.record_request(first, 10)
+    m.record_request([second], 20)
     snap = _snapshot(m, 20)
-    assert snap["batch-size-avg"] == pytest.approx(2000 / 4) and snap["batch-size-max"] == 1000
-    assert snap["record-size-avg"] == pytest.approx((100 + 1000 + 50 + 50) / 4) and snap["record-size-max"] == 1000
-    assert snap["compression-rate-avg"] == pytest.approx((0.5 + 1.0 + 0.25 + 1.0) / 4)
+    every = [*first, second]
+    sizes = [_size(b) for b in every]
+    per_record = [_size(b) / b.record_count for b in every]
+    ratios = [_ratio(b) for b in every]
+    assert snap["batch-size-avg"] == pytest.approx(sum(sizes) / 4) and snap["batch-size-max"] == max(sizes)
+    assert snap["record-size-avg"] == pytest.approx(sum(per_record) / 4) and snap["record-size-max"] == max(per_record)
+    assert snap["compression-rate-avg"] == pytest.approx(sum(ratios) / 4)
     assert snap["record-queue-time-avg"] == pytest.approx((8 + 2 + 5 + 10) / 4) and snap["record-queue-time-max"] == 10
     assert snap["records-per-request-avg"] == pytest.approx((7 + 10) / 2) and snap["request-total"] == 2
-    assert snap["topic.a.byte-total"] == 500 and snap["topic.b.byte-total"] == 1500
-    assert snap["topic.a.compression-rate"] == pytest.approx(0.375) and snap["topic.b.compression-rate"] == pytest.approx(1.0)
+    assert snap["topic.a.byte-total"] == sizes[0] + sizes[2] and snap["topic.b.byte-total"] == sizes[1] + sizes[3]
+    assert snap["topic.a.compression-rate"] == pytest.approx((ratios[0] + ratios[2]) / 2)
+    assert snap["topic.b.compression-rate"] == pytest.approx(1.0)
 
 
 def test_completions_are_folded_exactly_across_samples_and_read_at_once() -> None:

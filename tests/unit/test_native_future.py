@@ -1,4 +1,4 @@
-"""The native record future (native/src/future.rs): asyncio takes it as a future, the collector sees through it.
+"""The native record future (native/src/batch.rs): asyncio takes it as a future, the collector sees through it.
 
 What asyncio's combinators do with it end to end is in tests/unit/test_record_future.py and
 tests/integration/test_producer_lifecycle.py; here: what is particular to a native object.

@@ -496,6 +496,28 @@ async def test_a_batch_that_expires_waiting_for_a_retry_names_the_last_failure()
     assert "the last attempt failed with NotEnoughReplicasError" in str(error)
 
 
+async def test_a_batch_that_expires_in_flight_is_completed_once_whatever_the_late_answer_says() -> None:
+    """Its records are reported once, at the expiry; the broker's answer after it changes nothing.
+
+    The answer still ends the request (the partition's in-flight slot), but the records'
+    outcome is the one written first: ``on_delivery`` is not called again and the memory is
+    not handed back twice.
+    """
+    sender, acc, client, clock = make()
+    reports: list[tuple[Any, BaseException | None]] = []
+    future = acc.try_append("t", 0, 1, None, b"v", None, lambda md, err: reports.append((md, err)))
+    assert future is not None
+    (sent,) = in_flight(sender, acc, clock)
+    clock.now += 120_000
+    sender.run_once(clock.now)  # its deadline passed while its request was out
+    assert len(reports) == 1 and isinstance(reports[0][1], KafkaTimeoutError)
+    available = acc.pool.available_memory
+    sent.on_response(response(ok("t", 0, 42)), None)  # the broker wrote it after all
+    assert len(reports) == 1, reports
+    assert isinstance(future.exception(), KafkaTimeoutError)
+    assert acc.pool.available_memory == available
+
+
 async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable() -> None:
     sender, acc, client, clock = make()
     refused = KafkaConnectionError("could not connect to node 0: refused")
