@@ -435,6 +435,12 @@ class KafkaCluster:
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
     ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
+    ``sasl_mechanism="GSSAPI"`` starts a Kerberos realm first (:attr:`kdc`, an MIT KDC:
+    :class:`~aioproducer.testing.kdc.Kdc`), with the brokers' principal ``kafka/127.0.0.1`` and
+    a client principal ``producer``, each with a keytab, and turns GSSAPI on on the SASL
+    listeners; ``listeners`` then default to ``("SASL_PLAINTEXT", "PLAINTEXT")`` (the second for
+    reading back). :meth:`gssapi_config` is a producer's configuration for it, :attr:`krb5_conf`
+    the ``KRB5_CONFIG`` a client process needs.
     ``extra_classpath`` puts plugin classes on the brokers' classpath (with
     ``broker_config={"metric.reporters": ...}``: a client-metrics reporter, KIP-714).
     ``dedicated_controller=True`` adds a controller-only node (id 100) and makes
@@ -469,7 +475,6 @@ class KafkaCluster:
         transaction_version: int | None = None,
         oauthbearer_jwks_url: str | None = None,
         sasl_mechanism: str | None = None,
-        kerberos_ticket_lifetime_s: int | None = None,
     ) -> None:
         if sasl_mechanism not in (None, "GSSAPI"):
             raise ValueError(
@@ -513,7 +518,7 @@ class KafkaCluster:
         _live.add(self)
         try:
             if sasl_mechanism == "GSSAPI":
-                self._start_kdc(kerberos_ticket_lifetime_s)
+                self._start_kdc()
             self._tls: dict[str, Path] = self._make_tls() if self._needs_tls() else {}
             self._nodes = self._plan_nodes(proxy)
             self._controller = self._plan_controller() if dedicated_controller else None
@@ -548,17 +553,18 @@ class KafkaCluster:
         if client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth must be none, requested or required, got {client_auth!r}")
 
-    def _start_kdc(self, ticket_lifetime_s: int | None) -> None:
-        """The realm: a KDC, the brokers' service principal and keytab, and the client's (tickets capped as asked)."""
+    def _start_kdc(self) -> None:
+        """The realm: a KDC, the brokers' service principal and keytab, and the client's."""
         from aioproducer.testing.kdc import Kdc
 
-        # A small clock skew allowance, so that an expired ticket is refused at once rather than minutes later.
-        kdc = self.kdc = Kdc(clockskew_s=5 if ticket_lifetime_s is not None else 300)
+        # A small clock skew allowance (one machine, one clock), so that an expired ticket is
+        # refused at once rather than minutes later.
+        kdc = self.kdc = Kdc(clockskew_s=5)
         self._kerberos = {
             "broker_principal": kdc.principal(f"{KERBEROS_SERVICE_NAME}/127.0.0.1"),
             "broker_keytab": str(kdc.add_principal(f"{KERBEROS_SERVICE_NAME}/127.0.0.1")),
             "client_principal": kdc.principal(KERBEROS_CLIENT),
-            "client_keytab": str(kdc.add_principal(KERBEROS_CLIENT, max_life_s=ticket_lifetime_s)),
+            "client_keytab": str(kdc.add_principal(KERBEROS_CLIENT)),
         }
         self._jvm_options += (f"-Djava.security.krb5.conf={kdc.krb5_conf}",)
 

@@ -21,9 +21,11 @@ left unproven between two implementations of our choosing.)
    a random key (pre-authentication required, as in a real realm) and writes its
    keytab; ``max_life_s`` caps its tickets' lifetime, which is how a test makes
    a ticket expire during a run. :meth:`Kdc.randomize_key` gives a principal a
-   new key, so that the keytabs written before are wrong.
-4. **Stop.** :meth:`Kdc.close` stops ``krb5kdc`` and deletes the folder; the
-   process also dies with the thread that started it (Linux).
+   new key, so that the keytabs written before are wrong; :meth:`Kdc.delete_principal`
+   makes its keytabs name a principal the realm does not know.
+4. **Stop.** :meth:`Kdc.stop` stops ``krb5kdc`` (the realm's clients find no KDC) and
+   :meth:`Kdc.start` starts it again on the same port; :meth:`Kdc.close` stops it and deletes
+   the folder. The process also dies with the thread that started it (Linux).
 
 What is missing (the MIT tools) raises
 :class:`~aioproducer.testing.kafka.KafkaUnavailableError` naming the package.
@@ -87,7 +89,7 @@ class Kdc:
             self._kdc_conf = self.directory / "kdc.conf"
             self._write_configs()
             self._create_database()
-            self._start()
+            self.start()
         except BaseException:
             self.close()
             raise
@@ -146,7 +148,10 @@ class Kdc:
         master = secrets.token_urlsafe(24)  # the stash file keeps it; nobody types it
         self._run([self._kdb5_util, "-r", self.realm, "create", "-s", "-P", master])
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start ``krb5kdc`` (on construction, and again after :meth:`stop`: same port, same principals)."""
+        if self.running:
+            raise RuntimeError("the KDC is running already")
         main_thread = threading.current_thread() is threading.main_thread()
         log = open(self.directory / "krb5kdc.out", "ab")  # noqa: SIM115 - the child writes it until close()
         with log:
@@ -194,6 +199,10 @@ class Kdc:
         self._kadmin_query(["addprinc", "-randkey", *life, principal])
         self._kadmin_query(["ktadd", "-k", str(path), principal])
         return path
+
+    def delete_principal(self, name: str) -> None:
+        """Remove ``name`` from the realm (its keytabs then name a principal the KDC does not know)."""
+        self._kadmin_query(["delprinc", "-force", self.principal(name)])
 
     def randomize_key(self, name: str) -> None:
         """Give ``name`` a new random key: every keytab written for it before no longer matches."""
