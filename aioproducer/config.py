@@ -29,7 +29,8 @@ Key status (the full table, with defaults and types, is :func:`render_markdown_t
 ========================================  ======================================================
 supported                                 every key in :data:`CONFIG_DEFS` not listed below
 accepted and ignored (harmless)           ``metric.reporters``, ``metrics.recording.level``
-accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
+accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides),
+                                          ``sasl.kerberos.kinit.cmd`` (no ``kinit`` runs)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
 ========================================  ======================================================

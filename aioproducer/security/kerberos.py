@@ -57,7 +57,7 @@ _HINTS: dict[int, str] = {
     6: "the KDC does not know this principal (is it spelled right, with its realm?)",
     7: "the KDC knows no such service principal: is sasl.kerberos.service.name (and the broker's host name) right?",
     24: "the keytab's key is not the one the KDC has for this principal (a wrong or outdated keytab)",
-    32: "the ticket expired",
+    32: "it ran out before it was renewed",
     37: "this machine's clock and the KDC's differ by more than the realm allows (clockskew): synchronise the clocks",
     156: "no KDC of the realm answered: is it up, and does krb5.conf (KRB5_CONFIG) name it?",
     195: "no ticket could be had: the keytab holds no key for this principal, or the ticket cache is empty",

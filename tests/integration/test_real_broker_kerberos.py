@@ -133,7 +133,7 @@ async def test_a_ticket_that_expires_during_the_run_is_renewed_and_sessions_reau
     """
     who, keytab = principal(kerberized, "short", max_life_s=15)
     topic = fresh(kerberized, "krb-renew")
-    config = {
+    config: dict[str, Any] = {
         **kerberized.gssapi_config(principal=who, keytab=str(keytab)),
         "sasl.kerberos.min.time.before.relogin": 1000,
         "delivery.timeout.ms": 10_000, "request.timeout.ms": 5_000,
