@@ -30,6 +30,7 @@ import pytest
 from aioproducer import Producer
 from aioproducer.errors import AuthenticationError
 from aioproducer.network.client import KafkaClient
+from aioproducer.security.kerberos import KerberosLogin, KerberosSettings
 from aioproducer.testing import KafkaCluster
 from conftest import kafka_or_skip
 from readback import read_confluent
@@ -38,6 +39,8 @@ pytestmark = pytest.mark.integration
 
 #: The brokers' session lifetime: a client re-authenticates at 85-95 % of it.
 REAUTH_MS = 5000
+#: The renewal test: the short-lived principal's ticket lifetime, and how long records flow (past its end).
+TICKET_LIFETIME_S, RUN_S = 10, 15
 #: ``max.block.ms`` of the failing starts: every failure must come well before it.
 MAX_BLOCK_MS = 10_000
 _names = itertools.count()
@@ -119,19 +122,19 @@ async def test_a_transaction_over_gssapi_commits_and_an_aborted_one_stays_hidden
 async def test_a_ticket_that_expires_during_the_run_is_renewed_and_sessions_reauthenticate(
     kerberized: KafkaCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A 15 s ticket, 22 s of records over connections that re-authenticate every ~4.5 s: nothing lost or twice.
+    """A 10 s ticket, 15 s of records over connections that re-authenticate every ~4.5 s: nothing lost or twice.
 
-    Why 15 s and not minutes: renewal is scheduled in fractions of the ticket's lifetime
+    Why 10 s and not minutes: renewal is scheduled in fractions of the ticket's lifetime
     (``sasl.kerberos.ticket.renew.window.factor``, jitter) and the KDC and the library enforce the
     end time the same way at any lifetime, so a short ticket runs the same code through the same
     states: login, re-authentications on the first ticket, the renewal point, a re-authentication
     that needs a ticket past the first one's end (the library refuses an expired one outright,
     "Ticket expired", with no grace), and re-authentications on the second. The one absolute
     setting, ``sasl.kerberos.min.time.before.relogin`` (60 s by default, longer than this ticket),
-    is set to 1 s here. Without renewal the first re-authentication after 15 s fails, the broker
+    is set to 1 s here. Without renewal the first re-authentication after 10 s fails, the broker
     drops the connection and no new one can authenticate: the records would time out.
     """
-    who, keytab = principal(kerberized, "short", max_life_s=15)
+    who, keytab = principal(kerberized, "short", max_life_s=TICKET_LIFETIME_S)
     topic = fresh(kerberized, "krb-renew")
     config: dict[str, Any] = {
         **kerberized.gssapi_config(principal=who, keytab=str(keytab)),
@@ -146,7 +149,7 @@ async def test_a_ticket_that_expires_during_the_run_is_renewed_and_sessions_reau
         assert isinstance(client, KafkaClient)
         await producer.partitions_for(topic)
         first = dict(client._conns)
-        while time.monotonic() - started < 22:
+        while time.monotonic() - started < RUN_S:
             futures = [await producer.send(topic, b"%d" % (sent + i), key=b"k") for i in range(20)]
             sent += 20
             await asyncio.gather(*futures)
@@ -156,8 +159,44 @@ async def test_a_ticket_that_expires_during_the_run_is_renewed_and_sessions_reau
     logins = [r.getMessage() for r in caplog.records if "Kerberos" in r.getMessage() and who in r.getMessage()]
     assert any("re-login" in line for line in logins), logins
     # The broker's own log: a first authentication and re-authentications on both sides of the first ticket's end.
-    assert authentications(kerberized, who) >= 22 * 1000 // REAUTH_MS
+    assert authentications(kerberized, who) >= RUN_S * 1000 // REAUTH_MS
     assert read_back(kerberized, topic, sent) == [b"%d" % i for i in range(sent)]
+
+
+async def test_a_renewal_the_kdc_cannot_serve_keeps_a_valid_ticket_and_fails_once_it_is_gone(
+    kerberized: KafkaCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Java's renewal thread keeps the old ticket when a re-login fails; so does the login here, until the end time.
+
+    The clock of the login is the test's (the ticket's 24 h pass in no time); the KDC and the
+    library are real: with the KDC stopped, a renewal fails and the cached ticket still serves
+    (the service ticket is in the login's cache), past its end it is an AuthenticationError, and
+    with the KDC back the next authentication logs in again.
+    """
+    kdc = kerberized.kdc
+    assert kdc is not None
+    who, keytab = principal(kerberized, "renew")
+    now = [0.0]
+    login = KerberosLogin(
+        KerberosSettings(who, str(keytab), "kafka", min_time_before_relogin_ms=1000, timeout_ms=5000),
+        log=logging.getLogger("aioproducer.security.kerberos"), clock=lambda: now[0],
+    )
+    await login.client("127.0.0.1")
+    assert login.logins == 1
+    now[0] = 0.9 * 86400  # past the renewal point (0.8-0.85 of the 24 h ticket), before its end
+    caplog.set_level(logging.WARNING, logger="aioproducer.security.kerberos")
+    kdc.stop()
+    try:
+        assert (await login.client("127.0.0.1")).initial_response()  # the old ticket still serves
+        assert login.logins == 1
+        assert any("re-login failed, the current ticket serves" in r.getMessage() for r in caplog.records)
+        now[0] = 86400 + 1  # past its end
+        with pytest.raises(AuthenticationError, match=f"principal {who}: login from keytab .* Cannot contact any KDC"):
+            await login.client("127.0.0.1")
+    finally:
+        kdc.start()
+    await login.client("127.0.0.1")
+    assert login.logins == 2
 
 
 # ------------------------------------------------------------------ failures
