@@ -604,7 +604,8 @@ def _kerberos_settings(cfg: ProducerConfig) -> KerberosSettings:
         renew_window_factor=cfg.sasl_kerberos_ticket_renew_window_factor,
         renew_jitter=cfg.sasl_kerberos_ticket_renew_jitter,
         min_time_before_relogin_ms=cfg.sasl_kerberos_min_time_before_relogin,
-        timeout_ms=cfg.max_block_ms,
+        # A KDC round trip is a request: bounded by request.timeout.ms, and within start()'s max.block.ms.
+        timeout_ms=min(cfg.request_timeout_ms, cfg.max_block_ms),
     )
 
 

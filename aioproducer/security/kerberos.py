@@ -23,7 +23,9 @@ Theory of operation. Kerberos is the system's MIT library, reached through pytho
   the exchange is :class:`~aioproducer.security.sasl.GssapiClient`, local cryptography.
 
 Every call that may reach the KDC runs in a worker thread, never on the event loop, and
-is bounded by ``max.block.ms``; a failure is an :class:`AuthenticationError` naming the
+is bounded as a request is, by ``request.timeout.ms`` and at most ``max.block.ms`` (a KDC
+that accepts and never answers would otherwise hold a connection for the library's own
+retries); a failure is an :class:`AuthenticationError` naming the
 principal and the library's reason, with a hint for the usual causes (an outdated keytab,
 an unknown principal, no KDC, a skewed clock, a wrong service name). Key material never
 appears in a message: the library's messages hold none, and the keytab is only named.
@@ -79,8 +81,8 @@ class KerberosSettings:
     renew_window_factor: float = 0.8
     renew_jitter: float = 0.05
     min_time_before_relogin_ms: int = 60000
-    #: The bound of each blocking call (``max.block.ms``).
-    timeout_ms: int = 60000
+    #: The bound of each blocking call: ``request.timeout.ms``, at most ``max.block.ms``.
+    timeout_ms: int = 30000
 
     @property
     def who(self) -> str:
@@ -204,8 +206,8 @@ class KerberosLogin:
             raise AuthenticationError(f"GSSAPI: principal {self.settings.who}: {what}: {_reason(exc)}") from None
         except TimeoutError:
             raise AuthenticationError(
-                f"GSSAPI: principal {self.settings.who}: {what}: no answer within max.block.ms="
-                f"{self.settings.timeout_ms} ms (is the KDC reachable?)"
+                f"GSSAPI: principal {self.settings.who}: {what}: the KDC did not answer within "
+                f"{self.settings.timeout_ms} ms (request.timeout.ms, at most max.block.ms)"
             ) from None
 
     def _first_token(self, credentials: gssapi.Credentials, host: str) -> tuple[gssapi.SecurityContext, bytes]:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import logging
 import os
+import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,6 +283,41 @@ async def test_a_kdc_that_is_down_fails_start(kerberized: KafkaCluster) -> None:
         kdc.start()
     assert "producer@AIOPRODUCER.TEST" in message
     assert "Cannot contact any KDC" in message and "is it up" in message
+
+
+async def test_a_kdc_that_never_answers_fails_start_within_the_request_timeout(kerberized: KafkaCluster) -> None:
+    """A KDC port that accepts and stays silent (TCP and UDP): the login is given up after request.timeout.ms."""
+    kdc = kerberized.kdc
+    assert kdc is not None
+    kdc.stop()
+    silent_tcp = socket.create_server(("127.0.0.1", kdc.port))
+    silent_udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent_udp.bind(("127.0.0.1", kdc.port))
+    held: list[socket.socket] = []
+
+    done = threading.Event()
+    silent_tcp.settimeout(0.1)
+
+    def hold() -> None:
+        while not done.is_set():
+            with contextlib.suppress(OSError):  # TimeoutError: look at the event again
+                held.append(silent_tcp.accept()[0])
+
+    accepting = threading.Thread(target=hold, daemon=True)
+    accepting.start()
+    try:
+        started = time.monotonic()
+        config = {**kerberized.gssapi_config(), "request.timeout.ms": 1500, "delivery.timeout.ms": 2000}
+        message = await fails_at_start(config)
+        assert time.monotonic() - started < 1.5 + 1.0
+    finally:
+        done.set()
+        accepting.join(5)
+        for sock in (silent_tcp, silent_udp, *held):
+            sock.close()
+        kdc.start()
+    assert held, "the library never reached the silent KDC"
+    assert "producer@AIOPRODUCER.TEST" in message and "the KDC did not answer within 1500 ms" in message
 
 
 async def test_a_wrong_service_name_fails_start(kerberized: KafkaCluster) -> None:

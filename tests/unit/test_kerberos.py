@@ -168,9 +168,11 @@ def kerberos(**kwargs: Any) -> KerberosSettings:
 def test_the_jaas_line_gives_the_keytab_and_principal(keytab: Path) -> None:
     settings = kerberos(sasl_jaas_config=JAAS.format(keytab=keytab, principal=PRINCIPAL),
                         sasl_kerberos_service_name="kafka", max_block_ms=5000)
+    assert settings.timeout_ms == 5000  # max.block.ms bounds every KDC call, request.timeout.ms (30 s) too
+    assert kerberos(sasl_jaas_config=JAAS.format(keytab=keytab, principal=PRINCIPAL), sasl_kerberos_service_name="kafka",
+                    request_timeout_ms=2000).timeout_ms == 2000
     assert (settings.principal, settings.keytab, settings.service_name) == (PRINCIPAL, str(keytab), "kafka")
     assert (settings.renew_window_factor, settings.renew_jitter, settings.min_time_before_relogin_ms) == (0.8, 0.05, 60000)
-    assert settings.timeout_ms == 5000
 
 
 def test_the_service_name_may_come_from_the_jaas_line_and_the_renewal_keys_are_read(keytab: Path) -> None:
