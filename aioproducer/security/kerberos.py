@@ -7,7 +7,8 @@ Theory of operation. Kerberos is the system's MIT library, reached through pytho
 * **Login.** With a keytab, the principal's ticket-granting ticket is fetched from the KDC
   into a credential cache of the process's own (``MEMORY:``, a new one per login, through
   the GSSAPI credential store's ``client_keytab``), so no ``kinit`` runs and no file is
-  written; the user's own ticket cache is never touched. With ``useTicketCache=true`` and
+  written; the user's own ticket cache is never touched. (A renewal leaves the previous
+  cache in memory, a few KB each time: python-gssapi has no call that destroys a cache.) With ``useTicketCache=true`` and
   no keytab, the tickets are read from the cache someone else keeps fresh (``kinit``,
   ``k5start``, SSSD).
 * **Re-login.** A ticket is fetched again at ``sasl.kerberos.ticket.renew.window.factor``
@@ -47,6 +48,7 @@ from aioproducer.security.sasl import GssapiClient, GssapiContextError
 
 if TYPE_CHECKING:
     import gssapi
+    from gssapi.raw.misc import GSSError
 
 __all__ = ["KerberosLogin", "KerberosSettings", "refresh_time"]
 
@@ -103,21 +105,17 @@ def refresh_time(
     return max(proposed, now + min_relogin)
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: GSSError) -> str:
     """The GSSAPI library's own words for a failure (the minor status, else the major), and a hint."""
-    minor = int(getattr(exc, "min_code", 0) or 0)
-    major = int(getattr(exc, "maj_code", 0) or 0)
     statuses: list[str] = []
-    get = getattr(exc, "get_all_statuses", None)
-    if get is not None:
-        for code, is_major in ((minor, False), (major, True)):
-            if code and not statuses:
-                try:
-                    statuses = [str(s) for s in get(code, is_major) if str(s).strip()]
-                except Exception:  # noqa: BLE001 - the message is best effort; the exception is still reported
-                    statuses = []
+    for code, is_major in ((exc.min_code, False), (exc.maj_code, True)):
+        if code and not statuses:
+            try:
+                statuses = [str(s) for s in exc.get_all_statuses(code, is_major) if str(s).strip()]
+            except Exception:  # noqa: BLE001 - the text is best effort; the failure is reported either way
+                statuses = []
     text = "; ".join(statuses) or str(exc) or type(exc).__name__
-    hint = _HINTS.get(minor - _KRB5_ERROR_BASE)
+    hint = _HINTS.get((exc.min_code or 0) - _KRB5_ERROR_BASE)
     return f"{text} ({hint})" if hint else text
 
 
@@ -155,7 +153,6 @@ class _Login:
     """One login's credentials and when they run out and are to be renewed (monotonic seconds)."""
 
     credentials: gssapi.Credentials
-    at: float
     expiry: float
     refresh_at: float
 
@@ -267,4 +264,4 @@ class KerberosLogin:
         self.logins += 1
         self._log.info("Kerberos %s of principal %s %s: ticket valid for %.0f s, renewed in %.0f s",
                        "re-login" if relogin else "login", credentials.name, where, lifetime, refresh - now)
-        return _Login(credentials, now, expiry, refresh)
+        return _Login(credentials, expiry, refresh)
