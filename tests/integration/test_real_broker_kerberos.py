@@ -38,6 +38,7 @@ from aioproducer.errors import AuthenticationError
 from aioproducer.network.client import KafkaClient
 from aioproducer.security.kerberos import KerberosLogin, KerberosSettings
 from aioproducer.testing import KafkaCluster
+from aioproducer.testing.producer_factory import ProducerFactory
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +122,15 @@ async def test_a_transaction_over_gssapi_commits_and_an_aborted_one_stays_hidden
                 await producer.send(topic, b"committed-%d" % i, key=b"k")
     # confluent-kafka reads read_committed by default: the aborted records, first in the log, are skipped.
     assert read_back(kerberized, topic, 30) == [b"committed-%d" % i for i in range(30)]
+
+
+async def test_the_plugins_producer_factory_signs_in_over_gssapi(
+    kerberized: KafkaCluster, kafka_producer: ProducerFactory
+) -> None:
+    topic = fresh(kerberized, "krb-plugin")
+    async with kafka_producer(kerberized, linger_ms=0) as producer:
+        await producer.send_and_wait(topic, b"through the fixture", key=b"k")
+    assert read_back(kerberized, topic, 1) == [b"through the fixture"]
 
 
 async def test_a_ticket_that_expires_during_the_run_is_renewed_and_sessions_reauthenticate(
