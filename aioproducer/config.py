@@ -29,7 +29,8 @@ Key status (the full table, with defaults and types, is :func:`render_markdown_t
 ========================================  ======================================================
 supported                                 every key in :data:`CONFIG_DEFS` not listed below
 accepted and ignored (harmless)           ``metric.reporters``, ``metrics.recording.level``
-accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides)
+accepted and ignored (no effect here)     ``ssl.protocol`` (``ssl.enabled.protocols`` decides),
+                                          ``sasl.kerberos.kinit.cmd`` (no ``kinit`` runs)
 accepted and ignored (not built yet)      ``connections.max.idle.ms``,
                                           ``socket.connection.setup.timeout.max.ms``
 ========================================  ======================================================
@@ -481,11 +482,18 @@ CONFIG_DEFS: tuple[ConfigDef, ...] = (
     ConfigDef("ssl.certificate.location", "string", None, "librdkafka's name: this client's certificate (PEM) for mutual TLS, with `ssl.key.location`.", _optional_string),
     ConfigDef("ssl.key.location", "string", None, "librdkafka's name: this client's private key (PEM), with `ssl.certificate.location`.", _optional_string),
     ConfigDef("ssl_context", "object", None, "Python only: a ready `ssl.SSLContext` used as is, instead of every `ssl.*` key.", _ssl_context),
-    ConfigDef("sasl.mechanism", "string", "GSSAPI", "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER. GSSAPI (Kerberos, Java's default) is not supported: set one of the others.", _string),
-    ConfigDef("sasl.jaas.config", "password", None, "Credentials as Java's JAAS line, pasted as given (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule).", _password),
+    ConfigDef("sasl.mechanism", "string", "GSSAPI", "SASL mechanism: GSSAPI (Kerberos, Java's default; needs `aioproducer[kerberos]`), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.", _string),
+    ConfigDef("sasl.jaas.config", "password", None, "Credentials as Java's JAAS line, pasted as given (PlainLoginModule, ScramLoginModule, OAuthBearerLoginModule, Krb5LoginModule).", _password),
     ConfigDef("sasl.mechanisms", "string", None, "librdkafka's name of `sasl.mechanism`.", _optional_string),
     ConfigDef("sasl.username", "string", None, "librdkafka's name: the SASL user (PLAIN, SCRAM), instead of `sasl.jaas.config`.", _optional_string),
     ConfigDef("sasl.password", "password", None, "librdkafka's name: the SASL password, with `sasl.username`.", _password),
+    ConfigDef("sasl.kerberos.service.name", "string", None, "GSSAPI: the first part of the brokers' Kerberos principals (`kafka` for `kafka/host@REALM`); or the JAAS option `serviceName`. Required with GSSAPI, as in Java.", _optional_string),
+    ConfigDef("sasl.kerberos.keytab", "string", None, "librdkafka's name, GSSAPI: the keytab to log in from, instead of `sasl.jaas.config`'s Krb5LoginModule `keyTab`; with `sasl.kerberos.principal`.", _optional_string),
+    ConfigDef("sasl.kerberos.principal", "string", None, "librdkafka's name, GSSAPI: the client's principal (`user@REALM`), with `sasl.kerberos.keytab`.", _optional_string),
+    ConfigDef("sasl.kerberos.ticket.renew.window.factor", "double", 0.8, "GSSAPI: a ticket is fetched again from the keytab at this fraction of its lifetime (plus jitter).", _double(0.5, 1.0)),
+    ConfigDef("sasl.kerberos.ticket.renew.jitter", "double", 0.05, "GSSAPI: at most this fraction of a ticket's lifetime added at random to its renewal point.", _double(0.0, 0.25)),
+    ConfigDef("sasl.kerberos.min.time.before.relogin", "long", 60000, "GSSAPI: no new login sooner than this after the last one, unless the ticket would expire first.", _int(0, long=True)),
+    ConfigDef("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "Accepted and ignored: no `kinit` runs; tickets come from the keytab (or the ticket cache) through the GSSAPI library.", _string, _IGN),
     ConfigDef("sasl_oauth_token_provider", "object", None, "Python only, OAUTHBEARER: `f()` or `async f()` returning a token string or `(token, expiry_ms)`; called for every connection and re-authentication.", _token_provider),
     # OAUTHBEARER sign-in with OIDC client credentials (KIP-768): aioproducer.security.oidc.
     ConfigDef("sasl.oauthbearer.token.endpoint.url", "string", None, "OAUTHBEARER: the OAuth token endpoint; set, tokens are fetched there with the client credentials grant (needs `aioproducer[oidc]`), cached and fetched again before they expire (`sasl.login.refresh.*`). http(s) URLs only.", _optional_string),
@@ -722,6 +730,13 @@ class ProducerConfig:
     sasl_mechanisms: str | None
     sasl_username: str | None
     sasl_password: Password | None
+    sasl_kerberos_service_name: str | None
+    sasl_kerberos_keytab: str | None
+    sasl_kerberos_principal: str | None
+    sasl_kerberos_ticket_renew_window_factor: float
+    sasl_kerberos_ticket_renew_jitter: float
+    sasl_kerberos_min_time_before_relogin: int
+    sasl_kerberos_kinit_cmd: str
     sasl_oauth_token_provider: Any
     sasl_oauthbearer_token_endpoint_url: str | None
     sasl_oauthbearer_client_credentials_client_id: str | None

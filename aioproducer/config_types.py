@@ -119,6 +119,13 @@ class ProducerKeywords(TypedDict, total=False):
     sasl_mechanisms: str | None
     sasl_username: str | None
     sasl_password: str | Password | None
+    sasl_kerberos_service_name: str | None
+    sasl_kerberos_keytab: str | None
+    sasl_kerberos_principal: str | None
+    sasl_kerberos_ticket_renew_window_factor: float | str
+    sasl_kerberos_ticket_renew_jitter: float | str
+    sasl_kerberos_min_time_before_relogin: int | str
+    sasl_kerberos_kinit_cmd: str
     sasl_oauth_token_provider: Callable[[], object] | None
     sasl_oauthbearer_token_endpoint_url: str | None
     sasl_oauthbearer_client_credentials_client_id: str | None
@@ -227,6 +234,13 @@ ProducerConfigDict = TypedDict(
         'sasl.mechanisms': "str | None",
         'sasl.username': "str | None",
         'sasl.password': "str | Password | None",
+        'sasl.kerberos.service.name': "str | None",
+        'sasl.kerberos.keytab': "str | None",
+        'sasl.kerberos.principal': "str | None",
+        'sasl.kerberos.ticket.renew.window.factor': "float | str",
+        'sasl.kerberos.ticket.renew.jitter': "float | str",
+        'sasl.kerberos.min.time.before.relogin': "int | str",
+        'sasl.kerberos.kinit.cmd': "str",
         'sasl_oauth_token_provider': "Callable[[], object] | None",
         'sasl.oauthbearer.token.endpoint.url': "str | None",
         'sasl.oauthbearer.client.credentials.client.id': "str | None",

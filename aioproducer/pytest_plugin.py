@@ -25,7 +25,9 @@ Fixtures:
 ``kafka_producer``
     A factory: ``kafka_producer(cluster=None, **config)`` makes a :class:`~aioproducer.Producer`
     for ``cluster`` (a ``MockCluster``, a ``KafkaCluster``, or bootstrap servers; default: this
-    test's ``mock_cluster``), to be started by the test (``async with``). A producer the test
+    test's ``mock_cluster``), to be started by the test (``async with``). For a
+    ``KafkaCluster(sasl_mechanism="GSSAPI")`` it signs in over GSSAPI with the cluster's client
+    keytab, ``KRB5_CONFIG`` set to the cluster's realm for the test. A producer the test
     started and never closed fails the test at teardown: its records may never have been sent.
 
 Event loops. The clusters and the proxy run on threads of their own and belong to no event
@@ -153,7 +155,14 @@ if ACTIVE:
                 raise TypeError(
                     f"kafka_producer(cluster): a MockCluster, a KafkaCluster or bootstrap servers, not {cluster!r}"
                 )
-            producer = Producer(bootstrap_servers=bootstrap, **config)
+            from aioproducer.testing.kafka import KafkaCluster
+
+            if isinstance(cluster, KafkaCluster) and cluster.kdc is not None:
+                # A Kerberized cluster: its GSSAPI listener and client keytab; the realm's krb5.conf for this test.
+                request.getfixturevalue("monkeypatch").setenv("KRB5_CONFIG", cluster.krb5_conf)
+                producer = Producer(cluster.gssapi_config(), **config)
+            else:
+                producer = Producer(bootstrap_servers=bootstrap, **config)
             made.append(producer)
             return producer
 

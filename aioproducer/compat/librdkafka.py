@@ -215,7 +215,6 @@ _LOGGING = "aioproducer logs to the standard logging module: configure the 'aiop
 _METRICS = "read producer.metrics() (Java's metric names), or export them with aioproducer.metrics.prometheus"
 _C_API = "a callback of librdkafka's C API, which has no counterpart here"
 _SSL_CONTEXT = "pass ssl_context= an ssl.SSLContext configured as you need"
-_NO_KERBEROS = "GSSAPI (Kerberos) is not supported: use SCRAM, PLAIN or OAUTHBEARER (sasl.mechanism)"
 _DEPRECATED = "deprecated and unused in librdkafka too"
 
 
@@ -225,7 +224,7 @@ def _k(key: str, handling: str, java: str | None, note: str, convert: Converter 
 
 #: Every librdkafka producer and common (``*``) key, and confluent-kafka's Python-only keys.
 LIBRDKAFKA_KEYS: dict[str, LibrdkafkaKey] = {k.key: k for k in (
-    _k("builtin.features", _W, None, "the features are fixed here (every codec, TLS, SASL PLAIN/SCRAM/OAUTHBEARER): nothing to check"),
+    _k("builtin.features", _W, None, "the features are fixed here (every codec, TLS, SASL PLAIN/SCRAM/OAUTHBEARER, GSSAPI with the kerberos extra): nothing to check"),
     _k("client.id", _S, "client.id", "empty: aioproducer-N"),
     _k("metadata.broker.list", _T, "bootstrap.servers", "host:port, a list or a comma-separated string"),
     _k("bootstrap.servers", _S, "bootstrap.servers", "host:port: a port is required"),
@@ -313,11 +312,11 @@ LIBRDKAFKA_KEYS: dict[str, LibrdkafkaKey] = {k.key: k for k in (
     _k("ssl.certificate.verify_cb", _R, "ssl_context", _C_API + "; " + _SSL_CONTEXT),
     _k("sasl.mechanisms", _S, "sasl.mechanisms", "or sasl.mechanism"),
     _k("sasl.mechanism", _S, "sasl.mechanism", ""),
-    _k("sasl.kerberos.service.name", _R, "sasl.mechanism", _NO_KERBEROS),
-    _k("sasl.kerberos.principal", _R, "sasl.mechanism", _NO_KERBEROS),
-    _k("sasl.kerberos.kinit.cmd", _R, "sasl.mechanism", _NO_KERBEROS),
-    _k("sasl.kerberos.keytab", _R, "sasl.mechanism", _NO_KERBEROS),
-    _k("sasl.kerberos.min.time.before.relogin", _R, "sasl.mechanism", _NO_KERBEROS),
+    _k("sasl.kerberos.service.name", _S, "sasl.kerberos.service.name", "required with GSSAPI, as in Java (librdkafka's default kafka is not assumed)"),
+    _k("sasl.kerberos.principal", _S, "sasl.kerberos.principal", "required with sasl.kerberos.keytab (librdkafka's default kafkaclient is not assumed)"),
+    _k("sasl.kerberos.kinit.cmd", _S, "sasl.kerberos.kinit.cmd", "Java's key too, accepted and ignored: no kinit runs, the ticket comes from sasl.kerberos.keytab through the GSSAPI library"),
+    _k("sasl.kerberos.keytab", _S, "sasl.kerberos.keytab", "the ticket is fetched from it through the GSSAPI library, into a cache of the process's own"),
+    _k("sasl.kerberos.min.time.before.relogin", _S, "sasl.kerberos.min.time.before.relogin", "Java's meaning: no new login sooner than this after the last one (0 does not turn renewal off)"),
     _k("sasl.username", _S, "sasl.username", ""),
     _k("sasl.password", _S, "sasl.password", ""),
     _k("sasl.oauthbearer.config", _W, "sasl_oauth_token_provider", "handed to oauth_cb when one is given; the unsecured JWT it configures is not supported"),
@@ -426,6 +425,7 @@ def translate(config: Mapping[str, Any]) -> Translation:
     if level is not None:
         _put_level(out, *level)
     return out
+
 
 
 def _put(out: Translation, java: str, given: str, value: Any) -> None:

@@ -124,7 +124,9 @@ def _settle(future: asyncio.Future[Any], result: Any, error: KafkaError | None) 
 #: Opens the streams to a broker, ``(host, port) -> (reader, writer)``: ``asyncio.open_connection`` by default.
 OpenStreams = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 #: Makes the SASL mechanism's client for one authentication (a new OAUTHBEARER token each time).
-Authenticator = Callable[[], Awaitable[SaslMechanism]]
+#: Makes the SASL mechanism client for one authentication with the broker at the given host
+#: (GSSAPI names the broker's host in the service principal it asks a ticket for).
+Authenticator = Callable[[str], Awaitable[SaslMechanism]]
 
 
 class BrokerConnection:
@@ -357,7 +359,7 @@ class BrokerConnection:
         """A fresh SASL mechanism client for one authentication, or None without SASL."""
         if self._authenticator is None:
             return None
-        return await self._authenticator()
+        return await self._authenticator(self.host)
 
     # ------------------------------------------------------ re-authentication
 

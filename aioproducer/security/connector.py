@@ -13,12 +13,16 @@ the network layer knows nothing else of security:
 * ``authenticator``: for SASL_PLAINTEXT and SASL_SSL, an async factory of a fresh
   mechanism client per authentication (the connection state machine drives it; see
   ``protocol/connection_state.py``). OAUTHBEARER asks the user's token provider each time,
-  so re-authentication (KIP-368) presents a fresh token.
+  so re-authentication (KIP-368) presents a fresh token; GSSAPI asks the producer's one
+  :class:`~aioproducer.security.kerberos.KerberosLogin` for a context with the broker's host,
+  which logs in again first when the ticket is due for renewal.
 
 Credentials come from, in order: ``sasl.jaas.config`` (pasted as Java users have it),
 ``sasl.username``/``sasl.password`` (librdkafka's names); OAUTHBEARER from
 ``sasl_oauth_token_provider``, else the JAAS line's ``unsecuredLoginStringClaim_sub`` (an
-unsecured token, which only a test broker accepts). Secrets stay in
+unsecured token, which only a test broker accepts); GSSAPI from the JAAS line's
+Krb5LoginModule (``useKeyTab``/``keyTab``/``principal``, or ``useTicketCache``), else
+librdkafka's ``sasl.kerberos.keytab`` and ``sasl.kerberos.principal``. Secrets stay in
 :class:`~aioproducer.config.Password` objects, printed as ``[hidden]``.
 """
 
@@ -39,6 +43,7 @@ from aioproducer.errors import AuthenticationError, ConfigError, KafkaConnection
 from aioproducer.logs import client_logger
 from aioproducer.security.assertion import AssertionFileError, AssertionSettings, make_assertion
 from aioproducer.security.jaas import MSK_IAM_MARKER, credentials_from_jaas, parse_jaas_config
+from aioproducer.security.kerberos import KerberosLogin, KerberosSettings
 from aioproducer.security.oidc import JWT_BEARER, OidcSettings, OidcTokenCache, RefreshSettings
 from aioproducer.security.sasl import OAuthBearerClient, SaslClient, create_sasl_client, unsecured_jwt
 from aioproducer.security.tls import TlsSettings, build_ssl_context, describe_ssl_error, with_librdkafka_aliases
@@ -48,7 +53,7 @@ __all__ = ["ConnectionSecurity", "SaslSettings", "TokenProvider"]
 #: The user's OAUTHBEARER token source: ``f()`` or ``async f()`` -> token, or (token, expiry_ms).
 TokenProvider = Callable[[], Any]
 
-_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 #: Lifetime of the unsecured test token made from the JAAS line (Kafka's own default is one hour).
 _UNSECURED_LIFETIME_MS = 3_600_000
 
@@ -68,9 +73,13 @@ class SaslSettings:
     oidc: OidcSettings | None = None
     #: OAUTHBEARER SASL extensions sent with every token (RFC 7628 §3.1; Java's JAAS ``extension_*``).
     oauth_extensions: tuple[tuple[str, str], ...] = ()
+    #: GSSAPI: who logs in (keytab or ticket cache) and the brokers' service name.
+    kerberos: KerberosSettings | None = None
 
     def __repr__(self) -> str:
         who = self.username or self.unsecured_principal or ("token provider" if self.token_provider else None)
+        if self.kerberos is not None:
+            return f"SaslSettings({self.mechanism}, {self.kerberos.who!r})"
         if self.oidc is not None:
             return f"SaslSettings({self.mechanism}, {self.oidc!r})"
         return f"SaslSettings({self.mechanism}, {who!r})"
@@ -87,6 +96,9 @@ class ConnectionSecurity:
         self.sasl = sasl
         #: One token cache for every connection of the producer: a token serves them all until its refresh point.
         self.oidc_tokens = None if sasl is None or sasl.oidc is None else OidcTokenCache(sasl.oidc, client_id=client_id)
+        #: GSSAPI: one Kerberos login for every connection of the producer, renewed before its ticket expires.
+        self.kerberos = None if sasl is None or sasl.kerberos is None else KerberosLogin(
+            sasl.kerberos, log=client_logger("aioproducer.security.kerberos", client_id))
 
     def __repr__(self) -> str:
         return f"ConnectionSecurity({self.protocol}, tls={self.ssl_context is not None}, sasl={self.sasl!r})"
@@ -120,16 +132,19 @@ class ConnectionSecurity:
 
     # --------------------------------------------------------------------- SASL
 
-    def authenticator(self) -> Callable[[], Awaitable[SaslClient]] | None:
-        """The factory of one mechanism client per authentication, or None without SASL."""
+    def authenticator(self) -> Callable[[str], Awaitable[SaslClient]] | None:
+        """The factory of one mechanism client per authentication with a broker's host, or None without SASL."""
         sasl = self.sasl
         if sasl is None:
             return None
         oidc_tokens = self.oidc_tokens
+        kerberos = self.kerberos
 
         extensions = dict(sasl.oauth_extensions) or None
 
-        async def make() -> SaslClient:
+        async def make(host: str) -> SaslClient:
+            if kerberos is not None:
+                return await kerberos.client(host)
             if oidc_tokens is not None:
                 return OAuthBearerClient(await oidc_tokens.token(), extensions)
             if sasl.mechanism == "OAUTHBEARER":
@@ -215,6 +230,9 @@ def _secret(value: Password | None) -> str | None:
 
 def _sasl_settings(cfg: ProducerConfig) -> SaslSettings:
     mechanism = _mechanism(cfg)
+    _check_kerberos_keys(cfg, mechanism)
+    if mechanism == "GSSAPI":
+        return SaslSettings(mechanism, kerberos=_kerberos_settings(cfg))
     username, password = cfg.sasl_username, cfg.sasl_password
     principal: str | None = None
     extensions: tuple[tuple[str, str], ...] = ()
@@ -540,11 +558,106 @@ def _mechanism(cfg: ProducerConfig) -> str:
         if cfg.sasl_mechanisms.strip().upper() != cfg.sasl_mechanism.strip().upper():
             raise ConfigError("sasl.mechanism and sasl.mechanisms (librdkafka's name) disagree: give one")
     mechanism = (cfg.sasl_mechanisms or cfg.sasl_mechanism).strip().upper()
-    if mechanism == "GSSAPI":
-        raise ConfigError(
-            f"security.protocol={cfg.security_protocol} with sasl.mechanism=GSSAPI (Kerberos, Java's default): "
-            f"not supported; set sasl.mechanism to one of {', '.join(_MECHANISMS)}"
-        )
     if mechanism not in _MECHANISMS:
         raise ConfigError(f"sasl.mechanism must be one of {', '.join(_MECHANISMS)}, got {mechanism!r}")
     return mechanism
+
+
+# ---------------------------------------------------------------------- Kerberos
+
+#: The GSSAPI keys that make no sense with another mechanism (the renewal keys have defaults, so only when given).
+_KERBEROS_KEYS = ("sasl.kerberos.service.name", "sasl.kerberos.keytab", "sasl.kerberos.principal",
+                  "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+                  "sasl.kerberos.min.time.before.relogin")
+
+
+def _check_kerberos_keys(cfg: ProducerConfig, mechanism: str) -> None:
+    given = sorted(key for key in _KERBEROS_KEYS if key in cfg.explicit_keys)
+    if given and mechanism != "GSSAPI":
+        raise ConfigError(f"{', '.join(given)}: GSSAPI (Kerberos) settings, but sasl.mechanism is {mechanism}")
+
+
+def _kerberos_settings(cfg: ProducerConfig) -> KerberosSettings:
+    """Who logs in (Krb5LoginModule's options, else librdkafka's keys) and the service name, checked now."""
+    if cfg.sasl_username is not None or cfg.sasl_password is not None:
+        raise ConfigError("sasl.username/sasl.password are not used by sasl.mechanism=GSSAPI: give a keytab")
+    options = _krb5_options(cfg)
+    if options is None:
+        keytab, principal, cache = cfg.sasl_kerberos_keytab, cfg.sasl_kerberos_principal, None
+        if keytab is None:
+            raise ConfigError(
+                "sasl.mechanism=GSSAPI needs a login: sasl.jaas.config (com.sun.security.auth.module.Krb5LoginModule "
+                'required useKeyTab=true keyTab="..." principal="...";) or sasl.kerberos.keytab and sasl.kerberos.principal'
+            )
+        where = "sasl.kerberos.keytab"
+    else:
+        keytab, principal, cache = _krb5_login(options)
+        where = "sasl.jaas.config keyTab"
+    if keytab is not None:
+        if not principal:
+            raise ConfigError(f"{where} is given without the principal to log in as (principal=\"user@REALM\")")
+        if not os.path.isfile(keytab) or not os.access(keytab, os.R_OK):
+            raise ConfigError(f"{where} {keytab!r} is not a readable file")
+    _require_gssapi()
+    return KerberosSettings(
+        principal=principal or None, keytab=keytab, service_name=_service_name(cfg, options), ticket_cache=cache,
+        renew_window_factor=cfg.sasl_kerberos_ticket_renew_window_factor,
+        renew_jitter=cfg.sasl_kerberos_ticket_renew_jitter,
+        min_time_before_relogin_ms=cfg.sasl_kerberos_min_time_before_relogin,
+        # A KDC round trip is a request: bounded by request.timeout.ms, and within start()'s max.block.ms.
+        timeout_ms=min(cfg.request_timeout_ms, cfg.max_block_ms),
+    )
+
+
+def _krb5_options(cfg: ProducerConfig) -> dict[str, str] | None:
+    """The JAAS line's Krb5LoginModule options, or None without a JAAS line."""
+    if cfg.sasl_jaas_config is None:
+        return None
+    given = [key for key in ("sasl.kerberos.keytab", "sasl.kerberos.principal") if key in cfg.explicit_keys]
+    if given:
+        raise ConfigError(f"sasl.jaas.config and {' and '.join(given)} (librdkafka's) both say who logs in: give one")
+    try:
+        return credentials_from_jaas(parse_jaas_config(cfg.sasl_jaas_config.value), "GSSAPI")
+    except ValueError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith("sasl.jaas.config:") else f"sasl.jaas.config: {message}") from None
+
+
+def _krb5_login(options: dict[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(keytab, principal, ticket cache) from Krb5LoginModule's options; a producer cannot prompt for a password."""
+    principal = options.get("principal")
+    if options.get("useKeyTab", "").lower() == "true":
+        keytab = options.get("keyTab")
+        if not keytab:
+            raise ConfigError("sasl.jaas.config: Krb5LoginModule useKeyTab=true needs keyTab=\"/path/to/file.keytab\"")
+        return keytab, principal, None
+    if options.get("useTicketCache", "").lower() == "true":
+        return None, principal, options.get("ticketCache")
+    raise ConfigError(
+        "sasl.jaas.config: Krb5LoginModule needs useKeyTab=true with keyTab and principal, or useTicketCache=true: "
+        "a producer cannot prompt for a password"
+    )
+
+
+def _service_name(cfg: ProducerConfig, options: dict[str, str] | None) -> str:
+    """``sasl.kerberos.service.name``, or the JAAS option ``serviceName``; both given, they must agree (Java's rule)."""
+    key, jaas = cfg.sasl_kerberos_service_name, (options or {}).get("serviceName")
+    if key and jaas and key != jaas:
+        raise ConfigError(f"sasl.kerberos.service.name={key!r} and sasl.jaas.config serviceName={jaas!r} disagree: give one")
+    name = key or jaas
+    if not name:
+        raise ConfigError(
+            "sasl.mechanism=GSSAPI needs sasl.kerberos.service.name: the first part of the brokers' "
+            "principals (kafka for kafka/broker.example.com@REALM)"
+        )
+    return name
+
+
+def _require_gssapi() -> None:
+    try:
+        import gssapi  # noqa: F401 - only whether it is there
+    except ImportError:
+        raise ConfigError(
+            "sasl.mechanism=GSSAPI needs python-gssapi: pip install 'aioproducer[kerberos]' (it builds against the "
+            "system's MIT Kerberos: Debian libkrb5-dev, Fedora krb5-devel)"
+        ) from None

@@ -206,12 +206,14 @@ _PLAIN_MODULE: Final = "PlainLoginModule"
 _SCRAM_MODULE: Final = "ScramLoginModule"
 _OAUTH_MODULE: Final = "OAuthBearerLoginModule"
 _MSK_IAM_MODULE: Final = "IAMLoginModule"
+_KRB5_MODULE: Final = "Krb5LoginModule"
 
 #: Login module (simple class name, so shaded copies such as Databricks' kafkashaded.* match) -> mechanisms.
 _MODULE_MECHANISMS: Final = {
     _PLAIN_MODULE: ("PLAIN",),
     _SCRAM_MODULE: ("SCRAM-SHA-256", "SCRAM-SHA-512"),
     _OAUTH_MODULE: ("OAUTHBEARER",),
+    _KRB5_MODULE: ("GSSAPI",),
 }
 _UNSECURED_SUB: Final = "unsecuredLoginStringClaim_sub"
 #: The key :func:`credentials_from_jaas` adds for AWS's IAMLoginModule (with a space: never an option's name).
@@ -227,6 +229,7 @@ def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
     ``unsecuredLoginStringClaim_sub`` as ``principal`` and every other option
     under its own name. AWS's IAMLoginModule (with OAUTHBEARER) gives its options and
     :data:`MSK_IAM_MARKER` set to ``"true"``: tokens are SigV4-presigned URLs (:mod:`aioproducer.security.msk_iam`).
+    Krb5LoginModule (GSSAPI) gives its options as they are (``useKeyTab``, ``keyTab``, ``principal``...).
     """
     module = config.login_module.rsplit(".", 1)[-1]
     wanted = mechanism.strip().upper()
@@ -250,6 +253,8 @@ def credentials_from_jaas(config: JaasConfig, mechanism: str) -> dict[str, str]:
         )
     if module == _OAUTH_MODULE:
         return _oauth_credentials(config.options)
+    if module == _KRB5_MODULE:
+        return dict(config.options)  # useKeyTab, keyTab, principal, ...: read by the connector's Kerberos settings
     return _password_credentials(module, config.options)
 
 

@@ -1,4 +1,4 @@
-"""SASL client mechanisms as pure state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER.
+"""SASL client mechanisms as pure state machines: PLAIN, SCRAM-SHA-256/512, OAUTHBEARER, GSSAPI.
 
 Theory of operation. Kafka authenticates a connection with SASL: a
 SaslHandshake request names the mechanism, then SaslAuthenticate requests carry
@@ -35,6 +35,16 @@ the wire as ``"IX"``. The password is *not* prepared: Kafka's ScramFormatter
 hashes the password's UTF-8 bytes as they are, and the broker's stored keys were
 derived that way, so preparing it would lock out a user whose password
 SASLprep changes.
+
+GSSAPI (Kerberos). The Kerberos messages themselves come from the system's
+GSSAPI library (:mod:`aioproducer.security.kerberos` drives it through
+python-gssapi); what Kafka adds around them is framed here, as RFC 4752 says:
+the security context's tokens go back and forth until it is established, then
+the broker offers its security layers in a wrapped 4-byte message and the
+client answers, wrapped too, that it takes none (layer 1, maximum size 0):
+Kafka's GSSAPI protects nothing beyond the authentication, TLS does. The first
+token needs a ticket from the KDC, a network round trip, so it is made before
+this object is (in a thread); every later step is local cryptography.
 """
 
 from __future__ import annotations
@@ -49,13 +59,16 @@ import re
 import secrets
 import stringprep
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, runtime_checkable
 
 from aioproducer.errors import SaslAuthenticationFailedError
 
 __all__ = [
     "SUPPORTED_MECHANISMS",
+    "GssapiClient",
+    "GssapiContextError",
+    "GssContext",
     "OAuthBearerClient",
     "OAuthBearerError",
     "PlainClient",
@@ -70,6 +83,7 @@ PLAIN: Final = "PLAIN"
 SCRAM_SHA_256: Final = "SCRAM-SHA-256"
 SCRAM_SHA_512: Final = "SCRAM-SHA-512"
 OAUTHBEARER: Final = "OAUTHBEARER"
+GSSAPI: Final = "GSSAPI"
 
 #: The mechanism names :func:`create_sasl_client` accepts, as Kafka spells them.
 SUPPORTED_MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
@@ -104,6 +118,8 @@ class SaslClient(Protocol):
 class _State(enum.Enum):
     START = "not started"
     SENT_FIRST = "waiting for the broker's first answer"
+    SENT_TOKEN = "waiting for the broker's next security context token"
+    AWAIT_LAYERS = "waiting for the broker's security layer offer"
     SENT_FINAL = "waiting for the broker's final answer"
     COMPLETE = "complete"
     FAILED = "failed"
@@ -472,6 +488,99 @@ class OAuthBearerClient(_OneMessage):
         )
 
 
+# ----------------------------------------------------------------------- GSSAPI
+
+#: RFC 4752 §3.3: the security layer bits; Kafka's client takes "no security layer".
+_NO_SECURITY_LAYER: Final = 0x01
+#: The client's answer: no security layer, maximum message size 0 (none applies without a layer), no authzid.
+_LAYER_CHOICE: Final = bytes((_NO_SECURITY_LAYER, 0, 0, 0))
+
+
+class GssapiContextError(Exception):
+    """A GSSAPI call on the security context failed; the message is the library's reason (no key material)."""
+
+
+class GssContext(Protocol):
+    """An initiator's GSSAPI security context, as :class:`GssapiClient` uses it (python-gssapi's, adapted)."""
+
+    @property
+    def complete(self) -> bool:
+        """True once the context is established (mutual authentication done)."""
+        ...
+
+    def step(self, token: bytes) -> bytes:
+        """The next context token for the broker's ``token`` (empty when there is none to send)."""
+        ...
+
+    def wrap(self, message: bytes) -> bytes:
+        """``message`` wrapped with integrity protection and no encryption (``gss_wrap``, conf_req 0)."""
+        ...
+
+    def unwrap(self, message: bytes) -> bytes:
+        """The payload of a message the broker wrapped (``gss_unwrap``), its integrity checked."""
+        ...
+
+
+class GssapiClient(_Mechanism):
+    """RFC 4752 GSSAPI with Kafka's framing: context tokens, then the security layer negotiation.
+
+    ``context`` has made ``initial_token`` already (its first step needs the KDC; the
+    caller made it off the event loop). ``principal`` is named in every failure, never a key.
+    """
+
+    def __init__(self, context: GssContext, initial_token: bytes, principal: str) -> None:
+        super().__init__(GSSAPI)
+        self.principal = principal
+        self._context = context
+        self._initial = initial_token
+
+    def __repr__(self) -> str:
+        return f"GssapiClient(mechanism={self.mechanism!r}, principal={self.principal!r})"
+
+    def initial_response(self) -> bytes:
+        self._expect("initial_response()", _State.START)
+        self._state = _State.AWAIT_LAYERS if self._context.complete else _State.SENT_TOKEN
+        token, self._initial = self._initial, b""
+        return token
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        self._expect("respond()", _State.SENT_TOKEN, _State.AWAIT_LAYERS, _State.SENT_FINAL)
+        if self._state is _State.SENT_TOKEN:
+            token = self._call("the broker's security context token was refused", self._context.step, challenge)
+            if self._context.complete:
+                self._state = _State.AWAIT_LAYERS
+            return token
+        if self._state is _State.AWAIT_LAYERS:
+            return self._choose_layer(challenge)
+        if challenge:
+            raise self._failed("the broker answered the security layer choice with a challenge, where it sends none")
+        self._state = _State.COMPLETE
+        return None
+
+    def _choose_layer(self, challenge: bytes) -> bytes:
+        """RFC 4752 §3.1: the broker's wrapped offer (layers, max size), answered with "none, 0"."""
+        offer = self._call("the broker's security layer offer could not be unwrapped", self._context.unwrap, challenge)
+        if len(offer) != 4:
+            raise self._failed(f"the broker's security layer offer is {len(offer)} bytes, where RFC 4752 sends 4")
+        if not offer[0] & _NO_SECURITY_LAYER:
+            raise self._failed(
+                f"the broker offers security layers 0x{offer[0]:02x}, without 'no security layer' (0x01), "
+                "the only one Kafka clients take"
+            )
+        answer = self._call("the security layer choice could not be wrapped", self._context.wrap, _LAYER_CHOICE)
+        self._state = _State.SENT_FINAL
+        return answer
+
+    def _call(self, what: str, call: Callable[[bytes], bytes], data: bytes) -> bytes:
+        try:
+            return call(data)
+        except GssapiContextError as exc:
+            raise self._failed(f"{what}: {exc}") from None
+
+    def _failed(self, reason: str) -> SaslAuthenticationFailedError:
+        return super()._failed(f"principal {self.principal}: {reason}")
+
+
 # ------------------------------------------------------------------------- JWTs
 
 _SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")  # RFC 6749 scope-token
@@ -566,6 +675,8 @@ def create_sasl_client(
     naming it.
     """
     name = mechanism.strip().upper()
+    if name == GSSAPI:
+        raise ValueError("SASL mechanism GSSAPI works on a security context: see GssapiClient and aioproducer.security.kerberos")
     if name not in SUPPORTED_MECHANISMS:
         raise ValueError(f"unsupported SASL mechanism {mechanism!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}")
     if name == OAUTHBEARER:

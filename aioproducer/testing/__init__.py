@@ -17,7 +17,8 @@ loaded when the first ``MockCluster`` is made: without it, that raises
 
 ``KafkaCluster`` (``aioproducer.testing.kafka``) runs real Apache Kafka
 brokers, fetched from Maven Central, for what the mock cannot show (sequence
-checks, TLS, SASL, transactions, real failover).
+checks, TLS, SASL, transactions, real failover); with ``sasl_mechanism="GSSAPI"`` it starts
+a Kerberos realm first (MIT's KDC, ``aioproducer/testing/kdc.py``).
 
 ``FaultProxy`` sits between a client and one broker listener and breaks the
 network on command (drop connections, swallow responses, delay, pause,

@@ -70,6 +70,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
+    from aioproducer.testing.kdc import Kdc
     from aioproducer.testing.proxy import FaultProxy
     from aioproducer.testing.readback import ConsumerRecord
 
@@ -96,6 +97,10 @@ _LOG4J_DEFAULT = "2.25.4"
 #: The client listeners a cluster can have, each named like its security protocol.
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 _SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+#: The brokers' Kerberos service name (``sasl.kerberos.service.name``) and the client principal made for tests.
+KERBEROS_SERVICE_NAME = "kafka"
+KERBEROS_CLIENT = "producer"
 
 _STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 _START_TIMEOUT_S = 120.0
@@ -430,6 +435,12 @@ class KafkaCluster:
     :class:`~aioproducer.testing.proxy.FaultProxy` in front of every node's
     client listeners (see :meth:`proxy`). ``ssl_client_auth`` is the brokers'
     ``ssl.client.auth`` (``"none"``, ``"requested"``, ``"required"``).
+    ``sasl_mechanism="GSSAPI"`` starts a Kerberos realm first (:attr:`kdc`, an MIT KDC:
+    :class:`~aioproducer.testing.kdc.Kdc`), with the brokers' principal ``kafka/127.0.0.1`` and
+    a client principal ``producer``, each with a keytab, and turns GSSAPI on on the SASL
+    listeners; ``listeners`` then default to ``("SASL_PLAINTEXT", "PLAINTEXT")`` (the second for
+    reading back). :meth:`gssapi_config` is a producer's configuration for it, :attr:`krb5_conf`
+    the ``KRB5_CONFIG`` a client process needs.
     ``extra_classpath`` puts plugin classes on the brokers' classpath (with
     ``broker_config={"metric.reporters": ...}``: a client-metrics reporter, KIP-714).
     ``dedicated_controller=True`` adds a controller-only node (id 100) and makes
@@ -451,7 +462,7 @@ class KafkaCluster:
         brokers: int = 1,
         topics: Mapping[str, int] | None = None,
         version: str = DEFAULT_KAFKA_VERSION,
-        listeners: Sequence[str] = ("PLAINTEXT",),
+        listeners: Sequence[str] | None = None,
         scram_users: Mapping[str, str] | None = None,
         broker_config: Mapping[str, object] | None = None,
         *,
@@ -463,8 +474,18 @@ class KafkaCluster:
         extra_classpath: Sequence[Path] = (),
         transaction_version: int | None = None,
         oauthbearer_jwks_url: str | None = None,
+        sasl_mechanism: str | None = None,
     ) -> None:
+        if sasl_mechanism not in (None, "GSSAPI"):
+            raise ValueError(
+                f"sasl_mechanism is None (PLAIN, SCRAM and OAUTHBEARER are on every SASL listener) or 'GSSAPI', "
+                f"got {sasl_mechanism!r}"
+            )
+        if listeners is None:
+            listeners = ("SASL_PLAINTEXT", "PLAINTEXT") if sasl_mechanism == "GSSAPI" else ("PLAINTEXT",)
         self._validate(brokers, listeners, scram_users, ssl_client_auth)
+        if sasl_mechanism == "GSSAPI" and not any(name.startswith("SASL") for name in listeners):
+            raise ValueError(f"sasl_mechanism='GSSAPI' needs a SASL listener, got listeners {tuple(listeners)!r}")
         _check_broker_config(broker_config)
         #: Folders or jars put on the brokers' classpath after Kafka's (a plugin: a client-metrics reporter).
         self._extra_classpath = tuple(str(Path(entry)) for entry in extra_classpath)
@@ -491,8 +512,13 @@ class KafkaCluster:
         self.libs: Path = kafka_libs(version)
         self._java = require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
         self._work = Path(tempfile.mkdtemp(prefix="aioproducer-kafka-"))
+        #: The realm's KDC and the client's principal and keytab, with ``sasl_mechanism="GSSAPI"``.
+        self.kdc: Kdc | None = None
+        self._kerberos: dict[str, str] = {}
         _live.add(self)
         try:
+            if sasl_mechanism == "GSSAPI":
+                self._start_kdc()
             self._tls: dict[str, Path] = self._make_tls() if self._needs_tls() else {}
             self._nodes = self._plan_nodes(proxy)
             self._controller = self._plan_controller() if dedicated_controller else None
@@ -526,6 +552,21 @@ class KafkaCluster:
                 )
         if client_auth not in ("none", "requested", "required"):
             raise ValueError(f"ssl_client_auth must be none, requested or required, got {client_auth!r}")
+
+    def _start_kdc(self) -> None:
+        """The realm: a KDC, the brokers' service principal and keytab, and the client's."""
+        from aioproducer.testing.kdc import Kdc
+
+        # A small clock skew allowance (one machine, one clock), so that an expired ticket is
+        # refused at once rather than minutes later.
+        kdc = self.kdc = Kdc(clockskew_s=5)
+        self._kerberos = {
+            "broker_principal": kdc.principal(f"{KERBEROS_SERVICE_NAME}/127.0.0.1"),
+            "broker_keytab": str(kdc.add_principal(f"{KERBEROS_SERVICE_NAME}/127.0.0.1")),
+            "client_principal": kdc.principal(KERBEROS_CLIENT),
+            "client_keytab": str(kdc.add_principal(KERBEROS_CLIENT)),
+        }
+        self._jvm_options += (f"-Djava.security.krb5.conf={kdc.krb5_conf}",)
 
     def _needs_tls(self) -> bool:
         return any(name.endswith("SSL") for name in self._listeners)
@@ -659,7 +700,7 @@ class KafkaCluster:
         props: dict[str, str] = {}
         sasl = [name for name in self._listeners if name.startswith("SASL")]
         if sasl:
-            props["sasl.enabled.mechanisms"] = ",".join(_SASL_MECHANISMS)
+            props["sasl.enabled.mechanisms"] = ",".join(_SASL_MECHANISMS + (("GSSAPI",) if self._kerberos else ()))
             plain_users = " ".join(f'user_{u}="{p}"' for u, p in self._scram_users.items())
             for name in sasl:
                 prefix = f"listener.name.{name.lower()}"
@@ -671,6 +712,12 @@ class KafkaCluster:
                         "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                     )
                 props.update(self._oauthbearer_properties(prefix))
+                if self._kerberos:
+                    props[f"{prefix}.gssapi.sasl.jaas.config"] = (
+                        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+                        f'keyTab="{self._kerberos["broker_keytab"]}" principal="{self._kerberos["broker_principal"]}";'
+                    )
+                    props["sasl.kerberos.service.name"] = KERBEROS_SERVICE_NAME
         if self._tls:
             props.update({
                 "ssl.keystore.type": "PEM",
@@ -1098,6 +1145,37 @@ class KafkaCluster:
         """Unencrypted PKCS#8 PEM key of :attr:`client_cert_file`."""
         return self._tls_file("client_key")
 
+    @property
+    def krb5_conf(self) -> str:
+        """The realm's ``krb5.conf`` (``sasl_mechanism="GSSAPI"``): a client's ``KRB5_CONFIG``."""
+        return str(self._kerberos_kdc().krb5_conf)
+
+    def _kerberos_kdc(self) -> Kdc:
+        if self.kdc is None:
+            raise ValueError("this cluster has no KDC: create it with sasl_mechanism='GSSAPI'")
+        return self.kdc
+
+    def gssapi_config(self, principal: str | None = None, keytab: str | None = None) -> dict[str, str]:
+        """A producer's settings for the GSSAPI listener, as a Java client would give them.
+
+        The client principal and keytab the cluster made, unless ``principal`` and ``keytab`` say
+        otherwise (another principal of :attr:`kdc`). The process needs ``KRB5_CONFIG`` set to
+        :attr:`krb5_conf` before the first Kerberos call.
+        """
+        self._kerberos_kdc()
+        principal = principal or self._kerberos["client_principal"]
+        keytab = keytab or self._kerberos["client_keytab"]
+        return {
+            "bootstrap.servers": self.bootstrap_servers_for("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.kerberos.service.name": KERBEROS_SERVICE_NAME,
+            "sasl.jaas.config": (
+                "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+                f'keyTab="{keytab}" principal="{principal}";'
+            ),
+        }
+
     def broker_log(self, node_id: int) -> str:
         """The whole log of node ``node_id`` so far (every start of it)."""
         return self._node(node_id).log.read_text(errors="replace")
@@ -1122,6 +1200,9 @@ class KafkaCluster:
         for node in getattr(self, "_nodes", []):
             for fp in node.proxies.values():
                 fp.close()
+        if getattr(self, "kdc", None) is not None:
+            assert self.kdc is not None
+            self.kdc.close()
         shutil.rmtree(self._work, ignore_errors=True)
         _live.discard(self)
 

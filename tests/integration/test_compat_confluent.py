@@ -167,7 +167,7 @@ def test_codes_and_names_are_librdkafkas() -> None:
         ({"message.timeout.ms": 10000}, r"message.timeout.ms \(10000\) \(Java's delivery.timeout.ms here\) must be >= .*raise message.timeout.ms to at least 30005"),
         ({"message.timeout.ms": 60000, "delivery.timeout.ms": 60000}, r"message.timeout.ms and delivery.timeout.ms both set delivery.timeout.ms"),
         ({"enable.ssl.certificate.verification": False}, r"pass ssl_context="),
-        ({"sasl.kerberos.keytab": "/k"}, r"GSSAPI \(Kerberos\) is not supported"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.kerberos.principal": "app@EXAMPLE.COM", "sasl.kerberos.keytab": "/nonexistent.keytab"}, r"sasl.kerberos.keytab '/nonexistent.keytab' is not a readable file"),
         ({"queue.buffering.max.kbytes": "lots"}, r"queue.buffering.max.kbytes \(Java's buffer.memory here\) must be a number"),
         ({"partitioner": "crc64"}, r"partitioner='crc64': not one of librdkafka's partitioners"),
         ({"on_delivery": 3}, r"on_delivery must be a callable cb\(err, msg\)"),

@@ -284,5 +284,5 @@ async def test_a_wrong_password_fails_start_at_once_with_the_brokers_reason(
 
 
 async def test_an_unknown_mechanism_is_refused_when_the_producer_is_made() -> None:
-    with pytest.raises(ConfigError, match="sasl.mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"):
+    with pytest.raises(ConfigError, match="sasl.mechanism must be one of GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"):
         Producer(bootstrap_servers="127.0.0.1:1", security_protocol="SASL_SSL", sasl_mechanism="DIGEST-MD5")

@@ -73,6 +73,14 @@ JAVA_39_DEFAULTS: dict[str, Any] = {
     "sasl_mechanisms": None,
     "sasl_username": None,
     "sasl_password": None,
+    # GSSAPI: Java's service name (no default: required with GSSAPI) and renewal keys, librdkafka's keytab and principal.
+    "sasl_kerberos_service_name": None,
+    "sasl_kerberos_keytab": None,
+    "sasl_kerberos_principal": None,
+    "sasl_kerberos_ticket_renew_window_factor": 0.8,
+    "sasl_kerberos_ticket_renew_jitter": 0.05,
+    "sasl_kerberos_min_time_before_relogin": 60000,
+    "sasl_kerberos_kinit_cmd": "/usr/bin/kinit",
     "sasl_oauth_token_provider": None,  # Python only
     # OIDC sign-in (KIP-768; the client credentials keys and sasl.oauthbearer.scope are Java 4.1's,
     # sasl.oauthbearer.method/.client.id/.client.secret librdkafka's, whose method default is "default").
@@ -196,6 +204,13 @@ FORMS: list[tuple[str, Any, Any, Any]] = [
     ("sasl.mechanisms", "PLAIN", "PLAIN", "PLAIN"),
     ("sasl.username", "alice", "alice", "alice"),
     ("sasl.password", "pw", "pw", Password("pw")),
+    ("sasl.kerberos.service.name", "kafka", "kafka", "kafka"),
+    ("sasl.kerberos.keytab", "/etc/k.keytab", "/etc/k.keytab", "/etc/k.keytab"),
+    ("sasl.kerberos.principal", "app@EXAMPLE.COM", "app@EXAMPLE.COM", "app@EXAMPLE.COM"),
+    ("sasl.kerberos.ticket.renew.window.factor", "0.9", 0.9, 0.9),
+    ("sasl.kerberos.ticket.renew.jitter", "0.1", 0.1, 0.1),
+    ("sasl.kerberos.min.time.before.relogin", "1000", 1000, 1000),
+    ("sasl.kerberos.kinit.cmd", "/opt/kinit", "/opt/kinit", "/opt/kinit"),
     ("sasl_oauth_token_provider", None, None, None),
     ("sasl.oauthbearer.token.endpoint.url", "https://idp/token", "https://idp/token", "https://idp/token"),
     ("sasl.oauthbearer.client.credentials.client.id", "svc", "svc", "svc"),

@@ -205,7 +205,7 @@ def test_shaded_module_names_are_recognised() -> None:
         (PLAIN_CONFLUENT, "OAUTHBEARER", "PlainLoginModule does not fit"),
         (MSK_IAM, "AWS_MSK_IAM", "(AWS MSK IAM) signs in through SASL mechanism OAUTHBEARER here"),
         (MSK_IAM, "PLAIN", "set sasl.mechanism=OAUTHBEARER, not 'PLAIN'"),
-        ("com.example.Krb5LoginModule required;", "GSSAPI", "unsupported login module"),
+        ("com.example.Krb5LoginModule required;", "PLAIN", "login module Krb5LoginModule does not fit SASL mechanism 'PLAIN'"),
         ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u";', "PLAIN", "password"),
         ("org.apache.kafka.common.security.scram.ScramLoginModule required;", "SCRAM-SHA-256", "username and password"),
     ],

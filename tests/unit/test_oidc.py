@@ -216,7 +216,7 @@ async def test_the_authenticator_presents_the_cached_token() -> None:
     security.oidc_tokens._fetch = idp.fetch
     make = security.authenticator()
     assert make is not None
-    first, second = await make(), await make()
+    first, second = await make("broker.example"), await make("broker.example")
     assert isinstance(first, OAuthBearerClient) and isinstance(second, OAuthBearerClient)
     assert first.initial_response() == second.initial_response() == b"n,,\x01auth=Bearer token-1\x01\x01"
     assert idp.fetches == 1

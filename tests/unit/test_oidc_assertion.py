@@ -438,7 +438,7 @@ async def first_message(config: dict[str, Any], token: str = "tok") -> bytes:
         security.oidc_tokens._fetch = fetch
     make = security.authenticator()
     assert make is not None
-    client = await make()
+    client = await make("broker.example")
     assert isinstance(client, OAuthBearerClient)
     return client.initial_response()
 

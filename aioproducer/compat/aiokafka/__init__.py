@@ -63,14 +63,15 @@ _SAME = (
     "client_id", "metadata_max_age_ms", "request_timeout_ms", "acks", "key_serializer", "value_serializer",
     "max_request_size", "linger_ms", "retry_backoff_ms", "security_protocol", "ssl_context",
     "connections_max_idle_ms", "enable_idempotence", "transactional_id", "transaction_timeout_ms", "sasl_mechanism",
+    "sasl_kerberos_service_name",
 )
 
 #: aiokafka keywords accepted and ignored, each with the INFO line that says why.
 _IGNORED: dict[str, str] = {
     "loop": "the producer runs on the event loop that start() runs on",
     "api_version": "API versions are negotiated with each broker (ApiVersions)",
-    "sasl_kerberos_service_name": "GSSAPI (Kerberos) is not supported, so there is no service name to use",
-    "sasl_kerberos_domain_name": "GSSAPI (Kerberos) is not supported, so there is no domain name to use",
+    "sasl_kerberos_domain_name": "the host in the brokers' Kerberos principals is each broker's host as connected to, "
+    "as the Java client takes it",
 }
 
 #: Every keyword of aiokafka 0.14's ``AIOKafkaProducer`` (tests check this against aiokafka's signature).
@@ -154,7 +155,9 @@ class AIOKafkaProducer:
     aiokafka calls it (``partitioner(key_bytes, all_partitions, available_partitions)``; aiokafka's
     own ``DefaultPartitioner`` is the built-in murmur2 one), an aiokafka token provider's
     ``token()`` and ``extensions()`` are used for OAUTHBEARER. Accepted and ignored, with one INFO
-    line each: ``loop``, ``api_version``, ``sasl_kerberos_service_name``, ``sasl_kerberos_domain_name``.
+    line each: ``loop``, ``api_version``, ``sasl_kerberos_domain_name``. With ``sasl_mechanism="GSSAPI"``,
+    as in aiokafka, the service name defaults to ``"kafka"`` and the tickets come from the ticket
+    cache (``kinit``) unless ``sasl_jaas_config`` or ``sasl_kerberos_keytab`` say otherwise.
     Any keyword of :class:`aioproducer.Producer` (``delivery_timeout_ms=``...) is taken as well.
 
     **Defaults are this library's, not aiokafka's**, where they differ, unless the program passes
@@ -334,7 +337,17 @@ def _config(
         config.pop("client_id", None)
     if "sasl_mechanism" not in config and str(config.get("security_protocol", "")).upper().startswith("SASL"):
         config["sasl_mechanism"] = "PLAIN"  # aiokafka's default
+    if str(config.get("sasl_mechanism", "")).upper() == "GSSAPI":
+        _aiokafka_kerberos(config)
     return config
+
+
+def _aiokafka_kerberos(config: dict[str, Any]) -> None:
+    """aiokafka's GSSAPI: service name ``kafka`` unless given, the default ticket cache unless a login is given."""
+    if config.get("sasl_kerberos_service_name") is None:
+        config["sasl_kerberos_service_name"] = "kafka"
+    if config.get("sasl_jaas_config") is None and config.get("sasl_kerberos_keytab") is None:
+        config["sasl_jaas_config"] = "com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true;"
 
 
 def _servers(value: Any) -> list[str]:
