@@ -48,6 +48,9 @@ class Mutation:
     path: str
     old: str
     new: str
+    #: The test file known to catch it, run first (else ``FIRST`` by its path): a native mutant
+    #: costs a build, so its run should stop at once.
+    first: str | None = None
 
 
 MUTATIONS = [
@@ -124,12 +127,14 @@ MUTATIONS = [
         BATCH_RS,
         "            self.base_sequence = base_sequence;\n            self.sequence_reset = true;\n",
         "            self.base_sequence = base_sequence;\n",
+        first="tests/unit/test_transaction_manager.py",
     ),
     Mutation(
         "a reenqueued batch stays in flight",
         BATCH_RS,
         "            self.retry_backoff_ms = retry_backoff_ms;\n            self.in_flight = false;\n",
         "            self.retry_backoff_ms = retry_backoff_ms;\n",
+        first="tests/unit/test_idempotence.py",
     ),
     Mutation(
         "a batch completed twice",
@@ -148,12 +153,14 @@ MUTATIONS = [
         BATCH_RS,
         "            self.delivery_deadline_ms = parent.delivery_deadline_ms;\n",
         "",
+        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "a retry's backoff is not kept",
         BATCH_RS,
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n            self.retry_backoff_ms = retry_backoff_ms;\n",
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n",
+        first="tests/unit/test_idempotence.py",
     ),
     Mutation(
         "sticky byte count without the per-record overhead",
@@ -209,7 +216,7 @@ def run(mutation: Mutation) -> tuple[bool, str]:
             _build_native(work)
         env = {**os.environ, "PYTHONPATH": str(work), "PYTHONDONTWRITEBYTECODE": "1"}
         result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *_ordered(mutation.path)],
+            [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *_ordered(mutation)],
             cwd=work, env=env, capture_output=True, text=True, timeout=300,
         )
         failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
@@ -230,10 +237,11 @@ def _build_native(work: Path) -> None:
     shutil.copy(target_dir / "debug" / "lib_native.so", module)
 
 
-def _ordered(path: str) -> list[str]:
-    """``TESTS``, the one most likely to catch a bug in ``path`` first."""
-    first = FIRST.get(path)
-    return TESTS if first is None else [first, *(t for t in TESTS if t != first)]
+def _ordered(mutation: Mutation) -> list[str]:
+    """``TESTS``, the one most likely to catch ``mutation`` first (``Mutation.first``, else ``FIRST`` by its path)."""
+    first = mutation.first or FIRST.get(mutation.path)
+    tests = TESTS if mutation.path.startswith("aioproducer/") else [*TESTS, FIRST[BATCH_RS]]
+    return tests if first is None else [first, *(t for t in tests if t != first)]
 
 
 def main() -> int:
