@@ -477,30 +477,56 @@ def _batch_report_delivery(self: ProducerBatch, base_offset: int, log_append_tim
     leave the event loop from a handle of their own, as from any asyncio callback
     (``raise_from_loop``), once this batch and the sender's pass are done with.
     """
-    topic, partition = self.topic, self.partition
     it = iter(self.callbacks or ())
-    for on_delivery, relative_offset, timestamp, key_size, value_size in zip(it, it, it, it, it):
-        try:
-            if error is None:
-                metadata = _new_metadata(
-                    RecordMetadata,
-                    (
-                        topic,
-                        partition,
-                        base_offset + relative_offset if base_offset >= 0 else -1,
-                        log_append_time if log_append_time >= 0 else timestamp,
-                        key_size,
-                        value_size,
-                        1 if log_append_time >= 0 else 0,
+    rows = zip(it, it, it, it, it)
+    if error is not None:
+        for on_delivery, relative_offset, _, _, _ in rows:
+            _deliver(self, on_delivery, None, self.error_of(relative_offset))
+        return
+    topic, partition = self.topic, self.partition
+    if base_offset >= 0 and log_append_time < 0:
+        # Written with offsets, create times kept (nearly every batch): no per-record choice. The
+        # loop is written out, not through _deliver: a call less per record (about 0.05 µs of 0.7).
+        for on_delivery, relative_offset, timestamp, key_size, value_size in rows:
+            try:
+                on_delivery(
+                    _new_metadata(
+                        RecordMetadata,
+                        (topic, partition, base_offset + relative_offset, timestamp, key_size, value_size, 0),
                     ),
+                    None,
                 )
-                on_delivery(metadata, None)
-            else:
-                on_delivery(None, self.error_of(relative_offset))
-        except LEAVING_LOOP as exc:
-            raise_from_loop(self.loop, exc)
-        except BaseException:  # a user's callback must never break delivery of the others
-            self.log.exception("on_delivery callback %r raised", on_delivery)
+            except LEAVING_LOOP as exc:
+                raise_from_loop(self.loop, exc)
+            except BaseException:  # a user's callback must never break delivery of the others
+                self.log.exception("on_delivery callback %r raised", on_delivery)
+        return
+    for on_delivery, relative_offset, timestamp, key_size, value_size in rows:
+        metadata = _new_metadata(
+            RecordMetadata,
+            (
+                topic,
+                partition,
+                base_offset + relative_offset if base_offset >= 0 else -1,
+                log_append_time if log_append_time >= 0 else timestamp,
+                key_size,
+                value_size,
+                1 if log_append_time >= 0 else 0,
+            ),
+        )
+        _deliver(self, on_delivery, metadata, None)
+
+
+def _deliver(
+    batch: ProducerBatch, on_delivery: DeliveryCallback, metadata: RecordMetadata | None, error: BaseException | None
+) -> None:
+    """``on_delivery(metadata, error)``, which must never break delivery of the others (see ``_report_delivery``)."""
+    try:
+        on_delivery(metadata, error)
+    except LEAVING_LOOP as exc:
+        raise_from_loop(batch.loop, exc)
+    except BaseException:  # a user's callback must never break delivery of the others
+        batch.log.exception("on_delivery callback %r raised", on_delivery)
 
 
 def _batch_report_arrow(self: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
