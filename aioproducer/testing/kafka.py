@@ -69,6 +69,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from aioproducer.testing._processes import KafkaStartError, KafkaUnavailableError
+from aioproducer.testing._processes import die_with_parent as _die_with_parent
+from aioproducer.testing._processes import free_port as _free_port
+
 if TYPE_CHECKING:
     from aioproducer.testing.kdc import Kdc
     from aioproducer.testing.proxy import FaultProxy
@@ -105,7 +109,6 @@ KERBEROS_CLIENT = "producer"
 _STARTED = re.compile(r"\[KafkaRaftServer nodeId=(\d+)\] Kafka Server started")
 _START_TIMEOUT_S = 120.0
 _STOP_TIMEOUT_S = 20.0
-_PR_SET_PDEATHSIG = 1
 _CONTROLLER_ID = 100
 
 #: What places one node in the cluster (role, id, quorum, listeners, storage): set per node by
@@ -117,12 +120,6 @@ _NODE_LAYOUT = frozenset({
 })
 
 
-class KafkaUnavailableError(RuntimeError):
-    """Something a real broker needs is not on this machine (Java, Maven, openssl, the jars)."""
-
-
-class KafkaStartError(RuntimeError):
-    """A node did not start, or the cluster did not form; the message ends with the node's log."""
 
 
 # --------------------------------------------------------------------- jars
@@ -279,36 +276,6 @@ def compile_java(source: Path, libs: Path) -> Path:
 
 
 # ---------------------------------------------------------------- processes
-
-
-def _die_with_parent() -> None:
-    """``preexec_fn``: the JVM gets SIGKILL when the thread that started it ends (Linux)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: close() and the atexit hook still stop the node
-
-
-_HANDED_OUT: set[int] = set()  # every port _free_port returned in this process; written only there
-_HANDED_OUT_LOCK = threading.Lock()
-
-
-def _free_port() -> int:
-    """A port free now that this process never handed out before.
-
-    A node binds its ports seconds after they are picked, and a stopped node's kept ports
-    are free again while it is down, so the kernel may offer one of them twice (two picks in
-    a row, a pick during :meth:`KafkaCluster.restart_on_new_ports`): the second node to bind
-    it would exit at start. Remembering every port handed out closes that within the process.
-    """
-    with _HANDED_OUT_LOCK:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port: int = s.getsockname()[1]
-            if port not in _HANDED_OUT:
-                _HANDED_OUT.add(port)
-                return port
 
 
 _LOG4J_BROKER = """status = warn

@@ -28,7 +28,7 @@ left unproven between two implementations of our choosing.)
    the folder. The process also dies with the thread that started it (Linux).
 
 What is missing (the MIT tools) raises
-:class:`~aioproducer.testing.kafka.KafkaUnavailableError` naming the package.
+:class:`~aioproducer.testing.KafkaUnavailableError` naming the package.
 """
 
 from __future__ import annotations
@@ -48,12 +48,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from aioproducer.testing.kafka import (
-    KafkaStartError,
-    KafkaUnavailableError,
-    _die_with_parent,
-    _free_port,
-)
+from aioproducer.testing._processes import KafkaStartError, KafkaUnavailableError
+from aioproducer.testing._processes import die_with_parent as _die_with_parent
+from aioproducer.testing._processes import free_port as _free_port
 
 __all__ = ["DEFAULT_REALM", "Kdc"]
 

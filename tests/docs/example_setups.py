@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from aioproducer.testing import KafkaCluster, OidcProvider
-from aioproducer.testing.kafka import _free_port as free_port  # a port for a server told it later; never one twice
+from aioproducer.testing._processes import free_port  # a port for a server told it later; never one twice
 
 #: The secured page's users and secrets (the literals and variables the page uses, and their values here).
 SCRAM_USER, SCRAM_PASSWORD = "alice", "alice-secret-3c1f"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from test_examples import ROOT, parse
 
-from aioproducer.testing.kafka import _free_port as free_port  # the harness's picker: never one port twice
+from aioproducer.testing._processes import free_port  # the harness's picker: never one port twice
 
 pytestmark = pytest.mark.source_tree
 

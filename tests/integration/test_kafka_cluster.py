@@ -243,9 +243,9 @@ def test_a_port_is_handed_out_once_even_when_the_kernel_offers_it_again(monkeypa
     """Ports are bound seconds after they are picked: a port offered twice would stop the second node."""
     import socket as socket_module
 
-    from aioproducer.testing import kafka as kafka_module
+    from aioproducer.testing._processes import free_port
 
-    first = kafka_module._free_port()
+    first = free_port()
     offers = iter([first, first, first + 1])  # the kernel offers the same port again, then another
 
     class Offering:
@@ -261,5 +261,5 @@ def test_a_port_is_handed_out_once_even_when_the_kernel_offers_it_again(monkeypa
         def getsockname(self) -> tuple[str, int]:
             return "127.0.0.1", self.port
 
-    monkeypatch.setattr(socket_module, "socket", Offering)  # the module kafka_module binds through
-    assert kafka_module._free_port() == first + 1
+    monkeypatch.setattr(socket_module, "socket", Offering)  # the module free_port binds through
+    assert free_port() == first + 1
