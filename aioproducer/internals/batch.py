@@ -189,8 +189,13 @@ def _install_future_methods() -> None:
         "__iter__": _await,
         "__repr__": _repr,
     }
+    _install(FutureRecordMetadata, methods)
+
+
+def _install(native_type: type, methods: dict[str, Any]) -> None:
+    """Set Python functions on a native type as its methods (the record future's, the batch's)."""
     for name, method in methods.items():
-        setattr(FutureRecordMetadata, name, method)
+        setattr(native_type, name, method)
 
 
 _install_future_methods()
@@ -625,8 +630,7 @@ def _install_batch_methods() -> None:
         "release": _batch_release,
         "__repr__": _batch_repr,
     }
-    for name, method in methods.items():
-        setattr(ProducerBatch, name, method)
+    _install(ProducerBatch, methods)
 
 
 _install_batch_methods()
