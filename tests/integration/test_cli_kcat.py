@@ -25,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -168,8 +168,16 @@ def test_a_key_with_parse_key_or_an_unreadable_file_is_refused_before_any_connec
 # ------------------------------------------------------------------ the progress line
 
 
-def produce_on_a_terminal(bootstrap: str, typed: bool) -> bytes:
-    """Run produce with stderr on a pseudo-terminal, stdin a terminal too when ``typed``; stderr's bytes."""
+#: The progress line's prefix on a terminal (carriage return, erase line).
+PROGRESS = b"\r\x1b[Kread "
+
+
+def produce_on_a_terminal(bootstrap: str, typed: bool, until: Callable[[bytes, float], bool]) -> tuple[bytes, float]:
+    """Run produce with stderr on a pseudo-terminal, stdin a terminal too when ``typed``: stderr's bytes and how long input lasted.
+
+    A line of input every 0.1 s, with stderr read throughout, until ``until(stderr so far, seconds
+    since the start)`` (at most 60 s: then the test fails), then the input's end.
+    """
     err_master, err_slave = pty.openpty()
     in_master, in_slave = pty.openpty() if typed else (None, None)
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "produce", "-b", bootstrap, "-t", "orders"],
@@ -178,10 +186,10 @@ def produce_on_a_terminal(bootstrap: str, typed: bool) -> bytes:
     if in_slave is not None:
         os.close(in_slave)
     seen = b""
+    started = time.monotonic()
     try:
-        # Input for 1.2 s (about five progress periods of 0.25 s), then its end; stderr read throughout.
-        deadline = time.monotonic() + 1.2
-        while time.monotonic() < deadline:
+        while not until(seen, time.monotonic() - started):
+            assert time.monotonic() - started < 60, f"no end of input after 60 s: {seen!r}"
             if in_master is not None:
                 os.write(in_master, b"typed\n")
             else:
@@ -190,6 +198,7 @@ def produce_on_a_terminal(bootstrap: str, typed: bool) -> bytes:
                 proc.stdin.flush()
             if select.select([err_master], [], [], 0.1)[0]:
                 seen += os.read(err_master, 65536)
+        lasted = time.monotonic() - started
         if in_master is not None:
             os.write(in_master, b"\x04")  # Ctrl-D: end of typed input
         else:
@@ -210,13 +219,20 @@ def produce_on_a_terminal(bootstrap: str, typed: bool) -> bytes:
         if in_master is not None:
             os.close(in_master)
     assert b"delivered" in seen, seen
-    return seen
+    return seen, lasted
 
 
 def test_the_progress_line_shows_on_a_terminal_only_when_the_input_is_not_typed(mock_cluster: MockCluster) -> None:
-    piped = produce_on_a_terminal(mock_cluster.bootstrap_servers, typed=False)
-    assert b"\r\x1b[Kread " in piped, piped
-    typed = produce_on_a_terminal(mock_cluster.bootstrap_servers, typed=True)
+    """Piped input: the progress line is redrawn (twice seen ends the input). Typed input: never, over as long a run.
+
+    The typed run gets as long as the piped run needed to show the line twice (and at least 1.2 s,
+    about five periods of 0.25 s), measured in this run, so a slow machine lengthens both.
+    """
+    piped, lasted = produce_on_a_terminal(mock_cluster.bootstrap_servers, typed=False,
+                                          until=lambda seen, _elapsed: seen.count(PROGRESS) >= 2)
+    assert PROGRESS in piped, piped
+    typed, _ = produce_on_a_terminal(mock_cluster.bootstrap_servers, typed=True,
+                                     until=lambda _seen, elapsed: elapsed >= max(lasted, 1.2))
     assert b"\x1b[K" not in typed and b"read " not in typed, typed
 
 
