@@ -34,7 +34,7 @@ CONFIG_KEYS = {d.key for d in CONFIG_DEFS}
 def test_readme_quick_start_has_the_two_commands_ci_runs() -> None:
     text = README.read_text()
     ci = (README.parent / ".ci" / "run").read_text()
-    test_command = "pip install -e '.[test]' && python -m pytest"
+    test_command = "pip install -e '.[test]' && python -m pytest -n 2 --dist loadfile"
     assert test_command in text and test_command in ci
     assert "aioproducer demo" in text
 
