@@ -196,8 +196,10 @@ async def test_consumer_error_is_a_readback_error(kafka_bootstrap_servers: str, 
     """A start offset past the end: ReadTopic has no reset policy, so the consumer's exception comes through."""
     await produce(kafka_bootstrap_servers, topic, "none", [(now_ms(), b"k", b"v", None)])
 
+    # The error ends the read at its first fetch: the timeout only bounds a reader that never gets one
+    # (5 s was reached before the first fetch under a load average of 15).
     with pytest.raises(ReadbackError) as info:
-        await read_with(JAVA_CONSUMER, kafka_bootstrap_servers, topic, 0, count=1, start_offset=100, timeout=5.0)
+        await read_with(JAVA_CONSUMER, kafka_bootstrap_servers, topic, 0, count=1, start_offset=100, timeout=60.0)
 
     error = info.value.error
     assert isinstance(error, JavaError)
