@@ -684,8 +684,9 @@ class RecordAccumulator:
 
         One native call per node (``RecordQueues.drain``): the rotation, the muted partitions,
         the backoff, the size limit, each batch settled (the bytes charged to the pool once for
-        the request) and marked drained. With idempotence the transaction manager decides per
-        batch (``should_stop_drain``) and numbers it (``assign_sequence``).
+        the request) and marked drained. With idempotence the transaction manager decides which
+        partitions' first batches may go (``drainable``) and numbers the batches taken
+        (``assign_sequences``): one call each per request.
         """
         self._sync_leaders(metadata)
         queues = self._queues

@@ -137,45 +137,22 @@ impl RecordQueues {
         led
     }
 
-    /// One partition's part of `drain`: its first batch if it may go now and fits, else why not.
-    fn drain_one(&mut self, py: Python<'_>, index: usize, now: f64, room: Option<usize>, tm: Option<&Bound<'_, PyAny>>) -> PyResult<Drained> {
-        let part = &self.parts[index];
-        let Some(first) = part.batches.front() else { return Ok(Drained::Skip) };
-        if part.muted {
-            return Ok(Drained::Skip);
-        }
-        let first = first.clone_ref(py);
-        let bound = first.bind(py);
-        let size = {
-            let batch = bound.borrow();
-            if backing_off(&batch, now) {
-                return Ok(Drained::Skip);
+    /// The partitions a drain of `led` (in rotation order from `start`) may take a batch from at
+    /// `now`, with that first batch: not muted, not empty, not backing off.
+    fn heads(&self, py: Python<'_>, led: &[usize], start: usize, now: f64) -> Vec<(usize, Py<ProducerBatch>)> {
+        let count = led.len();
+        let mut heads = Vec::with_capacity(count);
+        for i in 0..count {
+            let index = led[(start + i) % count];
+            let part = &self.parts[index];
+            let Some(first) = part.batches.front() else { continue };
+            if part.muted || backing_off(&first.borrow(py), now) {
+                continue;
             }
-            batch.builder.bind(py).borrow().wire_size(py)
-        };
-        if room.is_some_and(|room| size > room) {
-            return Ok(Drained::Full);
+            heads.push((index, first.clone_ref(py)));
         }
-        if let Some(tm) = tm {
-            if tm.call_method1(intern!(py, "should_stop_drain"), (bound,))?.is_truthy()? {
-                return Ok(Drained::Skip);
-            }
-        }
-        self.parts[index].batches.pop_front();
-        let charge = bound.borrow_mut().settle_now(py);
-        if let Some(tm) = tm {
-            tm.call_method1(intern!(py, "assign_sequence"), (bound,))?;
-        }
-        bound.borrow_mut().in_flight = true; // Java's `drained`
-        Ok(Drained::Taken(first, size, charge))
+        heads
     }
-}
-
-/// What `drain_one` did with a partition.
-enum Drained {
-    Skip,
-    Full,
-    Taken(Py<ProducerBatch>, usize, i64),
 }
 
 #[pymethods]
@@ -487,9 +464,11 @@ impl RecordQueues {
     /// partition, starting one partition later than last time so none starves: Java's
     /// `drainBatchesForOneNode`. A partition is passed over while muted or its first batch backs
     /// off, or when `tm` (the transaction manager, idempotence on) says its first batch must wait
-    /// (`should_stop_drain`); a batch taken is settled (its memory charged), numbered by `tm`
-    /// (`assign_sequence`) and marked in flight, and its partition muted when `guarantee_order`.
-    /// Returns `(batches, bytes to charge the pool)`, or None when `node` leads no active partition.
+    /// (`drainable`: asked once for all the partitions' first batches); a batch taken is settled
+    /// (its memory charged) and marked in flight, its partition muted when `guarantee_order`, and
+    /// the batches taken are numbered by `tm` (`assign_sequences`, once). Two calls into Python
+    /// per request with idempotence, none without. Returns `(batches, bytes to charge the pool)`,
+    /// or None when `node` leads no active partition.
     #[pyo3(signature = (node, max_size, now, tm, guarantee_order))]
     fn drain<'py>(
         &mut self,
@@ -505,25 +484,40 @@ impl RecordQueues {
             if led.is_empty() {
                 return Ok(None);
             }
-            let count = led.len();
-            let start = self.drain_index.get(&node).copied().unwrap_or(0) % count;
+            let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
             self.drain_index.insert(node, start + 1);
+            let heads = self.heads(py, &led, start, now);
             let taken = PyList::empty(py);
+            if heads.is_empty() {
+                return Ok(Some((taken, 0)));
+            }
+            let drainable: Option<Vec<bool>> = match tm {
+                None => None,
+                Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
+            };
             let (mut size, mut charge) = (0usize, 0i64);
-            for i in 0..count {
-                let index = led[(start + i) % count];
-                let room = (!taken.is_empty()).then(|| max_size.saturating_sub(size));
-                match self.drain_one(py, index, now, room, tm)? {
-                    Drained::Skip => continue,
-                    Drained::Full => break, // the request is full; the rest waits for the next drain
-                    Drained::Taken(batch, batch_size, extra) => {
-                        size += batch_size;
-                        charge += extra;
-                        taken.append(batch)?;
-                        if guarantee_order {
-                            self.parts[index].muted = true;
-                        }
-                    }
+            for (at, (index, batch)) in heads.into_iter().enumerate() {
+                let bound = batch.bind(py);
+                let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
+                if !taken.is_empty() && size + batch_size > max_size {
+                    break; // the request is full; the rest waits for the next drain
+                }
+                if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
+                    continue;
+                }
+                let part = &mut self.parts[index];
+                part.batches.pop_front();
+                part.muted |= guarantee_order;
+                let mut this = bound.borrow_mut();
+                charge += this.settle_now(py);
+                this.in_flight = true; // Java's `drained`
+                drop(this);
+                size += batch_size;
+                taken.append(bound)?;
+            }
+            if let Some(tm) = tm {
+                if !taken.is_empty() {
+                    tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
                 }
             }
             Ok(Some((taken, charge)))

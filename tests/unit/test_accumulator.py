@@ -7,12 +7,13 @@ import gc
 import itertools
 import random
 import types
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from aioproducer.errors import KafkaError
-from aioproducer.internals.batch import RecordMetadata
+from aioproducer.internals.batch import ProducerBatch, RecordMetadata
 from aioproducer.partitioner import TopicPartitions
 from aioproducer.internals.accumulator import UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.buffer_pool import BufferPool
@@ -823,3 +824,36 @@ async def test_the_queues_ask_a_snapshot_for_each_leader_once_and_a_new_snapshot
     assert sorted(b.partition for b in acc.drain(one, [0], 10**6, clock.now)[0]) == [0, 2]
     assert acc.drain(one, [1], 10**6, clock.now) == {}  # node 1 leads nothing under it
     assert not acc.has_undrained()
+
+
+class CountingTransactionManager(TransactionManager):
+    """Counts the native drain's calls into the transaction manager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def drainable(self, heads: Sequence[ProducerBatch]) -> list[bool]:
+        self.calls.append(f"drainable({len(heads)})")
+        return super().drainable(heads)
+
+    def assign_sequences(self, batches: Sequence[ProducerBatch]) -> None:
+        self.calls.append(f"assign_sequences({len(batches)})")
+        super().assign_sequences(batches)
+
+
+async def test_an_idempotent_drain_asks_the_transaction_manager_once_per_request_not_per_batch() -> None:
+    """Idempotence's decisions stay Python, in two calls per request: which first batches may go, then their numbers."""
+    clock = FakeClock()
+    tm = CountingTransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    acc, _ = make(clock, linger_ms=0, tm=tm)
+    for partition in (0, 2, 4, 6):
+        acc.try_append("t", partition, 1, None, VALUE, None, None)
+    drained = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert sorted(b.partition for b in drained) == [0, 2, 4, 6]
+    assert all(b.base_sequence == 0 and b.producer_id == 7 and b.in_flight for b in drained)
+    assert tm.calls == ["drainable(4)", "assign_sequences(4)"]
+    acc.try_append("t", 0, 1, None, VALUE, None, None)  # partition 0's next batch: its first is unacknowledged
+    assert acc.drain(Leaders(), [0], 10**6, clock.now)[0] == []
+    assert tm.calls[2:] == ["drainable(1)"]  # refused: nothing to number
