@@ -774,12 +774,6 @@ class RecordAccumulator:
         if index is not None:
             self._queues.unmute(index)
 
-    def is_muted(self, topic: str, partition: int) -> bool:
-        """Whether a request of the partition is in flight under ``max.in.flight.requests.per.connection=1``."""
-        info = self._topics.get(topic)
-        index = None if info is None else info.indices.get(partition)
-        return index is not None and self._queues.is_muted(index)
-
     def remove_open_batch(self, batch: ProducerBatch) -> bool:
         """Take ``batch`` out of its deque if it is the partition's open one (the fake producer's drain)."""
         info = self._topics.get(batch.topic)

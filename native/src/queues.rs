@@ -352,11 +352,6 @@ impl RecordQueues {
         guarded("RecordQueues.batches", || Ok(self.part(index)?.batches.iter().map(|b| b.clone_ref(py)).collect()))
     }
 
-    /// How many batches the partition has queued.
-    fn queued(&self, index: usize) -> PyResult<usize> {
-        guarded("RecordQueues.queued", || Ok(self.part(index)?.batches.len()))
-    }
-
     /// Whether any batch is queued.
     fn has_undrained(&self) -> PyResult<bool> {
         guarded("RecordQueues.has_undrained", || Ok(self.active.iter().any(|&t| self.topics[t].parts.iter().any(|&i| !self.parts[i].batches.is_empty()))))
@@ -375,23 +370,12 @@ impl RecordQueues {
         })
     }
 
-    // -- muting ------------------------------------------------------------------------
-    fn mute(&mut self, index: usize) -> PyResult<()> {
-        guarded("RecordQueues.mute", || {
-            self.part_mut(index)?.muted = true;
-            Ok(())
-        })
-    }
-
+    // -- muting (the drain mutes, under `guarantee_order`) --------------------------
     fn unmute(&mut self, index: usize) -> PyResult<()> {
         guarded("RecordQueues.unmute", || {
             self.part_mut(index)?.muted = false;
             Ok(())
         })
-    }
-
-    fn is_muted(&self, index: usize) -> PyResult<bool> {
-        guarded("RecordQueues.is_muted", || Ok(self.part(index)?.muted))
     }
 
     // -- the sender's scans ------------------------------------------------------------
