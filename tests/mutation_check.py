@@ -33,6 +33,8 @@ TXN = "aioproducer/internals/transactions.py"
 BATCH = "aioproducer/internals/batch.py"
 PARTITIONER = "aioproducer/partitioner.py"
 BATCH_RS = "native/src/batch.rs"
+QUEUES_RS = "native/src/queues.rs"
+BUILDER_RS = "native/src/batch_builder.rs"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
 #: The test file that most likely catches a bug planted in a file, run first: the run stops at the
 #: first failure (``-x``), so a bug in the accumulator no longer waits for every idempotence test
@@ -161,6 +163,34 @@ MUTATIONS = [
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n            self.retry_backoff_ms = retry_backoff_ms;\n",
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n",
         first="tests/unit/test_idempotence.py",
+    ),
+    Mutation(
+        "a retried batch reordered in its deque (after a higher sequence)",
+        QUEUES_RS,
+        "b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence < sequence",
+        "b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence > sequence",
+        first="tests/unit/test_accumulator.py",
+    ),
+    Mutation(
+        "a split that loses the first record of each piece",
+        BUILDER_RS,
+        "                    piece.core.append(ts, key, value, &headers);\n",
+        "",
+        first="tests/unit/test_accumulator.py",
+    ),
+    Mutation(
+        "a drain that takes a partition's batches for a node that does not lead it",
+        QUEUES_RS,
+        ".filter(|&i| self.parts[i].leader == node)",
+        ".filter(|&i| self.parts[i].leader >= 0)",
+        first="tests/unit/test_accumulator.py",
+    ),
+    Mutation(
+        "a ready() that ignores the retry backoff",
+        QUEUES_RS,
+        "                    let backoff = backing_off(&batch, now);\n",
+        "                    let backoff = false;\n",
+        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "sticky byte count without the per-record overhead",

@@ -2,9 +2,15 @@
 
 Theory of operation (Java's ``RecordAccumulator``, in asyncio terms)
 --------------------------------------------------------------------
-Each topic has a ``TopicInfo`` holding one deque of ``ProducerBatch`` per
-partition. ``send()`` appends to the last batch of a deque; when it has no
-room, a new batch is opened with memory reserved from the ``BufferPool``.
+The deques are native (``RecordQueues``, native/src/queues.rs, issue #42 slice 3): one
+deque of ``ProducerBatch`` per partition, a partition named by the dense index this class
+assigns it on its first record (``TopicInfo.indices``, one dict lookup per ``send()``).
+``send()`` appends to the last batch of a deque (one native call); when it has no room, a
+new batch is opened with memory reserved from the ``BufferPool``. The sender's scans over
+the deques (``ready``, ``drain``, expiry) are one native call each, with the leaders told to
+the queues when the metadata snapshot changes (``_sync_leaders``), so they never call back
+into Python; every decision (which nodes, when, retries, idempotence) stays here and in the
+sender.
 
 One door for a record (Java's ``RecordAccumulator.append``): ``try_append(topic,
 partition, ...)`` takes the record's partition, or ``UNKNOWN_PARTITION`` for the
@@ -40,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from types import MethodType
@@ -55,6 +60,7 @@ from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, TopicPartitions
+from aioproducer._native import RecordQueues
 from aioproducer._native import estimate_size_in_bytes_upper_bound  # the Python statement in records.py is its test oracle
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder
 
@@ -86,13 +92,22 @@ class ReadyCheckResult:
 
 
 class TopicInfo:
-    """A topic's partition deques and its KIP-794 partitioner for keyless records."""
+    """A topic's id and partition indices in the native queues, and its KIP-794 partitioner for keyless records."""
 
-    __slots__ = ("batches", "partitioner")
+    __slots__ = ("topic_id", "indices", "partitioner", "_queues")
 
-    def __init__(self, partitioner: BuiltInPartitioner) -> None:
-        self.batches: dict[int, deque[ProducerBatch]] = {}
+    def __init__(self, topic_id: int, partitioner: BuiltInPartitioner, queues: RecordQueues) -> None:
+        #: Its id in the queues (``RecordQueues.add_topic``).
+        self.topic_id: int = topic_id
+        #: partition -> its index in the queues (assigned on the partition's first record).
+        self.indices: dict[int, int] = {}
         self.partitioner: BuiltInPartitioner = partitioner
+        self._queues: RecordQueues = queues
+
+    @property
+    def batches(self) -> dict[int, list[ProducerBatch]]:
+        """Each partition's queued batches, oldest first: a copy (tests, reports; the sender's scans are native)."""
+        return {partition: self._queues.batches(index) for partition, index in self.indices.items()}
 
 
 @dataclass
@@ -168,15 +183,18 @@ class RecordAccumulator:
         self._clock = clock
         self._rng = rng or random.Random()
         self._topics: dict[str, TopicInfo] = {}
-        #: Topics that may have queued batches: what the sender's scans walk, so that a pass
-        #: costs in proportion to topics with data, not to every topic ever sent to. A topic
-        #: joins when a batch is queued and leaves when ``ready()`` finds all its deques empty.
-        self._active: dict[str, TopicInfo] = {}
+        #: The partitions' deques and the scans over them (native/src/queues.rs): a pass costs in
+        #: proportion to topics with data (a topic is active from its first queued batch until
+        #: ``ready()`` finds its deques empty), one native call per scan, none per batch.
+        self._queues = RecordQueues()
+        #: Topic id -> its TopicInfo; partition index -> (topic, partition): what Python assigned.
+        self._topic_list: list[TopicInfo] = []
+        self._keys: list[tuple[str, int]] = []
+        #: The metadata snapshot whose leaders the queues were last told (see ``_sync_leaders``).
+        self._leaders_of: object = None
         #: When each broker was last seen ready and last drainable; written by update_node_latency only.
         self.node_stats: NodeLatencyStats = NodeLatencyStats(config.availability_timeout_ms)
         self._incomplete: set[ProducerBatch] = set()
-        self._muted: set[tuple[str, int]] = set()
-        self._drain_index: dict[int, int] = {}
         self._flushes_in_progress = 0
         self._appends_in_progress = 0
         #: The producer's lifecycle (read only here): appends are refused once it stops accepting.
@@ -191,8 +209,17 @@ class RecordAccumulator:
         info = self._topics.get(topic)
         if info is None:
             partitioner = BuiltInPartitioner(topic, max(1, self.config.batch_size), self._rng)
-            info = self._topics[topic] = TopicInfo(partitioner)
+            info = self._topics[topic] = TopicInfo(self._queues.add_topic(topic), partitioner, self._queues)
+            self._topic_list.append(info)
         return info
+
+    def _index(self, info: TopicInfo, topic: str, partition: int) -> int:
+        """The partition's index in the queues, assigned on its first record."""
+        index = info.indices.get(partition)
+        if index is None:
+            index = info.indices[partition] = self._queues.add_partition(info.topic_id, partition)
+            self._keys.append((topic, partition))
+        return index
 
     def try_append(
         self,
@@ -228,24 +255,25 @@ class RecordAccumulator:
         if info is None:
             info = self.topic_info(topic)
         if partition >= 0:
-            dq = info.batches.get(partition)
-            if dq:
-                # No wake-up per record: opening the next batch wakes the sender, and a full batch
-                # that nothing follows is sent at its linger deadline (ready() treats it as full).
-                future = dq[-1].try_append(timestamp, key, value, headers, on_delivery)
-                if future is not None:
-                    if reserved:
-                        self.pool.deallocate(reserved)  # someone opened a batch while append() waited
-                    return future
-            return self._open_batch(info, topic, partition, dq, timestamp, key, value, headers, on_delivery, reserved)
+            index = info.indices.get(partition)
+            if index is None:
+                index = self._index(info, topic, partition)
+            # No wake-up per record: opening the next batch wakes the sender, and a full batch
+            # that nothing follows is sent at its linger deadline (ready() treats it as full).
+            future = self._queues.try_append(index, timestamp, key, value, headers, on_delivery)
+            if future is not None:
+                if reserved:
+                    self.pool.deallocate(reserved)  # someone opened a batch while append() waited
+                return future
+            return self._open_batch(info, topic, partition, index, timestamp, key, value, headers, on_delivery, reserved)
         # UNKNOWN_PARTITION: the sticky partition (KIP-794), peeked, appended to and counted here only.
         partitioner = info.partitioner
         sticky = partitioner.peek_current_partition(partitions)
         partition = sticky.partition
-        dq = info.batches.get(partition)
-        future = dq[-1].try_append(timestamp, key, value, headers, on_delivery) if dq else None
+        index = self._index(info, topic, partition)
+        future = self._queues.try_append(index, timestamp, key, value, headers, on_delivery)
         if future is None:
-            future = self._open_batch(info, topic, partition, dq, timestamp, key, value, headers, on_delivery, reserved)
+            future = self._open_batch(info, topic, partition, index, timestamp, key, value, headers, on_delivery, reserved)
             if future is None:
                 return None  # nothing appended, nothing counted
         elif reserved:
@@ -260,7 +288,7 @@ class RecordAccumulator:
         info: TopicInfo,
         topic: str,
         partition: int,
-        dq: deque[ProducerBatch] | None,
+        index: int,
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
@@ -274,13 +302,14 @@ class RecordAccumulator:
         there is none free now.
         """
         size = self._reservation_size(key, value, headers)  # raises if the record can never be sent
-        if dq:
-            self.settle(dq[-1])  # it refused a record: it will not grow any more
+        charge = self._queues.settle_last(index)  # it refused a record: it will not grow any more
+        if charge:
+            self.pool.charge(charge)
         if reserved:
             size = reserved
         elif not self.pool.try_allocate(size):
             return None
-        return self._append_new_batch(info, topic, partition, timestamp, key, value, headers, on_delivery, size)
+        return self._append_new_batch(topic, partition, index, timestamp, key, value, headers, on_delivery, size)
 
     async def append(
         self,
@@ -383,9 +412,9 @@ class RecordAccumulator:
 
     def _append_new_batch(
         self,
-        info: TopicInfo,
         topic: str,
         partition: int,
+        index: int,
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
@@ -393,38 +422,39 @@ class RecordAccumulator:
         on_delivery: DeliveryCallback | None,
         reserved: int,
     ) -> FutureRecordMetadata:
-        batch = self._new_batch(info, topic, partition, reserved)
-        future = batch.try_append(timestamp, key, value, headers, on_delivery)
-        if future is None:  # impossible: an empty builder always has room
-            raise AssertionError("a new batch refused its first record")
-        self._queue_new_batch(info, topic, partition, batch)
+        """A new batch holding ``reserved`` bytes, the record appended, queued as the open one: one native call."""
+        self._check_accepting(reserved)
+        future, batch = self._queues.open_batch(
+            index, self.config, self._clock(), reserved, self._event_loop(), self.log, timestamp, key, value, headers, on_delivery
+        )
+        self._queued(topic, partition, batch)
         return future
 
-    def _new_batch(self, info: TopicInfo, topic: str, partition: int, reserved: int) -> ProducerBatch:
-        """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first record.
+    def _new_batch(self, topic: str, partition: int, index: int, reserved: int) -> ProducerBatch:
+        """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first rows (``send_arrow()``)."""
+        self._check_accepting(reserved)
+        return self._queues.new_batch(index, self.config, self._clock(), reserved, self._event_loop(), self.log)
 
-        Refused (the memory given back) once the producer no longer accepts records: every new
-        batch, of ``send()`` or of ``send_arrow()``, is made here.
-        """
+    def _check_accepting(self, reserved: int) -> None:
+        """Every new batch, of ``send()`` or of ``send_arrow()``, is refused (the memory given back) once the producer no longer accepts records."""
         if not self.lifecycle.accepting:
             self.pool.deallocate(reserved)
             raise self.lifecycle.refused()
-        config = self.config
-        builder = RecordBatchBuilder(config.compression_type, config.batch_size, config.compression_level)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the batches complete on: the running one, taken at the first batch."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        return ProducerBatch(
-            topic, partition, builder, self._clock(), reserved, loop, self.log, delivery_timeout_ms=config.delivery_timeout_ms
-        )
+        return loop
 
-    def _queue_new_batch(self, info: TopicInfo, topic: str, partition: int, batch: ProducerBatch) -> None:
+    def _queue_new_batch(self, topic: str, partition: int, index: int, batch: ProducerBatch) -> None:
         """Queue a new batch as its partition's open one, and wake the sender."""
-        dq = info.batches.get(partition)
-        if dq is None:
-            dq = info.batches[partition] = deque()
-        dq.append(batch)
-        self._active[topic] = info
+        self._queues.append(index, batch)
+        self._queued(topic, partition, batch)
+
+    def _queued(self, topic: str, partition: int, batch: ProducerBatch) -> None:
+        """A new batch is its partition's open one: track it, tell a transaction, wake the sender."""
         self._incomplete.add(batch)
         tm = self.transaction_manager
         if tm is not None and tm.transactional_id is not None:
@@ -467,8 +497,8 @@ class RecordAccumulator:
             else:
                 sticky = partitioner.peek_current_partition(partitions)
                 target = sticky.partition
-            dq = info.batches.get(target)
-            batch = dq[-1] if dq else None
+            index = self._index(info, topic, target)
+            batch = self._queues.last(index)
             count = batch.try_append_arrow(records, start, stop, delivery) if batch is not None else 0
             if batch is not None and count:
                 if reserved:
@@ -477,7 +507,7 @@ class RecordAccumulator:
             else:
                 if batch is not None:
                     self.settle(batch)  # it refused a row: it will not grow any more
-                batch = self._open_arrow_batch(info, topic, target, records, start, stop, delivery, reserved)
+                batch = self._open_arrow_batch(info, topic, target, index, records, start, stop, delivery, reserved)
                 if batch is None:
                     return start  # memory must be waited for
                 reserved = 0
@@ -494,6 +524,7 @@ class RecordAccumulator:
         info: TopicInfo,
         topic: str,
         partition: int,
+        index: int,
         records: ArrowRecords,
         start: int,
         stop: int,
@@ -504,10 +535,10 @@ class RecordAccumulator:
         size = reserved or records.reservation(start, self.config.batch_size)
         if not reserved and not self.pool.try_allocate(size):
             return None
-        batch = self._new_batch(info, topic, partition, size)
+        batch = self._new_batch(topic, partition, index, size)
         if not batch.try_append_arrow(records, start, stop, delivery):  # impossible: an empty builder has room
             raise AssertionError("a new batch refused its first row")
-        self._queue_new_batch(info, topic, partition, batch)
+        self._queue_new_batch(topic, partition, index, batch)
         return batch
 
     async def append_arrow(
@@ -546,46 +577,47 @@ class RecordAccumulator:
         (fire-and-forget, callbacks, ``flush()`` later) linger exactly as in Java.
         """
         config = self.config
-        ready_nodes: set[int] = set()
-        unknown: set[str] = set()
-        next_delay = float("inf")
         exhausted = self.pool.exhausted() or self._appends_in_progress > 0
         force = exhausted or not self.lifecycle.accepting or self._flushes_in_progress > 0
-        muted = self._muted
-        idle: list[str] = []
-        for topic, info in self._active.items():
-            self._update_load_stats(info, metadata)
-            queued = False
-            for partition, dq in info.batches.items():
-                if not dq:
+        self._sync_leaders(metadata)
+        queues = self._queues
+        if config.adaptive_partitioning:
+            topics = self._topic_list
+            for topic_id in queues.active_topics():
+                self._update_load_stats(topics[topic_id], metadata)
+        ready_nodes, next_delay, unknown, awaited, idle = queues.ready(
+            now, config.linger_ms, config.batch_size, force, node_idle is not None
+        )
+        if awaited:
+            assert node_idle is not None
+            for i in range(0, len(awaited), 2):
+                node = int(awaited[i])
+                if node in ready_nodes:
                     continue
-                queued = True
-                leader = metadata.leader_for(topic, partition)
-                if leader is None or leader < 0:
-                    unknown.add(topic)
-                    continue
-                if leader in ready_nodes or (topic, partition) in muted:
-                    continue
-                batch = dq[0]
-                waited = now - batch.last_attempt_ms
-                backing_off = batch.attempts > 0 and waited < batch.retry_backoff_ms
-                time_to_wait = batch.retry_backoff_ms if backing_off else config.linger_ms
-                full = len(dq) > 1 or batch.is_full(config.batch_size)
-                expired = waited >= time_to_wait
-                if (full or expired or force) and not backing_off:
-                    ready_nodes.add(leader)
-                elif (node_idle is not None and not backing_off and (batch.waiters or batch.done_callbacks)
-                      and node_idle(leader)):
-                    ready_nodes.add(leader)  # awaited, and its leader's connection is idle (see above)
+                if node_idle(node):
+                    ready_nodes.add(node)  # awaited, and its leader's connection is idle (see above)
                 else:
-                    left = time_to_wait - waited
-                    if left < next_delay:
-                        next_delay = max(0.0, left)
-            if not queued:
-                idle.append(topic)
-        for topic in idle:  # found empty in the same scan: no second walk over the deques
-            self._active.pop(topic).partitioner.update_partition_load_stats(None, None, 0)  # no queues, no skew
+                    next_delay = min(next_delay, max(0.0, awaited[i + 1]))
+        for topic_id in idle:  # found empty by the same scan: no queues, no skew
+            self._topic_list[topic_id].partitioner.update_partition_load_stats(None, None, 0)
         return ReadyCheckResult(ready_nodes, next_delay, unknown)
+
+    def _sync_leaders(self, metadata: LeaderLookup) -> None:
+        """Tell the queues each partition's leader, so that the scans never ask Python.
+
+        A ``ClusterMetadata`` snapshot never changes its leaders (``LEADERS_FIXED``): under the
+        same snapshot only partitions not told yet are asked for (none, on most passes). Any
+        other ``LeaderLookup`` (tests' fakes) is asked again on every pass, for the active topics.
+        """
+        queues = self._queues
+        if metadata is not self._leaders_of or not getattr(metadata, "LEADERS_FIXED", False):
+            self._leaders_of = metadata
+            indices = queues.new_generation()
+        else:
+            indices = queues.take_unsynced()
+        if indices:
+            keys = self._keys
+            queues.set_leaders(indices, [metadata.leader_for(*keys[index]) for index in indices])
 
     def _update_load_stats(self, info: TopicInfo, metadata: LeaderLookup) -> None:
         """Adaptive partitioning (KIP-794): weight keyless records towards short queues.
@@ -599,10 +631,10 @@ class RecordAccumulator:
         partitions = metadata.partitions_snapshot(topic)
         if partitions is None:
             return
-        if len(info.batches) < partitions.num_partitions:
+        if len(info.indices) < partitions.num_partitions:
             info.partitioner.update_partition_load_stats(None, None, 0)
             return
-        queues = [(p, metadata.leader_for(topic, p), len(dq)) for p, dq in info.batches.items()]
+        queues = [(p, metadata.leader_for(topic, p), n) for p, n in self._queues.queue_lengths(info.topic_id)]
         info.partitioner.update_load_stats_from_queues(queues, self.node_stats)
 
     def update_node_latency(self, node: int, now: float, can_drain: bool) -> None:
@@ -648,70 +680,35 @@ class RecordAccumulator:
         max_size: int,
         now: float,
     ) -> dict[int, list[ProducerBatch]]:
-        """Take up to ``max_size`` bytes of batches per node, one batch per partition."""
-        by_node: dict[int, list[tuple[str, int, deque[ProducerBatch]]]] = {}
-        wanted = set(nodes)
-        for topic, info in self._active.items():
-            # Empty deques stay in the list so that the rotation is over a stable order.
-            for partition, dq in info.batches.items():
-                leader = metadata.leader_for(topic, partition)
-                if leader is not None and leader in wanted:
-                    by_node.setdefault(leader, []).append((topic, partition, dq))
-        return {node: self._drain_node(node, parts, max_size, now) for node, parts in by_node.items()}
+        """Take up to ``max_size`` bytes of batches per node, one batch per partition.
 
-    def _drain_node(
-        self,
-        node: int,
-        parts: list[tuple[str, int, deque[ProducerBatch]]],
-        max_size: int,
-        now: float,
-    ) -> list[ProducerBatch]:
-        ready: list[ProducerBatch] = []
-        size = 0
-        count = len(parts)
-        start = self._drain_index.get(node, 0) % count
-        self._drain_index[node] = start + 1  # rotate so no partition starves
+        One native call per node (``RecordQueues.drain``): the rotation, the muted partitions,
+        the backoff, the size limit, each batch settled (the bytes charged to the pool once for
+        the request) and marked drained. With idempotence the transaction manager decides which
+        partitions' first batches may go (``drainable``) and numbers the batches taken
+        (``assign_sequences``): one call each per request.
+        """
+        self._sync_leaders(metadata)
+        queues = self._queues
         tm = self.transaction_manager
-        for i in range(count):
-            topic, partition, dq = parts[(start + i) % count]
-            if (topic, partition) in self._muted or not dq:
-                continue
-            first = dq[0]
-            if first.attempts > 0 and now - first.last_attempt_ms < first.retry_backoff_ms:
-                continue
-            batch_size = first.estimated_size()
-            if ready and size + batch_size > max_size:
-                break  # the request is full; the rest waits for the next drain
-            if tm is not None and tm.should_stop_drain(first):
-                continue
-            dq.popleft()
-            self.settle(first)
-            if tm is not None:
-                tm.assign_sequence(first)
-            first.drained()
-            size += batch_size
-            ready.append(first)
-            if self.config.guarantee_message_order:
-                self._muted.add((topic, partition))
-        return ready
+        order = self.config.guarantee_message_order
+        drained: dict[int, list[ProducerBatch]] = {}
+        for node in nodes:
+            taken = queues.drain(node, max_size, now, tm, order)
+            if taken is not None:
+                batches, charge = taken
+                if charge:
+                    self.pool.charge(charge)
+                drained[node] = batches
+        return drained
 
     def expired_batches(self, now: float) -> list[ProducerBatch]:
         """Pop queued batches past ``delivery.timeout.ms`` (in-flight ones are the sender's)."""
-        expired: list[ProducerBatch] = []
-        for info in self._active.values():
-            for dq in info.batches.values():
-                while dq and dq[0].has_reached_delivery_timeout(now):
-                    expired.append(dq.popleft())
-        return expired
+        return self._queues.expired(now)
 
     def next_expiry_delay(self, now: float) -> float:
         """Milliseconds until the first queued batch reaches its delivery deadline (the oldest of each partition's)."""
-        delay = float("inf")
-        for info in self._active.values():
-            for dq in info.batches.values():
-                if dq:
-                    delay = min(delay, dq[0].delivery_deadline_ms - now)
-        return max(0.0, delay)
+        return self._queues.next_expiry_delay(now)
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
         """Put a batch that will be retried back at the front, in sequence order when numbered."""
@@ -719,17 +716,9 @@ class RecordAccumulator:
         self._insert_retry(batch)
 
     def _insert_retry(self, batch: ProducerBatch) -> None:
-        """Retries go before new batches and, when numbered, among themselves by sequence."""
-        info = self.topic_info(batch.topic)
-        dq = info.batches.setdefault(batch.partition, deque())
-        self._active[batch.topic] = info
-        if batch.has_sequence:
-            index = 0
-            while index < len(dq) and dq[index].has_sequence and dq[index].base_sequence < batch.base_sequence:
-                index += 1
-            dq.insert(index, batch)
-        else:
-            dq.appendleft(batch)
+        """Retries go before new batches and, when numbered, among themselves by sequence (natively)."""
+        topic = batch.topic
+        self._queues.insert_retry(self._index(self.topic_info(topic), topic, batch.partition), batch)
 
     def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> int:
         """Split a batch the broker found too large into pieces re-queued in order; returns how many.
@@ -780,11 +769,20 @@ class RecordAccumulator:
             self.pool.deallocate(reserved)
 
     def unmute(self, topic: str, partition: int) -> None:
-        self._muted.discard((topic, partition))
+        info = self._topics.get(topic)
+        index = None if info is None else info.indices.get(partition)
+        if index is not None:
+            self._queues.unmute(index)
+
+    def remove_open_batch(self, batch: ProducerBatch) -> bool:
+        """Take ``batch`` out of its deque if it is the partition's open one (the fake producer's drain)."""
+        info = self._topics.get(batch.topic)
+        index = None if info is None else info.indices.get(batch.partition)
+        return index is not None and self._queues.remove_open(index, batch)
 
     # ================================================================ flush and close
     def has_undrained(self) -> bool:
-        return any(dq for info in self._active.values() for dq in info.batches.values())
+        return self._queues.has_undrained()
 
     def incomplete_batches(self) -> list[ProducerBatch]:
         return list(self._incomplete)
@@ -808,9 +806,4 @@ class RecordAccumulator:
 
     def abort_undrained(self) -> list[ProducerBatch]:
         """Pop every queued batch (for a forced close); the caller fails them."""
-        aborted: list[ProducerBatch] = []
-        for info in self._topics.values():
-            for dq in info.batches.values():
-                aborted.extend(dq)
-                dq.clear()
-        return aborted
+        return self._queues.abort_all()

@@ -33,7 +33,7 @@ from types import FunctionType
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from aioproducer._native import FutureRecordMetadata, ProducerBatch
+from aioproducer._native import FutureRecordMetadata, ProducerBatch, set_object_costs
 from aioproducer.internals.callbacks import LEAVING_LOOP, raise_from_loop
 from aioproducer.logs import LogLike
 from aioproducer.protocol.records import RecordBatchBuilder
@@ -238,33 +238,8 @@ def _batch_try_append_arrow(self: ProducerBatch, records: ArrowRecords, start: i
     return count
 
 
-def _batch_object_bytes(self: ProducerBatch) -> int:
-    """Memory the batch holds besides its encoded records: a future per record, callbacks.
-
-    ``buffer.memory`` counts these too (the accumulator charges them once the batch
-    stops growing), so that it bounds what the producer holds, not only the wire bytes:
-    for 100-byte records the Python objects weigh as much as the bytes themselves.
-    A shared callback is counted once per record that holds it: the estimate errs
-    towards earlier backpressure, never towards unbounded memory.
-    """
-    arrow = self.arrow_records
-    if not arrow:
-        return self.builder.record_count * RECORD_OBJECT_BYTES + self.callback_bytes
-    # send_arrow() rows have no future: a planned position and, on request, an offset each.
-    return (self.builder.record_count - arrow) * RECORD_OBJECT_BYTES + arrow * ARROW_ROW_BYTES + self.callback_bytes
-
-# -- memory: charged, shared out, handed back ---------------------------------------
-def _batch_settle(self: ProducerBatch) -> int:
-    """It stopped growing: count what it holds beyond its reservation, once; the bytes to charge.
-
-    Its records' objects (``object_bytes``) and any bytes past the reservation: the
-    accumulator charges the pool what this returns (0 when settled already, or nothing
-    is past the reservation). See ``RecordAccumulator.settle``; the native half
-    (``settle_with``) keeps the reservation.
-    """
-    if self.settled:
-        return 0
-    return self.settle_with(self.object_bytes())
+# -- memory: object_bytes and settle are native (they count the batch's records; the sender's drain
+# settles natively); what a record and a row cost is measured here (RECORD_OBJECT_BYTES below).
 
 
 def _batch_attempt_failed(self: ProducerBatch, error: BaseException) -> None:
@@ -607,8 +582,6 @@ def _install_batch_methods() -> None:
     """Give the native batch its Python methods (see "The batch's Python methods" above)."""
     methods: dict[str, Any] = {
         "try_append_arrow": _batch_try_append_arrow,
-        "object_bytes": _batch_object_bytes,
-        "settle": _batch_settle,
         "attempt_failed": _batch_attempt_failed,
         "set_spans": _batch_set_spans,
         "split": _batch_split,
@@ -669,6 +642,7 @@ RECORD_OBJECT_BYTES: int = (
 #: What one send_arrow() row holds besides its encoded bytes: its planned position (8 bytes, in
 #: ``ArrowRecords``) and, when per-row outcomes are asked for, its offset (8 more); counted as 16.
 ARROW_ROW_BYTES = 16
+set_object_costs(RECORD_OBJECT_BYTES, ARROW_ROW_BYTES)  # what the native object_bytes and settle count
 #: Code object -> what a plain function with that code holds besides itself (closure, defaults).
 _FUNCTION_EXTRA_BYTES: dict[Any, int] = {}
 _FUNCTION_CACHE_LIMIT = 1024

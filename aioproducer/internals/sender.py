@@ -74,6 +74,7 @@ from aioproducer.errors import (
     MessageTooLargeError,
     error_for_code,
 )
+from aioproducer._native import produce_topic_data
 from aioproducer.logs import LogLike
 from aioproducer.clock import monotonic_ms
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
@@ -86,7 +87,7 @@ from aioproducer.internals.transactions import RequestFailed, SenderRequest, Tra
 from aioproducer.lifecycle import LifecycleView, State
 from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
-from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, Records, TopicData
+from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 
 __all__ = ["Sender", "SenderConfig"]
 
@@ -622,7 +623,7 @@ class Sender:
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
-        batches, topic_data = _group_by_topic(batches)  # builds them: their sizes are known from here
+        batches, topic_data = produce_topic_data(batches)  # builds them (natively): their sizes are known from here
         self._track_sent(batches)
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
@@ -676,7 +677,7 @@ class Sender:
             self.wakeup()
 
     async def _produce(
-        self, node: int, topic_data: list[tuple[str, list[tuple[int, Records]]]], batches: list[ProducerBatch]
+        self, node: int, topic_data: TopicData, batches: list[ProducerBatch]
     ) -> None:
         acks = self.config.acks
         try:
@@ -923,24 +924,3 @@ def _record_errors(part: PartitionResponse, error: BrokerResponseError) -> Recor
     others = KafkaError(f"{_OTHER_RECORDS_FAILED}; the batch failed with {error}")
     others.__cause__ = error
     return RecordErrors(by_index, others)
-
-
-def _group_by_topic(
-    batches: list[ProducerBatch],
-) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, Records]]]]]:
-    """The request's topic data (one entry per topic, as Java writes it) and the batches in that order.
-
-    The batches come back reordered so that they line up with the partitions
-    of the request, which is the order the broker answers in.
-    """
-    topic = batches[0].topic
-    for batch in batches:
-        if batch.topic != topic:
-            break
-    else:  # the usual case: one topic
-        return batches, [(topic, [(batch.partition, batch.records()) for batch in batches])]
-    groups: dict[str, list[ProducerBatch]] = {}
-    for batch in batches:
-        groups.setdefault(batch.topic, []).append(batch)
-    ordered = [batch for group in groups.values() for batch in group]
-    return ordered, [(t, [(b.partition, b.records()) for b in group]) for t, group in groups.items()]

@@ -84,6 +84,7 @@ Owned by the sender and the producer's transaction calls, on the event loop only
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aioproducer.errors import (
@@ -481,6 +482,21 @@ class TransactionManager:
                 return any(b.in_retry for b in entry.unacked)
             return False
         return batch.base_sequence != entry.first_unacked_sequence()
+
+    def drainable(self, heads: Sequence[ProducerBatch]) -> list[bool]:
+        """``not should_stop_drain(batch)`` for each partition's first batch of a drain, in one call.
+
+        The native drain (``RecordQueues.drain``) asks once per request, not per batch: the
+        answer for one partition does not depend on what the drain takes of another.
+        """
+        stop = self.should_stop_drain
+        return [not stop(batch) for batch in heads]
+
+    def assign_sequences(self, batches: Sequence[ProducerBatch]) -> None:
+        """``assign_sequence`` for each batch a drain took, in order: one call per request."""
+        assign = self.assign_sequence
+        for batch in batches:
+            assign(batch)
 
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Number a batch the first time it is drained, and track it until it is done."""

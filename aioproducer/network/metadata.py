@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from aioproducer.errors import UnknownTopicOrPartitionError
 from aioproducer.partitioner import TopicPartitions
@@ -75,6 +75,10 @@ class ClusterMetadata:
     leader is an ordinary state for a producer (it waits and refreshes), not an
     exceptional one.
     """
+
+    #: A snapshot's leaders never change in place (an update is a new snapshot): the accumulator
+    #: asks ``leader_for`` again only when the snapshot it is handed is another one.
+    LEADERS_FIXED: ClassVar[bool] = True
 
     nodes: Mapping[int, Node]
     topics: Mapping[str, TopicMetadata]

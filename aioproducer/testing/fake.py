@@ -181,9 +181,7 @@ class _FakeBroker:
         """Records opened ``batch``: take it out of its deque, as a drain does, then complete or hold it."""
         accumulator, session, tm = self._accumulator, self._session, self._tm
         assert accumulator is not None and session is not None
-        dq = accumulator.topic_info(batch.topic).batches.get(batch.partition)
-        if dq and dq[-1] is batch:
-            dq.pop()
+        accumulator.remove_open_batch(batch)
         accumulator.settle(batch)
         batch.drained()
         if tm is not None and tm.transactional:  # AddPartitionsToTxn, answered at once
@@ -347,6 +345,7 @@ class _FakeAccumulator(RecordAccumulator):
         info: TopicInfo,
         topic: str,
         partition: int,
+        index: int,
         records: ArrowRecords,
         start: int,
         stop: int,
@@ -354,7 +353,7 @@ class _FakeAccumulator(RecordAccumulator):
         reserved: int,
     ) -> ProducerBatch | None:
         """``send_arrow()``'s batches: each goes to the fake broker filled, its rows read back from its own bytes."""
-        batch = super()._open_arrow_batch(info, topic, partition, records, start, stop, delivery, reserved)
+        batch = super()._open_arrow_batch(info, topic, partition, index, records, start, stop, delivery, reserved)
         if batch is not None:
             [decoded] = decode_batches(batch.records())
             sent = tuple(_Sent(topic, r.key, r.value, tuple(r.headers), r.timestamp) for r in decoded.records)

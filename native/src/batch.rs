@@ -22,6 +22,8 @@
 //! One writer: the native fields are read-only from Python; the Python state is written by
 //! batch.py only (`tests/unit/test_batch_ownership.py` checks both).
 
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
@@ -36,12 +38,28 @@ use crate::guarded;
 pub const NO_SEQUENCE: i64 = -1;
 
 /// Headers as Python passes them (`(str, bytes | None)` pairs), held for the call.
-type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
+pub(crate) type PyHeaders = Vec<(PyBackedStr, Option<PyBackedBytes>)>;
 
 /// batch.py's `_callback_bytes` (what holding an `on_delivery` charges) and the producer's default
 /// logger, looked up once.
 static CALLBACK_BYTES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static DEFAULT_LOG: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// What one queued record and one `send_arrow()` row hold in Python objects besides their encoded
+/// bytes: measured by batch.py (`RECORD_OBJECT_BYTES`, `ARROW_ROW_BYTES`), which sets them once at
+/// import (`set_object_costs`); read by `object_bytes`.
+static RECORD_OBJECT_BYTES: AtomicI64 = AtomicI64::new(0);
+static ARROW_ROW_BYTES: AtomicI64 = AtomicI64::new(0);
+
+/// Sets what `ProducerBatch.object_bytes` counts per record and per `send_arrow()` row (batch.py, at import).
+#[pyfunction]
+pub fn set_object_costs(record_object_bytes: i64, arrow_row_bytes: i64) -> PyResult<()> {
+    guarded("set_object_costs", || {
+        RECORD_OBJECT_BYTES.store(record_object_bytes, Ordering::Relaxed);
+        ARROW_ROW_BYTES.store(arrow_row_bytes, Ordering::Relaxed);
+        Ok(())
+    })
+}
 
 /// A producer batch; see the module's documentation.
 #[pyclass(module = "aioproducer._native")]
@@ -51,25 +69,25 @@ pub struct ProducerBatch {
     pub(crate) partition: i64,
     pub(crate) builder: Py<PyRecordBatchBuilder>,
     /// When its first record was appended (a split's pieces keep their parent's).
-    created_ms: f64,
+    pub(crate) created_ms: f64,
     /// When its records' `delivery.timeout.ms` runs out: stamped once at construction, or
     /// taken from the parent by a split's piece (`keep_deadline_of`); read by every expiry
     /// through `has_reached_delivery_timeout` (Java's `hasReachedDeliveryTimeout`).
-    delivery_deadline_ms: f64,
+    pub(crate) delivery_deadline_ms: f64,
     /// The retry schedule: written by `reenqueued` and `reenqueued_piece`, read by the
     /// accumulator's `ready` and `drain`. The backoff is jittered once per attempt by the
     /// accumulator, so that `ready` and `drain` read the same value.
-    last_attempt_ms: f64,
-    attempts: i64,
-    retry_backoff_ms: f64,
+    pub(crate) last_attempt_ms: f64,
+    pub(crate) attempts: i64,
+    pub(crate) retry_backoff_ms: f64,
     /// The bytes of `buffer.memory` it holds: set at construction (what the accumulator
     /// reserved), grown once by `settle` when it stops growing, set by `take_reservation` (a
     /// piece), handed back by `release_reservation`.
-    reserved_bytes: i64,
+    pub(crate) reserved_bytes: i64,
     /// Charged for what it holds beyond its reservation (`settle`, `take_reservation`).
-    settled: bool,
+    pub(crate) settled: bool,
     /// In a request: set by `drained`, cleared by `reenqueued` and `request_ended`.
-    in_flight: bool,
+    pub(crate) in_flight: bool,
     /// A numbered batch whose retry is outstanding (`mark_in_retry`, `clear_in_retry`); the
     /// transaction manager's `should_stop_drain` reads it.
     in_retry: bool,
@@ -80,7 +98,7 @@ pub struct ProducerBatch {
     /// piece) and `reset_producer_state`, both called by the transaction manager only.
     producer_id: i64,
     producer_epoch: i64,
-    base_sequence: i64,
+    pub(crate) base_sequence: i64,
     is_transactional: bool,
     /// The outcome, written once by `set_outcome` (`ProducerBatch.complete`), read by the
     /// record futures (below), the sender and the accumulator.
@@ -103,13 +121,13 @@ pub struct ProducerBatch {
     /// Records with `on_delivery`, flat rows (callback, offset delta, create time, key size,
     /// value size), None until the first (`try_append`, `split`; `release` drops them).
     #[pyo3(get, set)]
-    callbacks: Option<Py<PyList>>,
+    pub(crate) callbacks: Option<Py<PyList>>,
     /// Done-callbacks of records not yet complete, flat (future, fn, context) triples.
     #[pyo3(get, set)]
-    done_callbacks: Option<Py<PyList>>,
+    pub(crate) done_callbacks: Option<Py<PyList>>,
     /// Awaiters of pending records, None until the first.
     #[pyo3(get, set)]
-    waiters: Option<Py<PyList>>,
+    pub(crate) waiters: Option<Py<PyList>>,
     /// Each record's own error when the broker named the bad ones (KIP-467), before a failing completion.
     #[pyo3(get, set)]
     record_errors: Option<Py<PyAny>>,
@@ -122,7 +140,7 @@ pub struct ProducerBatch {
     /// What its `on_delivery` callables weigh (`buffer.memory` counts it): grown by `try_append`
     /// (the last callable's charge cached in the two fields after it) and `split`.
     #[pyo3(get, set)]
-    callback_bytes: i64,
+    pub(crate) callback_bytes: i64,
     charged_callback: Option<Py<PyAny>>,
     charged_bytes: i64,
     /// A piece of a split batch: the batch it came from (cleared when the piece completes).
@@ -139,10 +157,98 @@ pub struct ProducerBatch {
     arrow_runs: Option<Py<PyList>>,
     /// How many of its records came from `send_arrow()`.
     #[pyo3(get, set)]
-    arrow_records: i64,
+    pub(crate) arrow_records: i64,
 }
 
 impl ProducerBatch {
+    /// See `object_bytes`.
+    pub(crate) fn held_object_bytes(&self, py: Python<'_>) -> i64 {
+        let count = i64::from(self.builder.bind(py).borrow().count());
+        let (record, row) = (RECORD_OBJECT_BYTES.load(Ordering::Relaxed), ARROW_ROW_BYTES.load(Ordering::Relaxed));
+        (count - self.arrow_records) * record + self.arrow_records * row + self.callback_bytes
+    }
+
+    /// An empty batch (see `__new__`), for Python's constructor and the native queues' `open_batch`.
+    #[allow(clippy::too_many_arguments)] // the batch's fields as its constructor takes them
+    pub(crate) fn empty(
+        py: Python<'_>,
+        topic: Py<PyAny>,
+        partition: i64,
+        builder: Py<PyRecordBatchBuilder>,
+        now_ms: f64,
+        reserved_bytes: i64,
+        event_loop: Py<PyAny>,
+        log: Option<Py<PyAny>>,
+        delivery_timeout_ms: f64,
+    ) -> PyResult<Self> {
+        let log = match log {
+            Some(log) => log,
+            None => DEFAULT_LOG.get_or_try_init(py, || py.import("logging")?.call_method1("getLogger", ("aioproducer",)).map(Bound::unbind))?.clone_ref(py),
+        };
+        Ok(ProducerBatch {
+            topic,
+            partition,
+            builder,
+            created_ms: now_ms,
+            delivery_deadline_ms: now_ms + delivery_timeout_ms,
+            last_attempt_ms: now_ms,
+            attempts: 0,
+            retry_backoff_ms: 0.0,
+            reserved_bytes,
+            settled: false,
+            in_flight: false,
+            in_retry: false,
+            sequence_reset: false,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: NO_SEQUENCE,
+            is_transactional: false,
+            done: false,
+            base_offset: -1,
+            log_append_time: -1,
+            error: None,
+            event_loop,
+            log,
+            futures: PyList::empty(py).unbind(),
+            callbacks: None,
+            done_callbacks: None,
+            waiters: None,
+            record_errors: None,
+            retry_error: None,
+            deferred: None,
+            callback_bytes: 0,
+            charged_callback: None,
+            charged_bytes: 0,
+            parent: None,
+            pieces: None,
+            spans: None,
+            arrow_runs: None,
+            arrow_records: 0,
+        })
+    }
+
+    /// See `records`: its wire bytes, stamped with its producer id, epoch and base sequence.
+    pub(crate) fn built<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
+        let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
+        PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)
+    }
+
+    /// See `settle`: the bytes to charge.
+    pub(crate) fn settle_now(&mut self, py: Python<'_>) -> i64 {
+        if self.settled {
+            return 0;
+        }
+        self.settled = true;
+        let encoded = self.builder.bind(py).borrow().uncompressed_len() as i64;
+        let extra = encoded + self.held_object_bytes(py) - self.reserved_bytes;
+        if extra <= 0 {
+            return 0;
+        }
+        self.reserved_bytes += extra;
+        extra
+    }
+
     /// Its wire size: exact once built or uncompressed, else estimated.
     fn wire_size(&self, py: Python<'_>) -> usize {
         self.builder.bind(py).borrow().wire_size(py)
@@ -205,6 +311,24 @@ fn append_one(
     Ok(Some(future))
 }
 
+/// `try_append` with headers as Python passed them (also `RecordQueues.try_append`'s).
+pub(crate) fn try_append_record(
+    slf: &Bound<'_, ProducerBatch>,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: Option<&[(PyBackedStr, Option<PyBackedBytes>)]>,
+    on_delivery: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+    match headers {
+        None => append_one(slf, timestamp, key, value, &[], on_delivery),
+        Some(hs) => {
+            let slices: Vec<Header<'_>> = hs.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
+            append_one(slf, timestamp, key, value, &slices, on_delivery)
+        }
+    }
+}
+
 /// Appends an `on_delivery` row's five items, flat.
 fn extend(rows: &Bound<'_, PyList>, (callback, offset, timestamp, key_size, value_size): (&Bound<'_, PyAny>, i64, i64, i64, i64)) -> PyResult<()> {
     rows.append(callback)?;
@@ -233,52 +357,7 @@ impl ProducerBatch {
         log: Option<Py<PyAny>>,
         delivery_timeout_ms: f64,
     ) -> PyResult<Self> {
-        guarded("ProducerBatch.__new__", || {
-            let log = match log {
-                Some(log) => log,
-                None => DEFAULT_LOG.get_or_try_init(py, || py.import("logging")?.call_method1("getLogger", ("aioproducer",)).map(Bound::unbind))?.clone_ref(py),
-            };
-            Ok(ProducerBatch {
-                topic,
-                partition,
-                builder,
-                created_ms: now_ms,
-                delivery_deadline_ms: now_ms + delivery_timeout_ms,
-                last_attempt_ms: now_ms,
-                attempts: 0,
-                retry_backoff_ms: 0.0,
-                reserved_bytes,
-                settled: false,
-                in_flight: false,
-                in_retry: false,
-                sequence_reset: false,
-                producer_id: -1,
-                producer_epoch: -1,
-                base_sequence: NO_SEQUENCE,
-                is_transactional: false,
-                done: false,
-                base_offset: -1,
-                log_append_time: -1,
-                error: None,
-                event_loop,
-                log,
-                futures: PyList::empty(py).unbind(),
-                callbacks: None,
-                done_callbacks: None,
-                waiters: None,
-                record_errors: None,
-                retry_error: None,
-                deferred: None,
-                callback_bytes: 0,
-                charged_callback: None,
-                charged_bytes: 0,
-                parent: None,
-                pieces: None,
-                spans: None,
-                arrow_runs: None,
-                arrow_records: 0,
-            })
-        })
+        guarded("ProducerBatch.__new__", || Self::empty(py, topic, partition, builder, now_ms, reserved_bytes, event_loop, log, delivery_timeout_ms))
     }
 
     // -- appending ---------------------------------------------------------------------
@@ -294,13 +373,7 @@ impl ProducerBatch {
         headers: Option<PyHeaders>,
         on_delivery: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
-        guarded("ProducerBatch.try_append", || match &headers {
-            None => append_one(slf, timestamp, key, value, &[], on_delivery),
-            Some(hs) => {
-                let slices: Vec<Header<'_>> = hs.iter().map(|(k, v)| (k.as_bytes(), v.as_deref())).collect();
-                append_one(slf, timestamp, key, value, &slices, on_delivery)
-            }
-        })
+        guarded("ProducerBatch.try_append", || try_append_record(slf, timestamp, key, value, headers.as_deref(), on_delivery))
     }
 
     /// `send_many()`'s bulk path: appends keyless `values[start..]` (one create time) while each
@@ -439,31 +512,27 @@ impl ProducerBatch {
 
     /// The wire bytes with this batch's producer state (the builder compresses once and caches them).
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        guarded("ProducerBatch.records", || {
-            let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
-            let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
-            PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)
-        })
+        guarded("ProducerBatch.records", || self.built(py))
     }
 
     // -- memory ------------------------------------------------------------------------
-    /// It stopped growing: counts what it holds beyond its reservation once (`object_bytes`,
-    /// the Python objects of its records, from the Python half, plus its encoded bytes); the
-    /// bytes the accumulator is to charge, 0 when settled already or nothing is past the reservation.
-    fn settle_with(&mut self, py: Python<'_>, object_bytes: i64) -> PyResult<i64> {
-        guarded("ProducerBatch.settle_with", || {
-            if self.settled {
-                return Ok(0);
-            }
-            self.settled = true;
-            let encoded = self.builder.bind(py).borrow().uncompressed_len() as i64;
-            let extra = encoded + object_bytes - self.reserved_bytes;
-            if extra <= 0 {
-                return Ok(0);
-            }
-            self.reserved_bytes += extra;
-            Ok(extra)
-        })
+    /// Memory the batch holds besides its encoded records: an object per record, its callbacks.
+    ///
+    /// `buffer.memory` counts these too (charged once the batch stops growing, `settle`), so that
+    /// it bounds what the producer holds, not only the wire bytes: for 100-byte records the
+    /// Python objects weigh as much as the bytes themselves. A shared callback is counted once per
+    /// record that holds it: the estimate errs towards earlier backpressure. The per-record costs
+    /// are measured in Python (batch.py's `RECORD_OBJECT_BYTES`, `ARROW_ROW_BYTES`) and set once
+    /// (`set_object_costs`).
+    fn object_bytes(&self, py: Python<'_>) -> PyResult<i64> {
+        guarded("ProducerBatch.object_bytes", || Ok(self.held_object_bytes(py)))
+    }
+
+    /// It stopped growing: counts what it holds beyond its reservation once (`object_bytes` plus
+    /// its encoded bytes); the bytes the accumulator is to charge the pool, 0 when settled already
+    /// or nothing is past the reservation.
+    fn settle(&mut self, py: Python<'_>) -> PyResult<i64> {
+        guarded("ProducerBatch.settle", || Ok(self.settle_now(py)))
     }
 
     /// A piece of a split batch holds `reserved_bytes` of its parent's reservation, already charged.

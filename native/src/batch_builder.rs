@@ -49,9 +49,9 @@ const TRANSACTIONAL_BIT: i16 = 0x10;
 pub const NO_TIMESTAMP: i64 = -1;
 /// Wire codec ids (attributes bits 0-2).
 pub const CODEC_NONE: u8 = 0;
-const CODEC_GZIP: u8 = 1;
-const CODEC_LZ4: u8 = 3;
-const CODEC_ZSTD: u8 = 4;
+pub(crate) const CODEC_GZIP: u8 = 1;
+pub(crate) const CODEC_LZ4: u8 = 3;
+pub(crate) const CODEC_ZSTD: u8 = 4;
 /// Java's `MemoryRecordsBuilder.COMPRESSION_RATE_ESTIMATION_FACTOR`: the estimated compressed
 /// size is inflated by 5 % so that a batch rarely overshoots `batch.size` once compressed.
 const COMPRESSION_RATE_ESTIMATION_FACTOR: f64 = 1.05;

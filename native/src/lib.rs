@@ -19,6 +19,7 @@ pub mod batch;
 pub mod batch_builder;
 pub mod murmur;
 pub mod produce;
+pub mod queues;
 #[cfg(unix)]
 pub mod socket_writer;
 
@@ -131,6 +132,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::FutureRecordMetadata>()?;
     m.add_class::<batch::ProducerBatch>()?;
     m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(batch::set_object_costs, m)?)?;
+    m.add_class::<queues::RecordQueues>()?;
+    m.add_function(wrap_pyfunction!(queues::produce_topic_data, m)?)?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;

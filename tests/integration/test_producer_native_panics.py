@@ -41,7 +41,7 @@ async def _send_arrow(producer: Producer) -> object:
 
 #: Entry point -> the caller's call that reaches it.
 CALLER_SIDE: dict[str, Callable[[Producer], Awaitable[object]]] = {
-    "ProducerBatch.try_append": _send,
+    "RecordQueues.try_append": _send,  # send()'s one native call per record
     "ProducerBatch.try_append_many": _send_many,
     "ArrowRecords.__new__": _send_arrow,
     "ArrowRecords.plan": _send_arrow,
@@ -97,12 +97,12 @@ async def test_a_panic_reading_a_records_outcome_is_an_exception_and_the_produce
 async def test_a_panic_in_the_sender_fails_its_records_with_an_error_naming_it(mock_cluster: MockCluster) -> None:
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, linger_ms=5) as producer:
         await producer.partitions_for(TOPIC)
-        _native._panic_for_test("ProducerBatch.records")  # the sender builds each batch through it
+        _native._panic_for_test("produce_topic_data")  # the sender builds each request's batches through it
         future = await producer.send(TOPIC, b"v")
         with pytest.raises(KafkaError, match="sender task failed") as caught:
             async with asyncio.timeout(30):  # the record fails; it does not wait forever
                 await future
         assert isinstance(caught.value.__cause__, RuntimeError)
-        assert "ProducerBatch.records panicked" in str(caught.value.__cause__)
+        assert "produce_topic_data panicked" in str(caught.value.__cause__)
         with pytest.raises(KafkaError, match="sender task failed"):  # said at once, as for any bug in the sender
             await producer.send(TOPIC, b"next")

@@ -7,12 +7,13 @@ import gc
 import itertools
 import random
 import types
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from aioproducer.errors import KafkaError
-from aioproducer.internals.batch import RecordMetadata
+from aioproducer.internals.batch import ProducerBatch, RecordMetadata
 from aioproducer.partitioner import TopicPartitions
 from aioproducer.internals.accumulator import UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.buffer_pool import BufferPool
@@ -362,7 +363,7 @@ async def test_a_split_batch_answers_for_futures_it_does_not_hold(fail_piece: in
     acc.config.batch_size = 600
     assert acc.split_and_reenqueue(batch, clock.now) > 2
     first, second, *rest = list(acc.topic_info("t").batches[0])
-    acc.topic_info("t").batches[0].clear()
+    acc.abort_undrained()  # the pieces leave the queue: the test completes them itself
     acc.config.batch_size = 200
     assert second.record_count > 1 and acc.split_and_reenqueue(second, clock.now) > 1  # a piece split again
     pieces = [first, *acc.topic_info("t").batches[0], *rest]
@@ -460,10 +461,10 @@ async def test_delivery_callbacks_are_charged_too() -> None:
     tracker = Tracker()
     bound = [tracker.ack, tracker.ack]  # not plain functions: their own size only
     callbacks: list[Any] = [*with_defaults, *with_closure, *bound]
-    plain, with_callbacks = acc.topic_info("a").batches, acc.topic_info("b").batches
     for cb in callbacks:
         acc.try_append("a", 0, 1, None, VALUE, None, None)
         acc.try_append("b", 0, 1, None, VALUE, None, cb)
+    plain, with_callbacks = acc.topic_info("a").batches, acc.topic_info("b").batches  # copies: taken after
     extra = with_callbacks[0][0].object_bytes() - plain[0][0].object_bytes()
     expected = sum(sys.getsizeof(cb) + 8 + sys.getsizeof(cb.__defaults__) for cb in with_defaults)
     expected += sum(
@@ -786,3 +787,73 @@ async def test_the_pieces_of_a_split_retry_back_off_like_the_batch() -> None:
     assert acc.split_and_reenqueue(batch, clock.now + 120) > 1  # a retry split: attempts stays 1
     assert acc.ready(Leaders(), clock.now + 120 + 119).ready_nodes == set()
     assert acc.ready(Leaders(), clock.now + 120 + 120).ready_nodes == {0}
+
+
+# ---------------------------------------------------------------- the native queues' leaders (#42 slice 3)
+class Snapshot(Leaders):
+    """A metadata snapshot as ``ClusterMetadata`` is one: its leaders never change in place."""
+
+    LEADERS_FIXED = True
+
+    def __init__(self, nodes: int) -> None:
+        super().__init__(nodes)
+        self.asked: list[tuple[str, int]] = []
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        self.asked.append((topic, partition))
+        return super().leader_for(topic, partition)
+
+
+async def test_the_queues_ask_a_snapshot_for_each_leader_once_and_a_new_snapshot_again() -> None:
+    """The scans are native and never call back: a snapshot's leaders are told once, a new snapshot's again."""
+    clock = FakeClock()
+    acc, _ = make(clock, linger_ms=0)
+    for partition in range(4):
+        acc.try_append("t", partition, 1, None, VALUE, None, None)
+    two = Snapshot(2)
+    assert acc.ready(two, clock.now).ready_nodes == {0, 1}
+    assert sorted(two.asked) == [("t", p) for p in range(4)]
+    assert acc.ready(two, clock.now).ready_nodes == {0, 1}
+    assert len(two.asked) == 4  # the same snapshot: nothing asked again
+    acc.try_append("t", 5, 1, None, VALUE, None, None)  # a partition new under the same snapshot
+    drained = acc.drain(two, [1], 10**6, clock.now)
+    assert two.asked[4:] == [("t", 5)]
+    assert sorted(b.partition for b in drained[1]) == [1, 3, 5]  # node 1's partitions, none of node 0's
+    one = Snapshot(1)  # the leaders moved: node 0 leads everything now
+    assert acc.ready(one, clock.now).ready_nodes == {0}
+    assert sorted(b.partition for b in acc.drain(one, [0], 10**6, clock.now)[0]) == [0, 2]
+    assert acc.drain(one, [1], 10**6, clock.now) == {}  # node 1 leads nothing under it
+    assert not acc.has_undrained()
+
+
+class CountingTransactionManager(TransactionManager):
+    """Counts the native drain's calls into the transaction manager."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def drainable(self, heads: Sequence[ProducerBatch]) -> list[bool]:
+        self.calls.append(f"drainable({len(heads)})")
+        return super().drainable(heads)
+
+    def assign_sequences(self, batches: Sequence[ProducerBatch]) -> None:
+        self.calls.append(f"assign_sequences({len(batches)})")
+        super().assign_sequences(batches)
+
+
+async def test_an_idempotent_drain_asks_the_transaction_manager_once_per_request_not_per_batch() -> None:
+    """Idempotence's decisions stay Python, in two calls per request: which first batches may go, then their numbers."""
+    clock = FakeClock()
+    tm = CountingTransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    acc, _ = make(clock, linger_ms=0, tm=tm)
+    for partition in (0, 2, 4, 6):
+        acc.try_append("t", partition, 1, None, VALUE, None, None)
+    drained = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    assert sorted(b.partition for b in drained) == [0, 2, 4, 6]
+    assert all(b.base_sequence == 0 and b.producer_id == 7 and b.in_flight for b in drained)
+    assert tm.calls == ["drainable(4)", "assign_sequences(4)"]
+    acc.try_append("t", 0, 1, None, VALUE, None, None)  # partition 0's next batch: its first is unacknowledged
+    assert acc.drain(Leaders(), [0], 10**6, clock.now)[0] == []
+    assert tm.calls[2:] == ["drainable(1)"]  # refused: nothing to number

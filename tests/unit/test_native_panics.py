@@ -25,18 +25,20 @@ import pyarrow as pa
 import pytest
 
 from aioproducer import _native
-from aioproducer._native import ArrowRecords, FutureRecordMetadata, ProducerBatch, RecordBatchBuilder
+from aioproducer._native import ArrowRecords, FutureRecordMetadata, ProducerBatch, RecordBatchBuilder, RecordQueues
+from aioproducer.internals.accumulator import AccumulatorConfig
+from aioproducer.internals.batch import ARROW_ROW_BYTES, RECORD_OBJECT_BYTES
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 
 #: Entry points that cannot raise into Python, so have no guard: PyO3 catches a panic in
 #: ``__traverse__`` itself and tells the collector the traversal failed (nothing may touch Python
 #: during it); a ``#[classattr]`` is evaluated once, when the type is made.
-UNGUARDED = {"ProducerBatch.__traverse__", "FutureRecordMetadata.__traverse__", "FutureRecordMetadata._asyncio_future_blocking"}
+UNGUARDED = {"ProducerBatch.__traverse__", "RecordQueues.__traverse__", "FutureRecordMetadata.__traverse__", "FutureRecordMetadata._asyncio_future_blocking"}
 #: Slots Python 3.11 lists nowhere (no wrapper in the type's dict): the crate's sources name them.
-HIDDEN_SLOTS = {"RecordBatchBuilder.__getbuffer__", "RecordBatchBuilder.__releasebuffer__", "ProducerBatch.__clear__", "FutureRecordMetadata.__clear__"}
+HIDDEN_SLOTS = {"RecordBatchBuilder.__getbuffer__", "RecordBatchBuilder.__releasebuffer__", "ProducerBatch.__clear__", "RecordQueues.__clear__", "FutureRecordMetadata.__clear__"}
 #: Slots with no caller to raise to (Python reports their error as unraisable): tested on their own below.
-NO_CALLER = {"RecordBatchBuilder.__releasebuffer__", "ProducerBatch.__clear__", "FutureRecordMetadata.__clear__"}
+NO_CALLER = {"RecordBatchBuilder.__releasebuffer__", "ProducerBatch.__clear__", "RecordQueues.__clear__", "FutureRecordMetadata.__clear__"}
 
 
 def _batch(records: int = 0) -> ProducerBatch:
@@ -48,6 +50,16 @@ def _builder(records: int = 1, codec: int = 0) -> RecordBatchBuilder:
     for i in range(records):
         builder.append(1000 + i, b"k", b"v" * 50)
     return builder
+
+
+def _queues() -> tuple[RecordQueues, ProducerBatch]:
+    """Queues with topic 0, its partition 0 led by node 0, holding one batch of one record."""
+    queues = RecordQueues()
+    queues.add_partition(queues.add_topic("t"), 0)
+    batch = _batch(1)
+    queues.append(0, batch)
+    queues.set_leaders(queues.take_unsynced(), [0])
+    return queues, batch
 
 
 def _future() -> FutureRecordMetadata:
@@ -117,7 +129,34 @@ CALLS: dict[str, Callable[[], object]] = {
     "ProducerBatch.is_full": lambda: _batch(1).is_full(16384),
     "ProducerBatch.has_reached_delivery_timeout": lambda: _batch().has_reached_delivery_timeout(5.0),
     "ProducerBatch.records": lambda: _batch(1).records(),
-    "ProducerBatch.settle_with": lambda: _batch(1).settle_with(100),
+    "ProducerBatch.object_bytes": lambda: _batch(1).object_bytes(),
+    "ProducerBatch.settle": lambda: _batch(1).settle(),
+    "set_object_costs": lambda: _native.set_object_costs(RECORD_OBJECT_BYTES, ARROW_ROW_BYTES),
+    "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]]),
+    "RecordQueues.__new__": RecordQueues,
+    "RecordQueues.add_topic": lambda: RecordQueues().add_topic("t"),
+    "RecordQueues.add_partition": lambda: _queues()[0].add_partition(0, 1),
+    "RecordQueues.new_generation": lambda: _queues()[0].new_generation(),
+    "RecordQueues.take_unsynced": lambda: _queues()[0].take_unsynced(),
+    "RecordQueues.set_leaders": lambda: _queues()[0].set_leaders([0], [1]),
+    "RecordQueues.try_append": lambda: _queues()[0].try_append(0, 1000, b"k", b"v", None, None),
+    "RecordQueues.last": lambda: _queues()[0].last(0),
+    "RecordQueues.settle_last": lambda: _queues()[0].settle_last(0),
+    "RecordQueues.new_batch": lambda: _queues()[0].new_batch(0, AccumulatorConfig(), 5.0, 100, None, None),  # type: ignore[arg-type]  # no event loop
+    "RecordQueues.open_batch": lambda: _queues()[0].open_batch(0, AccumulatorConfig(), 5.0, 100, None, None, 1000, b"k", b"v", None, None),  # type: ignore[arg-type]
+    "RecordQueues.append": lambda: _queues()[0].append(0, _batch(1)),
+    "RecordQueues.remove_open": lambda: _queues()[0].remove_open(0, _batch()),
+    "RecordQueues.insert_retry": lambda: _queues()[0].insert_retry(0, _batch(1)),
+    "RecordQueues.batches": lambda: _queues()[0].batches(0),
+    "RecordQueues.has_undrained": lambda: _queues()[0].has_undrained(),
+    "RecordQueues.active_topics": lambda: _queues()[0].active_topics(),
+    "RecordQueues.queue_lengths": lambda: _queues()[0].queue_lengths(0),
+    "RecordQueues.unmute": lambda: _queues()[0].unmute(0),
+    "RecordQueues.ready": lambda: _queues()[0].ready(5.0, 0.0, 16384, False, True),
+    "RecordQueues.drain": lambda: _queues()[0].drain(0, 1 << 20, 5.0, None, False),
+    "RecordQueues.expired": lambda: _queues()[0].expired(5.0),
+    "RecordQueues.next_expiry_delay": lambda: _queues()[0].next_expiry_delay(5.0),
+    "RecordQueues.abort_all": lambda: _queues()[0].abort_all(),
     "ProducerBatch.take_reservation": lambda: _batch().take_reservation(100),
     "ProducerBatch.release_reservation": lambda: _batch().release_reservation(),
     "ProducerBatch.drained": lambda: _batch().drained(),
@@ -310,12 +349,15 @@ def _self_cycle(kind: str) -> None:
     if kind == "ProducerBatch":
         batch = _batch()
         batch.set_outcome(0, -1, batch)  # type: ignore[arg-type]  # any object will do for the cycle
+    elif kind == "RecordQueues":
+        queues, batch = _queues()
+        batch.set_outcome(0, -1, queues)  # type: ignore[arg-type]  # the queues hold the batch, which holds them
     else:
         future = _future()
         future._mark_cancelled(future)
 
 
-@pytest.mark.parametrize("kind", ["ProducerBatch", "FutureRecordMetadata"])
+@pytest.mark.parametrize("kind", ["ProducerBatch", "FutureRecordMetadata", "RecordQueues"])
 def test_a_panic_clearing_a_cycle_is_reported_as_the_runtime_error(unraisable: list[Any], kind: str) -> None:
     """The collector clears an object that refers to itself: a panic there has no caller either."""
     gc.collect()

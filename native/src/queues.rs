@@ -1,0 +1,602 @@
+//! `RecordQueues` (issue #42, slice 3): the accumulator's data, one per producer: per partition
+//! the deque of native [`ProducerBatch`]es, and the loops over them (`ready`, `drain`, `expired`,
+//! the retry's insertion), so that a sender pass crosses into Rust once per call, not per batch.
+//!
+//! Python keeps every decision: which partition a record goes to (the dense index it assigns a
+//! topic-partition, looked up once per `send()`), when to drain and which nodes (connections,
+//! in-flight limits, throttling), retries and their backoff, idempotence's sequence and epoch
+//! state machine, transactions, the metadata. `RecordAccumulator` (accumulator.py) holds one of
+//! these and is its only caller.
+//!
+//! The scans never call back into Python for a partition's leader: each partition keeps the
+//! leader Python last told it (`set_leaders`), and Python tells it again only for partitions it
+//! has not told under the current metadata (`take_unsynced`; a new metadata snapshot begins a
+//! new generation, `new_generation`).
+//!
+//! Topics and partitions are as the accumulator's dicts were: a topic becomes active when a batch
+//! is queued for it and leaves when `ready` finds all its deques empty; the scans walk the active
+//! topics in the order they became active and their partitions in the order they were added, so
+//! the drain's rotation is over a stable order (Java's `drainIndex`).
+
+use std::collections::{HashMap, VecDeque};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PySet, PyString};
+
+use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
+use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
+use crate::guarded;
+
+/// No leader known for a partition (Python's None, or a negative id).
+const NO_LEADER: i64 = -1;
+
+/// One topic: its name, its partitions' indices in the order they were added, and whether it may
+/// have queued batches (what the scans walk).
+struct TopicQueues {
+    name: Py<PyString>,
+    parts: Vec<usize>,
+    active: bool,
+}
+
+/// One topic-partition: its deque of batches (the open one last), its leader as last told, the
+/// generation it was told in, and whether it is muted (`max.in.flight.requests.per.connection=1`
+/// ordering: a request of it is in flight).
+struct PartitionQueue {
+    topic: usize,
+    partition: i64,
+    batches: VecDeque<Py<ProducerBatch>>,
+    leader: i64,
+    generation: u64,
+    muted: bool,
+}
+
+/// The accumulator's queues; see the module's documentation.
+#[pyclass(module = "aioproducer._native")]
+pub struct RecordQueues {
+    topics: Vec<TopicQueues>,
+    parts: Vec<PartitionQueue>,
+    /// Topic ids that may have queued batches, in the order they became active.
+    active: Vec<usize>,
+    /// Per node, where the next drain starts (rotated by one each drain, so none starves).
+    drain_index: HashMap<i64, usize>,
+    /// The metadata generation (`new_generation`), and the partitions whose leader is not known
+    /// under it though a scan may need it (added, or their topic became active again).
+    generation: u64,
+    unsynced: Vec<usize>,
+}
+
+/// Whether a batch is waiting out its retry backoff at `now`.
+fn backing_off(batch: &ProducerBatch, now: f64) -> bool {
+    batch.attempts > 0 && now - batch.last_attempt_ms < batch.retry_backoff_ms
+}
+
+/// Whether someone awaits the batch's records (`await future` or a done-callback: `gather()`).
+fn awaited(py: Python<'_>, batch: &ProducerBatch) -> bool {
+    let non_empty = |list: &Option<Py<PyList>>| list.as_ref().is_some_and(|l| !l.bind(py).is_empty());
+    non_empty(&batch.waiters) || non_empty(&batch.done_callbacks)
+}
+
+impl RecordQueues {
+    /// Marks `topic` active (a batch was queued), its partitions not told under this generation to be told.
+    fn activate(&mut self, topic: usize) {
+        let entry = &mut self.topics[topic];
+        if entry.active {
+            return;
+        }
+        entry.active = true;
+        self.active.push(topic);
+        for &index in &entry.parts {
+            if self.parts[index].generation != self.generation {
+                self.unsynced.push(index);
+            }
+        }
+    }
+
+    fn part(&self, index: usize) -> PyResult<&PartitionQueue> {
+        self.parts.get(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(format!("no partition queue {index}")))
+    }
+
+    fn part_mut(&mut self, index: usize) -> PyResult<&mut PartitionQueue> {
+        self.parts.get_mut(index).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(format!("no partition queue {index}")))
+    }
+
+    /// See `new_batch`.
+    #[allow(clippy::too_many_arguments)] // the batch's making
+    fn make_batch(
+        &self,
+        py: Python<'_>,
+        index: usize,
+        config: &Bound<'_, PyAny>,
+        now: f64,
+        reserved: i64,
+        event_loop: Py<PyAny>,
+        log: Py<PyAny>,
+    ) -> PyResult<Py<ProducerBatch>> {
+        let part = self.part(index)?;
+        let codec: u8 = config.getattr(intern!(py, "compression_type"))?.extract()?;
+        let batch_size: i64 = config.getattr(intern!(py, "batch_size"))?.extract()?;
+        let level: Option<i64> = config.getattr(intern!(py, "compression_level"))?.extract()?;
+        let delivery_timeout_ms: f64 = config.getattr(intern!(py, "delivery_timeout_ms"))?.extract()?;
+        let builder = if matches!(codec, CODEC_NONE | CODEC_GZIP | CODEC_LZ4 | CODEC_ZSTD) {
+            Py::new(py, PyRecordBatchBuilder::create(codec, batch_size, level, 1.0))?
+        } else {
+            // Snappy (an optional library) or an unknown id: the builder's constructor says which, and how to fix it.
+            py.get_type::<PyRecordBatchBuilder>().call1((codec, batch_size, level))?.cast_into::<PyRecordBatchBuilder>()?.unbind()
+        };
+        let topic = self.topics[part.topic].name.clone_ref(py).into_any();
+        Py::new(py, ProducerBatch::empty(py, topic, part.partition, builder, now, reserved, event_loop, Some(log), delivery_timeout_ms)?)
+    }
+
+    /// The partitions of the active topics led by `node`, in scan order.
+    fn led_by(&self, node: i64) -> Vec<usize> {
+        let mut led = Vec::new();
+        for &topic in &self.active {
+            led.extend(self.topics[topic].parts.iter().copied().filter(|&i| self.parts[i].leader == node));
+        }
+        led
+    }
+
+    /// The partitions a drain of `led` (in rotation order from `start`) may take a batch from at
+    /// `now`, with that first batch: not muted, not empty, not backing off.
+    fn heads(&self, py: Python<'_>, led: &[usize], start: usize, now: f64) -> Vec<(usize, Py<ProducerBatch>)> {
+        let count = led.len();
+        let mut heads = Vec::with_capacity(count);
+        for i in 0..count {
+            let index = led[(start + i) % count];
+            let part = &self.parts[index];
+            let Some(first) = part.batches.front() else { continue };
+            if part.muted || backing_off(&first.borrow(py), now) {
+                continue;
+            }
+            heads.push((index, first.clone_ref(py)));
+        }
+        heads
+    }
+}
+
+#[pymethods]
+impl RecordQueues {
+    #[new]
+    fn new() -> PyResult<Self> {
+        guarded("RecordQueues.__new__", || {
+            Ok(RecordQueues { topics: Vec::new(), parts: Vec::new(), active: Vec::new(), drain_index: HashMap::new(), generation: 0, unsynced: Vec::new() })
+        })
+    }
+
+    // -- the indices Python assigns ----------------------------------------------------
+    /// A new topic's id (the accumulator's `topic_info`, once per topic).
+    fn add_topic(&mut self, name: Bound<'_, PyString>) -> PyResult<usize> {
+        guarded("RecordQueues.add_topic", || {
+            self.topics.push(TopicQueues { name: name.unbind(), parts: Vec::new(), active: false });
+            Ok(self.topics.len() - 1)
+        })
+    }
+
+    /// A new partition's index (the accumulator, once per topic-partition): its leader unknown until told.
+    fn add_partition(&mut self, topic: usize, partition: i64) -> PyResult<usize> {
+        guarded("RecordQueues.add_partition", || {
+            let index = self.parts.len();
+            let entry = self.topics.get_mut(topic).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(format!("no topic {topic}")))?;
+            entry.parts.push(index);
+            self.parts.push(PartitionQueue { topic, partition, batches: VecDeque::new(), leader: NO_LEADER, generation: u64::MAX, muted: false });
+            if entry.active {
+                self.unsynced.push(index);
+            }
+            Ok(index)
+        })
+    }
+
+    // -- the leaders -------------------------------------------------------------------
+    /// A new metadata snapshot: every partition's leader is to be told again before a scan uses it;
+    /// returns the partitions of the active topics (to be told now).
+    fn new_generation(&mut self) -> PyResult<Vec<usize>> {
+        guarded("RecordQueues.new_generation", || {
+            self.generation += 1;
+            self.unsynced.clear();
+            Ok(self.active.iter().flat_map(|&t| self.topics[t].parts.iter().copied()).collect())
+        })
+    }
+
+    /// The partitions to be told their leader under the current generation (usually none).
+    fn take_unsynced(&mut self) -> PyResult<Vec<usize>> {
+        guarded("RecordQueues.take_unsynced", || Ok(std::mem::take(&mut self.unsynced)))
+    }
+
+    /// Each of `indices` is led by the node at the same place of `leaders` (None or negative: unknown).
+    fn set_leaders(&mut self, indices: Vec<usize>, leaders: Vec<Option<i64>>) -> PyResult<()> {
+        guarded("RecordQueues.set_leaders", || {
+            if indices.len() != leaders.len() {
+                return Err(pyo3::exceptions::PyValueError::new_err("set_leaders: indices and leaders differ in length"));
+            }
+            let generation = self.generation;
+            for (index, leader) in indices.into_iter().zip(leaders) {
+                let part = self.part_mut(index)?;
+                part.leader = leader.filter(|&l| l >= 0).unwrap_or(NO_LEADER);
+                part.generation = generation;
+            }
+            Ok(())
+        })
+    }
+
+    // -- the deques --------------------------------------------------------------------
+    /// Appends a record to the partition's open batch (its last): the record's future, or None
+    /// when there is no open batch or it has no room (the accumulator then opens one). The
+    /// per-record door's one native call, as `ProducerBatch.try_append`.
+    #[pyo3(signature = (index, timestamp, key, value, headers, on_delivery))]
+    #[allow(clippy::too_many_arguments)] // a record, as `send()` passes it
+    fn try_append(
+        &self,
+        py: Python<'_>,
+        index: usize,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: Option<PyHeaders>,
+        on_delivery: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+        guarded("RecordQueues.try_append", || {
+            let Some(last) = self.part(index)?.batches.back() else { return Ok(None) };
+            try_append_record(last.bind(py), timestamp, key, value, headers.as_deref(), on_delivery)
+        })
+    }
+
+    /// Settles the partition's open batch, which refused a record and will not grow any more: the
+    /// bytes to charge the pool (0 without one, or when settled already).
+    fn settle_last(&self, py: Python<'_>, index: usize) -> PyResult<i64> {
+        guarded("RecordQueues.settle_last", || Ok(self.part(index)?.batches.back().map_or(0, |b| b.bind(py).borrow_mut().settle_now(py))))
+    }
+
+    /// A new empty batch for the partition (not queued: `send_arrow()` fills it first), holding
+    /// `reserved` bytes of `buffer.memory`, made at `now` on `event_loop`; `config` is the
+    /// accumulator's (compression type and level, `batch.size`, `delivery.timeout.ms`).
+    #[allow(clippy::too_many_arguments)] // the batch's making, as the accumulator decides it
+    fn new_batch(
+        &self,
+        py: Python<'_>,
+        index: usize,
+        config: &Bound<'_, PyAny>,
+        now: f64,
+        reserved: i64,
+        event_loop: Py<PyAny>,
+        log: Py<PyAny>,
+    ) -> PyResult<Py<ProducerBatch>> {
+        guarded("RecordQueues.new_batch", || self.make_batch(py, index, config, now, reserved, event_loop, log))
+    }
+
+    /// `try_append`'s other half (the open batch refused the record, memory is reserved): a new
+    /// batch made as `new_batch`, the record appended and the batch queued as the partition's open
+    /// one, in one call; `(future, batch)`.
+    #[allow(clippy::too_many_arguments)] // the batch's making and the record
+    fn open_batch(
+        &mut self,
+        py: Python<'_>,
+        index: usize,
+        config: &Bound<'_, PyAny>,
+        now: f64,
+        reserved: i64,
+        event_loop: Py<PyAny>,
+        log: Py<PyAny>,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: Option<PyHeaders>,
+        on_delivery: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Py<FutureRecordMetadata>, Py<ProducerBatch>)> {
+        guarded("RecordQueues.open_batch", || {
+            let batch = self.make_batch(py, index, config, now, reserved, event_loop, log)?;
+            let future = try_append_record(batch.bind(py), timestamp, key, value, headers.as_deref(), on_delivery)?
+                .ok_or_else(|| pyo3::exceptions::PyAssertionError::new_err("a new batch refused its first record"))?;
+            let part = &mut self.parts[index];
+            part.batches.push_back(batch.clone_ref(py));
+            let topic = part.topic;
+            self.activate(topic);
+            Ok((future, batch))
+        })
+    }
+
+    /// The partition's open batch (its last), if any.
+    fn last(&self, py: Python<'_>, index: usize) -> PyResult<Option<Py<ProducerBatch>>> {
+        guarded("RecordQueues.last", || Ok(self.part(index)?.batches.back().map(|b| b.clone_ref(py))))
+    }
+
+    /// Queues a new batch as the partition's open one.
+    fn append(&mut self, index: usize, batch: Py<ProducerBatch>) -> PyResult<()> {
+        guarded("RecordQueues.append", || {
+            let part = self.part_mut(index)?;
+            part.batches.push_back(batch);
+            let topic = part.topic;
+            self.activate(topic);
+            Ok(())
+        })
+    }
+
+    /// Takes `batch` out if it is the partition's open one (the fake producer's "drain"); whether it was.
+    fn remove_open(&mut self, py: Python<'_>, index: usize, batch: &Bound<'_, ProducerBatch>) -> PyResult<bool> {
+        guarded("RecordQueues.remove_open", || {
+            let part = self.part_mut(index)?;
+            if part.batches.back().is_some_and(|b| b.bind(py).is(batch)) {
+                part.batches.pop_back();
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    /// Queues a batch to be retried: before the new batches and, when numbered, among the
+    /// numbered ones by base sequence (so that a partition's batches go out in sequence order).
+    fn insert_retry(&mut self, py: Python<'_>, index: usize, batch: Py<ProducerBatch>) -> PyResult<()> {
+        guarded("RecordQueues.insert_retry", || {
+            let sequence = batch.borrow(py).base_sequence;
+            let part = self.part_mut(index)?;
+            let at = if sequence == crate::batch::NO_SEQUENCE {
+                0
+            } else {
+                part.batches
+                    .iter()
+                    .take_while(|b| {
+                        let b = b.borrow(py);
+                        b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence < sequence
+                    })
+                    .count()
+            };
+            part.batches.insert(at, batch);
+            let topic = part.topic;
+            self.activate(topic);
+            Ok(())
+        })
+    }
+
+    /// The partition's queued batches, oldest first (a copy: tests, the fake producer, reports).
+    fn batches(&self, py: Python<'_>, index: usize) -> PyResult<Vec<Py<ProducerBatch>>> {
+        guarded("RecordQueues.batches", || Ok(self.part(index)?.batches.iter().map(|b| b.clone_ref(py)).collect()))
+    }
+
+    /// Whether any batch is queued.
+    fn has_undrained(&self) -> PyResult<bool> {
+        guarded("RecordQueues.has_undrained", || Ok(self.active.iter().any(|&t| self.topics[t].parts.iter().any(|&i| !self.parts[i].batches.is_empty()))))
+    }
+
+    /// The ids of the topics that may have queued batches (adaptive partitioning's statistics).
+    fn active_topics(&self) -> PyResult<Vec<usize>> {
+        guarded("RecordQueues.active_topics", || Ok(self.active.clone()))
+    }
+
+    /// A topic's partitions as `(partition, queued batches)`, in the order they were added.
+    fn queue_lengths(&self, topic: usize) -> PyResult<Vec<(i64, usize)>> {
+        guarded("RecordQueues.queue_lengths", || {
+            let entry = self.topics.get(topic).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(format!("no topic {topic}")))?;
+            Ok(entry.parts.iter().map(|&i| (self.parts[i].partition, self.parts[i].batches.len())).collect())
+        })
+    }
+
+    // -- muting (the drain mutes, under `guarantee_order`) --------------------------
+    fn unmute(&mut self, index: usize) -> PyResult<()> {
+        guarded("RecordQueues.unmute", || {
+            self.part_mut(index)?.muted = false;
+            Ok(())
+        })
+    }
+
+    // -- the sender's scans ------------------------------------------------------------
+    /// Which leaders have a sendable batch at `now` (Java's rule: full, linger expired, or
+    /// `force`: memory exhausted, a flush or a close; never while its first batch backs off),
+    /// and how long until one might. Returns `(ready nodes, next delay, topics whose leader is
+    /// unknown, awaited, idle topic ids)`: `awaited` is flat `[node, ms left, ...]` of first
+    /// batches someone awaits that are not ready by Java's rule (only when `awaited_early`: the
+    /// accumulator makes their node ready when its connection is idle, else counts the delay);
+    /// the idle topics were found with no queued batch and are no longer active.
+    #[allow(clippy::type_complexity)] // the scan's one answer, as the accumulator unpacks it
+    fn ready<'py>(
+        &mut self,
+        py: Python<'py>,
+        now: f64,
+        linger_ms: f64,
+        batch_size: usize,
+        force: bool,
+        awaited_early: bool,
+    ) -> PyResult<(Bound<'py, PySet>, f64, Bound<'py, PySet>, Vec<f64>, Vec<usize>)> {
+        guarded("RecordQueues.ready", || {
+            let mut ready: Vec<i64> = Vec::new();
+            let unknown = PySet::empty(py)?;
+            let mut next_delay = f64::INFINITY;
+            let mut candidates = Vec::new();
+            let mut idle = Vec::new();
+            for &topic in &self.active {
+                let mut queued = false;
+                for &index in &self.topics[topic].parts {
+                    let part = &self.parts[index];
+                    let Some(first) = part.batches.front() else { continue };
+                    queued = true;
+                    if part.leader < 0 {
+                        unknown.add(self.topics[topic].name.bind(py))?;
+                        continue;
+                    }
+                    if part.muted || ready.contains(&part.leader) {
+                        continue;
+                    }
+                    let batch = first.borrow(py);
+                    let waited = now - batch.last_attempt_ms;
+                    let backoff = backing_off(&batch, now);
+                    let time_to_wait = if backoff { batch.retry_backoff_ms } else { linger_ms };
+                    let full = part.batches.len() > 1 || batch.builder.bind(py).borrow().wire_size(py) >= batch_size;
+                    if !backoff && (full || force || waited >= time_to_wait) {
+                        ready.push(part.leader);
+                    } else if awaited_early && !backoff && awaited(py, &batch) {
+                        candidates.push(part.leader as f64);
+                        candidates.push(time_to_wait - waited);
+                    } else {
+                        next_delay = next_delay.min((time_to_wait - waited).max(0.0));
+                    }
+                }
+                if !queued {
+                    idle.push(topic);
+                }
+            }
+            if !idle.is_empty() {
+                for &topic in &idle {
+                    self.topics[topic].active = false;
+                }
+                let topics = &self.topics;
+                self.active.retain(|&t| topics[t].active);
+            }
+            Ok((PySet::new(py, ready)?, next_delay, unknown, candidates, idle))
+        })
+    }
+
+    /// Takes up to `max_size` bytes of batches for one request to `node`, at most one per
+    /// partition, starting one partition later than last time so none starves: Java's
+    /// `drainBatchesForOneNode`. A partition is passed over while muted or its first batch backs
+    /// off, or when `tm` (the transaction manager, idempotence on) says its first batch must wait
+    /// (`drainable`: asked once for all the partitions' first batches); a batch taken is settled
+    /// (its memory charged) and marked in flight, its partition muted when `guarantee_order`, and
+    /// the batches taken are numbered by `tm` (`assign_sequences`, once). Two calls into Python
+    /// per request with idempotence, none without. Returns `(batches, bytes to charge the pool)`,
+    /// or None when `node` leads no active partition.
+    #[pyo3(signature = (node, max_size, now, tm, guarantee_order))]
+    fn drain<'py>(
+        &mut self,
+        py: Python<'py>,
+        node: i64,
+        max_size: usize,
+        now: f64,
+        tm: Option<&Bound<'py, PyAny>>,
+        guarantee_order: bool,
+    ) -> PyResult<Option<(Bound<'py, PyList>, i64)>> {
+        guarded("RecordQueues.drain", || {
+            let led = self.led_by(node);
+            if led.is_empty() {
+                return Ok(None);
+            }
+            let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
+            self.drain_index.insert(node, start + 1);
+            let heads = self.heads(py, &led, start, now);
+            let taken = PyList::empty(py);
+            if heads.is_empty() {
+                return Ok(Some((taken, 0)));
+            }
+            let drainable: Option<Vec<bool>> = match tm {
+                None => None,
+                Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
+            };
+            let (mut size, mut charge) = (0usize, 0i64);
+            for (at, (index, batch)) in heads.into_iter().enumerate() {
+                let bound = batch.bind(py);
+                let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
+                if !taken.is_empty() && size + batch_size > max_size {
+                    break; // the request is full; the rest waits for the next drain
+                }
+                if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
+                    continue;
+                }
+                let part = &mut self.parts[index];
+                part.batches.pop_front();
+                part.muted |= guarantee_order;
+                let mut this = bound.borrow_mut();
+                charge += this.settle_now(py);
+                this.in_flight = true; // Java's `drained`
+                drop(this);
+                size += batch_size;
+                taken.append(bound)?;
+            }
+            if let Some(tm) = tm {
+                if !taken.is_empty() {
+                    tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
+                }
+            }
+            Ok(Some((taken, charge)))
+        })
+    }
+
+    /// Pops the queued batches past their delivery deadline at `now`, oldest first per partition
+    /// (in-flight ones are the sender's).
+    fn expired(&mut self, py: Python<'_>, now: f64) -> PyResult<Vec<Py<ProducerBatch>>> {
+        guarded("RecordQueues.expired", || {
+            let mut expired = Vec::new();
+            for &topic in &self.active {
+                for &index in &self.topics[topic].parts {
+                    let batches = &mut self.parts[index].batches;
+                    while batches.front().is_some_and(|b| now >= b.borrow(py).delivery_deadline_ms) {
+                        expired.extend(batches.pop_front());
+                    }
+                }
+            }
+            Ok(expired)
+        })
+    }
+
+    /// Milliseconds until the first queued batch reaches its delivery deadline (0 if one has).
+    fn next_expiry_delay(&self, py: Python<'_>, now: f64) -> PyResult<f64> {
+        guarded("RecordQueues.next_expiry_delay", || {
+            let mut delay = f64::INFINITY;
+            for &topic in &self.active {
+                for &index in &self.topics[topic].parts {
+                    if let Some(first) = self.parts[index].batches.front() {
+                        delay = delay.min(first.borrow(py).delivery_deadline_ms - now);
+                    }
+                }
+            }
+            Ok(delay.max(0.0))
+        })
+    }
+
+    /// Pops every queued batch of every topic (a forced close, an aborted transaction).
+    fn abort_all(&mut self) -> PyResult<Vec<Py<ProducerBatch>>> {
+        guarded("RecordQueues.abort_all", || Ok(self.parts.iter_mut().flat_map(|p| p.batches.drain(..)).collect()))
+    }
+
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        for topic in &self.topics {
+            visit.call(&topic.name)?;
+        }
+        for part in &self.parts {
+            for batch in &part.batches {
+                visit.call(batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) -> PyResult<()> {
+        guarded("RecordQueues.__clear__", || {
+            for part in &mut self.parts {
+                part.batches.clear();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A Produce request's batches (a drain's, or what is left of them) as the request carries them:
+/// `(batches, topic_data)`, `topic_data` being `[(topic, [(partition, records), ...]), ...]`, one
+/// entry per topic in the order the topics first appear (as Java writes it), each batch built
+/// (stamped with its sequence and epoch, compressed once); `batches` reordered to line up with
+/// the request's partitions, the order the broker answers in. One crossing per request: the
+/// per-batch loop the sender had in Python (`_group_by_topic`, `records()` per batch).
+#[pyfunction]
+pub fn produce_topic_data<'py>(py: Python<'py>, batches: Vec<Bound<'py, ProducerBatch>>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    guarded("produce_topic_data", || {
+        // The topics in order of first appearance, each with its batches (usually one topic).
+        let mut groups: Vec<(Bound<'py, PyAny>, Vec<&Bound<'py, ProducerBatch>>)> = Vec::new();
+        for batch in &batches {
+            let topic = batch.borrow().topic.bind(py).clone();
+            let found = groups.iter().position(|(t, _)| t.is(&topic) || t.eq(&topic).unwrap_or(false));
+            match found {
+                Some(at) => groups[at].1.push(batch),
+                None => groups.push((topic, vec![batch])),
+            }
+        }
+        let ordered = PyList::empty(py);
+        let topic_data = PyList::empty(py);
+        for (topic, group) in groups {
+            let partitions = PyList::empty(py);
+            for batch in group {
+                let this = batch.borrow();
+                partitions.append((this.partition, this.built(py)?))?;
+                ordered.append(batch)?;
+            }
+            topic_data.append((topic, partitions))?;
+        }
+        Ok((ordered, topic_data))
+    })
+}
