@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from aioproducer._native import ProducerBatch, request_stats
@@ -242,6 +242,37 @@ class ProducerMetrics:
             self._unfolded_error += records
             totals.error += records
             totals.unfolded_error += records
+
+    def record_acknowledged(self, by_topic: Mapping[str, int], latencies: Sequence[float], now_ms: float) -> None:
+        """A response's acknowledged batches at once (``RecordQueues.complete``): what ``record_completed``
+        with ``ok`` of each would record, at ``now_ms``.
+
+        ``by_topic``: records per topic; ``latencies``: flat ``[records, first_ms, last_ms, ...]``, one
+        row per batch with records (``first_ms`` its creation's age, ``last_ms`` its newest record's).
+        """
+        if not now_ms - self._unfolded_ms < FOLD_MS:
+            self._fold_completed()
+            self._unfolded_ms = now_ms
+        total = 0
+        for topic, records in by_topic.items():
+            totals = self.topics.get(topic) or self._topic(topic)
+            if not (totals.unfolded_send or totals.unfolded_error):
+                self._unfolded_topics.append(totals)
+            totals.send += records
+            totals.unfolded_send += records
+            total += records
+        self.record_send_total += total
+        self._unfolded_send += total
+        if latencies:
+            record_batch = self.delivery_latency.record_batch
+            it = iter(latencies)
+            for records_f, first, last in zip(it, it, it):
+                records = int(records_f)
+                record_batch(records, first, last)
+                self._unfolded_latency_sum += records * (first + last) / 2
+                self._unfolded_latency_count += records
+                if first > self._unfolded_latency_max:
+                    self._unfolded_latency_max = first
 
     def _fold_completed(self) -> None:
         """Record the completions added since the last fold into the windowed statistics, at their first one's time."""

@@ -89,7 +89,11 @@ from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 
-__all__ = ["Sender", "SenderConfig"]
+__all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
+
+#: Told of a response's batches the broker wrote, completed natively (``RecordQueues.complete``):
+#: ``(records, {topic: records}, latencies flat [records, first_ms, last_ms, ...], now)``.
+OnAcknowledged = Callable[[int, dict[str, int], list[float], float], None]
 
 log: logging.Logger = logging.getLogger("aioproducer.sender")
 
@@ -184,6 +188,7 @@ class Sender:
         inline_compression_bytes: float | None = None,
         *,
         on_fatal: Callable[[BaseException], None],
+        on_acknowledged: OnAcknowledged | None = None,
     ) -> None:
         self.client = client
         #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
@@ -194,6 +199,10 @@ class Sender:
         self.transaction_manager = transaction_manager
         self.config = config
         self._on_complete = on_complete
+        #: A response's written batches complete in one native call (``_handle_response``) unless
+        #: whoever made the sender wants each batch (``on_complete`` without ``on_acknowledged``:
+        #: interceptors read each record's outcome); then they complete one by one here.
+        self._on_acknowledged = on_acknowledged
         self._clock = clock
         #: What the sender sleeps on between passes. Created by whoever builds the accumulator
         #: too (``ProducerEngine.start``), which sets it when a batch opens or fills: one object, made first.
@@ -729,6 +738,9 @@ class Sender:
         by topic-partition (an answer for a partition not asked for, or a second
         one, is ignored). A batch without an answer fails as unknown outcome.
         """
+        if self._on_acknowledged is not None or self._on_complete is None:
+            self._complete_response(response, batches, now)
+            return
         position = 0
         count = len(batches)
         unanswered: dict[tuple[str, int], ProducerBatch] | None = None
@@ -750,6 +762,25 @@ class Sender:
             self._handle_error(
                 batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
             )
+
+    def _complete_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
+        """``_handle_response`` in one native call for the batches written; the rest is decided here, in order."""
+        decisions, records, by_topic, latencies = self.accumulator.complete(
+            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER
+        )
+        if by_topic and self._on_acknowledged is not None:
+            self._on_acknowledged(records, by_topic, latencies, now)
+        if not decisions:
+            return
+        endpoints = response.node_endpoints
+        for batch, part in decisions:
+            if part is None:  # the broker did not answer for this partition
+                self._handle_error(
+                    batch, KafkaConnectionError("the produce response did not include this partition"), now,
+                    outcome_unknown=True,
+                )
+            else:
+                self._handle_partition(batch, part, now, endpoints)
 
     def _handle_partition(
         self, batch: ProducerBatch, part: PartitionResponse, now: float, endpoints: list[NodeEndpoint]

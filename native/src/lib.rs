@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 pub mod arrow;
 pub mod batch;
 pub mod batch_builder;
+pub mod complete;
 pub mod murmur;
 pub mod produce;
 pub mod queues;
