@@ -164,6 +164,18 @@ pub struct ProducerBatch {
 }
 
 impl ProducerBatch {
+    /// See `set_outcome`: the one writer of the outcome (the native completion calls it too).
+    pub(crate) fn write_outcome(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> bool {
+        if self.done {
+            return false;
+        }
+        self.done = true;
+        self.base_offset = base_offset;
+        self.log_append_time = log_append_time;
+        self.error = error;
+        true
+    }
+
     /// See `object_bytes`.
     pub(crate) fn held_object_bytes(&self, py: Python<'_>) -> i64 {
         let count = i64::from(self.builder.bind(py).borrow().count());
@@ -644,16 +656,7 @@ impl ProducerBatch {
     /// Writes the outcome once (the first half of `ProducerBatch.complete`): False if it was
     /// written already (a late response), and then nothing changes.
     fn set_outcome(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> PyResult<bool> {
-        guarded("ProducerBatch.set_outcome", || {
-            if self.done {
-                return Ok(false);
-            }
-            self.done = true;
-            self.base_offset = base_offset;
-            self.log_append_time = log_append_time;
-            self.error = error;
-            Ok(true)
-        })
+        guarded("ProducerBatch.set_outcome", || Ok(self.write_outcome(base_offset, log_append_time, error)))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -198,13 +198,9 @@ fn complete_ok(
             unmute(index)?;
         }
     }
-    if this.done {
+    if !this.write_outcome(base_offset, log_append_time, None) {
         return Ok(None);
     }
-    this.done = true;
-    this.base_offset = base_offset;
-    this.log_append_time = log_append_time;
-    this.error = None;
     let count = i64::from(this.builder.bind(py).borrow().count());
     let spans = this.spans.take();
     let callbacks = this.callbacks.as_ref().map(|c| c.clone_ref(py));

@@ -157,6 +157,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.expired": lambda: _queues()[0].expired(5.0),
     "RecordQueues.next_expiry_delay": lambda: _queues()[0].next_expiry_delay(5.0),
     "RecordQueues.abort_all": lambda: _queues()[0].abort_all(),
+    "RecordQueues.complete": lambda: _queues()[0].complete([_batch(1)], [], 5.0, 46, None, set()),
     "ProducerBatch.take_reservation": lambda: _batch().take_reservation(100),
     "ProducerBatch.release_reservation": lambda: _batch().release_reservation(),
     "ProducerBatch.drained": lambda: _batch().drained(),
