@@ -217,11 +217,7 @@ fn complete_ok(
     if let Some(rows) = callbacks {
         let rows = rows.bind(py);
         if !rows.is_empty() {
-            if base_offset >= 0 && log_append_time < 0 {
-                report_delivery(batch, rows, base_offset)?;
-            } else {
-                batch.call_method1(intern!(py, "_report_delivery"), (base_offset, log_append_time, py.None()))?;
-            }
+            report_delivery(batch, rows, base_offset, log_append_time)?;
         }
     }
     if arrow {
@@ -247,10 +243,11 @@ fn complete_ok(
     Ok(Some(count))
 }
 
-/// Each `on_delivery` row's call with its record's metadata (written with an offset, create times
-/// kept: nearly every batch); one that raises is handed to batch.py's `_delivery_raised` (logged,
+/// Each `on_delivery` row's call with its record's metadata: its offset (-1 when the broker gave
+/// none: a duplicate), and the broker's append time when the topic keeps that (`log_append_time`
+/// >= 0; librdkafka's mock cluster always answers with one), else its create time. One that raises is handed to batch.py's `_delivery_raised` (logged,
 /// or out of the loop for `SystemExit` and `KeyboardInterrupt`) and the others still run.
-fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, base_offset: i64) -> PyResult<()> {
+fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, base_offset: i64, log_append_time: i64) -> PyResult<()> {
     let py = batch.py();
     let (topic, partition) = {
         let this = batch.borrow();
@@ -263,11 +260,13 @@ fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, b
     while at + 5 <= length {
         let on_delivery = rows.get_item(at)?;
         let relative_offset: i64 = rows.get_item(at + 1)?.extract()?;
-        let timestamp = rows.get_item(at + 2)?;
+        let timestamp: i64 = if log_append_time >= 0 { log_append_time } else { rows.get_item(at + 2)?.extract()? };
         let key_size = rows.get_item(at + 3)?;
         let value_size = rows.get_item(at + 4)?;
         at += 5;
-        let fields = (topic, partition, base_offset + relative_offset, timestamp, key_size, value_size, 0).into_pyobject(py)?;
+        let offset = if base_offset >= 0 { base_offset + relative_offset } else { -1 };
+        let timestamp_type = i64::from(log_append_time >= 0);
+        let fields = (topic, partition, offset, timestamp, key_size, value_size, timestamp_type).into_pyobject(py)?;
         let metadata = record_metadata(py, fields)?;
         if let Err(error) = on_delivery.call1((metadata, &none)) {
             batch.call_method1(intern!(py, "_delivery_raised"), (&on_delivery, error.into_value(py)))?;

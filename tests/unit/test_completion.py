@@ -68,9 +68,9 @@ async def test_written_batches_complete_natively_the_others_come_back_and_the_co
     # a-0: three records reported through on_delivery (timestamps spread over 5 ms); a-2: two awaited;
     # b-0: one refused with a retriable error; b-2: one written with the broker's append time.
     a0 = [append(acc, "a", 0, ts, b"v%d" % ts, on_delivery) for ts in (10, 12, 15)]
-    a2 = [append(acc, "a", 2, 20 + i, b"w") for i in range(2)]
+    a2 = [append(acc, "a", 2, 20, b"w"), append(acc, "a", 2, 21, b"w", on_delivery)]
     b0 = append(acc, "b", 0, 30, b"x" * 40)
-    b2 = append(acc, "b", 2, 40, b"y")
+    b2 = append(acc, "b", 2, 40, b"y", on_delivery)
     batches = {name: futures[0]._batch for name, futures in (("a0", a0), ("a2", a2), ("b0", [b0]), ("b2", [b2]))}
     clock.now += 3
     (sent,) = in_flight(sender, acc, clock)
@@ -96,10 +96,13 @@ async def test_written_batches_complete_natively_the_others_come_back_and_the_co
 
     sent.on_response(response(*(answers[key] for key in order)), None)
 
-    # Each record's report: its own offset and timestamp, in send order.
-    assert [(md.topic, md.partition, md.offset, md.timestamp, error) for md, error in reports] == [
-        ("a", 0, 100 + i, ts, None) for i, ts in enumerate((10, 12, 15))
+    # Each record's report: its own offset and timestamp (or the broker's append time), in send order.
+    assert sorted((md.topic, md.partition, md.offset, md.timestamp, md.timestamp_type, error) for md, error in reports) == [
+        *(("a", 0, 100 + i, ts, 0, None) for i, ts in enumerate((10, 12, 15))),
+        ("a", 2, -1, 21, 0, None),  # written before: the offset is unknown
+        ("b", 2, 7, 999, 1, None),
     ]
+    assert [md.offset for md, _ in reports if md.partition == 0] == [100, 101, 102]
     assert [f.result().offset for f in a2] == [-1, -1]  # written before: the offset is unknown
     assert (b2.result().offset, b2.result().timestamp, b2.result().timestamp_type) == (7, 999, 1)
     assert not b0.done()  # retriable: back in the queue, decided by the sender
