@@ -244,8 +244,9 @@ fn complete_ok(
 }
 
 /// Each `on_delivery` row's call with its record's metadata: its offset (-1 when the broker gave
-/// none: a duplicate), and the broker's append time when the topic keeps that (`log_append_time`
-/// >= 0; librdkafka's mock cluster always answers with one), else its create time. One that raises is handed to batch.py's `_delivery_raised` (logged,
+/// none: a duplicate), and the broker's append time when the topic keeps that (a
+/// `log_append_time` of 0 or more; librdkafka's mock cluster always answers with one), else its
+/// create time. One that raises is handed to batch.py's `_delivery_raised` (logged,
 /// or out of the loop for `SystemExit` and `KeyboardInterrupt`) and the others still run.
 fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, base_offset: i64, log_append_time: i64) -> PyResult<()> {
     let py = batch.py();
