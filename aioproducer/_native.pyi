@@ -249,6 +249,10 @@ class ProducerBatch:
     def release(self) -> None: ...
 
 def set_object_costs(record_object_bytes: int, arrow_row_bytes: int) -> None: ...
+def record_latencies(
+    bounds: Sequence[float], buckets: list[int], rows: Sequence[float], sum_ms: float, unfolded_sum: float,
+    unfolded_max: float,
+) -> tuple[int, float, float, float]: ...
 
 # The accumulator's queues (native/src/queues.rs): per partition index the deque of batches.
 class RecordQueues:
