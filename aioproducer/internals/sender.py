@@ -45,7 +45,10 @@ Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
 batch filled or opened, a response arrived, a connection came up, a flush or
 close began) or until the earliest linger/backoff/expiry deadline: no polling.
 
-Responses are classified per partition: success completes the batch;
+Responses are classified per partition: success completes the batch (the
+response's written batches in one native call, ``RecordQueues.complete``, which
+hands back only the partitions that need a decision below; a producer with
+interceptors completes them one by one, ``_handle_partition``);
 ``DUPLICATE_SEQUENCE_NUMBER`` is success with an unknown offset; a retriable
 error re-queues the batch after an exponential backoff while
 ``delivery.timeout.ms`` allows (refreshing metadata when the error says the
