@@ -763,7 +763,8 @@ class RecordAccumulator:
         return len(pieces)
 
     def complete(
-        self, batches: list[ProducerBatch], partitions: Sequence[PartitionResponse], now: float, duplicate_code: int
+        self, batches: list[ProducerBatch], partitions: Sequence[PartitionResponse], now: float, duplicate_code: int,
+        *, per_batch: bool = False,
     ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None]], int, dict[str, int], list[float]]:
         """A Produce response's batches that the broker wrote, completed in one native call (``native/src/complete.rs``).
 
@@ -772,10 +773,11 @@ class RecordAccumulator:
         forgotten; the transaction manager told first (``on_acknowledged_all``). Returns the
         partitions that need a decision (``(batch, answer)``, or ``(batch, None)`` when not
         answered), and for the counters the records acknowledged, per topic, and the delivery
-        latencies (flat ``[records, first_ms, last_ms, ...]``).
+        latencies (flat ``[records, first_ms, last_ms, ...]``). With ``per_batch`` nothing is completed:
+        every answered batch comes back with its answer (the caller completes each).
         """
         decisions, freed, records, by_topic, latencies = self._queues.complete(
-            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete
+            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch
         )
         if freed:
             self.pool.deallocate(freed)

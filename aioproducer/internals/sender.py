@@ -734,42 +734,22 @@ class Sender:
             self._handle_error(batch, error, now, outcome_unknown=True)
 
     def _handle_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
-        """Match each partition's answer to its batch.
+        """Match each partition's answer to its batch, complete the written ones, decide for the rest.
 
         Brokers answer in request order, so the batches are matched by position
         while that holds; at the first answer out of place the rest are matched
         by topic-partition (an answer for a partition not asked for, or a second
         one, is ignored). A batch without an answer fails as unknown outcome.
+        The matching and the written batches' completion are one native call
+        (``RecordAccumulator.complete``); it hands back only the batches that need
+        a decision, in the response's order, those without an answer last. A
+        producer with interceptors wants each batch (``on_complete`` without
+        ``on_acknowledged``): then every answered batch comes back and is
+        completed here, one by one.
         """
-        if self._on_acknowledged is not None or self._on_complete is None:
-            self._complete_response(response, batches, now)
-            return
-        position = 0
-        count = len(batches)
-        unanswered: dict[tuple[str, int], ProducerBatch] | None = None
-        endpoints = response.node_endpoints
-        for part in response.partitions:
-            if unanswered is None:
-                if position < count:
-                    batch = batches[position]
-                    if batch.partition == part.partition and batch.topic == part.topic:
-                        position += 1
-                        self._handle_partition(batch, part, now, endpoints)
-                        continue
-                unanswered = {(b.topic, b.partition): b for b in batches[position:]}
-            found = unanswered.pop((part.topic, part.partition), None)
-            if found is not None:
-                self._handle_partition(found, part, now, endpoints)
-        missing = batches[position:] if unanswered is None else list(unanswered.values())
-        for batch in missing:  # the broker did not answer for these partitions
-            self._handle_error(
-                batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
-            )
-
-    def _complete_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
-        """``_handle_response`` in one native call for the batches written; the rest is decided here, in order."""
+        per_batch = self._on_acknowledged is None and self._on_complete is not None
         decisions, records, by_topic, latencies = self.accumulator.complete(
-            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER
+            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch
         )
         if by_topic and self._on_acknowledged is not None:
             self._on_acknowledged(records, by_topic, latencies, now)

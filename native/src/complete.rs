@@ -115,7 +115,9 @@ fn matched<'py>(
 }
 
 /// The completion; see the module's documentation. `unmute(index)` unmutes a partition queue
-/// (the queues' own, borrowed only for that: a callback may `send()` meanwhile).
+/// (the queues' own, borrowed only for that: a callback may `send()` meanwhile). With
+/// `per_batch`, nothing is completed here: every answered batch comes back with its answer (a
+/// producer with interceptors, whose sender completes each batch itself), matched the same way.
 #[allow(clippy::too_many_arguments)] // the response, the request's batches and the producer's parts it touches
 pub(crate) fn complete<'py>(
     py: Python<'py>,
@@ -125,13 +127,16 @@ pub(crate) fn complete<'py>(
     duplicate_code: i64,
     tm: Option<&Bound<'py, PyAny>>,
     incomplete: &Bound<'py, PySet>,
+    per_batch: bool,
     mut unmute: impl FnMut(usize) -> PyResult<()>,
 ) -> PyResult<Completed<'py>> {
     let (pairs, missing) = matched(&batches, partitions)?;
     let decisions = PyList::empty(py);
     let mut acked: Vec<(Bound<'py, ProducerBatch>, i64, i64)> = Vec::with_capacity(pairs.len());
     for (batch, answer) in pairs {
-        if answer.code == 0 {
+        if per_batch {
+            decisions.append((batch, answer.part))?;
+        } else if answer.code == 0 {
             acked.push((batch, answer.base_offset, answer.log_append_time));
         } else if answer.code == duplicate_code {
             // Written before (an earlier attempt's answer was lost): success, its offset unknown.

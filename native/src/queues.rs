@@ -384,9 +384,10 @@ impl RecordQueues {
     /// written is completed here, its memory summed into what is returned to free, and removed
     /// from `incomplete` (the accumulator's set). `duplicate_code` is `DUPLICATE_SEQUENCE_NUMBER`'s
     /// (a success with no offset); `tm` the transaction manager when idempotence is on. Returns
-    /// `complete::Completed`: the decisions for Python, and what the counters need.
+    /// `complete::Completed`: the decisions for Python, and what the counters need. With
+    /// `per_batch`, only the matching: every batch comes back with its answer.
     #[allow(clippy::too_many_arguments)] // the response and the producer's parts it touches
-    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete))]
+    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete, per_batch = false))]
     fn complete<'py>(
         slf: &Bound<'py, Self>,
         batches: Vec<Bound<'py, ProducerBatch>>,
@@ -395,13 +396,14 @@ impl RecordQueues {
         duplicate_code: i64,
         tm: Option<&Bound<'py, PyAny>>,
         incomplete: &Bound<'py, PySet>,
+        per_batch: bool,
     ) -> PyResult<crate::complete::Completed<'py>> {
         guarded("RecordQueues.complete", || {
             let unmute = |index: usize| -> PyResult<()> {
                 slf.try_borrow_mut()?.part_mut(index)?.muted = false;
                 Ok(())
             };
-            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, unmute)
+            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, per_batch, unmute)
         })
     }
 
