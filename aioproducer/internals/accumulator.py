@@ -67,6 +67,7 @@ from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder
 if TYPE_CHECKING:
     from aioproducer._native import ArrowRecords
     from aioproducer.arrow import ArrowDelivery
+    from aioproducer.protocol.produce import PartitionResponse
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "UNKNOWN_PARTITION", "effective_batch_size", "monotonic_ms"]
 
@@ -760,6 +761,27 @@ class RecordAccumulator:
         batch.wake_waiters()  # awaiters of moved records follow them to the pieces
         batch.release()
         return len(pieces)
+
+    def complete(
+        self, batches: list[ProducerBatch], partitions: Sequence[PartitionResponse], now: float, duplicate_code: int,
+        *, per_batch: bool = False,
+    ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None]], int, dict[str, int], list[float]]:
+        """A Produce response's batches that the broker wrote, completed in one native call (``native/src/complete.rs``).
+
+        Each is completed (its futures, ``on_delivery``, done-callbacks, awaiters), its partition
+        unmuted, its memory freed (one ``deallocate`` for the response, after the callbacks) and
+        forgotten; the transaction manager told first (``on_acknowledged_all``). Returns the
+        partitions that need a decision (``(batch, answer)``, or ``(batch, None)`` when not
+        answered), and for the counters the records acknowledged, per topic, and the delivery
+        latencies (flat ``[records, first_ms, last_ms, ...]``). With ``per_batch`` nothing is completed:
+        every answered batch comes back with its answer (the caller completes each).
+        """
+        decisions, freed, records, by_topic, latencies = self._queues.complete(
+            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch
+        )
+        if freed:
+            self.pool.deallocate(freed)
+        return decisions, records, by_topic, latencies
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch finished: release its memory and forget it."""

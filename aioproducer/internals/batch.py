@@ -509,6 +509,14 @@ def _deliver(
         batch.log.exception("on_delivery callback %r raised", on_delivery)
 
 
+def _batch_delivery_raised(self: ProducerBatch, on_delivery: DeliveryCallback, exc: BaseException) -> None:
+    """An ``on_delivery`` the native completion called raised ``exc`` (see ``_report_delivery``): as ``_deliver`` handles it."""
+    if isinstance(exc, LEAVING_LOOP):
+        raise_from_loop(self.loop, exc)
+    else:
+        self.log.error("on_delivery callback %r raised", on_delivery, exc_info=exc)
+
+
 def _batch_report_arrow(self: ProducerBatch, base_offset: int, error: BaseException | None) -> None:
     """Report each ``send_arrow()`` run to its delivery: a count, or row by row when records differ.
 
@@ -597,6 +605,7 @@ def _install_batch_methods() -> None:
         "_end_spans": _batch_end_spans,
         "_report_delivery": _batch_report_delivery,
         "_report_arrow": _batch_report_arrow,
+        "_delivery_raised": _batch_delivery_raised,
         "metadata_at_record": _batch_metadata_at_record,
         "fail_per_record": _batch_fail_per_record,
         "wake_waiters": _batch_wake_waiters,

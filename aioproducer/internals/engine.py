@@ -298,6 +298,8 @@ class ProducerEngine:
         )
         sender = parts.sender(
             client, accumulator, tm, cfg, coordinators=coordinators, wake=wake, on_complete=self._on_batch_complete,
+            # Interceptors read each record's outcome from its batch: then every batch completes in Python.
+            on_acknowledged=None if self._interceptors else self._on_acknowledged,
             on_fatal=self._fatal, metrics=self.metrics, clock=self.clock, lifecycle=lifecycle,
         )
         transactions = None
@@ -410,6 +412,11 @@ class ProducerEngine:
         intake = self.intake
         if intake is not None:
             intake.topic_partitions.clear()
+
+    def _on_acknowledged(self, records: int, by_topic: dict[str, int], latencies: list[float], now: float) -> None:
+        """A response's batches the broker wrote, completed natively: ``_on_batch_complete`` of each, summed."""
+        self.metrics.record_acknowledged(by_topic, latencies, now)
+        self.records_sent += records
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:
         builder = batch.builder

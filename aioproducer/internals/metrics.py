@@ -16,12 +16,11 @@ the producer's CPU. A request's batches are now folded into one update per stati
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
-from aioproducer._native import ProducerBatch, request_stats
+from aioproducer._native import ProducerBatch, record_latencies, request_stats
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
@@ -115,23 +114,22 @@ class DeliveryLatency:
 
     def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
         """``records`` records acknowledged, latencies from ``first_ms`` (the oldest's) down to ``last_ms``."""
-        bounds = self.bounds_ms
-        hi = bisect_left(bounds, first_ms)  # the first bucket whose bound is >= the latency
-        if hi == 0 or bounds[hi - 1] < last_ms or records == 1:  # the whole batch in one bucket (usual)
-            self.buckets[hi] += records
-        else:
-            buckets = self.buckets
-            lo = bisect_left(bounds, last_ms)
-            # record i (0 = the first) at first_ms - i * step: those <= bound are the i >= (first_ms - bound) / step
-            step = (first_ms - last_ms) / (records - 1)
-            below = 0
-            for i in range(lo, hi):
-                le = records - max(0, math.ceil((first_ms - bounds[i]) / step - 1e-9))
-                buckets[i] += le - below
-                below = le
-            buckets[hi] += records - below
-        self.count += records
-        self.sum_ms += records * (first_ms + last_ms) / 2
+        self.record_batches([records, first_ms, last_ms], 0.0, -math.inf)
+
+    def record_batches(self, rows: Sequence[float], unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
+        """Batches acknowledged, flat ``rows`` ``[records, first_ms, last_ms, ...]``, in one native call.
+
+        The per-batch arithmetic is ``record_latencies`` (``native/src/latency.rs``): the bucket of
+        each end (``bisect``), the records spread over the buckets between them when they differ,
+        and the sums, added batch after batch as before. ``unfolded_sum`` and ``unfolded_max`` are
+        the producer's windowed average's and maximum's running values, returned with the
+        records added.
+        """
+        added, self.sum_ms, unfolded_sum, unfolded_max = record_latencies(
+            self.bounds_ms, self.buckets, rows, self.sum_ms, unfolded_sum, unfolded_max
+        )
+        self.count += added
+        return added, unfolded_sum, unfolded_max
 
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound in seconds, records at or below it) per bucket, ``inf`` last: Prometheus' ``le`` buckets."""
@@ -232,16 +230,41 @@ class ProducerMetrics:
             first = now_ms - created_ms
             if first >= 0.0 and records > 0:  # NaN (no creation time given) compares False
                 last = first - min(max(spread_ms, 0.0), first)
-                self.delivery_latency.record_batch(records, first, last)
-                self._unfolded_latency_sum += records * (first + last) / 2
-                self._unfolded_latency_count += records
-                if first > self._unfolded_latency_max:
-                    self._unfolded_latency_max = first
+                added, self._unfolded_latency_sum, self._unfolded_latency_max = self.delivery_latency.record_batches(
+                    [records, first, last], self._unfolded_latency_sum, self._unfolded_latency_max
+                )
+                self._unfolded_latency_count += added
         else:
             self.record_error_total += records
             self._unfolded_error += records
             totals.error += records
             totals.unfolded_error += records
+
+    def record_acknowledged(self, by_topic: Mapping[str, int], latencies: Sequence[float], now_ms: float) -> None:
+        """A response's acknowledged batches at once (``RecordQueues.complete``): what ``record_completed``
+        with ``ok`` of each would record, at ``now_ms``.
+
+        ``by_topic``: records per topic; ``latencies``: flat ``[records, first_ms, last_ms, ...]``, one
+        row per batch with records (``first_ms`` its creation's age, ``last_ms`` its newest record's).
+        """
+        if not now_ms - self._unfolded_ms < FOLD_MS:
+            self._fold_completed()
+            self._unfolded_ms = now_ms
+        total = 0
+        for topic, records in by_topic.items():
+            totals = self.topics.get(topic) or self._topic(topic)
+            if not (totals.unfolded_send or totals.unfolded_error):
+                self._unfolded_topics.append(totals)
+            totals.send += records
+            totals.unfolded_send += records
+            total += records
+        self.record_send_total += total
+        self._unfolded_send += total
+        if latencies:
+            added, self._unfolded_latency_sum, self._unfolded_latency_max = self.delivery_latency.record_batches(
+                latencies, self._unfolded_latency_sum, self._unfolded_latency_max
+            )
+            self._unfolded_latency_count += added
 
     def _fold_completed(self) -> None:
         """Record the completions added since the last fold into the windowed statistics, at their first one's time."""

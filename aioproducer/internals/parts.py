@@ -28,7 +28,7 @@ from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.coordinator import CoordinatorSender, Coordinators
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
-from aioproducer.internals.sender import Sender
+from aioproducer.internals.sender import OnAcknowledged, Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import LifecycleView
 from aioproducer.logs import LogLike, client_logger
@@ -136,6 +136,7 @@ class ProducerParts(Protocol[_Client]):
         coordinators: CoordinatorSender,
         wake: asyncio.Event,
         on_complete: Callable[[ProducerBatch], None],
+        on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],
         metrics: ProducerMetrics,
         clock: Clock,
@@ -195,12 +196,13 @@ class ClusterParts:
         coordinators: CoordinatorSender,
         wake: asyncio.Event,
         on_complete: Callable[[ProducerBatch], None],
+        on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],
         metrics: ProducerMetrics,
         clock: Clock,
         lifecycle: LifecycleView,
     ) -> Sender:
         return Sender(
-            client, accumulator, tm, config, on_complete=on_complete, clock=clock, wake=wake, metrics=metrics,
+            client, accumulator, tm, config, on_complete=on_complete, on_acknowledged=on_acknowledged, clock=clock, wake=wake, metrics=metrics,
             log=client_logger("aioproducer.sender", config.client_id), coordinators=coordinators, on_fatal=on_fatal,
         )

@@ -45,7 +45,10 @@ Between passes the task sleeps on an ``asyncio.Event`` until it is woken (a
 batch filled or opened, a response arrived, a connection came up, a flush or
 close began) or until the earliest linger/backoff/expiry deadline: no polling.
 
-Responses are classified per partition: success completes the batch;
+Responses are classified per partition: success completes the batch (the
+response's written batches in one native call, ``RecordQueues.complete``, which
+hands back only the partitions that need a decision below; a producer with
+interceptors completes them one by one, ``_handle_partition``);
 ``DUPLICATE_SEQUENCE_NUMBER`` is success with an unknown offset; a retriable
 error re-queues the batch after an exponential backoff while
 ``delivery.timeout.ms`` allows (refreshing metadata when the error says the
@@ -89,7 +92,11 @@ from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 
-__all__ = ["Sender", "SenderConfig"]
+__all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
+
+#: Told of a response's batches the broker wrote, completed natively (``RecordQueues.complete``):
+#: ``(records, {topic: records}, latencies flat [records, first_ms, last_ms, ...], now)``.
+OnAcknowledged = Callable[[int, dict[str, int], list[float], float], None]
 
 log: logging.Logger = logging.getLogger("aioproducer.sender")
 
@@ -184,6 +191,7 @@ class Sender:
         inline_compression_bytes: float | None = None,
         *,
         on_fatal: Callable[[BaseException], None],
+        on_acknowledged: OnAcknowledged | None = None,
     ) -> None:
         self.client = client
         #: Where the sender logs: the producer's ``aioproducer.sender`` naming its client.id (see logs.py).
@@ -194,6 +202,10 @@ class Sender:
         self.transaction_manager = transaction_manager
         self.config = config
         self._on_complete = on_complete
+        #: A response's written batches complete in one native call (``_handle_response``) unless
+        #: whoever made the sender wants each batch (``on_complete`` without ``on_acknowledged``:
+        #: interceptors read each record's outcome); then they complete one by one here.
+        self._on_acknowledged = on_acknowledged
         self._clock = clock
         #: What the sender sleeps on between passes. Created by whoever builds the accumulator
         #: too (``ProducerEngine.start``), which sets it when a batch opens or fills: one object, made first.
@@ -722,34 +734,36 @@ class Sender:
             self._handle_error(batch, error, now, outcome_unknown=True)
 
     def _handle_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
-        """Match each partition's answer to its batch.
+        """Match each partition's answer to its batch, complete the written ones, decide for the rest.
 
         Brokers answer in request order, so the batches are matched by position
         while that holds; at the first answer out of place the rest are matched
         by topic-partition (an answer for a partition not asked for, or a second
         one, is ignored). A batch without an answer fails as unknown outcome.
+        The matching and the written batches' completion are one native call
+        (``RecordAccumulator.complete``); it hands back only the batches that need
+        a decision, in the response's order, those without an answer last. A
+        producer with interceptors wants each batch (``on_complete`` without
+        ``on_acknowledged``): then every answered batch comes back and is
+        completed here, one by one.
         """
-        position = 0
-        count = len(batches)
-        unanswered: dict[tuple[str, int], ProducerBatch] | None = None
+        per_batch = self._on_acknowledged is None and self._on_complete is not None
+        decisions, records, by_topic, latencies = self.accumulator.complete(
+            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch
+        )
+        if by_topic and self._on_acknowledged is not None:
+            self._on_acknowledged(records, by_topic, latencies, now)
+        if not decisions:
+            return
         endpoints = response.node_endpoints
-        for part in response.partitions:
-            if unanswered is None:
-                if position < count:
-                    batch = batches[position]
-                    if batch.partition == part.partition and batch.topic == part.topic:
-                        position += 1
-                        self._handle_partition(batch, part, now, endpoints)
-                        continue
-                unanswered = {(b.topic, b.partition): b for b in batches[position:]}
-            found = unanswered.pop((part.topic, part.partition), None)
-            if found is not None:
-                self._handle_partition(found, part, now, endpoints)
-        missing = batches[position:] if unanswered is None else list(unanswered.values())
-        for batch in missing:  # the broker did not answer for these partitions
-            self._handle_error(
-                batch, KafkaConnectionError("the produce response did not include this partition"), now, outcome_unknown=True
-            )
+        for batch, part in decisions:
+            if part is None:  # the broker did not answer for this partition
+                self._handle_error(
+                    batch, KafkaConnectionError("the produce response did not include this partition"), now,
+                    outcome_unknown=True,
+                )
+            else:
+                self._handle_partition(batch, part, now, endpoints)
 
     def _handle_partition(
         self, batch: ProducerBatch, part: PartitionResponse, now: float, endpoints: list[NodeEndpoint]

@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 from aioproducer.errors import (
@@ -555,6 +556,15 @@ class TransactionManager:
             entry.last_acked_sequence = last
             if base_offset >= 0:
                 entry.last_acked_offset = base_offset + batch.record_count - 1
+
+    def on_acknowledged_all(self, acknowledged: Sequence[Any]) -> None:
+        """``on_acknowledged`` for each of a response's written batches, flat ``[batch, base_offset, ...]``.
+
+        The native completion's one call per response (``RecordQueues.complete``), before any of them completes.
+        """
+        it = iter(acknowledged)
+        for batch, base_offset in zip(it, it):
+            self.on_acknowledged(batch, base_offset)
 
     def on_failed(self, batch: ProducerBatch, error_code: int | None, *, outcome_unknown: bool) -> None:
         """A numbered batch failed for good (see "Sequences never go back" above).

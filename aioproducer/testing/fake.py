@@ -85,6 +85,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.coordinator import CoordinatorRequest, CoordinatorSender
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.internals.sender import OnAcknowledged
 from aioproducer.lifecycle import LifecycleView
 from aioproducer.logs import LogLike
 from aioproducer.network.client import ClientClosedError
@@ -526,11 +527,13 @@ class _FakeParts:
         coordinators: CoordinatorSender,
         wake: asyncio.Event,
         on_complete: Callable[[ProducerBatch], None],
+        on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],
         metrics: ProducerMetrics,
         clock: Clock,
         lifecycle: LifecycleView,
     ) -> _FakeSender:
+        del on_acknowledged  # the fake completes each batch through on_complete (no Produce response)
         if tm is not None and not tm.transactional:
             tm.set_producer_id_and_epoch(self._broker.producer_id, 0)  # the idempotent producer's InitProducerId
         self._broker.attach(_Session(accumulator, tm, metrics, clock, on_complete, on_fatal))

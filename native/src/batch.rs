@@ -88,6 +88,9 @@ pub struct ProducerBatch {
     pub(crate) settled: bool,
     /// In a request: set by `drained`, cleared by `reenqueued` and `request_ended`.
     pub(crate) in_flight: bool,
+    /// The partition queue whose drain took it (`RecordQueues.drain`): the one its completion
+    /// unmutes (`RecordQueues.complete`).
+    pub(crate) queue_index: Option<usize>,
     /// A numbered batch whose retry is outstanding (`mark_in_retry`, `clear_in_retry`); the
     /// transaction manager's `should_stop_drain` reads it.
     in_retry: bool,
@@ -114,10 +117,10 @@ pub struct ProducerBatch {
     pub(crate) event_loop: Py<PyAny>,
     /// Where a raising `on_delivery` is reported: the producer's logger, naming its client.id.
     #[pyo3(get)]
-    log: Py<PyAny>,
+    pub(crate) log: Py<PyAny>,
     /// The futures of records without `on_delivery`, in send order (`try_append`; `split` moves them).
     #[pyo3(get, set)]
-    futures: Py<PyList>,
+    pub(crate) futures: Py<PyList>,
     /// Records with `on_delivery`, flat rows (callback, offset delta, create time, key size,
     /// value size), None until the first (`try_append`, `split`; `release` drops them).
     #[pyo3(get, set)]
@@ -145,22 +148,34 @@ pub struct ProducerBatch {
     charged_bytes: i64,
     /// A piece of a split batch: the batch it came from (cleared when the piece completes).
     #[pyo3(get, set)]
-    parent: Option<Py<PyAny>>,
+    pub(crate) parent: Option<Py<PyAny>>,
     /// A split batch: its pieces, each with the offset delta it starts at.
     #[pyo3(get, set)]
     pieces: Option<Py<PyList>>,
     /// The OpenTelemetry spans of its records (tracing on).
     #[pyo3(get, set)]
-    spans: Option<Py<PyAny>>,
+    pub(crate) spans: Option<Py<PyAny>>,
     /// `send_arrow()` runs, flat (delivery, first planned position, count, offset delta of the first).
     #[pyo3(get, set)]
-    arrow_runs: Option<Py<PyList>>,
+    pub(crate) arrow_runs: Option<Py<PyList>>,
     /// How many of its records came from `send_arrow()`.
     #[pyo3(get, set)]
     pub(crate) arrow_records: i64,
 }
 
 impl ProducerBatch {
+    /// See `set_outcome`: the one writer of the outcome (the native completion calls it too).
+    pub(crate) fn write_outcome(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> bool {
+        if self.done {
+            return false;
+        }
+        self.done = true;
+        self.base_offset = base_offset;
+        self.log_append_time = log_append_time;
+        self.error = error;
+        true
+    }
+
     /// See `object_bytes`.
     pub(crate) fn held_object_bytes(&self, py: Python<'_>) -> i64 {
         let count = i64::from(self.builder.bind(py).borrow().count());
@@ -197,6 +212,7 @@ impl ProducerBatch {
             reserved_bytes,
             settled: false,
             in_flight: false,
+            queue_index: None,
             in_retry: false,
             sequence_reset: false,
             producer_id: -1,
@@ -640,16 +656,7 @@ impl ProducerBatch {
     /// Writes the outcome once (the first half of `ProducerBatch.complete`): False if it was
     /// written already (a late response), and then nothing changes.
     fn set_outcome(&mut self, base_offset: i64, log_append_time: i64, error: Option<Py<PyAny>>) -> PyResult<bool> {
-        guarded("ProducerBatch.set_outcome", || {
-            if self.done {
-                return Ok(false);
-            }
-            self.done = true;
-            self.base_offset = base_offset;
-            self.log_append_time = log_append_time;
-            self.error = error;
-            Ok(true)
-        })
+        guarded("ProducerBatch.set_outcome", || Ok(self.write_outcome(base_offset, log_append_time, error)))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -776,7 +783,7 @@ pyo3::import_exception!(asyncio, InvalidStateError);
 /// named tuple's Python-level `__new__` frame.
 static RECORD_METADATA: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
 
-fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
     let (cls, new) = RECORD_METADATA.get_or_try_init(py, || -> PyResult<_> {
         let cls = py.import("aioproducer.record_types")?.getattr("RecordMetadata")?;
         let new = py.get_type::<PyTuple>().getattr("__new__")?;

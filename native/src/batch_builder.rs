@@ -453,6 +453,19 @@ impl PyRecordBatchBuilder {
     }
 
     /// How many records it holds.
+    /// How far its records' timestamps spread (the largest minus the first's; 0 when empty).
+    pub fn timestamp_spread(&self) -> i64 {
+        self.core.max_ts - self.core.base_ts
+    }
+
+    /// See `release`: its record bytes dropped, its counts and timestamps kept.
+    pub fn release_records(&mut self) {
+        self.closed = Some(Closed::Released);
+        self.drop_section_if_unviewed();
+        self.last_built = None;
+        self.last_state = None;
+    }
+
     pub fn count(&self) -> i32 {
         self.core.count
     }
@@ -667,10 +680,7 @@ impl PyRecordBatchBuilder {
     /// this every finished batch would pin its bytes for as long as any of them lives.
     fn release(&mut self) -> PyResult<()> {
         guarded("RecordBatchBuilder.release", || {
-            self.closed = Some(Closed::Released);
-            self.drop_section_if_unviewed();
-            self.last_built = None;
-            self.last_state = None;
+            self.release_records();
             Ok(())
         })
     }

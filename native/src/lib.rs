@@ -17,6 +17,8 @@ use pyo3::prelude::*;
 pub mod arrow;
 pub mod batch;
 pub mod batch_builder;
+pub mod complete;
+pub mod latency;
 pub mod murmur;
 pub mod produce;
 pub mod queues;
@@ -133,6 +135,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::ProducerBatch>()?;
     m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
     m.add_function(wrap_pyfunction!(batch::set_object_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(latency::record_latencies, m)?)?;
     m.add_class::<queues::RecordQueues>()?;
     m.add_function(wrap_pyfunction!(queues::produce_topic_data, m)?)?;
     #[cfg(unix)]

@@ -378,6 +378,35 @@ impl RecordQueues {
         })
     }
 
+    // -- the response ------------------------------------------------------------------
+    /// A Produce response's completion (`complete.rs`): `batches` are the request's, in the order
+    /// it carried them (`produce_topic_data`), `partitions` the decoded answers; every batch
+    /// written is completed here, its memory summed into what is returned to free, and removed
+    /// from `incomplete` (the accumulator's set). `duplicate_code` is `DUPLICATE_SEQUENCE_NUMBER`'s
+    /// (a success with no offset); `tm` the transaction manager when idempotence is on. Returns
+    /// `complete::Completed`: the decisions for Python, and what the counters need. With
+    /// `per_batch`, only the matching: every batch comes back with its answer.
+    #[allow(clippy::too_many_arguments)] // the response and the producer's parts it touches
+    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete, per_batch = false))]
+    fn complete<'py>(
+        slf: &Bound<'py, Self>,
+        batches: Vec<Bound<'py, ProducerBatch>>,
+        partitions: &Bound<'py, PyAny>,
+        now: f64,
+        duplicate_code: i64,
+        tm: Option<&Bound<'py, PyAny>>,
+        incomplete: &Bound<'py, PySet>,
+        per_batch: bool,
+    ) -> PyResult<crate::complete::Completed<'py>> {
+        guarded("RecordQueues.complete", || {
+            let unmute = |index: usize| -> PyResult<()> {
+                slf.try_borrow_mut()?.part_mut(index)?.muted = false;
+                Ok(())
+            };
+            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, per_batch, unmute)
+        })
+    }
+
     // -- the sender's scans ------------------------------------------------------------
     /// Which leaders have a sendable batch at `now` (Java's rule: full, linger expired, or
     /// `force`: memory exhausted, a flush or a close; never while its first batch backs off),
@@ -495,6 +524,7 @@ impl RecordQueues {
                 let mut this = bound.borrow_mut();
                 charge += this.settle_now(py);
                 this.in_flight = true; // Java's `drained`
+                this.queue_index = Some(index);
                 drop(this);
                 size += batch_size;
                 taken.append(bound)?;

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -83,9 +84,10 @@ class _Observed(DeliveryLatency):
         super().__init__()
         self.observed: list[tuple[int, float, float]] = []
 
-    def record_batch(self, records: int, first_ms: float, last_ms: float) -> None:
-        self.observed.append((records, first_ms, last_ms))
-        super().record_batch(records, first_ms, last_ms)
+    def record_batches(self, rows: Sequence[float], unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
+        it = iter(rows)
+        self.observed += ((int(records), first, last) for records, first, last in zip(it, it, it))
+        return super().record_batches(rows, unfolded_sum, unfolded_max)
 
 
 async def test_delivery_latency_of_acknowledged_records(mock_cluster: MockCluster) -> None:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pytest
 
 from aioproducer import _native
-from aioproducer._native import ArrowRecords, FutureRecordMetadata, ProducerBatch, RecordBatchBuilder, RecordQueues
+from aioproducer._native import ArrowRecords, FutureRecordMetadata, ProducerBatch, RecordBatchBuilder, RecordQueues, record_latencies
 from aioproducer.internals.accumulator import AccumulatorConfig
 from aioproducer.internals.batch import ARROW_ROW_BYTES, RECORD_OBJECT_BYTES
 
@@ -157,6 +157,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.expired": lambda: _queues()[0].expired(5.0),
     "RecordQueues.next_expiry_delay": lambda: _queues()[0].next_expiry_delay(5.0),
     "RecordQueues.abort_all": lambda: _queues()[0].abort_all(),
+    "record_latencies": lambda: record_latencies([1.0], [0, 0], [1, 2.0, 2.0], 0.0, 0.0, 0.0),
+    "RecordQueues.complete": lambda: _queues()[0].complete([_batch(1)], [], 5.0, 46, None, set()),
     "ProducerBatch.take_reservation": lambda: _batch().take_reservation(100),
     "ProducerBatch.release_reservation": lambda: _batch().release_reservation(),
     "ProducerBatch.drained": lambda: _batch().drained(),

@@ -1,0 +1,149 @@
+"""The Produce response's native completion (``RecordQueues.complete``, ``native/src/complete.rs``).
+
+A response's written batches complete in one native call; the sender gets back only the
+partitions that need a decision, and the producer's counters a sum per response. The oracles:
+each record's own report (offset, timestamp, in send order), the buffer pool's free memory, the
+accumulator's incomplete set, and ``ProducerMetrics.record_completed`` called batch by batch, as
+the sender did before, against ``record_acknowledged`` fed with what the native call returned.
+
+Time: about 1 s (no broker; the sender's fake client from ``test_sender.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_sender import (
+    DUPLICATE_SEQUENCE_NUMBER, NOT_LEADER_OR_FOLLOWER, Config, FakeClient, FakeClock, in_flight, ok, requested, response,
+)
+
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
+from aioproducer.internals.batch import FutureRecordMetadata
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.metrics import ProducerMetrics
+from aioproducer.internals.sender import Sender
+from aioproducer.lifecycle import Lifecycle, State
+
+Acknowledged = tuple[int, dict[str, int], list[float], float]
+
+
+def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[Acknowledged]]:
+    """A sender as the engine wires it (``on_acknowledged`` given), recording what it is told."""
+    clock = FakeClock()
+    lifecycle = Lifecycle(State.RUNNING)
+    acc = RecordAccumulator(
+        AccumulatorConfig(batch_size=1024, linger_ms=0, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        BufferPool(1 << 20, 1024), None, lambda: None, clock=clock, lifecycle=lifecycle,
+    )
+    client = FakeClient()
+    client.clock = clock
+    told: list[Acknowledged] = []
+    sender = Sender(
+        client, acc, None, Config(), clock=clock, on_fatal=lifecycle.refuse,
+        on_complete=lambda batch: None, on_acknowledged=lambda *args: told.append(args),
+    )
+    return sender, acc, client, clock, told
+
+
+def append(acc: RecordAccumulator, topic: str, partition: int, timestamp: int, value: bytes, on_delivery: Any = None) -> FutureRecordMetadata:
+    future = acc.try_append(topic, partition, timestamp, None, value, None, on_delivery)
+    assert future is not None
+    return future
+
+
+def snapshot(metrics: ProducerMetrics, now: float) -> dict[str, float | int]:
+    return metrics.snapshot(
+        now, buffer_total=0, buffer_available=0, waiting=0, requests_in_flight=0, metadata_age_ms=0.0,
+        connection_count=0, byte_counts=None,
+    )
+
+
+async def test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up() -> None:
+    sender, acc, client, clock, told = make_counting()
+    reports: list[tuple[Any, BaseException | None]] = []
+
+    def on_delivery(metadata: Any, error: BaseException | None) -> None:
+        reports.append((metadata, error))
+
+    # a-0: three records reported through on_delivery (timestamps spread over 5 ms); a-2: two awaited;
+    # b-0: one refused with a retriable error; b-2: one written with the broker's append time.
+    a0 = [append(acc, "a", 0, ts, b"v%d" % ts, on_delivery) for ts in (10, 12, 15)]
+    a2 = [append(acc, "a", 2, 20, b"w"), append(acc, "a", 2, 21, b"w", on_delivery)]
+    b0 = append(acc, "b", 0, 30, b"x" * 40)
+    b2 = append(acc, "b", 2, 40, b"y", on_delivery)
+    batches = {name: futures[0]._batch for name, futures in (("a0", a0), ("a2", a2), ("b0", [b0]), ("b2", [b2]))}
+    clock.now += 3
+    (sent,) = in_flight(sender, acc, clock)
+    clock.now += 4  # the answer comes 4 ms after the request
+    answers = {
+        ("a", 0): ok("a", 0, 100),
+        ("a", 2): ok("a", 2, -1, code=DUPLICATE_SEQUENCE_NUMBER),
+        ("b", 0): ok("b", 0, -1, code=NOT_LEADER_OR_FOLLOWER),
+        ("b", 2): ok("b", 2, 7, append_time=999),
+    }
+    order = [(topic, p) for topic, ps in requested(sent) for p in ps]
+    # What the sender recorded per batch before this slice: the oracle for the counters.
+    oracle = ProducerMetrics()
+    for key in order:
+        batch = batches[f"{key[0]}{key[1]}"]
+        if key != ("b", 0):
+            builder = batch.builder
+            oracle.record_completed(key[0], batch.record_count, True, clock.now, batch.created_ms,
+                                    builder.max_timestamp - builder.base_timestamp)
+    full = acc.pool.total
+    retried_holds = batches["b0"].reserved_bytes
+    assert retried_holds > 0
+
+    sent.on_response(response(*(answers[key] for key in order)), None)
+
+    # Each record's report: its own offset and timestamp (or the broker's append time), in send order.
+    assert sorted((md.topic, md.partition, md.offset, md.timestamp, md.timestamp_type, error) for md, error in reports) == [
+        *(("a", 0, 100 + i, ts, 0, None) for i, ts in enumerate((10, 12, 15))),
+        ("a", 2, -1, 21, 0, None),  # written before: the offset is unknown
+        ("b", 2, 7, 999, 1, None),
+    ]
+    assert [md.offset for md, _ in reports if md.partition == 0] == [100, 101, 102]
+    assert [f.result().offset for f in a2] == [-1, -1]  # written before: the offset is unknown
+    assert (b2.result().offset, b2.result().timestamp, b2.result().timestamp_type) == (7, 999, 1)
+    assert not b0.done()  # retriable: back in the queue, decided by the sender
+    # The counters: one call for the response, the records of the written batches only.
+    (records, by_topic, latencies, now), = told
+    assert (records, by_topic, now) == (6, {"a": 5, "b": 1}, clock.now)
+    expected_rows = []
+    for key in order:
+        if key != ("b", 0):
+            batch = batches[f"{key[0]}{key[1]}"]
+            first = clock.now - batch.created_ms
+            spread = batch.builder.max_timestamp - batch.builder.base_timestamp
+            expected_rows += [batch.record_count, first, first - min(spread, first)]
+    assert latencies == expected_rows
+    metrics = ProducerMetrics()
+    metrics.record_acknowledged(by_topic, latencies, now)
+    assert snapshot(metrics, clock.now) == snapshot(oracle, clock.now)
+    # Memory: every written batch's reservation back in the pool, in one deallocation; the retried one still held.
+    assert acc.pool.available_memory == full - retried_holds
+    assert acc.incomplete_batches() == [batches["b0"]]
+    assert all(batches[name].is_done and batches[name].reserved_bytes == 0 for name in ("a0", "a2", "b2"))
+
+    clock.now += 1_000
+    (*_, retry) = in_flight(sender, acc, clock)
+    assert requested(retry) == [("b", [0])]
+    retry.on_response(response(ok("b", 0, 55)), None)
+    assert b0.result().offset == 55
+    assert acc.pool.available_memory == full and acc.incomplete_batches() == []
+    assert told[-1][:2] == (1, {"b": 1})
+
+
+async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() -> None:
+    """Matched by topic and partition: an error for one partition never reaches another's batch."""
+    sender, acc, client, clock, told = make_counting()
+    a0 = append(acc, "a", 0, 1, b"v")
+    b0 = append(acc, "b", 0, 1, b"v")
+    (sent,) = in_flight(sender, acc, clock)
+    first, second = [(topic, p) for topic, ps in requested(sent) for p in ps]
+    # The second partition answered first, with an error; the first one then, written.
+    sent.on_response(response(ok(*second, -1, code=NOT_LEADER_OR_FOLLOWER), ok(*first, 10)), None)
+    by_key = {("a", 0): a0, ("b", 0): b0}
+    assert by_key[first].result().offset == 10
+    assert not by_key[second].done()
+    assert told == [(1, {first[0]: 1}, told[0][2], clock.now)]
