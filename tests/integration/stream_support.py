@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from readback import read_isolated
@@ -22,14 +22,19 @@ SCHEMA = "key string, value string"
 KEYS = 7
 
 
-def value_of(n: int) -> str:
-    return f"k{n % KEYS}|{n:08d}"
+def value_of(n: int, pad: int = 0) -> str:
+    """Row ``n``'s value, ``pad`` dots longer."""
+    return f"k{n % KEYS}|{n:08d}" + "." * pad
 
 
-def write_file(folder: Path, start: int, rows: int) -> list[str]:
+def number_of(value: str) -> int:
+    return int(value.split("|")[1].rstrip("."))
+
+
+def write_file(folder: Path, start: int, rows: int, pad: int = 0) -> list[str]:
     """One input file with rows ``start .. start + rows - 1``; returns their values. Written whole, then renamed in."""
     folder.mkdir(parents=True, exist_ok=True)
-    values = [value_of(n) for n in range(start, start + rows)]
+    values = [value_of(n, pad) for n in range(start, start + rows)]
     lines = "".join(json.dumps({"key": v.split("|")[0], "value": v}) + "\n" for v in values)
     temporary = folder.parent / f".{folder.name}-{start}.tmp"
     temporary.write_text(lines)
@@ -37,19 +42,26 @@ def write_file(folder: Path, start: int, rows: int) -> list[str]:
     return values
 
 
-def file_stream(spark: SparkSession, folder: Path, bootstrap: str, topic: str, checkpoint: Path, **options: str) -> DataStreamWriter:
-    """``folder``'s files, one per micro-batch, into ``topic`` through ``writeStream.format("aioproducer")``."""
+def file_stream(
+    spark: SparkSession,
+    folder: Path,
+    bootstrap: str,
+    topic: str,
+    checkpoint: Path,
+    options: dict[str, str] | None = None,
+    transform: Callable[[DataFrame], DataFrame] = lambda df: df,
+) -> DataStreamWriter:
+    """``folder``'s files, one per micro-batch, through ``transform``, into ``topic`` through ``writeStream.format("aioproducer")``."""
+    rows = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(folder))
     writer = (
-        spark.readStream.schema(SCHEMA)
-        .option("maxFilesPerTrigger", 1)
-        .json(str(folder))
+        transform(rows)
         .writeStream.format("aioproducer")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.linger.ms", "5")
         .option("topic", topic)
         .option("checkpointLocation", str(checkpoint))
     )
-    for name, value in options.items():
+    for name, value in (options or {}).items():
         writer = writer.option(name, value)
     return writer
 
@@ -74,8 +86,8 @@ def assert_in_order_per_key(values: list[str]) -> None:
     """Per key, each value's number is above the last one's (a duplicate may repeat one: at least once)."""
     last: dict[str, int] = {}
     for value in values:
-        key, number = value.split("|")
-        place = int(number)
+        key = value.split("|")[0]
+        place = number_of(value)
         assert place >= last.get(key, -1), f"key {key}: {place} after {last[key]}"
         last[key] = place
 

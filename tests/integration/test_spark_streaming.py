@@ -3,9 +3,11 @@
 Input files are written whole before a query starts (one micro-batch each), read back by aiokafka.
 The exactly-once test runs a micro-batch again the way a driver dying after the sink's commit
 and before Spark's own commit log does: by deleting that commit log entry, so the restarted
-query runs the batch again; the rows must not appear twice. Refusals: the query fails before
-any Spark job, and the error names the option. Time: about 40 s on two busy cores (Spark and
-the Kafka node are shared with the other Spark tests of the session).
+query runs the batch again; the rows must not appear twice. A task dies mid-write in each of
+its three attempts (a row with a partition the topic lacks); the restarted query writes each
+row once. The update-mode route through ``foreachBatch``. Refusals: the query fails before any
+Spark job, and the error names the option. Time: about 130 s on two cores under a load of 4-5,
+of which about 25 s start Spark and the Kafka node (shared with the other Spark tests of a worker).
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+import pandas as pd  # type: ignore[import-untyped]
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col
+from pyspark.sql.pandas.functions import pandas_udf
 from pyspark.sql.streaming.query import StreamingQuery
 
-from aioproducer.spark import register_data_source, sink_metrics
+from aioproducer.spark import kafka_batch_writer, register_data_source, sink_metrics
 from aioproducer.testing import KafkaCluster
 from conftest import new_topic
 from spark_support import jobs_run, spark  # noqa: F401  (the session fixture)
-from stream_support import assert_each_once_in_order, file_stream, progress_rows, read_values, write_file
+from stream_support import assert_each_once_in_order, file_stream, number_of, progress_rows, read_values, write_file
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +59,7 @@ async def test_at_least_once_through_the_three_triggers_with_metrics(
     expected = write_file(folder, 0, ROWS) + write_file(folder, ROWS, ROWS)
 
     def query() -> Any:
-        return file_stream(streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, **{"metrics.path": str(metrics)})
+        return file_stream(streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, {"metrics.path": str(metrics)})
 
     progress = finish(query().trigger(availableNow=True).start())  # two micro-batches, a file each
     expected += write_file(folder, 2 * ROWS, ROWS)
@@ -88,7 +94,7 @@ async def test_exactly_once_skips_a_micro_batch_run_again_after_its_commit(
     options = {"transactional": "true", "kafka.transactional.id": f"{topic}-q", "metrics.path": str(metrics)}
 
     def run() -> list[dict[str, Any]]:
-        stream = file_stream(streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, **options)
+        stream = file_stream(streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, options)
         return finish(stream.trigger(availableNow=True).start())
 
     first = progress_rows(run())
@@ -105,6 +111,61 @@ async def test_exactly_once_skips_a_micro_batch_run_again_after_its_commit(
 
     expected += write_file(folder, 3 * ROWS, ROWS)  # and the query goes on
     assert list(progress_rows(run()).values()) == [ROWS]
+    assert_each_once_in_order(await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True), expected)
+
+
+# The sink's task gets 250-row Arrow batches; the 31st of 32 has the bad row, so the batches before
+# it have been sent (Spark's input to the sink arrives after the UDF is done with the whole file).
+FAIL_AT, BATCH_ROWS, TASK_ROWS = 7500, 250, 8000
+
+
+def log_end(bootstrap: str, topic: str) -> int:
+    """Records in the topic's log, committed or not (read_uncommitted: prepared and aborted transactions count)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "log-end", "isolation.level": "read_uncommitted"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1))
+    finally:
+        consumer.close()
+
+
+def bad_partition_while(flag: Path) -> Callable[[DataFrame], DataFrame]:
+    """A ``partition`` column: null (the partitioner's choice), but 99 for row FAIL_AT while ``flag`` exists.
+
+    The topic has two partitions, so the sink's task dies on that row's Arrow batch, after
+    sending the batches before it: in every attempt, as long as the flag is there.
+    """
+
+    def partition(values: pd.Series) -> pd.Series:
+        bad = flag.exists()
+        return pd.Series([99 if bad and number_of(v) == FAIL_AT else None for v in values], dtype="Int32")
+
+    udf: Any = pandas_udf(partition, "int")  # type: ignore[call-overload]
+    return lambda df: df.withColumn("partition", udf(col("value")))
+
+
+async def test_a_task_dying_mid_write_in_every_attempt_aborts_and_the_rerun_writes_each_row_once(
+    streaming: SparkSession, kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    topic = new_topic(kafka_cluster, 2)
+    folder, checkpoint, flag = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "fail"
+    expected = write_file(folder, 0, TASK_ROWS)
+    flag.touch()
+    options = {"transactional": "true", "kafka.transactional.id": f"{topic}-q"}
+    streaming.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
+    try:
+        stream = file_stream(
+            streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, options, bad_partition_while(flag)
+        )
+        with pytest.raises(StreamingQueryException, match="has partition 99"):
+            stream.trigger(availableNow=True).start().awaitTermination(180)
+    finally:
+        streaming.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert log_end(kafka_cluster.bootstrap_servers, topic) > 0  # the attempts had written rows before they died
+    assert await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True) == []  # all aborted
+
+    flag.unlink()  # the restarted query runs the micro-batch again, and it succeeds
+    stream = file_stream(streaming, folder, kafka_cluster.bootstrap_servers, topic, checkpoint, options, bad_partition_while(flag))
+    finish(stream.trigger(availableNow=True).start())
     assert_each_once_in_order(await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True), expected)
 
 
@@ -163,6 +224,31 @@ def test_update_mode_is_refused_by_spark_before_the_sink(streaming: SparkSession
     )
     with pytest.raises(StreamingQueryException, match="aioproducer does not support Update mode"):
         query.awaitTermination(120)
+
+
+async def test_update_mode_through_foreach_batch_writes_each_changed_row_once(
+    streaming: SparkSession, kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """The route the docs give for update mode: foreachBatch(kafka_batch_writer(..., transactional=True))."""
+    topic = new_topic(kafka_cluster, 2)
+    folder = tmp_path / "in"
+    rows = 280  # each of the 7 keys 40 times per file: each micro-batch changes every key's count
+    for n in range(3):
+        write_file(folder, n * rows, rows)
+    counts = (
+        streaming.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1).json(str(folder))
+        .groupBy("key").count()
+        .selectExpr("key", "concat(key, '|', lpad(CAST(count AS STRING), 8, '0')) AS value")
+    )
+    config = {"bootstrap.servers": kafka_cluster.bootstrap_servers, "transactional.id": f"{topic}-update"}
+    query = (
+        counts.writeStream.outputMode("update")
+        .foreachBatch(kafka_batch_writer(config, topic=topic, transactional=True))
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    )
+    finish(query)
+    expected = [f"k{k}|{rows // 7 * (b + 1):08d}" for b in range(3) for k in range(7)]
+    assert_each_once_in_order(await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True), expected)
 
 
 def test_pyspark_without_the_stream_arrow_writer_imports_and_refuses_a_stream() -> None:
