@@ -16,9 +16,10 @@ same input, killed mid-write (a micro-batch's rows partly in the log, not in Spa
 and restarted: nothing missing, and the rows of the killed micro-batch twice.
 
 Each driver is started one or two runs ahead of its turn (``stream_driver.py``: Spark up, a warm-up
-query run, waiting for ``go``), so a run's cost is mostly the query's, not the JVM's. Time:
-about 280 s on two cores under a load of 4-5, over the 150 s this work was given: the drivers'
-start (a JVM, a Spark session, a warm-up query each, eight drivers) is most of it.
+query run, waiting for ``go``), so a run's cost is mostly the query's, not the JVM's. Time: 277 s
+on two cores under a load of 4-5 (one driver warming ahead), 388 s under a load of 15-20 (up
+to three); over the 150 s this work was given: the drivers' start (a JVM, a Spark session, a
+warm-up query each, eight drivers) is most of it.
 """
 
 from __future__ import annotations
