@@ -14,15 +14,23 @@ installed PySpark's version and its runtime dependencies, fetched with Maven (as
 jars are) into ``~/.cache/aioproducer/spark/<version>`` and given to Spark as ``spark.jars``;
 jars that PySpark already ships are left out.
 
-    python -m benchmarks.spark_sink [--rounds R] [--scale 0.1]
+``--streaming``: the same rows as a stream. Each DataFrame is first written as Parquet files
+(untimed), and each round runs one Structured Streaming query per sink over them
+(``readStream.parquet``, ``maxFilesPerTrigger`` files per micro-batch, ``availableNow``), Spark's
+``writeStream.format("kafka")`` against ``writeStream.format("aioproducer")`` (at least once), a
+fresh checkpoint each; the time is the query's, from ``start()`` to its end.
+
+    python -m benchmarks.spark_sink [--rounds R] [--scale 0.1] [--streaming]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,7 @@ from typing import Any
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
-from aioproducer.spark import write_kafka
+from aioproducer.spark import register_data_source, write_kafka
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.kafka import KafkaUnavailableError, maven_classpath, require_tool
 
@@ -88,13 +96,39 @@ def write(sink: str, df: DataFrame, bootstrap: str, topic: str) -> float:
     return time.perf_counter() - started
 
 
+FILES, FILES_PER_TRIGGER = 8, 2  # --streaming: four micro-batches per query
+
+
+def stream(sink: str, folder: Path, checkpoint: Path, spark: SparkSession, bootstrap: str, topic: str) -> float:
+    """One streaming query over ``folder``'s Parquet files into ``topic``; its wall time."""
+    source = spark.readStream.schema("value binary").option("maxFilesPerTrigger", FILES_PER_TRIGGER).parquet(str(folder))
+    writer = source.writeStream.format("aioproducer" if sink == "aioproducer" else "kafka")
+    writer = writer.option("kafka.bootstrap.servers", bootstrap).option("topic", topic).option("checkpointLocation", str(checkpoint))
+    for key, value in PRODUCER.items():
+        writer = writer.option(f"kafka.{key}", value)
+    started = time.perf_counter()
+    writer.trigger(availableNow=True).start().awaitTermination()
+    return time.perf_counter() - started
+
+
+def as_files(spark: SparkSession, data: dict[str, tuple[DataFrame, int]], home: Path) -> dict[str, Path]:
+    """Each DataFrame written once as FILES Parquet files: the streaming queries' input."""
+    folders = {}
+    for n, (name, (df, _)) in enumerate(data.items()):
+        folders[name] = home / f"input-{n}"
+        df.repartition(FILES).write.parquet(str(folders[name]))
+    return folders
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the row counts (smoke test: 0.05)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--streaming", action="store_true", help="Structured Streaming queries instead of batch writes")
+    parser.add_argument("--jars-version", default=pyspark.__version__, help="the Kafka connector's version (Maven Central may lag PyPI)")
     args = parser.parse_args(argv)
-    jars = sink_jars(pyspark.__version__)
+    jars = sink_jars(args.jars_version)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(args.master).appName("aioproducer-spark-sink-benchmark")
@@ -102,14 +136,21 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.driver.memory", "4g").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    register_data_source(spark)
     times: dict[tuple[str, str], list[float]] = {}
+    home = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
     try:
         with KafkaCluster(brokers=1, topics={}) as cluster:
             data = frames(spark, args.scale)
             warm = spark.range(1000).selectExpr("CAST(repeat('w', 100) AS BINARY) AS value")
+            folders = as_files(spark, {"warm": (warm, 1000), **data}, home) if args.streaming else {}
             for sink in SINKS:  # untimed: starts the Python workers and loads the sink's classes
-                cluster.create_topic(f"warm-{sink.replace(' ', '-')}", partitions=6)
-                write(sink, warm, cluster.bootstrap_servers, f"warm-{sink.replace(' ', '-')}")
+                topic = f"warm-{sink.replace(' ', '-')}"
+                cluster.create_topic(topic, partitions=6)
+                if args.streaming:
+                    stream(sink, folders["warm"], home / f"checkpoint-{topic}", spark, cluster.bootstrap_servers, topic)
+                else:
+                    write(sink, warm, cluster.bootstrap_servers, topic)
             n = 0
             for round_ in range(args.rounds):
                 for name, (df, rows) in data.items():
@@ -118,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                         n += 1
                         topic = f"bench-{n}"
                         cluster.create_topic(topic, partitions=6)
-                        seconds = write(sink, df, cluster.bootstrap_servers, topic)
+                        if args.streaming:
+                            seconds = stream(sink, folders[name], home / f"checkpoint-{n}", spark, cluster.bootstrap_servers, topic)
+                        else:
+                            seconds = write(sink, df, cluster.bootstrap_servers, topic)
                         written = sum(cluster.high_watermarks(topic).values())
                         if written != rows:
                             print(f"FAILED: {sink} wrote {written} of {rows} rows to {topic}", file=sys.stderr)
@@ -127,14 +171,18 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"round {round_ + 1} {name:>18} {sink:>15}: {seconds:6.2f} s", file=sys.stderr)
     finally:
         spark.stop()
+        shutil.rmtree(home, ignore_errors=True)
     report(times, args, pyspark.__version__)
     return 0
 
 
 def report(times: dict[tuple[str, str], list[float]], args: Any, version: str) -> None:
-    print(f"Spark {version}, master {args.master}, {args.rounds} rounds, median seconds; one Kafka node; {os.cpu_count()} cores")
+    mode = f"streaming (availableNow, {FILES} files, {FILES_PER_TRIGGER} per micro-batch)" if args.streaming else "batch"
+    print(f"Spark {version}, master {args.master}, {mode}, {args.rounds} rounds, median seconds; one Kafka node; {os.cpu_count()} cores")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
     print()
-    print("| DataFrame | Spark's built-in sink | aioproducer `write_kafka` | aioproducer / built-in (throughput) |")
+    column = '`writeStream.format("aioproducer")`' if args.streaming else "aioproducer `write_kafka`"
+    print(f"| DataFrame | Spark's built-in sink | {column} | aioproducer / built-in (throughput) |")
     print("|---|---|---|---|")
     for name in dict.fromkeys(name for name, _ in times):
         builtin = statistics.median(times[(name, SINKS[0])])

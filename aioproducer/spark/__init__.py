@@ -3,7 +3,9 @@
 * :func:`write_kafka` — a batch write, with the columns of Spark's own Kafka sink; returns
   :class:`WriteStats`.
 * :func:`kafka_batch_writer` — the same for Structured Streaming's ``foreachBatch``.
-* :func:`register_data_source` — on Spark 4, ``df.write.format("aioproducer")``.
+* :func:`register_data_source` — on Spark 4, ``df.write.format("aioproducer")``, and on
+  PySpark 4.1 and later ``writeStream.format("aioproducer")`` (:mod:`aioproducer.spark.streaming`).
+* :func:`sink_metrics` — a streaming query's statistics per micro-batch (``option("metrics.path", ...)``).
 
 At least once by default; exactly once with ``transactional=True`` (see
 :mod:`aioproducer.spark.task` for how, and docs/how-to/spark.md for what it guarantees).
@@ -12,6 +14,7 @@ At least once by default; exactly once with ``transactional=True`` (see
 from typing import Any
 
 from aioproducer.spark.commit import SparkCommitError
+from aioproducer.spark.metrics import sink_metrics
 from aioproducer.spark.sink import kafka_batch_writer, write_kafka
 from aioproducer.spark.stats import TaskStats, WriteStats
 from aioproducer.spark.task import SparkTaskError
@@ -20,6 +23,7 @@ __all__ = [
     "write_kafka",
     "kafka_batch_writer",
     "register_data_source",
+    "sink_metrics",
     "WriteStats",
     "TaskStats",
     "SparkTaskError",
@@ -28,7 +32,7 @@ __all__ = [
 
 
 def register_data_source(spark: Any) -> None:
-    """Make ``df.write.format("aioproducer")`` available in ``spark``'s session (Spark 4 and later).
+    """Make ``df.write.format("aioproducer")`` and ``writeStream.format("aioproducer")`` available in ``spark``'s session.
 
     See :mod:`aioproducer.spark.datasource` for the options. Imported here, on call, because
     Python data sources do not exist before Spark 4, where everything else works.

@@ -14,6 +14,9 @@ and guarantees are :func:`~aioproducer.spark.write_kafka`'s, and so is the code 
 tasks. The write is checked when Spark plans it, before any task runs. Spark's save() returns
 nothing, so the statistics that ``write_kafka`` returns are not available here; Kafka topics are
 append-only, so only the ``append`` mode is taken.
+
+The same source streams: ``writeStream.format("aioproducer")`` (PySpark 4.1 and later), with the
+same options less ``batch.id`` and plus ``metrics.path``; see :mod:`aioproducer.spark.streaming`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ __all__ = ["KafkaDataSource", "register_data_source", "FORMAT"]
 FORMAT = "aioproducer"
 _WHAT = f'df.write.format("{FORMAT}")'
 _SINK_OPTIONS = ("topic", "transactional", "batch.id", "progress.topic", "on.error")
+_STREAM_OPTIONS = (*_SINK_OPTIONS, "metrics.path")
+#: Options Spark itself passes to the data source, which are not producer settings.
+_SPARK_OPTIONS = ("path", "checkpointlocation")
 
 
 def register_data_source(spark: SparkSession) -> None:
@@ -54,20 +60,56 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         if overwrite:
             raise ValueError(f"{_WHAT}: Kafka topics are append-only; use mode(\"append\"), not overwrite")
-        options = {str(k).lower(): v for k, v in self.options.items()}
-        sink = {name: options.pop(name) for name in _SINK_OPTIONS if name in options}
-        config = {k.removeprefix("kafka."): v for k, v in options.items() if k != "path"}
+        sink, config = _split_options(self.options, _SINK_OPTIONS)
         plan = make_plan(
             schema,
             config,
             sink.get("topic"),
-            transactional=_flag(sink.get("transactional", "false")),
+            transactional=_flag(sink.get("transactional", "false"), _WHAT),
             batch_id=_batch_id(sink.get("batch.id")),
             progress_topic=sink.get("progress.topic"),
             on_error=sink.get("on.error", "fail"),
             what=_WHAT,
         )
         return _Writer(plan)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        """The writer of ``writeStream.format("aioproducer")``: every option checked here, before any task runs."""
+        from aioproducer.spark import streaming
+
+        streaming.require_stream_writer()
+        what = streaming._WHAT
+        sink, config = _split_options(self.options, _STREAM_OPTIONS)
+        if "batch.id" in sink:
+            raise ValueError(f"{what}: option batch.id is not taken in a stream: each micro-batch's id is its batch id")
+        transactional = _flag(sink.get("transactional", "false"), what)
+        on_error = sink.get("on.error", "fail")
+        if on_error not in ("fail", "count"):
+            raise ValueError(f"{what}: option on.error must be fail or count, not {on_error!r}")
+        if "progress.topic" in sink and not transactional:
+            raise ValueError(f"{what}: option progress.topic is for transactional=true (it holds the micro-batch records)")
+        plan = make_plan(
+            schema,
+            config,
+            sink.get("topic"),
+            transactional=transactional,
+            batch_id=0 if transactional else None,  # each task takes its micro-batch's id
+            progress_topic=sink.get("progress.topic"),
+            on_error=on_error,
+            what=what,
+        )
+        metrics_path = sink.get("metrics.path")
+        if metrics_path is not None and not metrics_path.strip():
+            raise ValueError(f"{what}: option metrics.path is empty; give a directory (or drop the option)")
+        return streaming.stream_writer(plan, overwrite, metrics_path)
+
+
+def _split_options(given: Any, names: tuple[str, ...]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The sink's own options, and the producer settings (the rest, without Spark's ``kafka.`` prefix)."""
+    options = {str(k).lower(): v for k, v in given.items()}
+    sink = {name: options.pop(name) for name in names if name in options}
+    config = {k.removeprefix("kafka."): v for k, v in options.items() if k not in _SPARK_OPTIONS}
+    return sink, config
 
 
 @dataclass
@@ -100,10 +142,10 @@ def _stats(messages: list[Any]) -> list[TaskStats]:
     return [m.stats for m in messages if isinstance(m, _Committed)]
 
 
-def _flag(text: str) -> bool:
+def _flag(text: str, what: str) -> bool:
     lowered = str(text).strip().lower()
     if lowered not in ("true", "false"):
-        raise ValueError(f"{_WHAT}: option transactional must be true or false, not {text!r}")
+        raise ValueError(f"{what}: option transactional must be true or false, not {text!r}")
     return lowered == "true"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,3 +46,31 @@ def jobs_run(session: SparkSession, group: str) -> list[int]:
     """The Spark jobs started under job group ``group``: none, for a write refused on the driver."""
     ids: Any = session.sparkContext.statusTracker().getJobIdsForGroup(group)
     return list(ids)
+
+
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector (``format("kafka")``) for the installed PySpark, as jar paths for ``spark.jars``.
+
+    Fetched with Maven into ``~/.cache/aioproducer/spark/<version>`` on first use (the benchmark's
+    cache). A PySpark release can reach PyPI before its jars reach Maven Central: then the previous
+    minor release's connector is taken (its API towards Spark is the same within a major version).
+    Skips the test if neither can be fetched (fails under ``AIOPRODUCER_REQUIRE_KAFKA=1``).
+    """
+    import pyspark
+
+    from benchmarks.spark_sink import sink_jars
+
+    major, minor = (int(p) for p in pyspark.__version__.split(".")[:2])
+    versions = [pyspark.__version__] + ([f"{major}.{minor - 1}.0"] if minor else [])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aioproducer" / "spark"
+    cached = [v for v in versions if (cache / v / "libs.complete").exists()]  # no Maven run when one is there
+    tried = []
+    for version in cached[:1] or versions:
+        try:
+            return [str(p) for p in sink_jars(version)]
+        except SystemExit as exc:
+            tried.append(f"{version}: {str(exc).splitlines()[0]}")
+    message = "Spark's Kafka connector could not be fetched: " + "; ".join(tried)
+    if os.environ.get("AIOPRODUCER_REQUIRE_KAFKA") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
