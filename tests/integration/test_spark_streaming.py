@@ -150,7 +150,10 @@ async def test_a_task_dying_mid_write_in_every_attempt_aborts_and_the_rerun_writ
     folder, checkpoint, flag = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "fail"
     expected = write_file(folder, 0, TASK_ROWS)
     flag.touch()
-    options = {"transactional": "true", "kafka.transactional.id": f"{topic}-q"}
+    # buffer.memory 32 KB holds a tenth of the rows before FAIL_AT: the task's sends wait for the
+    # broker to take earlier batches, so rows are in the log before the task dies (a condition, not
+    # a race between the sender and the failing batch).
+    options = {"transactional": "true", "kafka.transactional.id": f"{topic}-q", "kafka.buffer.memory": "32768", "kafka.batch.size": "4096"}
     streaming.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     try:
         stream = file_stream(
