@@ -32,29 +32,8 @@ collect_ignore = ["user_suite"]
 #: pytester runs the pytest plugin's fixtures in pytest sessions of their own (tests/integration/test_pytest_plugin.py).
 pytest_plugins = ("pytester",)
 
-#: The files that take longest, run first. The README's command runs files on two workers
-#: (``-n 2 --dist loadfile``), which take files in collection order: a long file collected last
-#: runs alone at the end while the other worker idles (the restart test did: 253 s alone, CI at
-#: 1860 s). Longest first keeps both busy to the end. Their times in that run (2 workers):
-#: the native mutants, each a crate build (27-54 s, 14 of them); the five driver kills (253 s);
-#: the docs' examples (Spark 74 s, the test kit 62 s); the real-broker faults (the rolling restart 89 s).
-LONGEST_FIRST = (
-    "tests/unit/test_mutations.py",
-    "tests/integration/test_spark_streaming_restarts.py",
-    "tests/docs/test_examples.py",
-    "tests/integration/test_real_broker_faults.py",
-)
-
-
-def _longest_first(items: list[pytest.Item]) -> None:
-    """Reorder ``items`` in place: the files of ``LONGEST_FIRST`` in its order, then the rest as collected."""
-    rank = {path: place for place, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: a file's tests keep their order
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first; under ``.ci/wheel-check`` (the installed wheel, the tests a copy) skip what reads the source tree."""
-    _longest_first(items)
+    """Under ``.ci/wheel-check`` the package is the installed wheel and the tests a copy: skip what reads the source tree."""
     if os.environ.get("AIOPRODUCER_FROM_WHEEL") != "1":
         return
     skip = pytest.mark.skip(reason="reads the source tree; .ci/wheel-check tests the installed wheel")

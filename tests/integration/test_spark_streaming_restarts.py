@@ -43,7 +43,15 @@ from conftest import new_topic
 from spark_support import spark_kafka_jars
 from stream_support import assert_each_once_in_order, read_values, write_file
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+#: Not in the README's command yet: six Spark drivers take 250-390 s on the 2-core machine, which
+#: the CI budget (30 minutes) does not hold beside the rest (1860 s with it, measured 2026-12-02).
+#: Run it with AIOPRODUCER_SPARK_RESTARTS=1; making it fit (the drivers' JVMs from a class-data
+#: archive) is issue #46's open work.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(os.environ.get("AIOPRODUCER_SPARK_RESTARTS") != "1", reason="six Spark drivers: set AIOPRODUCER_SPARK_RESTARTS=1"),
+]
 
 DRIVER = Path(__file__).with_name("stream_driver.py")
 FILES, ROWS = 8, 4000  # one file per micro-batch
