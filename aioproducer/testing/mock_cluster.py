@@ -51,9 +51,11 @@ What the mock does and does not check (librdkafka 2.16, measured):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import signal
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -65,6 +67,37 @@ if TYPE_CHECKING:
     from aioproducer.testing.readback import ConsumerRecord
 
 __all__ = ["LibrdkafkaError", "MockCluster", "MockClusterClosedError", "MockRequest"]
+
+
+#: The signals a program handles (SIGINT, SIGTERM, ...): every one but those the kernel sends to
+#: the thread that faulted, which must stay deliverable.
+_ASYNC_SIGNALS = signal.valid_signals() - {
+    signal.SIGSEGV,
+    signal.SIGBUS,
+    signal.SIGFPE,
+    signal.SIGILL,
+    signal.SIGTRAP,
+    signal.SIGSYS,
+    signal.SIGABRT,
+    signal.SIGKILL,
+    signal.SIGSTOP,
+}
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Block the process's signals in the calling thread, so the threads started meanwhile are born blocking them.
+
+    librdkafka's mock thread does not block signals itself. The kernel may hand a process's
+    SIGTERM or SIGINT to it; then the mock thread's ``poll`` is interrupted and it stops
+    serving (the CLI then hung in ``close()``, about one run in six under load), and
+    Python's own handler is only flagged, not run. Born blocking them, it never takes one.
+    """
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class MockClusterClosedError(RuntimeError):
@@ -131,8 +164,9 @@ class MockCluster:
         self._pushed_api_keys: set[int] = set()
         # Requests recorded before the last stop_request_tracking() (see there).
         self._stopped_requests: list[MockRequest] = []
-        self._rk = self._new_handle(debug)
-        mc = self._lib.rd_kafka_mock_cluster_new(self._rk, brokers)
+        with _signals_blocked():  # the threads made here inherit the mask
+            self._rk = self._new_handle(debug)
+            mc = self._lib.rd_kafka_mock_cluster_new(self._rk, brokers)
         if not mc:
             self._lib.rd_kafka_destroy(self._rk)
             self._rk = None
