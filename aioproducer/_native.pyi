@@ -299,8 +299,13 @@ class RecordQueues:
     def abort_all(self) -> list[ProducerBatch]: ...
 
 def produce_topic_data(
-    batches: Sequence[ProducerBatch],
-) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, bytes]]]]]: ...
+    batches: Sequence[ProducerBatch], now_ms: float
+) -> tuple[
+    list[ProducerBatch],
+    list[tuple[str, list[tuple[int, bytes]]]],
+    float,
+    tuple[int, int, int, float, float, int, float, float, float, dict[str, list[float]]],
+]: ...
 
 def request_stats(
     batches: Sequence[ProducerBatch], now_ms: float

@@ -132,7 +132,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "ProducerBatch.object_bytes": lambda: _batch(1).object_bytes(),
     "ProducerBatch.settle": lambda: _batch(1).settle(),
     "set_object_costs": lambda: _native.set_object_costs(RECORD_OBJECT_BYTES, ARROW_ROW_BYTES),
-    "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]]),
+    "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]], 5.0),
     "RecordQueues.__new__": RecordQueues,
     "RecordQueues.add_topic": lambda: RecordQueues().add_topic("t"),
     "RecordQueues.add_partition": lambda: _queues()[0].add_partition(0, 1),
