@@ -31,102 +31,24 @@ from __future__ import annotations
 import math
 from typing import Final
 
+from aioproducer import _native
+
 __all__ = ["Avg", "ByteCounts", "Max", "NodeBytes", "Rate", "SampledStat"]
 
 NAN: Final = math.nan
 
 
-class _Sample:
-    __slots__ = ("start_ms", "count", "value")
+#: The kinds of ``_native.SampledStat`` (native/src/stats.rs).
+_SUM: Final = 0
+_AVG: Final = 1
+_MAX: Final = 2
+_RATE: Final = 3
 
-    def __init__(self, start_ms: float, initial: float) -> None:
-        self.start_ms = start_ms
-        self.count = 0
-        self.value = initial
-
-
-class SampledStat:
-    """A statistic kept in ``num_samples`` samples of ``window_ms`` each (Java's ``SampledStat``)."""
-
-    __slots__ = ("window_ms", "num_samples", "_samples", "_current", "_sample", "_end_ms")
-    initial: float = 0.0
-
-    def __init__(self, window_ms: int, num_samples: int) -> None:
-        if window_ms <= 0 or num_samples < 1:
-            raise ValueError("metrics.sample.window.ms must be positive and metrics.num.samples at least 1")
-        self.window_ms: int = window_ms
-        self.num_samples: int = num_samples
-        self._samples: list[_Sample] = []
-        self._current = 0
-        # The current sample and when it completes: record() compares one float in the common
-        # case (about 18 records per batch sent and acknowledged, so this is per-batch cost:
-        # 0.45 against 1.06 µs for an Avg and a Max). A sample's start only moves later (purge
-        # resets it to now), so _end_ms is never late; an early one only sends record() through
-        # _advance, which checks the sample itself.
-        self._sample: _Sample | None = None
-        self._end_ms = -math.inf
-
-    def record(self, value: float, now_ms: float) -> None:
-        sample = self._sample
-        if sample is None or now_ms >= self._end_ms:
-            sample = self._advance(now_ms)
-        self._update(sample, value)
-        sample.count += 1
-
-    def _advance(self, now_ms: float) -> _Sample:
-        """The sample a value recorded at ``now_ms`` goes into: the first, or the next once the current is complete."""
-        samples = self._samples
-        if not samples:
-            sample = _Sample(now_ms, self.initial)
-            samples.append(sample)
-        else:
-            sample = samples[self._current]
-            if now_ms - sample.start_ms >= self.window_ms:  # complete: the next sample starts now
-                self._current = (self._current + 1) % self.num_samples
-                if self._current >= len(samples):
-                    sample = _Sample(now_ms, self.initial)
-                    samples.append(sample)
-                else:
-                    sample = samples[self._current]
-                    self._reset(sample, now_ms)
-        self._sample = sample
-        self._end_ms = sample.start_ms + self.window_ms
-        return sample
-
-    def record_many(self, total: float, count: int, now_ms: float) -> None:
-        """Record ``count`` values at once: summing to ``total`` (``Avg``, ``Rate``), or ``total`` their largest (``Max``).
-
-        The same sample state as ``count`` calls at ``now_ms``, for one: a request's batches are recorded so.
-        """
-        self.record(total, now_ms)
-        self._samples[self._current].count += count - 1
-
-    def _reset(self, sample: _Sample, now_ms: float) -> None:
-        sample.start_ms = now_ms
-        sample.count = 0
-        sample.value = self.initial
-
-
-    def _update(self, sample: _Sample, value: float) -> None:
-        sample.value += value
-
-    def purge(self, now_ms: float) -> None:
-        """Reset the samples that ended before the window of ``num_samples`` samples (obsolete)."""
-        expire = self.num_samples * self.window_ms
-        for sample in self._samples:
-            if now_ms - sample.start_ms >= expire:
-                self._reset(sample, now_ms)
-
-    def oldest_start(self, now_ms: float) -> float:
-        """When the oldest sample started (``now_ms`` if none has)."""
-        return min((s.start_ms for s in self._samples), default=now_ms)
-
-    def measure(self, now_ms: float) -> float:
-        self.purge(now_ms)
-        return self._combine(self._samples)
-
-    def _combine(self, samples: list[_Sample]) -> float:
-        return sum(s.value for s in samples)
+#: A statistic kept in ``num_samples`` samples of ``window_ms`` each (Java's ``SampledStat``):
+#: a windowed sum. Native (``native/src/stats.rs``): the sender records about twenty of these per
+#: Produce request. ``record(value, now_ms)``, ``record_many(total, count, now_ms)`` (``count``
+#: values at once: the same samples as ``count`` calls), ``purge``, ``oldest_start``, ``measure``.
+SampledStat = _native.SampledStat
 
 
 class Avg(SampledStat):
@@ -134,48 +56,30 @@ class Avg(SampledStat):
 
     __slots__ = ()
 
-    def _combine(self, samples: list[_Sample]) -> float:
-        count = sum(s.count for s in samples)
-        return NAN if count == 0 else sum(s.value for s in samples) / count
+    def __new__(cls, window_ms: int, num_samples: int) -> Avg:
+        return super().__new__(cls, window_ms, num_samples, _AVG)
 
 
 class Max(SampledStat):
     """The largest value recorded in the live samples; NaN when there are none."""
 
     __slots__ = ()
-    initial: float = -math.inf
 
-    def _update(self, sample: _Sample, value: float) -> None:
-        if value > sample.value:
-            sample.value = value
-
-    def _combine(self, samples: list[_Sample]) -> float:
-        count = sum(s.count for s in samples)
-        return NAN if count == 0 else max(s.value for s in samples)
+    def __new__(cls, window_ms: int, num_samples: int) -> Max:
+        return super().__new__(cls, window_ms, num_samples, _MAX)
 
 
 class Rate(SampledStat):
-    """A windowed sum per second (Java's ``Rate`` over a ``WindowedSum``); ``per_ns`` gives a ratio of ns to ns."""
+    """A windowed sum per second (Java's ``Rate`` over a ``WindowedSum``); ``per_ns`` gives a ratio of ns to ns.
 
-    __slots__ = ("_unit_ms",)
+    ``window_size_ms(now_ms)``: the elapsed window, from the oldest sample, at least
+    ``num_samples - 1`` full windows, never 0.
+    """
 
-    def __init__(self, window_ms: int, num_samples: int, *, per_ns: bool = False) -> None:
-        super().__init__(window_ms, num_samples)
-        self._unit_ms = 1e-6 if per_ns else 1000.0  # how many ms one unit of the rate's time is
+    __slots__ = ()
 
-    def measure(self, now_ms: float) -> float:
-        self.purge(now_ms)
-        total = self._combine(self._samples)
-        return total / (self.window_size_ms(now_ms) / self._unit_ms)
-
-    def window_size_ms(self, now_ms: float) -> float:
-        """The elapsed window: from the oldest sample, at least ``num_samples - 1`` full windows, never 0."""
-        elapsed = now_ms - self.oldest_start(now_ms)
-        full = int(elapsed // self.window_ms)
-        minimum = self.num_samples - 1
-        if full < minimum:
-            elapsed += (minimum - full) * self.window_ms
-        return max(elapsed, 1.0)
+    def __new__(cls, window_ms: int, num_samples: int, *, per_ns: bool = False) -> Rate:
+        return super().__new__(cls, window_ms, num_samples, _RATE, per_ns)
 
 
 class ByteCounts:

@@ -112,7 +112,7 @@ def one_run(native: bool, partitions: int, value: bytes, responses: int, futures
             acc.try_append(TOPIC, p, 1, b"key", value, None, None if futures else on_delivery)
         now[0] += 1.0
         (batches,) = acc.drain(leaders, {0}, 1 << 20, now[0]).values()
-        batches, _ = produce_topic_data(batches)
+        batches = produce_topic_data(batches, now[0])[0]
         answer = ProduceResponse(
             r, [PartitionResponse(TOPIC, b.partition, 0, 10 * r, -1, -1, (), None, -1, -1) for b in batches], 0, []
         )

@@ -18,9 +18,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeAlias
 
-from aioproducer._native import ProducerBatch, record_latencies, request_stats
+from aioproducer._native import record_latencies
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
@@ -36,6 +36,12 @@ __all__ = [
     "SampledStat",
     "render_markdown_table",
 ]
+
+#: A Produce request's statistics, one native pass over its batches (``produce_topic_data``,
+#: ``request_stats``): records, the batches' size sum and maximum, their records' mean size summed
+#: and its maximum, how many batches had records, compression ratios summed, queue time summed,
+#: the oldest creation time, and per topic ``[bytes, ratios summed, batches]``.
+RequestStats: TypeAlias = tuple[int, int, int, float, float, int, float, float, float, dict[str, list[float]]]
 
 
 class _TopicTotals:
@@ -307,18 +313,19 @@ class ProducerMetrics:
         self.batch_split_total += 1
         self.batch_split_rate.record(1, now_ms)
 
-    def record_request(self, batches: Sequence[ProducerBatch], now_ms: float) -> None:
-        """A Produce request went out with ``batches`` (Java's ``updateProduceRequestMetrics``).
+    def record_request(self, stats: RequestStats, now_ms: float) -> None:
+        """A Produce request went out (Java's ``updateProduceRequestMetrics``); ``stats`` are its batches'.
 
         Per batch, as Java: its size, its records' mean size, its compression ratio, how long it
         queued; per request: the request and its records. Each statistic takes the request's sum
         and count (or maximum) in one update, the same values as one update per batch at
-        ``now_ms``: the per-batch arithmetic is one native pass (``request_stats``, reading
-        each batch's native half), the windowed updates are per request.
+        ``now_ms``: the per-batch arithmetic is one native pass over the request's batches, made
+        by the call that builds the request (``produce_topic_data``; ``request_stats`` alone for
+        whoever has no request: the fake producer, the tests), the windowed updates are per request.
         """
         (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
-         by_topic) = request_stats(batches, now_ms)
-        n = len(batches)
+         by_topic) = stats
+        n = int(sum(totals[2] for totals in by_topic.values()))
         if n:
             self.batch_size_avg.record_many(size_sum, n, now_ms)
             self.batch_size_max.record_many(size_max, n, now_ms)

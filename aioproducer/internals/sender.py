@@ -83,7 +83,7 @@ from aioproducer.clock import monotonic_ms
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
 from aioproducer.internals.compression_offload import CompressionJobs, CompressionOffload
 from aioproducer.internals.coordinator import CoordinatorSender
-from aioproducer.internals.metrics import ProducerMetrics
+from aioproducer.internals.metrics import ProducerMetrics, RequestStats
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
@@ -224,10 +224,14 @@ class Sender:
         self._ended = False
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
-        #: Batches in a request (written or being written), and the earliest delivery deadline among
-        #: them (a lower bound: batches leave without raising it). Past its deadline a batch fails
-        #: at once, not when its request ends (up to request.timeout.ms later), as Java does.
-        self._sent: dict[ProducerBatch, None] = {}
+        #: The requests written or being written: per request (keyed by its batches list's id, the
+        #: list held here so the id stays its own) its batches and their earliest delivery deadline
+        #: (``produce_topic_data`` gives it), and the earliest of those (a lower bound: requests
+        #: leave without raising it). Past its deadline a batch fails at once, not when its request
+        #: ends (up to request.timeout.ms later), as Java does. Per request, not per batch: the
+        #: sender touches it twice a request. Written only by ``_track_sent``, ``_untrack_sent``
+        #: and ``_expire_sent``.
+        self._sent: dict[int, tuple[list[ProducerBatch], float]] = {}
         self._sent_deadline = float("inf")
         #: The transaction manager's requests (InitProducerId, AddPartitionsToTxn: ``transactions.py``),
         #: asked for the next one each pass, and the one under way (its end wakes the sender).
@@ -410,12 +414,12 @@ class Sender:
             self._record_response(node, sent_ms, response)
         self._on_produce_response(batches, response, error)
 
-    def _record_sent(self, batches: list[ProducerBatch]) -> float:
-        """Record a request and its batches (Java's ``updateProduceRequestMetrics``); returns now."""
+    def _record_sent(self, stats: RequestStats) -> float:
+        """Record a request and its batches' ``stats`` (Java's ``updateProduceRequestMetrics``); returns now."""
         now = self._clock()
         metrics = self.metrics
         if metrics is not None:
-            metrics.record_request(batches, now)
+            metrics.record_request(stats, now)
         return now
 
     def _record_response(self, node: int, sent_ms: float, response: ProduceResponse) -> None:
@@ -432,27 +436,33 @@ class Sender:
         answer, when it comes, still says whether the broker wrote it (see
         ``_handle_error`` for a batch already done).
         """
+        sent = self._sent
         earliest = float("inf")
-        for batch in list(self._sent):
-            if not batch.has_reached_delivery_timeout(now):
-                earliest = min(earliest, batch.delivery_deadline_ms)
+        for key, (batches, deadline) in list(sent.items()):
+            if now < deadline:
+                earliest = min(earliest, deadline)
                 continue
-            if not batch.is_done:
-                self._complete(batch, -1, -1, self._expiry_error(batch, now, in_flight=True))
+            left = float("inf")  # the request's deadline from here: its batches not yet past theirs
+            for batch in batches:
+                if not batch.has_reached_delivery_timeout(now):
+                    left = min(left, batch.delivery_deadline_ms)
+                elif not batch.is_done:
+                    self._complete(batch, -1, -1, self._expiry_error(batch, now, in_flight=True))
+            if key in sent:  # a completion above may have ended the request (a forced close)
+                sent[key] = (batches, left)
+            earliest = min(earliest, left)
         self._sent_deadline = earliest
 
-    def _track_sent(self, batches: list[ProducerBatch]) -> None:
-        sent = self._sent
-        for batch in batches:
-            sent[batch] = None
-        deadline = min(batch.delivery_deadline_ms for batch in batches)
+    def _track_sent(self, batches: list[ProducerBatch], deadline: float) -> None:
+        """A request goes out with ``batches``, the earliest of their delivery deadlines ``deadline``."""
+        self._sent[id(batches)] = (batches, deadline)
         if deadline < self._sent_deadline:
             self._sent_deadline = deadline
 
     def _untrack_sent(self, batches: list[ProducerBatch]) -> None:
+        """The request of ``batches`` (the list ``_track_sent`` was given) ended."""
         sent = self._sent
-        for batch in batches:
-            sent.pop(batch, None)
+        sent.pop(id(batches), None)
         if not sent:
             self._sent_deadline = float("inf")
 
@@ -635,15 +645,17 @@ class Sender:
     def _send_produce_request(self, node: int, batches: list[ProducerBatch]) -> str:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
-        batches, topic_data = produce_topic_data(batches)  # builds them (natively): their sizes are known from here
-        self._track_sent(batches)
+        # One native pass: the batches built (their sizes known from here), the request's
+        # earliest delivery deadline and its statistics.
+        batches, topic_data, deadline, stats = produce_topic_data(batches, self._clock())
+        self._track_sent(batches, deadline)
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
             # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
-            self._track_request(self._produce(node, topic_data, batches))  # records it when it writes
+            self._track_request(self._produce(node, topic_data, batches, stats))  # records it when it writes
             self._node_requests[node] = self._node_requests.get(node, 0) + 1
             return _IN_TASK
-        sent_ms = self._record_sent(batches)
+        sent_ms = self._record_sent(stats)
         try:
             connection.send_produce(
                 topic_data,
@@ -689,12 +701,12 @@ class Sender:
             self.wakeup()
 
     async def _produce(
-        self, node: int, topic_data: TopicData, batches: list[ProducerBatch]
+        self, node: int, topic_data: TopicData, batches: list[ProducerBatch], stats: RequestStats
     ) -> None:
         acks = self.config.acks
         try:
             connection = await self.client.connection(node)
-            sent_ms = self._record_sent(batches)
+            sent_ms = self._record_sent(stats)
             response = await connection.produce(
                 topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id,
                 transaction_v2=self._transaction_v2,

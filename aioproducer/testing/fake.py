@@ -76,6 +76,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from aioproducer._native import request_stats
 from aioproducer.clock import Clock
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError, UnsupportedVersionError
@@ -187,7 +188,8 @@ class _FakeBroker:
         batch.drained()
         if tm is not None and tm.transactional:  # AddPartitionsToTxn, answered at once
             tm.partitions_added(tm.take_pending_partitions(), set())
-        session.metrics.record_request([batch], session.clock())
+        now = session.clock()
+        session.metrics.record_request(request_stats([batch], now), now)
         if self.autocomplete:
             self._acknowledge(batch, sent)
         else:

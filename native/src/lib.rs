@@ -24,6 +24,7 @@ pub mod produce;
 pub mod queues;
 #[cfg(unix)]
 pub mod socket_writer;
+pub mod stats;
 
 // ------------------------------------------------------------------ entry points
 
@@ -138,6 +139,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(latency::record_latencies, m)?)?;
     m.add_class::<queues::RecordQueues>()?;
     m.add_function(wrap_pyfunction!(queues::produce_topic_data, m)?)?;
+    m.add_class::<stats::SampledStat>()?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;

@@ -24,7 +24,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString};
 
-use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
+use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders, RequestStats, RequestStatsBuilder};
 use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::guarded;
 
@@ -597,14 +597,22 @@ impl RecordQueues {
     }
 }
 
-/// A Produce request's batches (a drain's, or what is left of them) as the request carries them:
-/// `(batches, topic_data)`, `topic_data` being `[(topic, [(partition, records), ...]), ...]`, one
-/// entry per topic in the order the topics first appear (as Java writes it), each batch built
-/// (stamped with its sequence and epoch, compressed once); `batches` reordered to line up with
-/// the request's partitions, the order the broker answers in. One crossing per request: the
-/// per-batch loop the sender had in Python (`_group_by_topic`, `records()` per batch).
+/// A Produce request's batches (a drain's, or what is left of them) as the request carries them,
+/// and what the sender keeps of the request, in one pass at `now_ms`:
+/// `(batches, topic_data, deadline, stats)`. `topic_data` is `[(topic, [(partition, records),
+/// ...]), ...]`, one entry per topic in the order the topics first appear (as Java writes it),
+/// each batch built (stamped with its sequence and epoch, compressed once); `batches` reordered
+/// to line up with the request's partitions, the order the broker answers in; `deadline` the
+/// earliest delivery deadline among them (the sender's in-flight expiry, per request); `stats`
+/// the request's statistics ([`RequestStats`], what `ProducerMetrics.record_request` takes).
+/// One crossing per request: the per-batch loops the sender had in Python (`_group_by_topic`,
+/// `records()` per batch, the in-flight tracking's deadline, the statistics' second pass).
 #[pyfunction]
-pub fn produce_topic_data<'py>(py: Python<'py>, batches: Vec<Bound<'py, ProducerBatch>>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+pub fn produce_topic_data<'py>(
+    py: Python<'py>,
+    batches: Vec<Bound<'py, ProducerBatch>>,
+    now_ms: f64,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, f64, RequestStats)> {
     guarded("produce_topic_data", || {
         // The topics in order of first appearance, each with its batches (usually one topic).
         let mut groups: Vec<(Bound<'py, PyAny>, Vec<&Bound<'py, ProducerBatch>>)> = Vec::new();
@@ -618,15 +626,19 @@ pub fn produce_topic_data<'py>(py: Python<'py>, batches: Vec<Bound<'py, Producer
         }
         let ordered = PyList::empty(py);
         let topic_data = PyList::empty(py);
+        let mut deadline = f64::INFINITY;
+        let mut stats = RequestStatsBuilder::new(py, now_ms);
         for (topic, group) in groups {
             let partitions = PyList::empty(py);
             for batch in group {
                 let this = batch.borrow();
                 partitions.append((this.partition, this.built(py)?))?;
+                deadline = deadline.min(this.delivery_deadline_ms);
+                stats.add(py, &this)?;
                 ordered.append(batch)?;
             }
             topic_data.append((topic, partitions))?;
         }
-        Ok((ordered, topic_data))
+        Ok((ordered, topic_data, deadline, stats.finish()))
     })
 }

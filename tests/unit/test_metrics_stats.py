@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder
+from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder, produce_topic_data, request_stats
 from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
@@ -21,7 +21,7 @@ def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: f
     value = bytes(max(0, (size - RECORD_BATCH_OVERHEAD) // records - 8))
     for i in range(records):
         builder.append(1000 + i, None, value)
-    batch = ProducerBatch(topic, 0, builder, created_ms, 0, None)  # type: ignore[arg-type]  # no loop: never completed
+    batch = ProducerBatch(topic, 0, builder, created_ms, 0, None, delivery_timeout_ms=120_000)  # type: ignore[arg-type]  # no loop: never completed
     batch.records()  # built: its size and compression ratio are final
     return batch
 
@@ -93,7 +93,7 @@ def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
     counts.sent(1, 300, 100)
     counts.incoming += 50
     sent = _sent("t", 4, 400, created_ms=10)
-    m.record_request([sent], 30)
+    m.record_request(request_stats([sent], 30), 30)
     m.record_response(1, 5.0, 7, 35)
     m.record_completed("t", 4, True, 35)
     m.record_retry("t", 2, 36)
@@ -161,7 +161,7 @@ def test_split_topic_rates_and_node_counts() -> None:
     counts.received(-1, 5)
     sent = [_sent("t", 4, 400, 0.5), _sent("t", 4, 200, 0.25)]
     assert all(_ratio(b) < 1 for b in sent)  # compressed: each batch's own ratio counts
-    m.record_request(sent, 10)
+    m.record_request(request_stats(sent, 10), 10)
     m.record_split(20)
     m.record_completed("t", 4, True, 30, created_ms=0)
     m.record_retry("t", 2, 30)
@@ -183,12 +183,23 @@ def test_split_topic_rates_and_node_counts() -> None:
     assert snap["node--1.request-total"] == 0 and snap["node--1.outgoing-byte-total"] == 0
 
 
+def test_the_request_build_gives_its_statistics_and_its_earliest_delivery_deadline_in_the_same_pass() -> None:
+    """``produce_topic_data`` (the sender's one call per request) sums what ``request_stats`` does, and the deadline."""
+    batches = [_sent("a", 4, 400, 0.5, created_ms=7), _sent("b", 1, 1000, created_ms=2), _sent("a", 2, 100, created_ms=5)]
+    ordered, topic_data, deadline, stats = produce_topic_data(batches, 10)
+    assert ordered == [batches[0], batches[2], batches[1]]  # grouped by topic, as the request carries them
+    assert [(topic, len(parts)) for topic, parts in topic_data] == [("a", 2), ("b", 1)]
+    assert stats == request_stats(batches, 10)
+    assert stats[0] == 7 and stats[8] == 2  # records, the oldest creation
+    assert deadline == min(b.delivery_deadline_ms for b in batches) == 2 + 120_000
+
+
 def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic() -> None:
     m = ProducerMetrics(1000, 2)
     first = [_sent("a", 4, 400, 0.5, created_ms=2), _sent("b", 1, 1000, 1.0, created_ms=8), _sent("a", 2, 100, 0.25, created_ms=5)]
     second = _sent("b", 10, 500, created_ms=10)
-    m.record_request(first, 10)
-    m.record_request([second], 20)
+    m.record_request(request_stats(first, 10), 10)
+    m.record_request(request_stats([second], 20), 20)
     snap = _snapshot(m, 20)
     every = [*first, second]
     sizes = [_size(b) for b in every]

@@ -132,8 +132,15 @@ CALLS: dict[str, Callable[[], object]] = {
     "ProducerBatch.object_bytes": lambda: _batch(1).object_bytes(),
     "ProducerBatch.settle": lambda: _batch(1).settle(),
     "set_object_costs": lambda: _native.set_object_costs(RECORD_OBJECT_BYTES, ARROW_ROW_BYTES),
-    "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]]),
+    "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]], 5.0),
     "RecordQueues.__new__": RecordQueues,
+    "SampledStat.__new__": lambda: _native.SampledStat(1000, 2),
+    "SampledStat.record": lambda: _native.SampledStat(1000, 2).record(1.0, 5.0),
+    "SampledStat.record_many": lambda: _native.SampledStat(1000, 2, 1).record_many(3.0, 2, 5.0),
+    "SampledStat.purge": lambda: _native.SampledStat(1000, 2).purge(5.0),
+    "SampledStat.oldest_start": lambda: _native.SampledStat(1000, 2).oldest_start(5.0),
+    "SampledStat.window_size_ms": lambda: _native.SampledStat(1000, 2, 3).window_size_ms(5.0),
+    "SampledStat.measure": lambda: _native.SampledStat(1000, 2, 2).measure(5.0),
     "RecordQueues.add_topic": lambda: RecordQueues().add_topic("t"),
     "RecordQueues.add_partition": lambda: _queues()[0].add_partition(0, 1),
     "RecordQueues.new_generation": lambda: _queues()[0].new_generation(),
@@ -282,7 +289,7 @@ GENERATED = {
         "loop", "log", "futures", "callbacks", "done_callbacks", "waiters", "record_errors", "retry_error",
         "_deferred", "callback_bytes", "parent", "pieces", "spans", "arrow_runs", "arrow_records",
     )
-}
+} | {"SampledStat.window_ms", "SampledStat.num_samples"}
 
 
 def _generated_accessors() -> set[str]:

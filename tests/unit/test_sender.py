@@ -518,6 +518,43 @@ async def test_a_batch_that_expires_in_flight_is_completed_once_whatever_the_lat
     assert acc.pool.available_memory == available
 
 
+async def test_in_flight_batches_expire_at_their_own_deadline_to_the_millisecond_request_by_request() -> None:
+    """The in-flight expiry is tracked per request (its earliest deadline, from the native build).
+
+    A request with a batch made at T and one made at T + 1 s: nothing fails a millisecond before
+    T's deadline, T's batch fails exactly at it (``>=``, as Java) and the other only at its own,
+    which the sender then sleeps until (not the request's spent deadline again); an answered
+    request is forgotten, and once nothing in flight can expire the sender has no deadline.
+    """
+    sender, acc, client, clock = make()
+    start = clock.now
+    first = append(acc, "t", 0)
+    clock.now += 1_000
+    later = append(acc, "t", 2)  # same leader (node 0): the same request as ``first``
+    (sent,) = in_flight(sender, acc, clock)
+    assert requested(sent) == [("t", [0, 2])]
+    clock.now += 1_000
+    answered = append(acc, "t", 1)  # its deadline, the latest, must not outlive its request
+    sent = in_flight(sender, acc, clock)[1]
+    assert requested(sent) == [("t", [1])]
+    sent.on_response(response(ok("t", 1, 5)), None)
+    clock.now = start + 120_000 - 1
+    sender.run_once(clock.now)
+    assert not first.done() and not later.done()
+    clock.now += 1
+    delay = sender.run_once(clock.now)
+    assert isinstance(first.exception(), KafkaTimeoutError) and not later.done()
+    assert delay == 1_000  # until ``later``'s deadline
+    clock.now += 999
+    sender.run_once(clock.now)
+    assert not later.done()
+    clock.now += 1
+    delay = sender.run_once(clock.now)
+    assert isinstance(later.exception(), KafkaTimeoutError)
+    assert delay == float("inf")
+    assert answered.result().offset == 5
+
+
 async def test_a_batch_never_sent_expires_naming_why_its_leader_was_unreachable() -> None:
     sender, acc, client, clock = make()
     refused = KafkaConnectionError("could not connect to node 0: refused")

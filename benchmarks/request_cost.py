@@ -1,0 +1,131 @@
+"""What one Produce request costs the sender, the socket aside: its bytes, bookkeeping and answer.
+
+Each round makes ``--partitions`` batches of one ``--value-size`` record each (one shared
+``on_delivery``) and drains them into one request; timed is ``Sender._send_produce_request``
+(the batches built, the request's statistics, the in-flight tracking, the Produce request's
+encoding by the protocol's codec) into a connection that keeps the frame and writes nothing,
+then the request's answer through the sender's callback (offsets for every partition: the
+native completion). With ``--idempotent`` the batches are numbered and acknowledged to the
+bookkeeping. Printed: process time per batch, the best of ``--repeat`` runs of ``--requests``.
+It runs against whatever tree is imported, so a tree before a change and after run it alike.
+
+    python -m benchmarks.request_cost [--partitions N] [--value-size B] [--requests N] [--repeat R] [--idempotent]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
+from aioproducer.internals.batch import RecordMetadata
+from aioproducer.internals.buffer_pool import BufferPool
+from aioproducer.internals.metrics import ProducerMetrics
+from aioproducer.internals.sender import Sender
+from aioproducer.internals.transaction_manager import TransactionManager
+from aioproducer.lifecycle import Lifecycle, State
+from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, encode_produce_request
+
+from benchmarks.completion_cost import TOPIC, _Config, _Engine, _Leaders
+
+
+class _Connection:
+    """Takes a request's frame as a connection's ``send_produce`` would, encoding it, and writes nothing."""
+
+    def __init__(self) -> None:
+        self.on_response: Any = None
+        self.frame_bytes = 0
+
+    def send_produce(self, topic_data: Any, *, acks: int, timeout_ms: int, on_response: Any,
+                     transactional_id: str | None = None, transaction_v2: bool = False) -> None:
+        frame = encode_produce_request(9, 1, "bench", transactional_id, acks, timeout_ms, topic_data)
+        self.frame_bytes = sum(map(len, frame))
+        self.on_response = on_response
+
+
+class _Client:
+    def __init__(self, connection: _Connection) -> None:
+        self.connection = connection
+
+    def ready_connection(self, node: int) -> _Connection:
+        return self.connection
+
+
+def one_run(partitions: int, value: bytes, requests: int, idempotent: bool) -> float:
+    """Process seconds spent sending ``requests`` requests and handling their answers."""
+    now = [1_000.0]
+
+    def clock() -> float:
+        return now[0]
+
+    lifecycle = Lifecycle(State.RUNNING)
+    tm = None
+    if idempotent:
+        tm = TransactionManager(None, 60_000)
+        tm.set_producer_id_and_epoch(1, 0)
+    acc = RecordAccumulator(
+        AccumulatorConfig(batch_size=16384, linger_ms=0, retry_backoff_ms=100, delivery_timeout_ms=120_000),
+        BufferPool(64 << 20, 16384), tm, lambda: None, clock=clock, lifecycle=lifecycle,
+    )
+    engine = _Engine(clock)
+    connection = _Connection()
+    sender = Sender(
+        client=_Client(connection),  # type: ignore[arg-type]  # only ready_connection() is asked
+        accumulator=acc, transaction_manager=tm, config=_Config(), clock=clock, on_fatal=lifecycle.refuse,
+        on_complete=engine.on_complete, on_acknowledged=engine.on_acknowledged, metrics=engine.metrics,
+    )
+    delivered = 0
+
+    def on_delivery(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        nonlocal delivered
+        delivered += metadata is not None and error is None
+
+    leaders = _Leaders()
+    spent = 0.0
+    for r in range(requests):
+        for p in range(partitions):
+            acc.try_append(TOPIC, p, 1, b"key", value, None, on_delivery)
+        now[0] += 1.0
+        (batches,) = acc.drain(leaders, {0}, 1 << 20, now[0]).values()
+        started = time.process_time()
+        sender._send_produce_request(0, batches)
+        answer = ProduceResponse(
+            r, [PartitionResponse(TOPIC, p, 0, 10 * r, -1, -1, (), None, -1, -1) for p in range(partitions)], 0, []
+        )
+        now[0] += 1.0
+        connection.on_response(answer, None)
+        spent += time.process_time() - started
+    expected = requests * partitions
+    assert delivered == expected and engine.records_sent == expected, (delivered, engine.records_sent)
+    assert acc.pool.available_memory == acc.pool.total and not sender.requests_in_flight
+    return spent
+
+
+async def measure(args: argparse.Namespace) -> float:
+    """The best run (in a running loop: the batches are made on it)."""
+    value = b"v" * args.value_size
+    best = float("inf")
+    for _ in range(args.repeat):
+        best = min(best, one_run(args.partitions, value, args.requests, args.idempotent))
+        await asyncio.sleep(0)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--value-size", type=int, default=10_000)
+    parser.add_argument("--requests", type=int, default=2_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--idempotent", action="store_true", help="idempotence on: numbered batches")
+    args = parser.parse_args()
+    best = asyncio.run(measure(args))
+    print(f"{args.partitions} batches of one {args.value_size} B record a request"
+          f"{', idempotent' if args.idempotent else ''}; best of {args.repeat} × {args.requests}: "
+          f"{best / (args.requests * args.partitions) * 1e6:.2f} µs per batch")
+
+
+if __name__ == "__main__":
+    main()
