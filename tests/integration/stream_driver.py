@@ -4,8 +4,9 @@ The restart test kills drivers and starts them again; a driver's start (the JVM,
 workers, and a streaming query's first micro-batch: classes loaded, code generated, the data
 source's Python workers started) is most of a run's time, so each is started while the one
 before it still runs. It builds the example's session and, given ``WARM_TOPIC``, runs the
-example's ``--rate`` query (Spark's rate source, key ``value % 16``) into it with our sink until
-a micro-batch with rows is written; then it prints ``ready`` and waits for a line on stdin. Then it starts the
+example's ``--input`` query on a small file and its ``--rate`` query (Spark's rate source, key
+``value % 16``) into it with our sink (``warm_up``); then it prints ``ready`` and waits for a line
+on stdin. Then it starts the
 example's query for each argument list (lists separated by ``--and``: the session is the first
 list's; the restart test runs our sink and Spark's side by side in one driver), waits for all
 of them to end, and prints ``done``.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_streaming.py"
+WARM_ROWS = 100
 BOUND = 180.0  # seconds the warm-up's first rows, or the JVM's exit, may take on a loaded machine
 
 
@@ -38,10 +40,21 @@ def example() -> Any:
 
 
 def warm_up(job: Any, spark: Any, args: argparse.Namespace) -> None:
-    """The example's ``--rate`` query into WARM_TOPIC, our sink at least once, stopped once a micro-batch wrote rows."""
+    """The example's ``--input`` query on a file of WARM_ROWS rows (key ``w``), then its ``--rate`` query, into WARM_TOPIC.
+
+    Our sink, at least once; the ``--input`` query runs to its end (``availableNow``), the
+    ``--rate`` query until a micro-batch has written rows.
+    """
     folder = Path(os.environ["WARM_DIR"]) / f"driver-{os.getpid()}"
+    (folder / "in").mkdir(parents=True)
+    (folder / "in" / "rows.json").write_text("".join(f'{{"key": "w", "value": "w{n}"}}\n' for n in range(WARM_ROWS)))
+    files = job.parse([
+        "--bootstrap-servers", args.bootstrap_servers, "--topic", os.environ["WARM_TOPIC"], "--checkpoint", str(folder / "files"),
+        "--input", str(folder / "in"),
+    ])
+    job.start(job.rows(spark, files), files).awaitTermination()
     warm = job.parse([
-        "--bootstrap-servers", args.bootstrap_servers, "--topic", os.environ["WARM_TOPIC"], "--checkpoint", str(folder),
+        "--bootstrap-servers", args.bootstrap_servers, "--topic", os.environ["WARM_TOPIC"], "--checkpoint", str(folder / "rate"),
         "--rate", "1000", "--trigger", "200 milliseconds",
     ])
     query = job.start(job.rows(spark, warm), warm)

@@ -4,10 +4,13 @@ Input files are written whole before a query starts (one micro-batch each), read
 The exactly-once test runs a micro-batch again the way a driver dying after the sink's commit
 and before Spark's own commit log does: by deleting that commit log entry, so the restarted
 query runs the batch again; the rows must not appear twice. A task dies mid-write in each of
-its three attempts (a row with a partition the topic lacks); the restarted query writes each
-row once. The update-mode route through ``foreachBatch``. Refusals: the query fails before any
-Spark job, and the error names the option. Time: about 130 s on two cores under a load of 4-5,
-of which about 25 s start Spark and the Kafka node (shared with the other Spark tests of a worker).
+its three attempts (a row with a partition the topic lacks) while the micro-batch's other task
+succeeds: nothing is visible ``read_committed`` (a task that committed instead of preparing
+fails here), and the restarted query writes each row once. The update-mode route through
+``foreachBatch``. Refusals: the query fails before any Spark job, and the error names the
+option. Time: about 130 s on two cores under a load of 4-5, of which about 25 s start Spark and
+the Kafka node (shared with the other Spark tests of a worker); the dying-task test, since it
+has a second task, took 184 s alone under a load of 20-25 (not measured at a moderate load).
 """
 
 from __future__ import annotations

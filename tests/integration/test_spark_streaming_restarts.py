@@ -20,8 +20,9 @@ Then a last run to the end (``availableNow``). Read back by aiokafka: ours ``rea
 every input row exactly once, each key's rows in input order; Spark's sink read uncommitted,
 nothing missing, and the rows it had partly written at the kills written again.
 
-Each driver is started two runs ahead of its turn; the first warms up on the example's ``--rate``
-query (into a topic of its own, checked at the end: each value's key is the value modulo 16). The
+Each driver is started up to two runs ahead of its turn; the first warms up on the example's
+``--input`` and ``--rate`` queries (into a topic of its own, checked at the end: every row of the
+input file; each rate value's key is the value modulo 16). The
 drivers' JVMs run with ``-XX:TieredStopAtLevel=1`` (no C2 compiles in a short-lived JVM) and a
 class-data archive of Spark's classes (``-XX:SharedArchiveFile``), written by a driver that
 exits normally (``-XX:ArchiveClassesAtExit``) when the user cache has none for this Java and
@@ -50,9 +51,18 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from aioproducer.testing import KafkaCluster
 from conftest import new_topic
 from spark_support import spark_kafka_jars
+from stream_driver import WARM_ROWS
 from stream_support import assert_each_once_in_order, read_values, value_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+#: Not in the README's command yet: measured only on the shared 2-core machine under loads of 11-40
+#: (2026-12-02), one run took 527 s and one passed 600 s; its CI time on a quiet machine is not
+#: measured, and the CI budget (30 minutes) does not hold 250 s or more beside the rest. Run it
+#: with AIOPRODUCER_SPARK_RESTARTS=1.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(os.environ.get("AIOPRODUCER_SPARK_RESTARTS") != "1", reason="six Spark drivers: set AIOPRODUCER_SPARK_RESTARTS=1"),
+]
 
 DRIVER = Path(__file__).with_name("stream_driver.py")
 ROWS, BATCH = 32000, 4000  # input records, records per micro-batch
@@ -283,5 +293,8 @@ async def test_five_driver_kills_exactly_once_and_spark_sink_beside_it(kafka_clu
     assert partly > 0, "no kill came while Spark's sink had a micro-batch partly written"
     assert sum(spark_rows.values()) - len(expected) >= partly  # the killed micro-batch's rows, written again
 
-    rate = read_pairs(bootstrap, warm)  # the example's --rate query, run by the first driver's warm-up
+    # The first driver's warm-up: the example's --input query (key "w"), then its --rate query (key: value modulo 16).
+    pairs = read_pairs(bootstrap, warm)
+    rate = [(key, value) for key, value in pairs if key != "w"]
+    assert {value for key, value in pairs if key == "w"} == {f"w{n}" for n in range(WARM_ROWS)}
     assert rate and all(key == str(int(value) % 16) for key, value in rate)
