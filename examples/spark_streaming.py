@@ -3,7 +3,8 @@
 The input is one of: JSON-lines files landing in a folder (``--input``: ``{"key": ..., "value": ...}``
 per line, one file per micro-batch by default), Spark's rate source (``--rate``: rows per
 second, key ``value % 16``), or a Kafka topic read by Spark's own Kafka source
-(``--kafka-source-topic``, from its earliest offset; needs Spark's Kafka connector in ``--jars``).
+(``--kafka-source-topic``, from its earliest offset, ``--max-offsets-per-trigger`` records per
+micro-batch; needs Spark's Kafka connector in ``--jars``).
 Each row becomes one record with the row's key and value.
 
 At least once by default; ``--transactional-id`` writes exactly once, also across restarts from
@@ -44,6 +45,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     source.add_argument("--rate", type=int, help="Spark's rate source: rows per second")
     source.add_argument("--kafka-source-topic", help="a Kafka topic, read by Spark's Kafka source from its earliest offset")
     parser.add_argument("--max-files-per-trigger", type=int, default=1, help="files per micro-batch with --input (default 1)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="records per micro-batch with --kafka-source-topic (default: all)")
     parser.add_argument("--trigger", default="availableNow", help='availableNow (default), once, or an interval such as "1 second"')
     parser.add_argument("--transactional-id", help="exactly once: the prefix of the tasks' transactional ids")
     parser.add_argument("--sink", choices=SINKS, default="aioproducer", help="kafka: Spark's own sink, for comparison")
@@ -53,6 +55,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.input is not None and not args.input.is_dir():
         parser.error(f"--input {args.input}: no such folder")
+    if args.max_offsets_per_trigger is not None and (args.kafka_source_topic is None or args.max_offsets_per_trigger < 1):
+        parser.error("--max-offsets-per-trigger takes a positive count, with --kafka-source-topic")
     if args.sink == "kafka" and (args.transactional_id or args.metrics_path):
         parser.error("--sink kafka is Spark's own sink: it takes neither --transactional-id nor --metrics-path")
     return args
@@ -83,9 +87,10 @@ def rows(spark: SparkSession, args: argparse.Namespace) -> DataFrame:
         .option("kafka.bootstrap.servers", args.bootstrap_servers)
         .option("subscribe", args.kafka_source_topic)
         .option("startingOffsets", "earliest")  # a new query reads the topic from its start; a restart, from its checkpoint
-        .load()
     )
-    return kafka.selectExpr("key", "value")
+    if args.max_offsets_per_trigger is not None:
+        kafka = kafka.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+    return kafka.load().selectExpr("key", "value")
 
 
 def start(df: DataFrame, args: argparse.Namespace) -> StreamingQuery:

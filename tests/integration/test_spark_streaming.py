@@ -4,10 +4,13 @@ Input files are written whole before a query starts (one micro-batch each), read
 The exactly-once test runs a micro-batch again the way a driver dying after the sink's commit
 and before Spark's own commit log does: by deleting that commit log entry, so the restarted
 query runs the batch again; the rows must not appear twice. A task dies mid-write in each of
-its three attempts (a row with a partition the topic lacks); the restarted query writes each
-row once. The update-mode route through ``foreachBatch``. Refusals: the query fails before any
-Spark job, and the error names the option. Time: about 130 s on two cores under a load of 4-5,
-of which about 25 s start Spark and the Kafka node (shared with the other Spark tests of a worker).
+its three attempts (a row with a partition the topic lacks) while the micro-batch's other task
+succeeds: nothing is visible ``read_committed`` (a task that committed instead of preparing
+fails here), and the restarted query writes each row once. The update-mode route through
+``foreachBatch``. Refusals: the query fails before any Spark job, and the error names the
+option. Time: about 130 s on two cores under a load of 4-5, of which about 25 s start Spark and
+the Kafka node (shared with the other Spark tests of a worker); the dying-task test, since it
+has a second task, took 184 s alone under a load of 20-25 (not measured at a moderate load).
 """
 
 from __future__ import annotations
@@ -114,8 +117,9 @@ async def test_exactly_once_skips_a_micro_batch_run_again_after_its_commit(
     assert_each_once_in_order(await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True), expected)
 
 
-# The sink's task gets 250-row Arrow batches; the 31st of 32 has the bad row, so the batches before
-# it have been sent (Spark's input to the sink arrives after the UDF is done with the whole file).
+# The rows are split by key between two sink tasks (about 4000 each); the failing task gets 250-row
+# Arrow batches, and the bad row is in one of its last, so the batches before it have been sent
+# (Spark's input to the sink arrives after the UDF is done with the whole file).
 FAIL_AT, BATCH_ROWS, TASK_ROWS = 7500, 250, 8000
 
 
@@ -131,8 +135,9 @@ def log_end(bootstrap: str, topic: str) -> int:
 def bad_partition_while(flag: Path) -> Callable[[DataFrame], DataFrame]:
     """A ``partition`` column: null (the partitioner's choice), but 99 for row FAIL_AT while ``flag`` exists.
 
-    The topic has two partitions, so the sink's task dies on that row's Arrow batch, after
-    sending the batches before it: in every attempt, as long as the flag is there.
+    The topic has two partitions, so the sink's task with that row dies on its Arrow batch, after
+    sending the batches before it: in every attempt, as long as the flag is there. The rows are
+    then split by key between two sink tasks: the other one succeeds in every attempt.
     """
 
     def partition(values: pd.Series) -> pd.Series:
@@ -140,7 +145,9 @@ def bad_partition_while(flag: Path) -> Callable[[DataFrame], DataFrame]:
         return pd.Series([99 if bad and number_of(v) == FAIL_AT else None for v in values], dtype="Int32")
 
     udf: Any = pandas_udf(partition, "int")  # type: ignore[call-overload]
-    return lambda df: df.withColumn("partition", udf(col("value")))
+    # Two tasks, a key in one (its rows in order): the other task succeeds, and its prepared
+    # transaction must stay invisible while the micro-batch fails.
+    return lambda df: df.withColumn("partition", udf(col("value"))).repartition(2, "key")
 
 
 async def test_a_task_dying_mid_write_in_every_attempt_aborts_and_the_rerun_writes_each_row_once(
@@ -163,7 +170,8 @@ async def test_a_task_dying_mid_write_in_every_attempt_aborts_and_the_rerun_writ
             stream.trigger(availableNow=True).start().awaitTermination(180)
     finally:
         streaming.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-    assert log_end(kafka_cluster.bootstrap_servers, topic) > 0  # the attempts had written rows before they died
+    # The attempts had written rows before they died, and the task beside them all of its rows: none visible.
+    assert log_end(kafka_cluster.bootstrap_servers, topic) > TASK_ROWS - FAIL_AT
     assert await read_values(kafka_cluster.bootstrap_servers, topic, 2, committed=True) == []  # all aborted
 
     flag.unlink()  # the restarted query runs the micro-batch again, and it succeeds
