@@ -321,8 +321,11 @@ def run(mutation: Mutation) -> tuple[bool, str]:
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *_ordered(mutation)],
             cwd=work, env=env, capture_output=True, text=True, timeout=300,
         )
+        # Caught means a test failed: an error before any test ran (a module that does not import,
+        # a stale extension) is not the planted bug being caught.
         failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
-        return result.returncode != 0, failed[0] if failed else result.stdout.strip().splitlines()[-1]
+        last = (result.stdout.strip().splitlines() or [result.stderr.strip()[-500:]])[-1]
+        return bool(failed), failed[0] if failed else last
 
 
 #: Where every native mutant is built, one after another: a fixed path, so that cargo's incremental
