@@ -138,14 +138,20 @@ async def measure(args: argparse.Namespace) -> dict[str, float]:
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def batch_cost_parser(doc: str, rounds: str, idempotent_help: str) -> argparse.ArgumentParser:
+    """The options every per-batch cost benchmark takes (``rounds``: what one round makes, as a flag)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--value-size", type=int, default=10_000)
-    parser.add_argument("--responses", type=int, default=2_000)
+    parser.add_argument(f"--{rounds}", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--idempotent", action="store_true", help=idempotent_help)
+    return parser
+
+
+def main() -> None:
+    parser = batch_cost_parser(__doc__, "responses", "idempotence on: numbered batches, acknowledged to the bookkeeping")
     parser.add_argument("--futures", action="store_true", help="records with a future nobody awaits, no on_delivery")
-    parser.add_argument("--idempotent", action="store_true", help="idempotence on: numbered batches, acknowledged to the bookkeeping")
     args = parser.parse_args()
     best = asyncio.run(measure(args))
     batches = args.responses * args.partitions

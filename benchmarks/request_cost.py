@@ -28,7 +28,7 @@ from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import Lifecycle, State
 from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, encode_produce_request
 
-from benchmarks.completion_cost import TOPIC, _Config, _Engine, _Leaders
+from benchmarks.completion_cost import TOPIC, _Config, _Engine, _Leaders, batch_cost_parser
 
 
 class _Connection:
@@ -114,13 +114,7 @@ async def measure(args: argparse.Namespace) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--value-size", type=int, default=10_000)
-    parser.add_argument("--requests", type=int, default=2_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--idempotent", action="store_true", help="idempotence on: numbered batches")
-    args = parser.parse_args()
+    args = batch_cost_parser(__doc__, "requests", "idempotence on: numbered batches").parse_args()
     best = asyncio.run(measure(args))
     print(f"{args.partitions} batches of one {args.value_size} B record a request"
           f"{', idempotent' if args.idempotent else ''}; best of {args.repeat} × {args.requests}: "

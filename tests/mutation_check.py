@@ -41,12 +41,9 @@ COMPLETE_RS = "native/src/complete.rs"
 #: shared machine under a load of 7-10 (the crate's build most of it), 5 s for a Python one.
 COMPLETION_TESTS = "tests/unit/test_completion.py"
 TESTS = ["tests/unit/test_idempotence.py", "tests/unit/test_transaction_manager.py", "tests/unit/test_accumulator.py"]
-#: The test file that most likely catches a bug planted in a file, run first: the run stops at the
-#: first failure (``-x``), so a bug in the accumulator no longer waits for every idempotence test
-#: to pass first (about 30 s for one of them, of the suite's time).
-FIRST = {ACC: "tests/unit/test_accumulator.py", PARTITIONER: "tests/unit/test_accumulator.py", TM: "tests/unit/test_transaction_manager.py"}
-#: Where a bug in the native batch shows first: the sender's tests play the broker batch by batch.
-FIRST[BATCH_RS] = "tests/unit/test_sender.py"
+#: What a native mutant runs after the test that caught it last: the Python side's files and the
+#: two that play the broker batch by batch.
+NATIVE_TESTS = [*TESTS, "tests/unit/test_sender.py", COMPLETION_TESTS]
 
 
 @dataclass(frozen=True)
@@ -55,9 +52,6 @@ class Mutation:
     path: str
     old: str
     new: str
-    #: The test file known to catch it, run first (else ``FIRST`` by its path): a native mutant
-    #: costs a build, so its run should stop at once.
-    first: str | None = None
 
 
 MUTATIONS = [
@@ -134,14 +128,12 @@ MUTATIONS = [
         BATCH_RS,
         "            self.base_sequence = base_sequence;\n            self.sequence_reset = true;\n",
         "            self.base_sequence = base_sequence;\n",
-        first="tests/unit/test_transaction_manager.py",
     ),
     Mutation(
         "a reenqueued batch stays in flight",
         BATCH_RS,
         "            self.retry_backoff_ms = retry_backoff_ms;\n            self.in_flight = false;\n",
         "            self.retry_backoff_ms = retry_backoff_ms;\n",
-        first="tests/unit/test_idempotence.py",
     ),
     Mutation(
         "a batch completed twice",
@@ -160,70 +152,60 @@ MUTATIONS = [
         BATCH_RS,
         "            self.delivery_deadline_ms = parent.delivery_deadline_ms;\n",
         "",
-        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "a retry's backoff is not kept",
         BATCH_RS,
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n            self.retry_backoff_ms = retry_backoff_ms;\n",
         "            self.attempts += 1;\n            self.last_attempt_ms = now;\n",
-        first="tests/unit/test_idempotence.py",
     ),
     Mutation(
         "a retried batch reordered in its deque (after a higher sequence)",
         QUEUES_RS,
         "b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence < sequence",
         "b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence > sequence",
-        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "a split that loses the first record of each piece",
         BUILDER_RS,
         "                    piece.core.append(ts, key, value, &headers);\n",
         "",
-        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "a drain that takes a partition's batches for a node that does not lead it",
         QUEUES_RS,
         ".filter(|&i| self.parts[i].leader == node)",
         ".filter(|&i| self.parts[i].leader >= 0)",
-        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "a ready() that ignores the retry backoff",
         QUEUES_RS,
         "                    let backoff = backing_off(&batch, now);\n",
         "                    let backoff = false;\n",
-        first="tests/unit/test_accumulator.py",
     ),
     Mutation(
         "an answer matched to a batch of another topic (an error returned for the wrong partition)",
         COMPLETE_RS,
         "    Ok(own.is(topic) || own.eq(topic)?)",
         "    let _ = own;\n    Ok(true)",
-        first=COMPLETION_TESTS,
     ),
     Mutation(
         "a written batch's records not counted",
         COMPLETE_RS,
         "        records += count;\n",
         "",
-        first=COMPLETION_TESTS,
     ),
     Mutation(
         "a written batch's memory not freed",
         COMPLETE_RS,
         "        freed += reserved;\n",
         "",
-        first=COMPLETION_TESTS,
     ),
     Mutation(
         "a KIP-467 record error given to the next record",
         SENDER,
         "        by_index[batch_index] = error_class(",
         "        by_index[batch_index + 1] = error_class(",
-        first="tests/unit/test_sender.py",
     ),
     Mutation(
         "sticky byte count without the per-record overhead",
@@ -321,11 +303,19 @@ def run(mutation: Mutation) -> tuple[bool, str]:
             [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--timeout=60", *_ordered(mutation)],
             cwd=work, env=env, capture_output=True, text=True, timeout=300,
         )
-        # Caught means a test failed: an error before any test ran (a module that does not import,
-        # a stale extension) is not the planted bug being caught.
-        failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
-        last = (result.stdout.strip().splitlines() or [result.stderr.strip()[-500:]])[-1]
-        return bool(failed), failed[0] if failed else last
+        return verdict(result.stdout, result.stderr)
+
+
+def verdict(stdout: str, stderr: str) -> tuple[bool, str]:
+    """(caught, summary) of a mutant's pytest run, from its output.
+
+    Caught means a test failed: an error before any test ran (a module that does not import, a
+    stale extension) or in collection is not the planted bug being caught, so it reads as
+    survived, with the error as its summary for the reader to look at.
+    """
+    failed = [line for line in stdout.splitlines() if line.startswith("FAILED")]
+    last = (stdout.strip().splitlines() or stderr.strip().splitlines() or ["no output"])[-1]
+    return bool(failed), failed[0] if failed else last
 
 
 #: Where every native mutant is built, one after another: a fixed path, so that cargo's incremental
@@ -374,10 +364,12 @@ def _sync_tree(source: Path, destination: Path) -> None:
 
 
 def _ordered(mutation: Mutation) -> list[str]:
-    """The test that caught ``mutation`` last time, then ``TESTS`` with the file most likely to catch it first."""
-    first = mutation.first or FIRST.get(mutation.path)
-    tests = TESTS if mutation.path.startswith("aioproducer/") else [*TESTS, FIRST[BATCH_RS]]
-    files = tests if first is None else [first, *(t for t in tests if t != first)]
+    """The test that caught ``mutation`` last time, then the files that catch its module's bugs.
+
+    The run stops at the first failure (``-x``), so a mutant still caught where it was costs one
+    test; one no longer caught there is looked for in the files before it is called a survivor.
+    """
+    files = TESTS if mutation.path.startswith("aioproducer/") else NATIVE_TESTS
     return [CAUGHT_BY[mutation.name], *files]
 
 

@@ -11,14 +11,30 @@ use pyo3::prelude::*;
 
 use crate::guarded;
 
-/// The values of the live samples summed (a windowed sum).
-pub const KIND_SUM: u8 = 0;
-/// Their mean (NaN with no value).
-pub const KIND_AVG: u8 = 1;
-/// Their largest (NaN with no value).
-pub const KIND_MAX: u8 = 2;
-/// Their sum per unit of elapsed window (a second, or a nanosecond with `per_ns`).
-pub const KIND_RATE: u8 = 3;
+/// What a statistic reports of its live samples; Python names each by its number (`stats.py`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The values summed (a windowed sum): 0.
+    Sum,
+    /// Their mean (NaN with no value): 1.
+    Avg,
+    /// Their largest (NaN with no value): 2.
+    Max,
+    /// Their sum per unit of elapsed window (a second, or a nanosecond with `per_ns`): 3.
+    Rate,
+}
+
+impl Kind {
+    fn from_number(kind: u8) -> Option<Kind> {
+        match kind {
+            0 => Some(Kind::Sum),
+            1 => Some(Kind::Avg),
+            2 => Some(Kind::Max),
+            3 => Some(Kind::Rate),
+            _ => None,
+        }
+    }
+}
 
 #[derive(Clone, Copy)]
 struct Sample {
@@ -34,7 +50,7 @@ pub struct SampledStat {
     window_ms: i64,
     #[pyo3(get)]
     num_samples: usize,
-    kind: u8,
+    kind: Kind,
     /// How many ms one unit of a rate's time is (1000, or 1e-6 with `per_ns`).
     unit_ms: f64,
     samples: Vec<Sample>,
@@ -43,13 +59,11 @@ pub struct SampledStat {
 
 /// Python's `float // float` for a positive divisor (floor division as CPython computes it).
 fn floor_div(a: f64, b: f64) -> f64 {
-    let mut m = a % b;
+    let m = a % b;
     let mut div = (a - m) / b;
-    if m != 0.0 && m < 0.0 {
-        m += b;
+    if m < 0.0 {
         div -= 1.0;
     }
-    let _ = m;
     let floor = div.floor();
     if div - floor > 0.5 {
         floor + 1.0
@@ -60,7 +74,7 @@ fn floor_div(a: f64, b: f64) -> f64 {
 
 impl SampledStat {
     fn initial(&self) -> f64 {
-        if self.kind == KIND_MAX {
+        if self.kind == Kind::Max {
             f64::NEG_INFINITY
         } else {
             0.0
@@ -89,7 +103,7 @@ impl SampledStat {
 
     fn add(&mut self, value: f64, count: i64, now_ms: f64) {
         let at = self.advance(now_ms);
-        let is_max = self.kind == KIND_MAX;
+        let is_max = self.kind == Kind::Max;
         let sample = &mut self.samples[at];
         if is_max {
             if value > sample.value {
@@ -130,15 +144,15 @@ impl SampledStat {
 #[pymethods]
 impl SampledStat {
     #[new]
-    #[pyo3(signature = (window_ms, num_samples, kind = KIND_SUM, per_ns = false))]
+    #[pyo3(signature = (window_ms, num_samples, kind = 0, per_ns = false))]
     fn new(window_ms: i64, num_samples: i64, kind: u8, per_ns: bool) -> PyResult<Self> {
         guarded("SampledStat.__new__", || {
             if window_ms <= 0 || num_samples < 1 {
                 return Err(PyValueError::new_err("metrics.sample.window.ms must be positive and metrics.num.samples at least 1"));
             }
-            if kind > KIND_RATE {
+            let Some(kind) = Kind::from_number(kind) else {
                 return Err(PyValueError::new_err(format!("kind must be 0 (sum), 1 (avg), 2 (max) or 3 (rate), not {kind}")));
-            }
+            };
             let unit_ms = if per_ns { 1e-6 } else { 1000.0 };
             Ok(SampledStat { window_ms, num_samples: num_samples as usize, kind, unit_ms, samples: Vec::new(), current: 0 })
         })
@@ -186,12 +200,12 @@ impl SampledStat {
             let count: i64 = self.samples.iter().map(|s| s.count).sum();
             let sum: f64 = self.samples.iter().map(|s| s.value).sum();
             Ok(match self.kind {
-                KIND_AVG if count == 0 => f64::NAN,
-                KIND_AVG => sum / count as f64,
-                KIND_MAX if count == 0 => f64::NAN,
-                KIND_MAX => self.samples.iter().map(|s| s.value).fold(f64::NEG_INFINITY, f64::max),
-                KIND_RATE => sum / (self.window_size(now_ms) / self.unit_ms),
-                _ => sum,
+                Kind::Avg if count == 0 => f64::NAN,
+                Kind::Avg => sum / count as f64,
+                Kind::Max if count == 0 => f64::NAN,
+                Kind::Max => self.samples.iter().map(|s| s.value).fold(f64::NEG_INFINITY, f64::max),
+                Kind::Rate => sum / (self.window_size(now_ms) / self.unit_ms),
+                Kind::Sum => sum,
             })
         })
     }
