@@ -26,6 +26,8 @@ confluent-kafka AIOProducer   ``confluent_kafka.aio.AIOProducer({acks, linger.ms
                               enable.idempotence})`` with its defaults (``batch_size=1000`` records
                               buffered in Python, ``max_workers=4``); memory mode adds
                               ``queue.buffering.max.kbytes=32768``
+confluent-*-16k               the two above with ``batch.size=16384`` (Java's, aioproducer's default; librdkafka's
+                              is 1,000,000): each 10 KB record a batch of its own, as in issue #42's bars
 confluent-kafka Producer      the same librdkafka settings; ``produce(); poll(0)`` per record,
                               ``poll`` and retry on ``BufferError``; memory mode adds
                               ``queue.buffering.max.kbytes=32768`` and lifts
@@ -559,6 +561,8 @@ def _librdkafka_conf(spec: dict[str, Any], memory_budget: bool) -> dict[str, Any
         "compression.type": spec["compression"],
         "enable.idempotence": spec["idempotence"],
     }
+    if "batch_size" in spec:  # the -16k clients: Java's batch.size, as aioproducer's default
+        conf["batch.size"] = spec["batch_size"]
     if memory_budget:
         conf["queue.buffering.max.kbytes"] = spec["buffer_memory"] // 1024
         conf["queue.buffering.max.messages"] = 2_147_483_647
@@ -660,6 +664,23 @@ def confluent_throughput(spec: dict[str, Any], keys: list[bytes] | None, values:
     if remaining:
         outcome.notes.append(f"{remaining} records still queued after flush(60)")
     return outcome
+
+
+#: Java's ``batch.size`` (aioproducer's default), given to librdkafka by the ``-16k`` clients: with
+#: it a 10 KB record is a batch of its own in every client, as issue #42's bars measure them.
+JAVA_BATCH_SIZE = 16384
+
+
+def confluent_16k_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    return confluent_throughput({**spec, "batch_size": JAVA_BATCH_SIZE}, keys, values)
+
+
+def confluent_16k_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    return confluent_paced({**spec, "batch_size": JAVA_BATCH_SIZE}, keys, values)
+
+
+async def confluent_aio_16k_throughput(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
+    return await confluent_aio_throughput({**spec, "batch_size": JAVA_BATCH_SIZE}, keys, values)
 
 
 def confluent_paced(spec: dict[str, Any], keys: list[bytes] | None, values: list[bytes]) -> Outcome:
@@ -780,5 +801,7 @@ CLIENTS: dict[str, Client] = {
     "faststream": Client("faststream KafkaBroker", True, None, None, faststream_waiters),
     "confluent-aio": Client("confluent AIOProducer", True, confluent_aio_throughput, confluent_aio_paced),
     "confluent": Client("confluent Producer (sync, C)", False, confluent_throughput, confluent_paced),
+    "confluent-16k": Client("confluent Producer (C, batch.size 16 KB)", False, confluent_16k_throughput, confluent_16k_paced),
+    "confluent-aio-16k": Client("confluent AIOProducer (batch.size 16 KB)", True, confluent_aio_16k_throughput, None),
     "kafka-python": Client("kafka-python", False, kafka_python_throughput, kafka_python_paced),
 }

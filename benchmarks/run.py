@@ -54,7 +54,7 @@ from benchmarks.scenarios import Scenario, request_ack_scenarios, scenarios
 
 __all__ = ["main"]
 
-CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-counter", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "kafka-python", "java", "java-counter"]
+CLIENT_ORDER = ["aioproducer", "aioproducer-bulk", "aioproducer-counter", "aioproducer-1mb", "aiokafka", "confluent-aio", "confluent", "confluent-aio-16k", "confluent-16k", "kafka-python", "java", "java-counter"]
 #: ``--request-ack``: the clients with a request/acknowledge driver (``Client.waiters``), and where the results go.
 REQUEST_ACK_CLIENTS = ["aioproducer", "aiokafka", "faststream"]
 PARTITIONS = 6
@@ -224,7 +224,7 @@ def _run_layout(layout: Layout, plan: list[Scenario], clients: list[str], repeat
 
 def _runs(client: str, scenario: Scenario) -> bool:
     """Whether ``client`` takes part in ``scenario``: the bulk row is throughput with futures only, the
-    1 MB batch row throughput of records of 1 KB or more; the ``+flush`` and ``+cb`` variants are for
+    1 MB batch row and the ``-16k`` rows throughput of records of 1 KB or more; the ``+flush`` and ``+cb`` variants are for
     the asyncio clients (the others have one way to wait)."""
     if scenario.mode == "waiters" or client == "faststream":
         known = CLIENTS.get(client)
@@ -235,6 +235,8 @@ def _runs(client: str, scenario: Scenario) -> bool:
         return scenario.mode == "throughput" and scenario.wait == "gather"
     if client == "aioproducer-1mb":
         return scenario.mode == "throughput" and scenario.value_size >= 1024
+    if client.endswith("-16k"):  # librdkafka at Java's batch.size: the headline row of records of 1 KB or more
+        return scenario.mode == "throughput" and scenario.wait == "gather" and scenario.value_size >= 1024
     if scenario.mode == "throughput" and scenario.wait != "gather":
         known = CLIENTS.get(client)  # the Java peer is not among them: synchronous
         return known is not None and known.is_async
