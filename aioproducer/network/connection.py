@@ -109,6 +109,12 @@ _CLOSED = ConnectionState.CLOSED
 #: costs the loop's thread 5-7 µs when the thread sleeps (waking it is a system call and a
 #: scheduling) and 1.5-3 µs when it is busy (a buffer view per chunk), measured apart on a socket
 #: pair (a 96 KB frame in 1 or 7 chunks, 5,000 calls), where ``send()`` of 55 KB costs 13-16 µs.
+#: Measured again at a load of 1.9-2.6 (2026-12-02, ``socket_writer.py``): per request 4 KB 32.6
+#: -> 33.2 µs, 16 KB 31.5 -> 28.8, 64 KB 36.4 -> 32.0, 256 KB 91.8 -> 41.7; and end to end, 20,000
+#: x 10 KB records (requests of about 55 KB), medians of 7, loop / process CPU µs a record and
+#: rec/s: transport only 51.8 / 61.3, 18,234; the thread from 32 KB 57.2 / 83.1, 12,798; from 16 KB
+#: 52.4 / 75.7, 17,177. A 55 KB request's hand-over does not lower the loop's CPU and costs the
+#: process 15-20 µs a record: the threshold stays.
 WRITER_THREAD_MIN_BYTES = 64 * 1024
 
 #: A ``send_produce`` frame of at most this many chunks, written on the loop's thread while the
