@@ -6,10 +6,13 @@ of one record batch each sent with ``send_produce`` (the sender's path), ``max_i
 with every frame written through the transport (``WRITER_THREAD_MIN_BYTES`` out of reach) and
 with the writer thread taking frames from the size given. Sizes and modes interleaved, the
 median of ``--repeat`` runs each. Then the same at the producer's level: ``--records`` keyed
-records of ``--value-size`` bytes with one shared ``on_delivery`` and ``flush()``, the loop
-thread's CPU per record, transport only against the thread.
+records of ``--value-size`` bytes with one shared ``on_delivery`` and ``flush()``, for each of
+``--thresholds`` (``never``: transport only) interleaved: the loop thread's CPU per record, the
+process's CPU per record (the writer thread's counts there, and the mock broker's: compare the
+columns), and records per second. ``--requests 0`` skips the request-level part.
 
     python -m benchmarks.socket_writer [--requests N] [--repeat R] [--records N] [--value-size B]
+        [--thresholds never,65536,32768]
 """
 
 from __future__ import annotations
@@ -77,8 +80,8 @@ async def requests_run(bootstrap: str, size: int, count: int) -> tuple[float, fl
     return cpu / count * 1e6, wall / count * 1e6
 
 
-async def records_run(bootstrap: str, records: int, value_size: int) -> float:
-    """Loop CPU µs per record: keyed records, one shared on_delivery, flush()."""
+async def records_run(bootstrap: str, records: int, value_size: int) -> tuple[float, float, float]:
+    """(loop CPU µs, process CPU µs per record, records/s): keyed records, one shared on_delivery, flush()."""
     value = b"x" * value_size
     delivered = 0
 
@@ -88,13 +91,14 @@ async def records_run(bootstrap: str, records: int, value_size: int) -> float:
 
     async with Producer(bootstrap_servers=bootstrap, acks="1", linger_ms=5) as producer:
         await producer.send_and_wait("bench", b"warm", b"k")
-        cpu = time.thread_time()
+        cpu, process, wall = time.thread_time(), time.process_time(), time.perf_counter()
         for i in range(records):
             await producer.send("bench", value, b"%08d" % (i & 4095), on_delivery=on_delivery)
         await producer.flush()
-        cpu = time.thread_time() - cpu
+        cpu, process = time.thread_time() - cpu, time.process_time() - process
+        wall = time.perf_counter() - wall
     assert delivered == records
-    return cpu / records * 1e6
+    return cpu / records * 1e6, process / records * 1e6, records / wall
 
 
 def main() -> None:
@@ -103,10 +107,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--value-size", type=int, default=10000)
+    parser.add_argument("--thresholds", default="never,65536,32768", help="comma-separated sizes, or never")
     args = parser.parse_args()
+    limits = [NEVER if t == "never" else int(t) for t in args.thresholds.split(",")]
     with MockCluster(brokers=1, topics={"bench": 6}) as mc:
         print(f"requests of one batch, {args.requests} per run, median of {args.repeat}: loop CPU µs / wall µs per request")
-        for size in SIZES:
+        for size in SIZES if args.requests else ():
             runs: dict[str, list[tuple[float, float]]] = {"transport": [], "thread": []}
             for _ in range(args.repeat):
                 for mode, limit in (("transport", NEVER), ("thread", 0)):
@@ -117,15 +123,18 @@ def main() -> None:
                 for mode, r in runs.items()
             )
             print(f"{size:>7} B  {cells}")
-        print(f"{args.records} keyed records of {args.value_size} B, callbacks, flush(): loop CPU µs per record")
-        per_mode: dict[str, list[float]] = {"transport": [], "thread": []}
+        print(f"{args.records} keyed records of {args.value_size} B, callbacks, flush(), thresholds interleaved, "
+              f"median of {args.repeat}: loop CPU µs/record, process CPU µs/record, records/s")
+        per_limit: dict[int, list[tuple[float, float, float]]] = {limit: [] for limit in limits}
         for _ in range(args.repeat):
-            for mode, limit in (("transport", NEVER), ("thread", connection_module.WRITER_THREAD_MIN_BYTES)):
+            for limit in limits:
                 with threshold(limit):
-                    per_mode[mode].append(asyncio.run(records_run(mc.bootstrap_servers, args.records, args.value_size)))
-        for mode, values in per_mode.items():
-            print(f"  {mode:9} median {statistics.median(values):6.1f}  ({', '.join(f'{v:.1f}' for v in values)})")
-
+                    per_limit[limit].append(asyncio.run(records_run(mc.bootstrap_servers, args.records, args.value_size)))
+        for limit, values in per_limit.items():
+            name = "never" if limit == NEVER else str(limit)
+            loop_cpu, process_cpu, rate = (statistics.median(v[i] for v in values) for i in range(3))
+            print(f"  {name:>7}  loop {loop_cpu:6.1f}  process {process_cpu:6.1f}  {rate:8.0f} rec/s  "
+                  f"(loop {', '.join(f'{v[0]:.1f}' for v in values)})")
 
 if __name__ == "__main__":
     main()

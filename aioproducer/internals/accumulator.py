@@ -300,17 +300,47 @@ class RecordAccumulator:
         """``try_append`` when the partition's open batch (if any) refused the record: a new batch.
 
         Its memory is ``reserved`` (what ``append()`` waited for) or taken now; None when
-        there is none free now.
+        there is none free now. One frame for what was seven (``_reservation_size``,
+        ``ensure_valid_record_size``, ``_append_new_batch``, ``_check_accepting``,
+        ``_event_loop``, ``_queued``; all but the third kept whole for the other paths): a 10 KB record
+        opens a batch of its own, so this runs per record there (``benchmarks/callback_cpu.py``,
+        ``docs/design/native-batches.md``, 2026-12-02 slice 5 continued). The pool is written
+        through its own methods only (``charge``, ``try_allocate``, ``deallocate``): it stays its
+        counters' one writer.
         """
-        size = self._reservation_size(key, value, headers)  # raises if the record can never be sent
-        charge = self._queues.settle_last(index)  # it refused a record: it will not grow any more
+        # _reservation_size's rule: a record within batch.size is within every limit (see
+        # effective_batch_size), so only a larger one is checked and reserves its own size.
+        size = self.config.batch_size
+        upper = estimate_size_in_bytes_upper_bound(key, value, headers)
+        if upper > size:
+            ensure_valid_record_size(upper, self.config.max_request_size, self.pool.total)  # raises if it can never be sent
+            size = upper
+        queues = self._queues
+        charge = queues.settle_last(index)  # it refused a record: it will not grow any more
+        pool = self.pool
         if charge:
-            self.pool.charge(charge)
+            pool.charge(charge)
         if reserved:
             size = reserved
-        elif not self.pool.try_allocate(size):
+        elif not pool.try_allocate(size):
             return None
-        return self._append_new_batch(topic, partition, index, timestamp, key, value, headers, on_delivery, size)
+        lifecycle = self.lifecycle
+        if not lifecycle.accepting:  # _check_accepting's rule
+            pool.deallocate(size)
+            raise lifecycle.refused()
+        loop = self._loop
+        if loop is None:
+            loop = self._event_loop()
+        future, batch = queues.open_batch(
+            index, self.config, self._clock(), size, loop, self.log, timestamp, key, value, headers, on_delivery
+        )
+        # _queued's steps: track it, tell a transaction, wake the sender.
+        self._incomplete.add(batch)
+        tm = self.transaction_manager
+        if tm is not None and tm.transactional_id is not None:
+            tm.maybe_add_partition(topic, partition)  # the coordinator must know it before the batch goes
+        self._wakeup()
+        return future
 
     async def append(
         self,
@@ -410,26 +440,6 @@ class RecordAccumulator:
         upper = estimate_size_in_bytes_upper_bound(key, value, headers)
         ensure_valid_record_size(upper, self.config.max_request_size, self.pool.total)
         return upper if upper > batch_size else batch_size
-
-    def _append_new_batch(
-        self,
-        topic: str,
-        partition: int,
-        index: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        on_delivery: DeliveryCallback | None,
-        reserved: int,
-    ) -> FutureRecordMetadata:
-        """A new batch holding ``reserved`` bytes, the record appended, queued as the open one: one native call."""
-        self._check_accepting(reserved)
-        future, batch = self._queues.open_batch(
-            index, self.config, self._clock(), reserved, self._event_loop(), self.log, timestamp, key, value, headers, on_delivery
-        )
-        self._queued(topic, partition, batch)
-        return future
 
     def _new_batch(self, topic: str, partition: int, index: int, reserved: int) -> ProducerBatch:
         """An empty batch holding ``reserved`` bytes of memory, to be queued once it has its first rows (``send_arrow()``)."""

@@ -270,6 +270,17 @@ impl ProducerBatch {
         self.builder.bind(py).borrow().wire_size(py)
     }
 
+    /// Starts the batch's charge cache at another batch's (`RecordQueues::open_batch`, before the first record).
+    pub(crate) fn seed_charge(&mut self, callback: Py<PyAny>, bytes: i64) {
+        self.charged_callback = Some(callback);
+        self.charged_bytes = bytes;
+    }
+
+    /// The batch's charge cache, for the next batch to start from.
+    pub(crate) fn charge_seed(&self, py: Python<'_>) -> Option<(Py<PyAny>, i64)> {
+        self.charged_callback.as_ref().map(|c| (c.clone_ref(py), self.charged_bytes))
+    }
+
     /// What holding `on_delivery` charges, computed by batch.py's `_callback_bytes` once for a run
     /// of the same callable (a producer's records usually share one).
     fn callback_charge(&mut self, on_delivery: &Bound<'_, PyAny>) -> PyResult<i64> {

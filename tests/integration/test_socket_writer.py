@@ -87,6 +87,44 @@ async def test_large_and_small_requests_interleave_in_order_and_read_back() -> N
         assert all(r.value == bytes([i % 251]) * s for i, (r, s) in enumerate(zip(records, sizes)))
 
 
+async def test_frames_the_socket_takes_in_part_go_out_whole_and_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the thread's threshold a frame is one ``os.writev`` of its chunks on the loop's thread
+    (``_write_direct``); a small send buffer takes only part of each, the transport the rest."""
+    monkeypatch.setattr(connection_module, "WRITER_THREAD_MIN_BYTES", 1 << 40)  # the thread out of reach
+    written: list[tuple[int, int]] = []
+    writev = connection_module._writev
+    assert writev is not None
+
+    def spy(fd: int, chunks: Any) -> int:
+        sent: int = writev(fd, chunks)
+        written.append((sent, sum(map(len, chunks))))
+        return sent
+
+    monkeypatch.setattr(connection_module, "_writev", spy)
+    sizes = [200_000 if i % 2 else 3_000 for i in range(24)]
+    with MockCluster(brokers=1, topics={"orders": 1}) as mc:
+        host, port = mc.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        conn = BrokerConnection(host, int(port), 1, client_id="writev", max_in_flight=5, send_buffer_bytes=16_384)
+        await conn.connect()
+        try:
+            outcomes: list[asyncio.Future[Outcome]] = []
+            for index, size in enumerate(sizes):
+                while not conn.can_send_more():
+                    assert conn.is_connected, f"the stream broke: {conn.close_reason}"
+                    await asyncio.wait([f for f in outcomes if not f.done()], return_when=asyncio.FIRST_COMPLETED)
+                outcomes.append(_send_produce(conn, index, size))
+            results = await asyncio.gather(*outcomes)
+            assert [error for _, error in results] == [None] * len(sizes)
+            assert conn._socket_writer is None
+        finally:
+            await conn.close()
+        assert any(sent < total for sent, total in written), written  # the remainder path ran
+        assert any(sent == total for sent, total in written), written
+        records = await read_with("confluent-kafka", mc.bootstrap_servers, "orders", 0, count=len(sizes))
+        assert [(r.key, len(r.value or b"")) for r in records] == [(b"%06d" % i, s) for i, s in enumerate(sizes)]
+        assert all(r.value == bytes([i % 251]) * s for i, (r, s) in enumerate(zip(records, sizes)))
+
+
 async def test_small_requests_stay_on_the_transport() -> None:
     with MockCluster(brokers=1, topics={"orders": 1}) as mc:
         conn = await _connect(mc)

@@ -476,6 +476,68 @@ async def test_delivery_callbacks_are_charged_too() -> None:
     assert all(len(cb.__closure__) == 2 for cb in with_closure)
 
 
+async def test_each_new_batch_is_charged_its_own_on_delivery_when_callables_alternate_across_batches() -> None:
+    """Every record here opens a batch (a record larger than batch.size): the charge cached from one
+    batch to the next (``RecordQueues.open_batch``) is only reused for the same callable."""
+    from aioproducer.internals.batch import _callback_bytes
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=64, memory=1 << 20)
+
+    def large(md: Any, err: Any, _defaults: tuple[int, ...] = tuple(range(100))) -> None:
+        pass
+
+    small = print
+    callbacks: list[Any] = [small, small, large, large, small, None, large, None, None, small]
+    for partition, cb in enumerate(callbacks):
+        acc.try_append("t", partition % 2, 1, None, VALUE, None, cb)
+    info = acc.topic_info("t")
+    batches = [b for partition in (0, 1) for b in info.batches[partition]]
+    assert len(batches) == len(callbacks)  # one batch per record
+    assert _callback_bytes(large) > _callback_bytes(small) > 0
+    by_batch = [b.callback_bytes for b in info.batches[0]] + [b.callback_bytes for b in info.batches[1]]
+    expected = [_callback_bytes(cb) if cb is not None else 0 for cb in callbacks[0::2] + callbacks[1::2]]
+    assert by_batch == expected
+
+
+async def test_a_record_larger_than_batch_size_reserves_its_upper_bound_and_a_refused_one_gives_it_back() -> None:
+    """A new batch reserves ``max(batch.size, the record's upper bound)``; once the producer stops
+    accepting, the new batch is refused and what it reserved is given back at once."""
+    from aioproducer._native import estimate_size_in_bytes_upper_bound
+    from aioproducer.lifecycle import Lifecycle, State
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=64, memory=1 << 20)
+    total = acc.pool.total
+    assert acc.try_append("t", 0, 1, b"k", VALUE, None, None) is not None
+    assert total - acc.pool.available_memory == estimate_size_in_bytes_upper_bound(b"k", VALUE, None) > 64
+    taken = total - acc.pool.available_memory
+    acc.lifecycle = Lifecycle(State.CLOSING)
+    with pytest.raises(BaseException) as refused:
+        acc.try_append("t", 1, 1, b"k", VALUE, None, None)
+    assert type(refused.value) is type(acc.lifecycle.refused())
+    assert total - acc.pool.available_memory == taken  # the refused batch's reservation given back
+
+
+async def test_a_record_that_waited_for_memory_opens_its_batch_with_the_memory_it_waited_for() -> None:
+    """``append()`` waits for the new batch's memory, then ``try_append`` opens the batch with it
+    (not a second reservation, which a full pool would refuse)."""
+    from aioproducer._native import estimate_size_in_bytes_upper_bound
+
+    clock = FakeClock()
+    upper = estimate_size_in_bytes_upper_bound(b"k", VALUE, None)
+    acc, _ = make(clock, batch_size=64, memory=upper)  # room for one batch
+    assert acc.try_append("t", 0, 1, b"k", VALUE, None, None) is not None
+    assert acc.try_append("t", 1, 1, b"k", VALUE, None, None) is None  # must wait
+    waiting = asyncio.ensure_future(acc.append("t", 1, 1, b"k", VALUE, None, None, 1000))
+    await asyncio.sleep(0)  # let it reach its wait: the pool has a waiter now
+    assert not waiting.done()
+    acc.deallocate(acc.topic_info("t").batches[0][0])
+    future = await waiting
+    assert future._batch.partition == 1
+    assert acc.pool.available_memory == 0  # the one batch's worth, taken once
+
+
 async def test_memory_counts_bound_how_many_small_records_are_accepted() -> None:
     """With objects counted, buffer.memory holds far fewer tiny records than wire bytes alone would allow."""
     from aioproducer.internals.batch import RECORD_OBJECT_BYTES
