@@ -63,12 +63,15 @@ from spark_support import spark_kafka_jars
 from stream_driver import WARM_ROWS
 from stream_support import assert_each_once_in_order, read_values, value_of
 
-#: In the README's command since 2026-12-02, the first file a worker takes (tests/conftest.py,
-#: ``FIRST_FILES``). On a quiet machine (a fresh one, nothing else running) the file took 186 s with
-#: the class-data archive written in the same run, and 180 s (170 s the test) with the archive
-#: there, beside a helper's build at a load of 3-4. Room for it in the 30 minutes: the mutants' runs
-#: load fewer plugins (tests/mutation_check.py, ``QUIET_PLUGINS``: 180 s -> 88 s).
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+#: Not in the README's command yet. On a quiet machine (2026-12-02, a fresh one, nothing else running)
+#: the file took 186 s with the class-data archive written in the same run, and 180 s (170 s the test)
+#: with the archive there, beside a helper's build at a load of 3-4: the suite, at 1644 s of its 1800,
+#: has no room for it until as much is cut elsewhere. Run it with AIOPRODUCER_SPARK_RESTARTS=1.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(os.environ.get("AIOPRODUCER_SPARK_RESTARTS") != "1", reason="six Spark drivers: set AIOPRODUCER_SPARK_RESTARTS=1"),
+]
 
 DRIVER = Path(__file__).with_name("stream_driver.py")
 ROWS, BATCH = 32000, 4000  # input records, records per micro-batch
