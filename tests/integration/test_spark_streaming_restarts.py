@@ -64,9 +64,9 @@ from stream_driver import WARM_ROWS
 from stream_support import assert_each_once_in_order, read_values, value_of
 
 #: Not in the README's command yet. On a quiet machine (2026-12-02, a fresh one, nothing else running)
-#: the file took 186 s with the class-data archive written in the same run, and 180 s (170 s the test)
-#: with the archive there, beside a helper's build at a load of 3-4: the suite, at 1644 s of its 1800,
-#: has no room for it until as much is cut elsewhere. Run it with AIOPRODUCER_SPARK_RESTARTS=1.
+#: the file took 186 s alone; in a local run of .ci/run with it first on its worker the test took
+#: 300 s and the run 1948 s of its 1800 (the same suite without it: 1644 s at stop 52). It needs
+#: about 150 s cut elsewhere first. Run it with AIOPRODUCER_SPARK_RESTARTS=1.
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(900),
