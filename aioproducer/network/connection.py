@@ -11,7 +11,9 @@ it a socket and a clock:
   transport, or, for large ones on a plaintext connection, through the
   connection's writer thread (``SocketWriter``), so that the kernel's copy of a
   large request is not made on the event loop's thread (``_write_frame``);
-* one reader task feeds it what the socket reads, ``b""`` at end of stream;
+* what the socket reads is fed to it as the transport hands it over (``_DirectFeed``, the
+  transport's protocol once connected), with no task between; one reader task waits for the
+  stream's end (``b""``) or error and feeds that;
 * one timer (``loop.call_at``) fires at the state machine's
   :attr:`~aioproducer.protocol.connection_state.ClientConnection.next_deadline`
   and hands it the time: that is the only place a request times out;
@@ -124,6 +126,39 @@ WRITER_THREAD_MIN_BYTES = 64 * 1024
 #: ``write`` in Python. Bounded well under ``IOV_MAX`` (1024).
 _WRITEV_MAX_CHUNKS = 256
 _writev = getattr(os, "writev", None)
+
+class _DirectFeed(asyncio.Protocol):
+    """The transport's protocol once a connection is open: what it reads goes to the connection at once.
+
+    Why: through a ``StreamReader`` each read is fed to the reader, wakes the reader task (a
+    future, a loop callback, a task step) and comes back through ``read()``: per Produce response,
+    and with 10 KB records a response answers about two records in the peers' layout
+    (``docs/design/native-batches.md``). Everything else goes to the streams' own protocol, so the
+    ``StreamWriter`` keeps working (``drain()``'s flow control, ``wait_closed()``) and the reader
+    still sees the end of the stream or its error, which the reader task waits for.
+    """
+
+    __slots__ = ("_streams", "_receive")
+
+    def __init__(self, streams: asyncio.StreamReaderProtocol, receive: Callable[[bytes], None]) -> None:
+        self._streams = streams
+        self._receive = receive
+
+    def data_received(self, data: bytes) -> None:
+        self._receive(data)
+
+    def eof_received(self) -> bool | None:
+        return self._streams.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._streams.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._streams.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._streams.resume_writing()
+
 
 def _settle(future: asyncio.Future[Any], result: Any, error: KafkaError | None) -> None:
     """The token callback of an awaitable request; a done future means the caller gave up."""
@@ -355,6 +390,7 @@ class BrokerConnection:
             if self._protocol.state is _CLOSED:
                 raise self._not_connected_error()  # close() ran while the socket was opening
             self._set_buffer_sizes()
+            self._feed_directly()
             sock = self._plain_socket()
             self._may_offload = SocketWriter is not None and sock is not None
             self._fd = sock.fileno() if sock is not None and _writev is not None else -1
@@ -444,6 +480,20 @@ class BrokerConnection:
                 f"could not connect to {self.address} (node {self.node_id}): {exc.strerror or exc}"
             ) from exc
         return reader
+
+    def _feed_directly(self) -> None:
+        """Hand what the socket reads to the state machine as it arrives (``_DirectFeed``), before anything is sent.
+
+        Only over asyncio's own streams (``open_connection``, with or without TLS); a stream of
+        another kind (an ``open_streams`` of a test's) keeps the reader task's reads. A broker
+        speaks only when spoken to, so nothing is in the reader before the first request;
+        whatever were would still be read by the reader task, in order, ahead of the rest.
+        """
+        assert self._writer is not None
+        transport = self._writer.transport
+        streams = transport.get_protocol()
+        if isinstance(streams, asyncio.StreamReaderProtocol):
+            transport.set_protocol(_DirectFeed(streams, self._receive))
 
     # ------------------------------------------------------------------- send
 
@@ -780,21 +830,16 @@ class BrokerConnection:
         connection, which fails what is in flight.
         """
         protocol = self._protocol
-        counts = self.byte_counts
         try:
             while True:
-                data = await reader.read(_READ_SIZE)
+                data = await reader.read(_READ_SIZE)  # with _DirectFeed: only the end of the stream, or its error
                 if not data and self._socket_writer is not None and self._socket_writer.error is not None:
                     # The writer thread failed and shut the socket down: its error is the cause.
                     self._abort(KafkaConnectionError(
                         f"connection to {self.address} (node {self.node_id}) broke: {self._socket_writer.error}"
                     ))
                     return
-                if counts is not None:
-                    counts.received(self.node_id, len(data))
-                events = protocol.receive_data(data, self._now())
-                if events:
-                    self._handle(events)
+                self._receive(data)
                 if not data or protocol.state is _CLOSED:
                     return
         except ssl.SSLError as exc:
@@ -807,6 +852,17 @@ class BrokerConnection:
                 ))
         except OSError as exc:
             self._abort(KafkaConnectionError(f"connection to {self.address} (node {self.node_id}) broke: {exc}"))
+
+    def _receive(self, data: bytes) -> None:
+        """What the socket read (``b\"\"``: its end), through the state machine to its events' outcomes."""
+        if self._torn_down:
+            return  # closed meanwhile: every request in flight was failed already
+        counts = self.byte_counts
+        if counts is not None:
+            counts.received(self.node_id, len(data))
+        events = self._protocol.receive_data(data, self._now())
+        if events:
+            self._handle(events)
 
     def _handle(self, events: list[Event[_Callback]]) -> None:
         """Act on the state machine's events, in order."""

@@ -481,6 +481,62 @@ async def test_send_produce_answers_through_the_callback_pipelined_without_tasks
         await conn.close()
 
 
+class _ForwardingProtocol(asyncio.Protocol):
+    """Stands between a transport and asyncio's streams: a stream of another kind than ``open_connection``'s."""
+
+    def __init__(self, streams: asyncio.StreamReaderProtocol) -> None:
+        self.streams = streams
+
+    def data_received(self, data: bytes) -> None:
+        self.streams.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.streams.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.streams.connection_lost(exc)
+
+
+async def _other_streams(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection(host, port)
+    streams = writer.transport.get_protocol()
+    assert isinstance(streams, asyncio.StreamReaderProtocol)
+    writer.transport.set_protocol(_ForwardingProtocol(streams))
+    return reader, writer
+
+
+@pytest.mark.parametrize("streams", ["asyncio's", "another kind"])
+async def test_responses_are_handled_as_read_without_a_task_over_asyncio_streams_and_by_the_reader_otherwise(
+    mock_cluster: MockCluster, streams: str
+) -> None:
+    """Over ``open_connection``'s streams a response is handled in the transport's read callback (no task
+    step between); over any other stream the reader task reads it. Both answer every request, in order."""
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster, open_streams=None if streams == "asyncio's" else _other_streams)
+    try:
+        tasks: list[str | None] = []
+        original = conn._run_callback
+
+        def record_task(callback: Any, response: Any, error: KafkaError | None) -> None:
+            task = asyncio.current_task()
+            tasks.append(None if task is None else task.get_name())
+            original(callback, response, error)
+
+        conn._run_callback = record_task  # type: ignore[method-assign]
+        outcomes = [send_produce(conn) for _ in range(3)]
+        results = await asyncio.gather(*outcomes)
+        assert [(r.partitions[0].base_offset, e) for r, e in results if r is not None] == [(0, None), (1, None), (2, None)]
+        if streams == "asyncio's":
+            assert tasks == [None, None, None]
+        else:
+            assert tasks == [f"aioproducer-reader-{conn.address}"] * 3
+        # The end of the stream still reaches the connection: the broker goes, the connection breaks.
+        mock_cluster.broker_down(1)
+        await eventually(lambda: not conn.is_connected)
+    finally:
+        await asyncio.wait_for(conn.close(), 5)  # its socket's end awaited: the streams were told of it
+
+
 async def test_send_produce_reports_broker_errors_per_partition(mock_cluster: MockCluster) -> None:
     mock_cluster.set_partition_leader("orders", 0, 1)
     conn = await connect(mock_cluster)
