@@ -215,6 +215,28 @@ def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic()
     assert snap["topic.b.compression-rate"] == pytest.approx(1.0)
 
 
+def test_requests_are_folded_exactly_across_samples_and_their_totals_read_at_once() -> None:
+    """Requests within ``FOLD_MS`` of each other are one windowed update each, at the first one's time:
+    the maximum of their maxima, the sums and counts of their averages; the totals count at once."""
+    m = ProducerMetrics(1000, 2)
+    small, large = _sent("a", 1, 200, created_ms=99.0), _sent("a", 1, 900, created_ms=60.0)
+    later = _sent("b", 2, 500, created_ms=1190.0)
+    m.record_request(request_stats([large], 100.0), 100.0)
+    m.record_request(request_stats([small], 100.5), 100.5)  # within 1 ms: folded with the first, at 100 ms
+    assert m.request_total == 2 and m.topics["a"].bytes == _size(small) + _size(large)  # totals at once
+    m.record_request(request_stats([later], 1200.0), 1200.0)  # a new sample of the 1000 ms window
+    snap = _snapshot(m, 1500)
+    assert snap["batch-size-max"] == _size(large) and snap["record-queue-time-max"] == pytest.approx(40.0)
+    assert snap["batch-size-avg"] == pytest.approx((_size(small) + _size(large) + _size(later)) / 3)
+    assert snap["records-per-request-avg"] == pytest.approx(4 / 3)
+    assert snap["request-rate"] == pytest.approx(3 / 1.4)  # from the oldest sample (100 ms), at least one window
+    assert snap["topic.a.byte-rate"] == pytest.approx((_size(small) + _size(large)) / 1.4)
+    # the first sample ages out (obsolete after 2 windows from 100 ms): only the last request remains
+    aged = _snapshot(m, 2150)
+    assert aged["batch-size-max"] == _size(later) and aged["record-queue-time-max"] == pytest.approx(10.0)
+    assert aged["topic.a.byte-rate"] == 0.0 and aged["request-total"] == 3
+
+
 def test_completions_are_folded_exactly_across_samples_and_read_at_once() -> None:
     m = ProducerMetrics(1000, 2)
     m.record_completed("t", 3, True, 100.0, created_ms=90.0)
