@@ -375,40 +375,44 @@ class ProducerMetrics:
         requests sent within ``FOLD_MS`` of each other in one update each, with the completions
         (``_fold``; ``snapshot()`` folds first). With 10 KB records a request carries about two
         and the producer sends one every 50-100 µs: the thirteen windowed updates per request
-        were 3.4 % of the event loop's samples (py-spy, the peers' 3-broker layout).
+        were 3.4 % of the event loop's samples (py-spy, the peers' 3-broker layout); folded, this call
+        costs 2.0-2.3 µs against 2.9 before (one request of one topic, 200,000 calls 60 µs apart,
+        best of 5, at a load of 5-6).
         """
         (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
          by_topic) = stats
         if not now_ms - self._unfolded_ms < FOLD_MS:
             self._fold()
             self._unfolded_ms = now_ms
+        self.request_total += 1
+        self._unfolded_requests += 1
+        self._unfolded_request_records += records
+        if not by_topic:
+            return
         n = 0
+        topics = self.topics
         for topic, (size_total, ratios, topic_batches) in by_topic.items():
-            totals = self.topics.get(topic) or self._topic(topic)
-            if not totals.unfolded:
+            totals = topics.get(topic) or self._topic(topic)
+            if not (totals.unfolded_batches or totals.unfolded_send or totals.unfolded_error):
                 self._unfolded_topics.append(totals)
             totals.bytes += int(size_total)
             totals.unfolded_bytes += size_total
             totals.unfolded_ratios += ratios
             totals.unfolded_batches += int(topic_batches)
             n += int(topic_batches)
-        if n:
-            self._unfolded_batches += n
-            self._unfolded_batch_size_sum += size_sum
-            if size_max > self._unfolded_batch_size_max:
-                self._unfolded_batch_size_max = size_max
-            if with_records:
-                self._unfolded_with_records += with_records
-                self._unfolded_record_size_sum += per_record_sum
-                if per_record_max > self._unfolded_record_size_max:
-                    self._unfolded_record_size_max = per_record_max
-            self._unfolded_ratio_sum += ratio_sum
-            self._unfolded_queued_sum += queued_sum
-            if now_ms - oldest > self._unfolded_queued_max:
-                self._unfolded_queued_max = now_ms - oldest
-        self.request_total += 1
-        self._unfolded_requests += 1
-        self._unfolded_request_records += records
+        self._unfolded_batches += n
+        self._unfolded_batch_size_sum += size_sum
+        if size_max > self._unfolded_batch_size_max:
+            self._unfolded_batch_size_max = size_max
+        if with_records:
+            self._unfolded_with_records += with_records
+            self._unfolded_record_size_sum += per_record_sum
+            if per_record_max > self._unfolded_record_size_max:
+                self._unfolded_record_size_max = per_record_max
+        self._unfolded_ratio_sum += ratio_sum
+        self._unfolded_queued_sum += queued_sum
+        if now_ms - oldest > self._unfolded_queued_max:
+            self._unfolded_queued_max = now_ms - oldest
 
     def record_response(self, node: int, latency_ms: float, throttle_time_ms: int, now_ms: float) -> None:
         """A Produce request was answered after ``latency_ms`` (throttle time < 0: the answer had none, acks=0)."""
