@@ -325,3 +325,55 @@ def test_input_after_the_loop_closed_never_reaches_it_from_the_stdin_thread() ->
         threading.excepthook = hook
         os.close(read_end)
     assert errors == []
+
+
+# ------------------------------------------------------------------ Ctrl-C around the loop's making
+
+
+class _NeverStarted:
+    """Stands for ``produce``'s ``_Run``: its ``main()`` must not begin once a Ctrl-C came first."""
+
+    def __init__(self) -> None:
+        self.began = False
+
+    async def main(self) -> None:
+        self.began = True
+
+
+def test_a_ctrl_c_while_the_loop_is_made_ends_the_run_before_main_with_the_loop_closed_and_nothing_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C that lands while asyncio builds the loop is noted, then raised once the loop exists:
+    ``main()`` never begins, no coroutine is reported as never awaited, no loop is left half-built."""
+    import gc
+    import signal
+    import sys
+    import warnings
+
+    from aioproducer.cli.common import Interrupts
+
+    made: list[asyncio.AbstractEventLoop] = []
+    original = asyncio.events.new_event_loop
+
+    def interrupted_while_made() -> asyncio.AbstractEventLoop:
+        signal.raise_signal(signal.SIGINT)  # the Ctrl-C, delivered to whatever handler is installed now
+        loop = original()
+        made.append(loop)
+        return loop
+
+    monkeypatch.setattr(asyncio.events, "new_event_loop", interrupted_while_made)
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    run = _NeverStarted()
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with warnings.catch_warnings(record=True) as caught, pytest.raises(KeyboardInterrupt):
+            warnings.simplefilter("always")
+            produce._run_in_new_loop(run)  # type: ignore[arg-type]  # a stand-in with main()
+        gc.collect()
+    finally:
+        Interrupts.take()
+        signal.signal(signal.SIGINT, previous)
+    assert not run.began
+    assert len(made) == 1 and made[0].is_closed()
+    assert [str(w.message) for w in caught] == [] and unraisable == []
