@@ -126,7 +126,12 @@ async def test_tokens_are_cached_refreshed_and_presented_at_every_reauthenticati
     assert len(authentications) >= 4, authentications
     assert issued >= 2
     assert issued < len(authentications)
-    assert len(set(authentications)) == issued
+    # A refreshed token was presented, and every token presented was one the provider issued. Not
+    # "every token issued was presented": the cache refreshes ahead of need, so a token fetched
+    # near the run's end may meet no authentication before it closes (a CI run under load: 3
+    # issued, 2 presented).
+    presented = set(authentications)
+    assert 2 <= len(presented) <= issued, (len(presented), issued)
     records = await cluster.read(topic, count=sent)
     assert sorted(int(r.value or b"") for r in records) == list(range(sent))
     for partition in {r.partition for r in records}:
