@@ -47,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also stop when stdin reaches end of file (the parent closed the pipe)",
     )
+    parser.add_argument(
+        "--spread-leaders",
+        action="store_true",
+        help="lead partition P of each topic created up front from broker (P mod brokers) + 1, in every run "
+        "(librdkafka's mock picks each topic's leaders at random: 2-2-2 in one run, 1-5 in the next)",
+    )
     parser.add_argument("--debug", default=None, help="librdkafka debug contexts, e.g. 'mock,protocol'")
     return parser
 
@@ -67,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    if args.spread_leaders:
+        for topic, partitions in args.topic:
+            for partition in range(partitions):
+                cluster.set_partition_leader(topic, partition, partition % args.brokers + 1)
     try:
         wait_for_stop(args.until_stdin_eof, [f"bootstrap.servers={cluster.bootstrap_servers}"])
     finally:

@@ -479,6 +479,19 @@ def test_cli_prints_bootstrap_servers_and_exits_when_stdin_closes() -> None:
             process.kill()
 
 
+def test_cli_spreads_the_leaders_of_every_topic_the_same_way_in_every_run() -> None:
+    """``--spread-leaders``: partition P led by broker (P mod brokers) + 1, for each topic (the benchmarks' layout)."""
+    process, bootstrap = _start_cli("--brokers", "3", "--topic", "a:6", "--topic", "b:4", "--spread-leaders", "--until-stdin-eof")
+    try:
+        topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+        leaders = {name: [topics[name].partitions[p].leader for p in range(len(topics[name].partitions))] for name in ("a", "b")}
+        assert leaders == {"a": [1, 2, 3, 1, 2, 3], "b": [1, 2, 3, 1]}
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+
+
 def test_cli_exits_cleanly_on_sigterm() -> None:
     process, _ = _start_cli("--brokers", "1")
     try:
