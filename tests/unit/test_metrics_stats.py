@@ -237,6 +237,24 @@ def test_requests_are_folded_exactly_across_samples_and_their_totals_read_at_onc
     assert aged["topic.a.byte-rate"] == 0.0 and aged["request-total"] == 3
 
 
+def test_responses_are_folded_per_node_exactly_across_samples() -> None:
+    """Answers within ``FOLD_MS`` of each other are one update of each latency and throttle statistic,
+    per node as well; an answer without a throttle time (acks=0) counts in the latency only."""
+    m = ProducerMetrics(1000, 2)
+    m.record_response(1, 9.0, 3, 100.0)
+    m.record_response(2, 4.0, -1, 100.4)  # within 1 ms: folded with the first, at 100 ms
+    m.record_response(1, 5.0, 1, 100.9)
+    m.record_response(2, 20.0, 0, 1200.0)  # a new sample of the 1000 ms window
+    snap = _snapshot(m, 1500)
+    assert snap["request-latency-avg"] == pytest.approx((9 + 4 + 5 + 20) / 4) and snap["request-latency-max"] == 20.0
+    assert snap["node-1.request-latency-avg"] == pytest.approx(7.0) and snap["node-1.request-latency-max"] == 9.0
+    assert snap["node-2.request-latency-avg"] == pytest.approx(12.0) and snap["node-2.request-latency-max"] == 20.0
+    assert snap["produce-throttle-time-avg"] == pytest.approx(4 / 3) and snap["produce-throttle-time-max"] == 3
+    aged = _snapshot(m, 2150)  # the first sample is obsolete: only the last answer remains
+    assert aged["request-latency-max"] == 20.0 and math.isnan(aged["node-1.request-latency-max"])
+    assert aged["produce-throttle-time-max"] == 0
+
+
 def test_completions_are_folded_exactly_across_samples_and_read_at_once() -> None:
     m = ProducerMetrics(1000, 2)
     m.record_completed("t", 3, True, 100.0, created_ms=90.0)
