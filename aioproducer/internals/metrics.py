@@ -156,16 +156,34 @@ class DeliveryLatency:
         return out
 
 
+class _Unfolded:
+    """The values of an ``Avg`` (and its ``Max``) recorded since the last fold: their sum, count and maximum.
+
+    The recorders add to the fields in place (a method call per value would cost what the fold
+    saves); ``fold_into`` records them at the fold's time and starts again.
+    """
+
+    __slots__ = ("sum", "count", "max")
+
+    def __init__(self) -> None:
+        self.sum = 0.0
+        self.count = 0
+        self.max = -math.inf
+
+    def fold_into(self, avg: Avg, maximum: Max | None, at: float) -> None:
+        if self.count:
+            avg.record_many(self.sum, self.count, at)
+            if maximum is not None:
+                maximum.record_many(self.max, self.count, at)
+        self.sum, self.count, self.max = 0.0, 0, -math.inf
+
+
 class _NodeStats:
-    __slots__ = ("latency_avg", "latency_max", "unfolded_sum", "unfolded_count", "unfolded_max")
+    __slots__ = ("latency_avg", "latency_max")
 
     def __init__(self, window_ms: int, num_samples: int) -> None:
         self.latency_avg = Avg(window_ms, num_samples)
         self.latency_max = Max(window_ms, num_samples)
-        # Answered since the last fold, not yet in latency_avg/latency_max (ProducerMetrics.record_response).
-        self.unfolded_sum = 0.0
-        self.unfolded_count = 0
-        self.unfolded_max = -math.inf
 
 
 class ProducerMetrics:
@@ -213,27 +231,12 @@ class ProducerMetrics:
         self._unfolded_latency_max = -math.inf
         self._unfolded_topics: list[_TopicTotals] = []
         # -- requests not yet in the windowed statistics: added to by record_request(), folded with
-        # the completions (the same rule, the same time). Each Avg takes a sum and a count, each
-        # Max a maximum and a count.
-        self._unfolded_requests = 0
-        self._unfolded_request_records = 0
-        self._unfolded_batches = 0
-        self._unfolded_batch_size_sum = 0.0
-        self._unfolded_batch_size_max = -math.inf
-        self._unfolded_with_records = 0
-        self._unfolded_record_size_sum = 0.0
-        self._unfolded_record_size_max = -math.inf
-        self._unfolded_ratio_sum = 0.0
-        self._unfolded_queued_sum = 0.0
-        self._unfolded_queued_max = -math.inf
-        # -- responses not yet in the windowed statistics: added to by record_response(), folded likewise.
-        self._unfolded_responses = 0
-        self._unfolded_latency_ms_sum = 0.0
-        self._unfolded_latency_ms_max = -math.inf
-        self._unfolded_throttles = 0
-        self._unfolded_throttle_sum = 0.0
-        self._unfolded_throttle_max = -math.inf
-        self._unfolded_nodes: list[_NodeStats] = []
+        # the completions (the same rule, the same time).
+        self._unfolded_requests = _Unfolded()  # records per request: its sum is the records, its count the requests
+        self._unfolded_batch_size = _Unfolded()  # per batch, as each of the three below
+        self._unfolded_record_size = _Unfolded()  # per batch with records
+        self._unfolded_ratio = _Unfolded()
+        self._unfolded_queued = _Unfolded()
 
     def _topic(self, topic: str) -> _TopicTotals:
         totals = self.topics.get(topic)
@@ -326,10 +329,8 @@ class ProducerMetrics:
             self._unfolded_latency_sum = 0.0
             self._unfolded_latency_count = 0
             self._unfolded_latency_max = -math.inf
-        if self._unfolded_requests:
+        if self._unfolded_requests.count:
             self._fold_requests(at)
-        if self._unfolded_responses:
-            self._fold_responses(at)
         for totals in self._unfolded_topics:
             if totals.unfolded_send:
                 totals.send_rate.record(totals.unfolded_send, at)
@@ -346,24 +347,13 @@ class ProducerMetrics:
 
     def _fold_requests(self, at: float) -> None:
         """``_fold``'s part for the requests ``record_request`` added."""
-        n = self._unfolded_batches
-        if n:
-            self.batch_size_avg.record_many(self._unfolded_batch_size_sum, n, at)
-            self.batch_size_max.record_many(self._unfolded_batch_size_max, n, at)
-            with_records = self._unfolded_with_records
-            if with_records:
-                self.record_size_avg.record_many(self._unfolded_record_size_sum, with_records, at)
-                self.record_size_max.record_many(self._unfolded_record_size_max, with_records, at)
-            self.compression_rate_avg.record_many(self._unfolded_ratio_sum, n, at)
-            self.queue_time_avg.record_many(self._unfolded_queued_sum, n, at)
-            self.queue_time_max.record_many(self._unfolded_queued_max, n, at)
         requests = self._unfolded_requests
-        self.request_rate.record(requests, at)
-        self.records_per_request_avg.record_many(self._unfolded_request_records, requests, at)
-        self._unfolded_requests = self._unfolded_request_records = self._unfolded_batches = self._unfolded_with_records = 0
-        self._unfolded_batch_size_sum = self._unfolded_record_size_sum = self._unfolded_ratio_sum = 0.0
-        self._unfolded_queued_sum = 0.0
-        self._unfolded_batch_size_max = self._unfolded_record_size_max = self._unfolded_queued_max = -math.inf
+        self.request_rate.record(requests.count, at)
+        requests.fold_into(self.records_per_request_avg, None, at)
+        self._unfolded_batch_size.fold_into(self.batch_size_avg, self.batch_size_max, at)
+        self._unfolded_record_size.fold_into(self.record_size_avg, self.record_size_max, at)
+        self._unfolded_ratio.fold_into(self.compression_rate_avg, None, at)
+        self._unfolded_queued.fold_into(self.queue_time_avg, self.queue_time_max, at)
 
     def record_retry(self, topic: str, records: int, now_ms: float) -> None:
         """A batch goes back to the queue to be sent again."""
@@ -390,8 +380,8 @@ class ProducerMetrics:
         (``_fold``; ``snapshot()`` folds first). With 10 KB records a request carries about two
         and the producer sends one every 50-100 µs: the thirteen windowed updates per request
         were 3.4 % of the event loop's samples (py-spy, the peers' 3-broker layout); folded, this call
-        costs 2.0-2.3 µs against 2.9 before (one request of one topic, 200,000 calls 60 µs apart,
-        best of 5, at a load of 5-6).
+        costs 1.42-1.50 µs against 2.19 before (one request of one topic, 200,000 calls 60 µs apart,
+        best of 5, quiet machine, 2026-12-03).
         """
         (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
          by_topic) = stats
@@ -399,8 +389,9 @@ class ProducerMetrics:
             self._fold()
             self._unfolded_ms = now_ms
         self.request_total += 1
-        self._unfolded_requests += 1
-        self._unfolded_request_records += records
+        requests = self._unfolded_requests
+        requests.count += 1
+        requests.sum += records
         if not by_topic:
             return
         n = 0
@@ -414,66 +405,42 @@ class ProducerMetrics:
             totals.unfolded_ratios += ratios
             totals.unfolded_batches += int(topic_batches)
             n += int(topic_batches)
-        self._unfolded_batches += n
-        self._unfolded_batch_size_sum += size_sum
-        if size_max > self._unfolded_batch_size_max:
-            self._unfolded_batch_size_max = size_max
+        size = self._unfolded_batch_size
+        size.count += n
+        size.sum += size_sum
+        if size_max > size.max:
+            size.max = size_max
         if with_records:
-            self._unfolded_with_records += with_records
-            self._unfolded_record_size_sum += per_record_sum
-            if per_record_max > self._unfolded_record_size_max:
-                self._unfolded_record_size_max = per_record_max
-        self._unfolded_ratio_sum += ratio_sum
-        self._unfolded_queued_sum += queued_sum
-        if now_ms - oldest > self._unfolded_queued_max:
-            self._unfolded_queued_max = now_ms - oldest
+            per_record = self._unfolded_record_size
+            per_record.count += with_records
+            per_record.sum += per_record_sum
+            if per_record_max > per_record.max:
+                per_record.max = per_record_max
+        ratio = self._unfolded_ratio
+        ratio.count += n
+        ratio.sum += ratio_sum
+        queued = self._unfolded_queued
+        queued.count += n
+        queued.sum += queued_sum
+        if now_ms - oldest > queued.max:
+            queued.max = now_ms - oldest
 
     def record_response(self, node: int, latency_ms: float, throttle_time_ms: int, now_ms: float) -> None:
         """A Produce request was answered after ``latency_ms`` (throttle time < 0: the answer had none, acks=0).
 
-        Folded as ``record_request`` is: the answers within ``FOLD_MS`` of each other are one
-        update of each windowed statistic (a read of the socket carries about four of them).
-        1.25 → 0.92 µs a call (200,000 answers 60 µs apart over three nodes, best of 5).
+        Not folded as requests are: its six updates cost 0.63 µs a call, and folded 0.58-0.61
+        (200,000 answers 60 µs apart over three nodes, best of 5, quiet machine, 2026-12-03).
         """
-        if not now_ms - self._unfolded_ms < FOLD_MS:
-            self._fold()
-            self._unfolded_ms = now_ms
-        self._unfolded_responses += 1
-        self._unfolded_latency_ms_sum += latency_ms
-        if latency_ms > self._unfolded_latency_ms_max:
-            self._unfolded_latency_ms_max = latency_ms
+        self.request_latency_avg.record(latency_ms, now_ms)
+        self.request_latency_max.record(latency_ms, now_ms)
         stats = self.nodes.get(node)
         if stats is None:
             stats = self.nodes[node] = _NodeStats(self.window_ms, self.num_samples)
-        if not stats.unfolded_count:
-            self._unfolded_nodes.append(stats)
-        stats.unfolded_count += 1
-        stats.unfolded_sum += latency_ms
-        if latency_ms > stats.unfolded_max:
-            stats.unfolded_max = latency_ms
+        stats.latency_avg.record(latency_ms, now_ms)
+        stats.latency_max.record(latency_ms, now_ms)
         if throttle_time_ms >= 0:
-            self._unfolded_throttles += 1
-            self._unfolded_throttle_sum += throttle_time_ms
-            if throttle_time_ms > self._unfolded_throttle_max:
-                self._unfolded_throttle_max = throttle_time_ms
-
-    def _fold_responses(self, at: float) -> None:
-        """``_fold``'s part for the answers ``record_response`` added."""
-        count = self._unfolded_responses
-        self.request_latency_avg.record_many(self._unfolded_latency_ms_sum, count, at)
-        self.request_latency_max.record_many(self._unfolded_latency_ms_max, count, at)
-        for stats in self._unfolded_nodes:
-            stats.latency_avg.record_many(stats.unfolded_sum, stats.unfolded_count, at)
-            stats.latency_max.record_many(stats.unfolded_max, stats.unfolded_count, at)
-            stats.unfolded_sum, stats.unfolded_count, stats.unfolded_max = 0.0, 0, -math.inf
-        self._unfolded_nodes.clear()
-        throttles = self._unfolded_throttles
-        if throttles:
-            self.throttle_time_avg.record_many(self._unfolded_throttle_sum, throttles, at)
-            self.throttle_time_max.record_many(self._unfolded_throttle_max, throttles, at)
-        self._unfolded_responses = self._unfolded_throttles = 0
-        self._unfolded_latency_ms_sum = self._unfolded_throttle_sum = 0.0
-        self._unfolded_latency_ms_max = self._unfolded_throttle_max = -math.inf
+            self.throttle_time_avg.record(throttle_time_ms, now_ms)
+            self.throttle_time_max.record(throttle_time_ms, now_ms)
 
     def record_buffer_wait(self, wait_ns: int, now_ms: float) -> None:
         """A ``send()`` waited ``wait_ns`` for buffer memory."""
