@@ -226,9 +226,7 @@ class ProducerMetrics:
         self._unfolded_ms = NAN  # when the first of them completed; NaN: none
         self._unfolded_send = 0
         self._unfolded_error = 0
-        self._unfolded_latency_sum = 0.0
-        self._unfolded_latency_count = 0
-        self._unfolded_latency_max = -math.inf
+        self._unfolded_latency = _Unfolded()  # delivery latency, per record
         self._unfolded_topics: list[_TopicTotals] = []
         # -- requests not yet in the windowed statistics: added to by record_request(), folded with
         # the completions (the same rule, the same time).
@@ -274,10 +272,11 @@ class ProducerMetrics:
             first = now_ms - created_ms
             if first >= 0.0 and records > 0:  # NaN (no creation time given) compares False
                 last = first - min(max(spread_ms, 0.0), first)
-                added, self._unfolded_latency_sum, self._unfolded_latency_max = self.delivery_latency.record_batches(
-                    [records, first, last], self._unfolded_latency_sum, self._unfolded_latency_max
+                unfolded = self._unfolded_latency
+                added, unfolded.sum, unfolded.max = self.delivery_latency.record_batches(
+                    [records, first, last], unfolded.sum, unfolded.max
                 )
-                self._unfolded_latency_count += added
+                unfolded.count += added
         else:
             self.record_error_total += records
             self._unfolded_error += records
@@ -305,10 +304,9 @@ class ProducerMetrics:
         self.record_send_total += total
         self._unfolded_send += total
         if latencies:
-            added, self._unfolded_latency_sum, self._unfolded_latency_max = self.delivery_latency.record_batches(
-                latencies, self._unfolded_latency_sum, self._unfolded_latency_max
-            )
-            self._unfolded_latency_count += added
+            unfolded = self._unfolded_latency
+            added, unfolded.sum, unfolded.max = self.delivery_latency.record_batches(latencies, unfolded.sum, unfolded.max)
+            unfolded.count += added
 
     def _fold(self) -> None:
         """Record the requests and completions added since the last fold into the windowed statistics, at the first one's time."""
@@ -322,13 +320,7 @@ class ProducerMetrics:
         if self._unfolded_error:
             self.record_error_rate.record(self._unfolded_error, at)
             self._unfolded_error = 0
-        if self._unfolded_latency_count:
-            latency = self.delivery_latency
-            latency.avg.record_many(self._unfolded_latency_sum, self._unfolded_latency_count, at)
-            latency.max.record(self._unfolded_latency_max, at)
-            self._unfolded_latency_sum = 0.0
-            self._unfolded_latency_count = 0
-            self._unfolded_latency_max = -math.inf
+        self._unfolded_latency.fold_into(self.delivery_latency.avg, self.delivery_latency.max, at)
         if self._unfolded_requests.count:
             self._fold_requests(at)
         for totals in self._unfolded_topics:
@@ -381,7 +373,8 @@ class ProducerMetrics:
         and the producer sends one every 50-100 µs: the thirteen windowed updates per request
         were 3.4 % of the event loop's samples (py-spy, the peers' 3-broker layout); folded, this call
         costs 1.42-1.50 µs against 2.19 before (one request of one topic, 200,000 calls 60 µs apart,
-        best of 5, quiet machine, 2026-12-03).
+        best of 5, quiet machine, 2026-12-03); with a topic's ``unfolded`` asked through its
+        property, three interleaved rounds on a drifting machine: 1.54-2.97 µs against 2.60-3.54.
         """
         (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
          by_topic) = stats
@@ -398,7 +391,7 @@ class ProducerMetrics:
         topics = self.topics
         for topic, (size_total, ratios, topic_batches) in by_topic.items():
             totals = topics.get(topic) or self._topic(topic)
-            if not (totals.unfolded_batches or totals.unfolded_send or totals.unfolded_error):
+            if not totals.unfolded:
                 self._unfolded_topics.append(totals)
             totals.bytes += int(size_total)
             totals.unfolded_bytes += size_total
