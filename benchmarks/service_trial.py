@@ -37,6 +37,7 @@ from typing import Any
 import aiohttp
 
 from aioproducer.testing import KafkaCluster
+from aioproducer.testing.kafka import SERVER_JVM_OPTIONS
 
 TOPIC = "events"
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ async def _read_back(bootstrap: str) -> collections.Counter[str]:
 async def run(framework: str, connections: int, down_at_start: float, outage: float, steady: float) -> int:
     example = ROOT / "examples" / f"{framework}_service.py"
     trial = Trial()
-    with KafkaCluster(brokers=1, topics={TOPIC: 6}) as kafka:
+    with KafkaCluster(brokers=1, topics={TOPIC: 6}, jvm_options=SERVER_JVM_OPTIONS) as kafka:
         bootstrap = kafka.bootstrap_servers
         await asyncio.to_thread(kafka.stop_broker, 1)
         port = _free_port()

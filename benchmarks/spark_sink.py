@@ -40,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from aioproducer.spark import register_data_source, write_kafka
 from aioproducer.testing import KafkaCluster
-from aioproducer.testing.kafka import KafkaUnavailableError, maven_classpath, require_tool
+from aioproducer.testing.kafka import SERVER_JVM_OPTIONS, KafkaUnavailableError, maven_classpath, require_tool
 
 SINKS = ("spark built-in", "aioproducer")
 PRODUCER = {"acks": "all", "linger.ms": "5"}
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     times: dict[tuple[str, str], list[float]] = {}
     home = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
     try:
-        with KafkaCluster(brokers=1, topics={}) as cluster:
+        with KafkaCluster(brokers=1, topics={}, jvm_options=SERVER_JVM_OPTIONS) as cluster:
             data = frames(spark, args.scale)
             warm = spark.range(1000).selectExpr("CAST(repeat('w', 100) AS BINARY) AS value")
             folders = as_files(spark, {"warm": (warm, 1000), **data}, home) if args.streaming else {}

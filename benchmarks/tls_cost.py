@@ -24,6 +24,7 @@ from typing import Any
 
 from aioproducer import Producer
 from aioproducer.testing import KafkaCluster
+from aioproducer.testing.kafka import SERVER_JVM_OPTIONS
 
 USER, PASSWORD = "bench", "bench-secret"
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
@@ -84,7 +85,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rates: dict[tuple[str, str], list[float]] = {}
-    with KafkaCluster(brokers=1, topics={}, listeners=LISTENERS, scram_users={USER: PASSWORD}) as cluster:
+    with KafkaCluster(brokers=1, topics={}, listeners=LISTENERS, scram_users={USER: PASSWORD}, jvm_options=SERVER_JVM_OPTIONS) as cluster:
         for round_ in range(args.rounds):
             order = LISTENERS if round_ % 2 == 0 else tuple(reversed(LISTENERS))
             for client, run in CLIENTS.items():

@@ -22,6 +22,7 @@ from typing import Any
 
 from aioproducer import Producer
 from aioproducer.testing import KafkaCluster
+from aioproducer.testing.kafka import SERVER_JVM_OPTIONS
 
 VALUE = b"v" * 100
 MODES = ("idempotent", "txn per 10,000", "txn per 100")
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rates: dict[str, list[float]] = {}
-    with KafkaCluster(brokers=1, topics={}) as cluster:
+    with KafkaCluster(brokers=1, topics={}, jvm_options=SERVER_JVM_OPTIONS) as cluster:
         for round_ in range(args.rounds):
             for mode in MODES if round_ % 2 == 0 else tuple(reversed(MODES)):
                 topic = f"txn-bench-{next(_topics)}"

@@ -38,6 +38,7 @@ pytest_plugins = ("pytester",)
 #: files with the most tests first, left the long files of one or two tests, real clusters and Spark
 #: drivers, to the end, where one worker ran them while the other waited: CI 2060 s.)
 FIRST_FILES = (
+    "tests/integration/test_spark_streaming_restarts.py",  # six Spark drivers: 186 s alone, 239-300 s in the suite
     "tests/unit/test_mutations.py",
     "tests/integration/test_real_broker_faults.py",
     "tests/docs/test_examples.py",

@@ -70,6 +70,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from aioproducer.testing._processes import KafkaStartError, KafkaUnavailableError
+from aioproducer.testing.class_archive import ClassArchive
 from aioproducer.testing._processes import die_with_parent as _die_with_parent
 from aioproducer.testing._processes import free_port as _free_port
 
@@ -305,14 +306,17 @@ rootLogger.level = WARN
 rootLogger.appenderRef.err.ref = ERR
 """
 
-#: The script defaults' G1 settings, a small heap, and a quick start (C1 is
-#: enough for a test broker; measured below 10 % throughput cost is not at stake
-#: in correctness tests, and the benchmarks pass ``jvm_options`` of their own).
-_JVM_OPTIONS = (
+#: The script defaults' G1 settings and a small heap: a broker for throughput (both of the JIT's
+#: compilers), which the benchmarks pass as ``jvm_options``.
+SERVER_JVM_OPTIONS = (
     "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
     "-Djava.awt.headless=true",
 )
+#: The default: a quick start. C1 only (no C2 compiles in a JVM that lives for a test): a node's
+#: start took 7.5-7.8 s of CPU against 10.0-10.8 s (see :mod:`aioproducer.testing.class_archive`,
+#: which every JVM here adds). A benchmark's broker wants :data:`SERVER_JVM_OPTIONS`.
+QUICK_START_JVM_OPTIONS = (*SERVER_JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
 
 
 @dataclass
@@ -331,6 +335,8 @@ class _Node:
     process: subprocess.Popen[bytes] | None = None
     log_offset: int = 0
     proxies: dict[str, FaultProxy] = field(default_factory=dict)
+    #: The class-data archive this node's JVM writes when it exits (``ClassArchive.use_or_make``).
+    archive_dump: Path | None = None
 
     @property
     def properties(self) -> Path:
@@ -437,7 +443,7 @@ class KafkaCluster:
         proxy: bool = False,
         ssl_client_auth: str = "none",
         dedicated_controller: bool = False,
-        jvm_options: Sequence[str] = _JVM_OPTIONS,
+        jvm_options: Sequence[str] = QUICK_START_JVM_OPTIONS,
         extra_classpath: Sequence[Path] = (),
         transaction_version: int | None = None,
         oauthbearer_jwks_url: str | None = None,
@@ -478,6 +484,7 @@ class KafkaCluster:
         self._closed = False
         self.libs: Path = kafka_libs(version)
         self._java = require_tool("java", "to run the Kafka broker (OpenJDK 17 or newer)")
+        self._archive = ClassArchive(self._java, classpath(self.libs), cache_dir(version))
         self._work = Path(tempfile.mkdtemp(prefix="aioproducer-kafka-"))
         #: The realm's KDC and the client's principal and keytab, with ``sasl_mechanism="GSSAPI"``.
         self.kdc: Kdc | None = None
@@ -738,8 +745,8 @@ class KafkaCluster:
                 "client_cert": d / "client.crt", "client_key": d / "client.key"}
 
     def _tool(self, *args: str, timeout: float = 120) -> str:
-        command = [self._java, "-Xmx256m", f"-Dlog4j2.configurationFile={self._work / 'log4j2-tools.properties'}",
-                   "-cp", classpath(self.libs), *args]
+        command = [self._java, "-Xmx256m", "-XX:TieredStopAtLevel=1", *self._archive.use(),
+                   f"-Dlog4j2.configurationFile={self._work / 'log4j2-tools.properties'}", "-cp", classpath(self.libs), *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise KafkaStartError(f"{args[0]} {args[1]} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
@@ -783,7 +790,12 @@ class KafkaCluster:
         if node.process is not None and node.process.poll() is None:
             raise RuntimeError(f"broker {node.node_id} is already running")
         node.log_offset = node.log.stat().st_size if node.log.exists() else 0
-        command = [self._java, *self._jvm_options,
+        self._archive_ended(node)  # a JVM that ended on its own, not through _terminate
+        if self._extra_classpath:  # the archive is of Kafka's classpath alone: map it, never make it
+            archive, node.archive_dump = self._archive.use(), None
+        else:
+            archive, node.archive_dump = self._archive.use_or_make()
+        command = [self._java, *self._jvm_options, *archive,
                    f"-Dlog4j2.configurationFile={self._work / 'log4j2-broker.properties'}",
                    f"-Dkafka.logs.dir={node.directory / 'logs'}",
                    "-cp", os.pathsep.join((classpath(self.libs), *self._extra_classpath)), "kafka.Kafka",
@@ -1176,17 +1188,27 @@ class KafkaCluster:
     def _terminate(self, nodes: list[_Node], signum: int = signal.SIGTERM) -> None:
         """Signal ``nodes`` together, SIGKILL those still alive after 20 s, and reap them."""
         with self._lock:
-            processes = [n.process for n in nodes if n.process is not None and n.process.poll() is None]
-            for process in processes:
-                process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
-                process.send_signal(signum)
+            running = [n for n in nodes if n.process is not None and n.process.poll() is None]
+            for node in running:
+                assert node.process is not None
+                node.process.send_signal(signal.SIGCONT)  # a paused JVM cannot handle SIGTERM
+                node.process.send_signal(signum)
         deadline = time.monotonic() + _STOP_TIMEOUT_S
-        for process in processes:
+        for node in running:
+            assert node.process is not None
             try:
-                process.wait(max(0.0, deadline - time.monotonic()))
+                node.process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                node.process.kill()
+                node.process.wait()
+        for node in nodes:
+            self._archive_ended(node)
+
+    def _archive_ended(self, node: _Node) -> None:
+        """If ``node``'s JVM was to write the class-data archive and has ended, put it in place (or drop it)."""
+        if node.archive_dump is not None and node.process is not None and node.process.poll() is not None:
+            self._archive.made(node.archive_dump, node.process.returncode)
+            node.archive_dump = None
 
     def __enter__(self) -> Self:
         return self
@@ -1271,6 +1293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a SASL user for PLAIN and SCRAM (repeatable)")
     parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a property on every node, the controller too (repeatable)")
+    parser.add_argument("--throughput", action="store_true",
+                        help="both of the JIT's compilers (SERVER_JVM_OPTIONS), for a benchmark's broker; "
+                             "default: a quick start, C1 only")
     parser.add_argument("--until-stdin-eof", action="store_true",
                         help="also stop when stdin reaches end of file (the parent closed the pipe)")
     args = parser.parse_args(argv)
@@ -1283,6 +1308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scram_users=dict(u.split(":", 1) for u in args.scram_user),
             broker_config=dict(c.split("=", 1) for c in args.broker_config),
             replication_factor=args.replication_factor,
+            jvm_options=SERVER_JVM_OPTIONS if args.throughput else QUICK_START_JVM_OPTIONS,
         )
     except (ValueError, KafkaUnavailableError, KafkaStartError) as exc:
         print(f"error: {exc}", file=sys.stderr)
