@@ -190,7 +190,7 @@ def main() -> None:
             rows += _run("mock (3 brokers)", mock.bootstrap_servers, args.repeat, lambda: next(topics), shapes)
     if args.broker in ("kafka1", "both"):
         from aioproducer.testing import KafkaCluster
-from aioproducer.testing.kafka import SERVER_JVM_OPTIONS
+        from aioproducer.testing.kafka import SERVER_JVM_OPTIONS
 
         with KafkaCluster(brokers=1, jvm_options=SERVER_JVM_OPTIONS) as kafka:
             def topic() -> str:
