@@ -13,8 +13,8 @@ the first broker launched while no archive exists, and no other process is makin
 JVM's exit, which writes the archive: about 4 s, once) the file is renamed into place. A broker
 SIGKILLed meanwhile leaves nothing behind. Every later JVM on that classpath maps the archive
 with ``-XX:SharedArchiveFile``; a JVM that finds it unusable (another Java build) says so in its
-log and runs without it. The archive's name carries a digest of the ``java`` binary and the
-classpath, so another JDK or jar set makes its own. One process at a time makes it: a marker
+log and runs without it. The archive's name carries a digest of the ``java`` binary and of the
+classpath's files (their sizes and times), so another JDK or another copy of the jars makes its own. One process at a time makes it: a marker
 file, created exclusively, older than ``STALE_S`` taken as left by a process that died.
 """
 
@@ -38,9 +38,15 @@ class ClassArchive:
     """The archive of one ``java`` and one classpath, in ``directory``; one per :class:`KafkaCluster`."""
 
     def __init__(self, java: str, classpath: str, directory: Path) -> None:
-        real = Path(java).resolve()
-        stat = real.stat()
-        digest = hashlib.sha256(f"{real}\0{stat.st_size}\0{stat.st_mtime_ns}\0{classpath}".encode()).hexdigest()[:16]
+        identity = hashlib.sha256(_stamp(Path(java).resolve()).encode())
+        for entry in classpath.split(os.pathsep):
+            # A JVM refuses an archive whose jars changed since (a new venv's copy of the same jars):
+            # the name changes with them.
+            files = sorted(Path(entry[:-1]).glob("*.jar")) if entry.endswith("*") else [Path(entry)]
+            identity.update(f"\0{entry}".encode())
+            for file in files:
+                identity.update(f"\0{_stamp(file)}".encode())
+        digest = identity.hexdigest()[:16]
         self.path = directory / f"classes-{digest}.jsa"
         self._marker = directory / f"classes-{digest}.making"
 
@@ -85,3 +91,12 @@ class ClassArchive:
             except OSError:
                 return False  # a read-only cache: run without an archive
         return False
+
+
+def _stamp(path: Path) -> str:
+    """``path`` with its size and modification time, or as missing."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path} missing"
+    return f"{path} {stat.st_size} {stat.st_mtime_ns}"

@@ -84,6 +84,17 @@ def test_another_java_or_classpath_has_an_archive_of_its_own(tmp_path: Path) -> 
     assert len(paths) == 3
 
 
+def test_a_new_copy_of_the_jars_has_an_archive_of_its_own(tmp_path: Path) -> None:
+    """A new venv's pyspark/jars are the same jars at the same path, written again: a JVM refuses the old archive."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "one.jar").write_bytes(b"jar")
+    wildcard, plain = archive(tmp_path, f"{jars}/*").path, archive(tmp_path, str(jars / "one.jar")).path
+    os.utime(jars / "one.jar", ns=(1, 1))
+    assert archive(tmp_path, f"{jars}/*").path != wildcard
+    assert archive(tmp_path, str(jars / "one.jar")).path != plain
+
+
 def test_an_unwritable_directory_means_no_archive(tmp_path: Path) -> None:
     gone = ClassArchive(str(archive(tmp_path).path.parent / "java"), "a.jar", tmp_path / "missing")
     assert gone.use_or_make() == ([], None)

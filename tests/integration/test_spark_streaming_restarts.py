@@ -40,14 +40,15 @@ test beside it. The archive, when missing, took 157 s more
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import queue
 import random
-import select
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -58,6 +59,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from aioproducer.testing import KafkaCluster
+from aioproducer.testing.class_archive import ClassArchive
 from conftest import new_topic
 from spark_support import spark_kafka_jars
 from stream_driver import WARM_ROWS
@@ -90,6 +92,17 @@ class Driver:
             [sys.executable, str(DRIVER), *arguments],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env, start_new_session=True,
         )
+        # Its stdout's lines, read by a thread of their own: select() on the pipe and readline() on its
+        # buffered reader missed a "ready" that arrived in one read with a line before it (a JVM's
+        # warning about a class-data archive it could not use), and the test waited for it in vain.
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put("")  # the end of its output
 
     def go(self) -> None:
         """Wait until the driver is warm, then start its queries."""
@@ -100,17 +113,19 @@ class Driver:
         self.process.stdin.flush()
 
     def _expect(self, word: str) -> None:
-        assert self.process.stdout is not None
         deadline = time.monotonic() + BOUND
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.process.stdout], [], [], 1.0)
-            if ready:
-                line = self.process.stdout.readline()
-                if line.strip() == word:
-                    return
-                if not line:
-                    break
-        pytest.fail(f"the driver did not say {word!r}: {self.tail()}")
+        said: list[str] = []
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line.strip() == word:
+                return
+            if not line:
+                break
+            said.append(line.rstrip())
+        pytest.fail(f"the driver did not say {word!r} (its output: {said!r}): {self.tail()}")
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -206,26 +221,29 @@ def read_pairs(bootstrap: str, topic: str) -> list[tuple[str, str]]:
         consumer.close()
 
 
-def class_archive(arguments: list[str], tmp_path: Path, env: dict[str, str]) -> Path:
-    """Spark's classes as a class-data archive, in the user cache; written by a driver that exits normally if missing."""
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    key = hashlib.sha256(f"{java}|{pyspark.__version__}|{sys.executable}".encode()).hexdigest()[:16]
+def class_archive(arguments: list[str], tmp_path: Path, env: dict[str, str]) -> Path | None:
+    """Spark's classes as a class-data archive in the user cache, written by a driver that exits normally if missing.
+
+    Named by :class:`ClassArchive` after this ``java`` and PySpark's jars: a new venv's copy of the
+    jars is refused by the JVM, so it needs an archive of its own. None while another process makes it.
+    """
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aioproducer" / "spark" / "cds"
-    archive = cache / f"spark-{key}.jsa"
-    if archive.exists():
-        return archive
     cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f".spark-{key}-{os.getpid()}.jsa"
-    options = f"--driver-java-options '{JVM} -XX:ArchiveClassesAtExit={partial}' pyspark-shell"
-    log = tmp_path / "archive.log"
+    java = shutil.which("java")
+    assert java is not None
+    archive = ClassArchive(java, str(Path(pyspark.__file__).parent / "jars" / "*"), cache)
+    options, dump = archive.use_or_make()
+    if dump is None:
+        return archive.path if options else None
     started = time.monotonic()
-    writer = Driver(["--archive", *arguments], log, {**env, "PYSPARK_SUBMIT_ARGS": options})
+    submit = f"--driver-java-options '{JVM} {options[0]}' pyspark-shell"
+    writer = Driver(["--archive", *arguments], tmp_path / "archive.log", {**env, "PYSPARK_SUBMIT_ARGS": submit})
     assert writer.process.stdin is not None
     writer.process.stdin.close()
-    assert writer.process.wait(2 * BOUND) == 0 and partial.exists(), writer.tail()
-    partial.rename(archive)
+    archive.made(dump, writer.process.wait(2 * BOUND))
+    assert archive.path.is_file(), writer.tail()
     print(f"class-data archive written in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    return archive
+    return archive.path
 
 
 async def test_five_driver_kills_exactly_once_and_spark_sink_beside_it(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
@@ -244,7 +262,8 @@ async def test_five_driver_kills_exactly_once_and_spark_sink_beside_it(kafka_clu
     both = [*query(ours, ours_checkpoint, "--transactional-id", f"{ours}-q"), "--and", *query(theirs, theirs_checkpoint, "--sink", "kafka")]
     env = {"WARM_DIR": str(tmp_path / "warm"), "WARM_TOPIC": warm}
     archive = class_archive(query(warm, tmp_path / "unused"), tmp_path, env)
-    env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{JVM} -XX:SharedArchiveFile={archive}' pyspark-shell"
+    shared = "" if archive is None else f" -XX:SharedArchiveFile={archive}"
+    env["PYSPARK_SUBMIT_ARGS"] = f"--driver-java-options '{JVM}{shared}' pyspark-shell"
     started: list[Driver] = []
     warming: list[Driver] = []
     kills = ["theirs-mid-write", "mid-write", "after-commit", "mid-write", "after-commit"]
