@@ -18,9 +18,12 @@ jars that PySpark already ships are left out.
 (untimed), and each round runs one Structured Streaming query per sink over them
 (``readStream.parquet``, ``maxFilesPerTrigger`` files per micro-batch, ``availableNow``), Spark's
 ``writeStream.format("kafka")`` against ``writeStream.format("aioproducer")`` (at least once), a
-fresh checkpoint each; the time is the query's, from ``start()`` to its end.
+fresh checkpoint each; the time is the query's, from ``start()`` to its end. ``--floors`` adds two
+sinks that write nothing to each round, Spark's ``noop`` and a Python data source's
+(``benchmarks/spark_noop.py``): what Spark and PySpark's Python data sources cost before any sink
+writes a record.
 
-    python -m benchmarks.spark_sink [--rounds R] [--scale 0.1] [--streaming]
+    python -m benchmarks.spark_sink [--rounds R] [--scale 0.1] [--streaming [--floors]]
 """
 
 from __future__ import annotations
@@ -40,9 +43,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from aioproducer.spark import register_data_source, write_kafka
 from aioproducer.testing import KafkaCluster
+from benchmarks.spark_noop import FORMAT as NOOP_FORMAT
+from benchmarks.spark_noop import NoopDataSource
 from aioproducer.testing.kafka import SERVER_JVM_OPTIONS, KafkaUnavailableError, maven_classpath, require_tool
 
 SINKS = ("spark built-in", "aioproducer")
+#: ``--floors``: what a query costs with sinks that write nothing, Spark's ``noop`` and a Python data source's.
+FLOORS = ("spark noop", "python no-op")
 PRODUCER = {"acks": "all", "linger.ms": "5"}
 
 def sink_jars(version: str) -> list[Path]:
@@ -102,7 +109,8 @@ FILES, FILES_PER_TRIGGER = 8, 2  # --streaming: four micro-batches per query
 def stream(sink: str, folder: Path, checkpoint: Path, spark: SparkSession, bootstrap: str, topic: str) -> float:
     """One streaming query over ``folder``'s Parquet files into ``topic``; its wall time."""
     source = spark.readStream.schema("value binary").option("maxFilesPerTrigger", FILES_PER_TRIGGER).parquet(str(folder))
-    writer = source.writeStream.format("aioproducer" if sink == "aioproducer" else "kafka")
+    formats = {"aioproducer": "aioproducer", "spark built-in": "kafka", "spark noop": "noop", "python no-op": NOOP_FORMAT}
+    writer = source.writeStream.format(formats[sink])
     writer = writer.option("kafka.bootstrap.servers", bootstrap).option("topic", topic).option("checkpointLocation", str(checkpoint))
     for key, value in PRODUCER.items():
         writer = writer.option(f"kafka.{key}", value)
@@ -126,10 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the row counts (smoke test: 0.05)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--streaming", action="store_true", help="Structured Streaming queries instead of batch writes")
+    parser.add_argument("--floors", action="store_true",
+                        help="with --streaming: also Spark's noop sink and a Python data source that writes nothing")
     parser.add_argument("--jars-version", default=pyspark.__version__, help="the Kafka connector's version (Maven Central may lag PyPI)")
     args = parser.parse_args(argv)
     jars = sink_jars(args.jars_version)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)  # the workers import benchmarks.spark_noop by name
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    floors = FLOORS if args.streaming and args.floors else ()
     spark = (
         SparkSession.builder.master(args.master).appName("aioproducer-spark-sink-benchmark")
         .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.ui.enabled", "false")
@@ -137,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register_data_source(spark)
+    spark.dataSource.register(NoopDataSource)
     times: dict[tuple[str, str], list[float]] = {}
     home = Path(tempfile.mkdtemp(prefix="spark-sink-bench-"))
     try:
@@ -155,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             for round_ in range(args.rounds):
                 for name, (df, rows) in data.items():
                     order = SINKS if round_ % 2 == 0 else SINKS[::-1]
-                    for sink in order:
+                    for sink in (*order, *floors):
                         n += 1
                         topic = f"bench-{n}"
                         cluster.create_topic(topic, partitions=6)
@@ -163,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                             seconds = stream(sink, folders[name], home / f"checkpoint-{n}", spark, cluster.bootstrap_servers, topic)
                         else:
                             seconds = write(sink, df, cluster.bootstrap_servers, topic)
-                        written = sum(cluster.high_watermarks(topic).values())
+                        written = rows if sink in FLOORS else sum(cluster.high_watermarks(topic).values())
                         if written != rows:
                             print(f"FAILED: {sink} wrote {written} of {rows} rows to {topic}", file=sys.stderr)
                             return 1
@@ -182,12 +196,15 @@ def report(times: dict[tuple[str, str], list[float]], args: Any, version: str) -
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
     print()
     column = '`writeStream.format("aioproducer")`' if args.streaming else "aioproducer `write_kafka`"
-    print(f"| DataFrame | Spark's built-in sink | {column} | aioproducer / built-in (throughput) |")
-    print("|---|---|---|---|")
+    floors = [sink for sink in FLOORS if any(s == sink for _, s in times)]
+    extra = "".join(f" | {sink} (floor)" for sink in floors)
+    print(f"| DataFrame | Spark's built-in sink | {column} | aioproducer / built-in (throughput){extra} |")
+    print("|---|---|---|---|" + "---|" * len(floors))
     for name in dict.fromkeys(name for name, _ in times):
         builtin = statistics.median(times[(name, SINKS[0])])
         ours = statistics.median(times[(name, SINKS[1])])
-        print(f"| {name} | {builtin:.2f} s | {ours:.2f} s | {builtin / ours:.2f}x |")
+        cells = "".join(f" | {statistics.median(times[(name, sink)]):.2f} s" for sink in floors)
+        print(f"| {name} | {builtin:.2f} s | {ours:.2f} s | {builtin / ours:.2f}x{cells} |")
 
 
 if __name__ == "__main__":
