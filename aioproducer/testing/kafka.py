@@ -32,7 +32,11 @@ module runs Apache Kafka's own broker, one JVM per node, on 127.0.0.1.
    ``Kafka Server started`` line; the cluster then waits until Metadata, asked
    through confluent-kafka's admin client (an independent client), lists every
    broker, and creates ``topics``. A failure raises :class:`KafkaStartError`
-   with the tail of the node's log.
+   with the tail of the node's log. The JVMs are made to start quickly, not to
+   run fast: C1 only (``QUICK_START_JVM_OPTIONS``, the default ``jvm_options``;
+   benchmarks pass ``SERVER_JVM_OPTIONS``) and a class-data archive of Kafka's
+   classes in the jar cache, written once by the first broker that exits
+   normally (``aioproducer.testing.class_archive``).
 5. **Stop.** :meth:`close` sends SIGTERM to every node at once (controlled
    shutdown off, so no node waits for the others), SIGKILLs what is left after
    20 s and deletes the temporary directory. The JVMs also die with the Python
