@@ -44,7 +44,6 @@ import json
 import os
 import queue
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +59,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from aioproducer.testing import KafkaCluster
 from aioproducer.testing.class_archive import ClassArchive
+from aioproducer.testing.kafka import require_tool
 from conftest import new_topic
 from spark_support import spark_kafka_jars
 from stream_driver import WARM_ROWS
@@ -229,9 +229,7 @@ def class_archive(arguments: list[str], tmp_path: Path, env: dict[str, str]) -> 
     """
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aioproducer" / "spark" / "cds"
     cache.mkdir(parents=True, exist_ok=True)
-    java = shutil.which("java")
-    assert java is not None
-    archive = ClassArchive(java, str(Path(pyspark.__file__).parent / "jars" / "*"), cache)
+    archive = ClassArchive(require_tool("java", "to run Spark's driver"), str(Path(pyspark.__file__).parent / "jars" / "*"), cache)
     options, dump = archive.use_or_make()
     if dump is None:
         return archive.path if options else None
