@@ -72,8 +72,7 @@ class _Engine:
         if batch.error is None:
             self.records_sent += batch.record_count
 
-    def on_acknowledged(self, records: int, by_topic: dict[str, int], latencies: list[float], now: float) -> None:
-        self.metrics.record_acknowledged(by_topic, latencies, now)
+    def on_acknowledged(self, records: int) -> None:
         self.records_sent += records
 
 
@@ -98,6 +97,7 @@ def one_run(native: bool, partitions: int, value: bytes, responses: int, futures
         client=None,  # type: ignore[arg-type]  # a written batch's completion never asks the client
         accumulator=acc, transaction_manager=tm, config=_Config(), clock=clock, on_fatal=lifecycle.refuse,
         on_complete=engine.on_complete, on_acknowledged=engine.on_acknowledged if native else None,
+        metrics=engine.metrics,
     )
     delivered = 0
 

@@ -37,6 +37,7 @@ BATCH_RS = "native/src/batch.rs"
 QUEUES_RS = "native/src/queues.rs"
 BUILDER_RS = "native/src/batch_builder.rs"
 COMPLETE_RS = "native/src/complete.rs"
+COUNTERS_RS = "native/src/counters.rs"
 #: The native completion's bugs show there first; each of its mutants costs about 18-20 s on the
 #: shared machine under a load of 7-10 (the crate's build most of it), 5 s for a Python one.
 COMPLETION_TESTS = "tests/unit/test_completion.py"
@@ -209,6 +210,18 @@ MUTATIONS = [
         "",
     ),
     Mutation(
+        "an on_delivery that reads the metrics mid-response loses the rest of the response's counts",
+        COMPLETE_RS,
+        "            c.at(now);\n",
+        "",
+    ),
+    Mutation(
+        "a value fold_ms late folded at its generation's first time",
+        COUNTERS_RS,
+        "        } else if !(now_ms - open.since_ms < self.fold_ms) {",
+        "        } else if now_ms < open.since_ms {",
+    ),
+    Mutation(
         "a KIP-467 record error given to the next record",
         SENDER,
         "        by_index[batch_index] = error_class(",
@@ -279,6 +292,8 @@ CAUGHT_BY = {
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
     "a written batch's records not counted": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's memory not freed": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
+    "an on_delivery that reads the metrics mid-response loses the rest of the response's counts": 'tests/unit/test_completion.py::test_an_on_delivery_that_reads_the_metrics_in_the_middle_of_a_response_sees_them_and_loses_nothing',
+    "a value fold_ms late folded at its generation's first time": 'tests/unit/test_metrics_stats.py::test_counters_close_a_generation_at_the_first_value_fold_ms_after_its_first',
     'a KIP-467 record error given to the next record': 'tests/unit/test_sender.py::test_record_errors_fail_the_named_records_with_their_own_error_and_the_rest_generically',
     'sticky byte count without the per-record overhead': 'tests/unit/test_accumulator.py::test_keyless_records_stick_to_a_partition_for_a_batch_worth_of_bytes',
     'sticky byte count leaves the key out': 'tests/unit/test_accumulator.py::test_keyed_records_on_the_sticky_partition_count_their_key_bytes_too',

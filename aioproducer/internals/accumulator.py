@@ -60,7 +60,7 @@ from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import Lifecycle, LifecycleView, State
 from aioproducer.logs import LogLike
 from aioproducer.partitioner import BuiltInPartitioner, NodeLatencyStats, TopicPartitions
-from aioproducer._native import RecordQueues
+from aioproducer._native import RecordQueues, RequestCounters
 from aioproducer._native import estimate_size_in_bytes_upper_bound  # the Python statement in records.py is its test oracle
 from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder
 
@@ -763,24 +763,25 @@ class RecordAccumulator:
 
     def complete(
         self, batches: list[ProducerBatch], partitions: Sequence[PartitionResponse], now: float, duplicate_code: int,
-        *, per_batch: bool = False,
-    ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None]], int, dict[str, int], list[float]]:
+        *, per_batch: bool = False, counters: RequestCounters | None = None,
+    ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None]], int, bool]:
         """A Produce response's batches that the broker wrote, completed in one native call (``native/src/complete.rs``).
 
         Each is completed (its futures, ``on_delivery``, done-callbacks, awaiters), its partition
         unmuted, its memory freed (one ``deallocate`` for the response, after the callbacks) and
         forgotten; the transaction manager told first (``on_acknowledged_all``). Returns the
         partitions that need a decision (``(batch, answer)``, or ``(batch, None)`` when not
-        answered), and for the counters the records acknowledged, per topic, and the delivery
-        latencies (flat ``[records, first_ms, last_ms, ...]``). With ``per_batch`` nothing is completed:
-        every answered batch comes back with its answer (the caller completes each).
+        answered), the records acknowledged, and whether the metrics should fold: the records
+        acknowledged, per topic, and their delivery latencies went into ``counters`` (the
+        metrics'). With ``per_batch`` nothing is completed: every answered batch comes back with
+        its answer (the caller completes each).
         """
-        decisions, freed, records, by_topic, latencies = self._queues.complete(
-            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch
+        decisions, freed, records, fold_due = self._queues.complete(
+            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch, counters
         )
         if freed:
             self.pool.deallocate(freed)
-        return decisions, records, by_topic, latencies
+        return decisions, records, fold_due
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch finished: release its memory and forget it."""

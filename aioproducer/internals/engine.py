@@ -413,9 +413,8 @@ class ProducerEngine:
         if intake is not None:
             intake.topic_partitions.clear()
 
-    def _on_acknowledged(self, records: int, by_topic: dict[str, int], latencies: list[float], now: float) -> None:
-        """A response's batches the broker wrote, completed natively: ``_on_batch_complete`` of each, summed."""
-        self.metrics.record_acknowledged(by_topic, latencies, now)
+    def _on_acknowledged(self, records: int) -> None:
+        """A response's batches the broker wrote, completed natively (their metrics counted there): ``records`` sent."""
         self.records_sent += records
 
     def _on_batch_complete(self, batch: ProducerBatch) -> None:

@@ -7,10 +7,13 @@ record: ``ProducerMetrics`` is what the sender, the buffer pool and the producer
 
 Cost, measured (``profile_gather --value-size 10240``, each 10 KB record a batch of its own):
 one windowed update costs about 0.3 µs, and recording each batch's 15 of them took 15 % of
-the producer's CPU. A request's batches are now folded into one update per statistic
-(``record_request``), and the requests and completions within a millisecond of each other
-likewise (``_fold``): the same values, since an ``Avg`` takes a sum and a count and a ``Max``
-a maximum, at one update per millisecond at most.
+the producer's CPU. A request's batches are now folded into one update per statistic, and the
+requests and completions within a millisecond of each other likewise (``fold``): the same
+values, since an ``Avg`` takes a sum and a count and a ``Max`` a maximum, at one update per
+millisecond at most. The sums between two folds are native (``RequestCounters``,
+``native/src/counters.rs``), added to by the request's build and the response's completion in
+the loops they run anyway: no Python per request or response but the fold's, once per
+millisecond at most.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
-from aioproducer._native import record_latencies
+from aioproducer._native import ProducerBatch, RequestCounters, record_latencies
 from aioproducer.stats import NAN, Avg, ByteCounts, Max, Rate, SampledStat
 
 __all__ = [
@@ -37,18 +40,18 @@ __all__ = [
     "render_markdown_table",
 ]
 
-#: A Produce request's statistics, one native pass over its batches (``produce_topic_data``,
-#: ``request_stats``): records, the batches' size sum and maximum, their records' mean size summed
-#: and its maximum, how many batches had records, compression ratios summed, queue time summed,
-#: the oldest creation time, and per topic ``[bytes, ratios summed, batches]``.
-RequestStats: TypeAlias = tuple[int, int, int, float, float, int, float, float, float, dict[str, list[float]]]
+#: One generation of ``RequestCounters.take()``: ``(since_ms, requests, request_records, batches,
+#: size_sum, size_max, with_records, per_record_sum, per_record_max, ratio_sum, queued_sum,
+#: queued_max)``, records acknowledged, records failed, the latency rows, and per topic
+#: ``(topic, bytes, ratios summed, batches, acknowledged, failed)``.
+Generation: TypeAlias = tuple[
+    tuple[float, int, int, int, float, float, int, float, float, float, float, float],
+    int, int, list[float], list[tuple[str, float, float, int, int, int]],
+]
 
 
 class _TopicTotals:
-    __slots__ = (
-        "send", "bytes", "error", "retry", "send_rate", "byte_rate", "error_rate", "retry_rate", "compression",
-        "unfolded_send", "unfolded_error", "unfolded_bytes", "unfolded_ratios", "unfolded_batches",
-    )
+    __slots__ = ("send", "bytes", "error", "retry", "send_rate", "byte_rate", "error_rate", "retry_rate", "compression")
 
     def __init__(self, window_ms: int, num_samples: int) -> None:
         self.send = 0
@@ -60,22 +63,10 @@ class _TopicTotals:
         self.error_rate = Rate(window_ms, num_samples)
         self.retry_rate = Rate(window_ms, num_samples)
         self.compression = Avg(window_ms, num_samples)
-        # Completed since the last fold, not yet in send_rate/error_rate (ProducerMetrics.record_completed).
-        self.unfolded_send = 0
-        self.unfolded_error = 0
-        # Sent since the last fold, not yet in byte_rate/compression (ProducerMetrics.record_request).
-        self.unfolded_bytes = 0.0
-        self.unfolded_ratios = 0.0
-        self.unfolded_batches = 0
-
-    @property
-    def unfolded(self) -> bool:
-        """Whether anything waits for the next fold (the topic is then in ``ProducerMetrics._unfolded_topics``)."""
-        return bool(self.unfolded_send or self.unfolded_error or self.unfolded_batches)
 
 
-#: Completions recorded within this many milliseconds of the first unfolded one go into the
-#: windowed statistics together, at that first one's time (see ``ProducerMetrics.record_completed``).
+#: Requests and completions recorded within this many milliseconds of the first unfolded one go
+#: into the windowed statistics together, at that first one's time (``ProducerMetrics.fold``).
 FOLD_MS: Final = 1.0
 
 
@@ -156,28 +147,6 @@ class DeliveryLatency:
         return out
 
 
-class _Unfolded:
-    """The values of an ``Avg`` (and its ``Max``) recorded since the last fold: their sum, count and maximum.
-
-    The recorders add to the fields in place (a method call per value would cost what the fold
-    saves); ``fold_into`` records them at the fold's time and starts again.
-    """
-
-    __slots__ = ("sum", "count", "max")
-
-    def __init__(self) -> None:
-        self.sum = 0.0
-        self.count = 0
-        self.max = -math.inf
-
-    def fold_into(self, avg: Avg, maximum: Max | None, at: float) -> None:
-        if self.count:
-            avg.record_many(self.sum, self.count, at)
-            if maximum is not None:
-                maximum.record_many(self.max, self.count, at)
-        self.sum, self.count, self.max = 0.0, 0, -math.inf
-
-
 class _NodeStats:
     __slots__ = ("latency_avg", "latency_max")
 
@@ -221,20 +190,9 @@ class ProducerMetrics:
         self.delivery_latency: DeliveryLatency = DeliveryLatency(window_ms=w, num_samples=n)
         self.topics: dict[str, _TopicTotals] = {}
         self.nodes: dict[int, _NodeStats] = {}
-        # -- completions not yet in the windowed statistics: added to by record_completed(),
-        # recorded and emptied by _fold() (a completion or request 1 ms or more later, or snapshot()).
-        self._unfolded_ms = NAN  # when the first of them completed; NaN: none
-        self._unfolded_send = 0
-        self._unfolded_error = 0
-        self._unfolded_latency = _Unfolded()  # delivery latency, per record
-        self._unfolded_topics: list[_TopicTotals] = []
-        # -- requests not yet in the windowed statistics: added to by record_request(), folded with
-        # the completions (the same rule, the same time).
-        self._unfolded_requests = _Unfolded()  # records per request: its sum is the records, its count the requests
-        self._unfolded_batch_size = _Unfolded()  # per batch, as each of the three below
-        self._unfolded_record_size = _Unfolded()  # per batch with records
-        self._unfolded_ratio = _Unfolded()
-        self._unfolded_queued = _Unfolded()
+        #: What requests and completions added since the last fold (native sums; ``fold`` takes them).
+        #: Writers: the sender's request build and response completion, and the methods below.
+        self.counters: RequestCounters = RequestCounters(FOLD_MS)
 
     def _topic(self, topic: str) -> _TopicTotals:
         totals = self.topics.get(topic)
@@ -246,106 +204,95 @@ class ProducerMetrics:
     def record_completed(
         self, topic: str, records: int, ok: bool, now_ms: float, created_ms: float = NAN, spread_ms: float = 0.0
     ) -> None:
-        """A batch was acknowledged (``ok``) or failed: its records are sent or in error.
+        """A batch completed on its own was acknowledged (``ok``) or failed: its records are sent or in error.
 
-        An acknowledged batch created at ``created_ms``
-        (its first record's append), whose record timestamps span ``spread_ms``, adds its
-        records to it (see ``DeliveryLatency``). A failed record has no acknowledgement, so no
-        delivery latency: it counts in ``record-error-*`` only (Java keeps errors apart too).
+        A response's batches the sender completes natively are counted there
+        (``RecordQueues.complete`` adds them to ``counters``); this is for the others: a failed
+        batch, a producer with interceptors, the fake producer. An acknowledged batch created at
+        ``created_ms`` (its first record's append), whose record timestamps span ``spread_ms``,
+        adds its records to the delivery latency (see ``DeliveryLatency``). A failed record has no
+        acknowledgement, so no delivery latency: it counts in ``record-error-*`` only (Java keeps
+        errors apart too).
 
-        The totals and the histogram are exact at once. The windowed rates, average and maximum
-        take the batches completed within ``FOLD_MS`` of each other (a response's, usually) in one
-        update, recorded at the first one's time: a rate's window is 30 s by default, and a
-        completion 1 ms late in it changes nothing a reader can see. ``snapshot()`` folds first.
+        Every value, totals included, reaches the metrics at the next ``fold``: within a
+        millisecond, and at once for a reader (``snapshot()`` folds first). The windowed rates,
+        averages and maxima take what was added within ``FOLD_MS`` of each other in one update,
+        at the first one's time: a rate's window is 30 s by default, and a completion 1 ms late
+        in it changes nothing a reader can see.
         """
-        if not now_ms - self._unfolded_ms < FOLD_MS:  # the first since the last fold (NaN) or 1 ms later
-            self._fold()
-            self._unfolded_ms = now_ms
-        totals = self.topics.get(topic) or self._topic(topic)
-        if not totals.unfolded:
-            self._unfolded_topics.append(totals)
         if ok:
-            self.record_send_total += records
-            self._unfolded_send += records
-            totals.send += records
-            totals.unfolded_send += records
-            first = now_ms - created_ms
-            if first >= 0.0 and records > 0:  # NaN (no creation time given) compares False
-                last = first - min(max(spread_ms, 0.0), first)
-                unfolded = self._unfolded_latency
-                added, unfolded.sum, unfolded.max = self.delivery_latency.record_batches(
-                    [records, first, last], unfolded.sum, unfolded.max
-                )
-                unfolded.count += added
+            due = self.counters.add_acknowledged(topic, records, now_ms, created_ms, spread_ms)
         else:
-            self.record_error_total += records
-            self._unfolded_error += records
-            totals.error += records
-            totals.unfolded_error += records
+            due = self.counters.add_errors(topic, records, now_ms)
+        if due:
+            self.fold()
 
-    def record_acknowledged(self, by_topic: Mapping[str, int], latencies: Sequence[float], now_ms: float) -> None:
-        """A response's acknowledged batches at once (``RecordQueues.complete``): what ``record_completed``
-        with ``ok`` of each would record, at ``now_ms``.
+    def record_request(self, batches: Sequence[ProducerBatch], now_ms: float) -> None:
+        """A Produce request of ``batches`` went out at ``now_ms`` (Java's ``updateProduceRequestMetrics``).
 
-        ``by_topic``: records per topic; ``latencies``: flat ``[records, first_ms, last_ms, ...]``, one
-        row per batch with records (``first_ms`` its creation's age, ``last_ms`` its newest record's).
+        The sender's requests are counted by the call that builds them (``produce_topic_data``
+        with ``counters``); this is for whoever builds a request otherwise (the fake producer).
+        Per batch, as Java: its size, its records' mean size, its compression ratio, how long it
+        queued; per request: the request and its records.
         """
-        if not now_ms - self._unfolded_ms < FOLD_MS:
-            self._fold()
-            self._unfolded_ms = now_ms
-        total = 0
-        for topic, records in by_topic.items():
-            totals = self.topics.get(topic) or self._topic(topic)
-            if not totals.unfolded:
-                self._unfolded_topics.append(totals)
-            totals.send += records
-            totals.unfolded_send += records
-            total += records
-        self.record_send_total += total
-        self._unfolded_send += total
+        if self.counters.add_request(batches, now_ms):
+            self.fold()
+
+    def fold(self) -> None:
+        """Record what was added since the last fold into the totals and the windowed statistics.
+
+        Called when an add says a fold is due (its values came ``FOLD_MS`` or more after the
+        first unfolded one) and by every reader (``snapshot()``, the Prometheus histogram). Each
+        generation is recorded at its first value's time. Cost: about 10 µs a generation with
+        one topic (at most one a millisecond), against the 1.4-2 µs of Python per request and
+        per response that the native sums replace (``benchmarks/README.md``, "Per batch").
+        """
+        for generation in self.counters.take():
+            self._fold_generation(generation)
+
+    def _fold_generation(self, generation: Generation) -> None:
+        (
+            (at, requests, request_records, batches, size_sum, size_max, with_records, per_record_sum, per_record_max,
+             ratio_sum, queued_sum, queued_max),
+            send, errors, latencies, topics,
+        ) = generation
+        if requests:
+            self.request_total += requests
+            self.request_rate.record(requests, at)
+            self.records_per_request_avg.record_many(request_records, requests, at)
+        if batches:
+            self.batch_size_avg.record_many(size_sum, batches, at)
+            self.batch_size_max.record_many(size_max, batches, at)
+            self.compression_rate_avg.record_many(ratio_sum, batches, at)
+            self.queue_time_avg.record_many(queued_sum, batches, at)
+            self.queue_time_max.record_many(queued_max, batches, at)
+        if with_records:
+            self.record_size_avg.record_many(per_record_sum, with_records, at)
+            self.record_size_max.record_many(per_record_max, with_records, at)
+        if send:
+            self.record_send_total += send
+            self.record_send_rate.record(send, at)
+        if errors:
+            self.record_error_total += errors
+            self.record_error_rate.record(errors, at)
         if latencies:
-            unfolded = self._unfolded_latency
-            added, unfolded.sum, unfolded.max = self.delivery_latency.record_batches(latencies, unfolded.sum, unfolded.max)
-            unfolded.count += added
-
-    def _fold(self) -> None:
-        """Record the requests and completions added since the last fold into the windowed statistics, at the first one's time."""
-        at = self._unfolded_ms
-        if at != at:  # NaN: nothing unfolded
-            return
-        self._unfolded_ms = NAN
-        if self._unfolded_send:
-            self.record_send_rate.record(self._unfolded_send, at)
-            self._unfolded_send = 0
-        if self._unfolded_error:
-            self.record_error_rate.record(self._unfolded_error, at)
-            self._unfolded_error = 0
-        self._unfolded_latency.fold_into(self.delivery_latency.avg, self.delivery_latency.max, at)
-        if self._unfolded_requests.count:
-            self._fold_requests(at)
-        for totals in self._unfolded_topics:
-            if totals.unfolded_send:
-                totals.send_rate.record(totals.unfolded_send, at)
-                totals.unfolded_send = 0
-            if totals.unfolded_error:
-                totals.error_rate.record(totals.unfolded_error, at)
-                totals.unfolded_error = 0
-            if totals.unfolded_batches:
-                totals.byte_rate.record(totals.unfolded_bytes, at)
-                totals.compression.record_many(totals.unfolded_ratios, totals.unfolded_batches, at)
-                totals.unfolded_bytes = totals.unfolded_ratios = 0.0
-                totals.unfolded_batches = 0
-        self._unfolded_topics.clear()
-
-    def _fold_requests(self, at: float) -> None:
-        """``_fold``'s part for the requests ``record_request`` added."""
-        requests = self._unfolded_requests
-        self.request_rate.record(requests.count, at)
-        requests.fold_into(self.records_per_request_avg, None, at)
-        self._unfolded_batch_size.fold_into(self.batch_size_avg, self.batch_size_max, at)
-        self._unfolded_record_size.fold_into(self.record_size_avg, self.record_size_max, at)
-        self._unfolded_ratio.fold_into(self.compression_rate_avg, None, at)
-        self._unfolded_queued.fold_into(self.queue_time_avg, self.queue_time_max, at)
+            latency = self.delivery_latency
+            added, latency_sum, latency_max = latency.record_batches(latencies, 0.0, -math.inf)
+            if added:
+                latency.avg.record_many(latency_sum, added, at)
+                latency.max.record_many(latency_max, added, at)
+        for topic, size_total, ratios, topic_batches, topic_send, topic_errors in topics:
+            totals = self._topic(topic)
+            if topic_batches:
+                totals.bytes += int(size_total)
+                totals.byte_rate.record(size_total, at)
+                totals.compression.record_many(ratios, topic_batches, at)
+            if topic_send:
+                totals.send += topic_send
+                totals.send_rate.record(topic_send, at)
+            if topic_errors:
+                totals.error += topic_errors
+                totals.error_rate.record(topic_errors, at)
 
     def record_retry(self, topic: str, records: int, now_ms: float) -> None:
         """A batch goes back to the queue to be sent again."""
@@ -359,64 +306,6 @@ class ProducerMetrics:
         """A batch the broker refused as too large (MESSAGE_TOO_LARGE) was split to be sent again."""
         self.batch_split_total += 1
         self.batch_split_rate.record(1, now_ms)
-
-    def record_request(self, stats: RequestStats, now_ms: float) -> None:
-        """A Produce request went out (Java's ``updateProduceRequestMetrics``); ``stats`` are its batches'.
-
-        Per batch, as Java: its size, its records' mean size, its compression ratio, how long it
-        queued; per request: the request and its records. The per-batch arithmetic is one native
-        pass over the request's batches, made by the call that builds the request
-        (``produce_topic_data``; ``request_stats`` alone for whoever has no request: the fake
-        producer, the tests). The totals are exact at once; the windowed statistics take the
-        requests sent within ``FOLD_MS`` of each other in one update each, with the completions
-        (``_fold``; ``snapshot()`` folds first). With 10 KB records a request carries about two
-        and the producer sends one every 50-100 µs: the thirteen windowed updates per request
-        were 3.4 % of the event loop's samples (py-spy, the peers' 3-broker layout); folded, this call
-        costs 1.42-1.50 µs against 2.19 before (one request of one topic, 200,000 calls 60 µs apart,
-        best of 5, quiet machine, 2026-12-03); with a topic's ``unfolded`` asked through its
-        property, three interleaved rounds on a drifting machine: 1.54-2.97 µs against 2.60-3.54.
-        """
-        (records, size_sum, size_max, per_record_sum, per_record_max, with_records, ratio_sum, queued_sum, oldest,
-         by_topic) = stats
-        if not now_ms - self._unfolded_ms < FOLD_MS:
-            self._fold()
-            self._unfolded_ms = now_ms
-        self.request_total += 1
-        requests = self._unfolded_requests
-        requests.count += 1
-        requests.sum += records
-        if not by_topic:
-            return
-        n = 0
-        topics = self.topics
-        for topic, (size_total, ratios, topic_batches) in by_topic.items():
-            totals = topics.get(topic) or self._topic(topic)
-            if not totals.unfolded:
-                self._unfolded_topics.append(totals)
-            totals.bytes += int(size_total)
-            totals.unfolded_bytes += size_total
-            totals.unfolded_ratios += ratios
-            totals.unfolded_batches += int(topic_batches)
-            n += int(topic_batches)
-        size = self._unfolded_batch_size
-        size.count += n
-        size.sum += size_sum
-        if size_max > size.max:
-            size.max = size_max
-        if with_records:
-            per_record = self._unfolded_record_size
-            per_record.count += with_records
-            per_record.sum += per_record_sum
-            if per_record_max > per_record.max:
-                per_record.max = per_record_max
-        ratio = self._unfolded_ratio
-        ratio.count += n
-        ratio.sum += ratio_sum
-        queued = self._unfolded_queued
-        queued.count += n
-        queued.sum += queued_sum
-        if now_ms - oldest > queued.max:
-            queued.max = now_ms - oldest
 
     def record_response(self, node: int, latency_ms: float, throttle_time_ms: int, now_ms: float) -> None:
         """A Produce request was answered after ``latency_ms`` (throttle time < 0: the answer had none, acks=0).
@@ -454,7 +343,7 @@ class ProducerMetrics:
         byte_counts: ByteCounts | None,
     ) -> dict[str, float | int]:
         """The Java names and their values now (see ``METRIC_DEFS``), per topic and per node keys after them."""
-        self._fold()
+        self.fold()
         outgoing = byte_counts.outgoing if byte_counts is not None else 0
         latency = self.delivery_latency
         out: dict[str, float | int] = {

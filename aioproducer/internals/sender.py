@@ -83,7 +83,7 @@ from aioproducer.clock import monotonic_ms
 from aioproducer.internals.accumulator import LeaderLookup, RecordAccumulator
 from aioproducer.internals.compression_offload import CompressionJobs, CompressionOffload
 from aioproducer.internals.coordinator import CoordinatorSender
-from aioproducer.internals.metrics import ProducerMetrics, RequestStats
+from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.batch import ProducerBatch, RecordErrors
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
@@ -96,7 +96,7 @@ __all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
 
 #: Told of a response's batches the broker wrote, completed natively (``RecordQueues.complete``):
 #: ``(records, {topic: records}, latencies flat [records, first_ms, last_ms, ...], now)``.
-OnAcknowledged = Callable[[int, dict[str, int], list[float], float], None]
+OnAcknowledged = Callable[[int], None]
 
 log: logging.Logger = logging.getLogger("aioproducer.sender")
 
@@ -414,14 +414,6 @@ class Sender:
             self._record_response(node, sent_ms, response)
         self._on_produce_response(batches, response, error)
 
-    def _record_sent(self, stats: RequestStats) -> float:
-        """Record a request and its batches' ``stats`` (Java's ``updateProduceRequestMetrics``); returns now."""
-        now = self._clock()
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.record_request(stats, now)
-        return now
-
     def _record_response(self, node: int, sent_ms: float, response: ProduceResponse) -> None:
         metrics = self.metrics
         if metrics is not None:
@@ -647,15 +639,24 @@ class Sender:
         acks = self.config.acks
         # One native pass: the batches built (their sizes known from here), the request's
         # earliest delivery deadline and its statistics.
-        batches, topic_data, deadline, stats = produce_topic_data(batches, self._clock())
+        # and the request's statistics (Java's ``updateProduceRequestMetrics``, at the drain as
+        # Java records them) added to the metrics' native counters.
+        metrics = self.metrics
+        now = self._clock()
+        batches, topic_data, deadline, fold_due = produce_topic_data(
+            batches, now, None if metrics is None else metrics.counters
+        )
+        if fold_due:
+            assert metrics is not None
+            metrics.fold()
         self._track_sent(batches, deadline)
         connection = self.client.ready_connection(node) if acks != 0 else None
         if connection is None:
             # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
-            self._track_request(self._produce(node, topic_data, batches, stats))  # records it when it writes
+            self._track_request(self._produce(node, topic_data, batches))
             self._node_requests[node] = self._node_requests.get(node, 0) + 1
             return _IN_TASK
-        sent_ms = self._record_sent(stats)
+        sent_ms = now
         try:
             connection.send_produce(
                 topic_data,
@@ -701,12 +702,12 @@ class Sender:
             self.wakeup()
 
     async def _produce(
-        self, node: int, topic_data: TopicData, batches: list[ProducerBatch], stats: RequestStats
+        self, node: int, topic_data: TopicData, batches: list[ProducerBatch]
     ) -> None:
         acks = self.config.acks
         try:
             connection = await self.client.connection(node)
-            sent_ms = self._record_sent(stats)
+            sent_ms = self._clock()
             response = await connection.produce(
                 topic_data, acks=acks, timeout_ms=self.config.request_timeout_ms, transactional_id=self._transactional_id,
                 transaction_v2=self._transaction_v2,
@@ -760,11 +761,16 @@ class Sender:
         completed here, one by one.
         """
         per_batch = self._on_acknowledged is None and self._on_complete is not None
-        decisions, records, by_topic, latencies = self.accumulator.complete(
-            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch
+        metrics = self.metrics
+        decisions, records, fold_due = self.accumulator.complete(
+            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch,
+            counters=None if metrics is None else metrics.counters,
         )
-        if by_topic and self._on_acknowledged is not None:
-            self._on_acknowledged(records, by_topic, latencies, now)
+        if fold_due:
+            assert metrics is not None
+            metrics.fold()
+        if records and self._on_acknowledged is not None:
+            self._on_acknowledged(records)
         if not decisions:
             return
         endpoints = response.node_endpoints

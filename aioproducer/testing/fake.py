@@ -76,7 +76,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from aioproducer._native import request_stats
 from aioproducer.clock import Clock
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import IllegalStateError, KafkaTimeoutError, UnsupportedVersionError
@@ -189,7 +188,7 @@ class _FakeBroker:
         if tm is not None and tm.transactional:  # AddPartitionsToTxn, answered at once
             tm.partitions_added(tm.take_pending_partitions(), set())
         now = session.clock()
-        session.metrics.record_request(request_stats([batch], now), now)
+        session.metrics.record_request([batch], now)
         if self.autocomplete:
             self._acknowledge(batch, sent)
         else:

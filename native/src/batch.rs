@@ -28,7 +28,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::batch_builder::{Header, PyRecordBatchBuilder};
@@ -712,111 +712,6 @@ impl ProducerBatch {
     }
 }
 
-/// What `ProducerMetrics.record_request` takes of a request's batches (Java's
-/// `updateProduceRequestMetrics`), in one pass: records, the batches' size sum and maximum,
-/// their records' mean size summed and its maximum (over the batches with records), how many
-/// had records, compression ratios summed, queue time summed, the oldest creation time, and per
-/// topic `[bytes, ratios summed, batches]`.
-pub type RequestStats = (i64, i64, i64, f64, f64, i64, f64, f64, f64, Py<PyDict>);
-
-/// The statistics of a Produce request's `batches` at `now_ms` (see [`RequestStats`]): the
-/// per-batch loop of `record_request`, about 1 µs of Python per batch, here about 0.05. The
-/// sender has them from `produce_topic_data`, in the same call that builds the request; this
-/// entry point is for the fake producer and the tests.
-#[pyfunction]
-pub fn request_stats(py: Python<'_>, batches: &Bound<'_, PyAny>, now_ms: f64) -> PyResult<RequestStats> {
-    guarded("request_stats", || {
-        let mut stats = RequestStatsBuilder::new(py, now_ms);
-        for item in batches.try_iter()? {
-            let item = item?;
-            stats.add(py, &item.cast::<ProducerBatch>()?.borrow())?;
-        }
-        Ok(stats.finish())
-    })
-}
-
-/// [`RequestStats`] summed one batch at a time (`request_stats`, `produce_topic_data`).
-pub(crate) struct RequestStatsBuilder<'py> {
-    now_ms: f64,
-    records: i64,
-    size_sum: i64,
-    size_max: i64,
-    per_record_sum: f64,
-    per_record_max: f64,
-    with_records: i64,
-    ratio_sum: f64,
-    queued_sum: f64,
-    oldest: f64,
-    by_topic: Bound<'py, PyDict>,
-}
-
-impl<'py> RequestStatsBuilder<'py> {
-    pub(crate) fn new(py: Python<'py>, now_ms: f64) -> Self {
-        RequestStatsBuilder {
-            now_ms,
-            records: 0,
-            size_sum: 0,
-            size_max: 0,
-            per_record_sum: 0.0,
-            per_record_max: 0.0,
-            with_records: 0,
-            ratio_sum: 0.0,
-            queued_sum: 0.0,
-            oldest: now_ms,
-            by_topic: PyDict::new(py),
-        }
-    }
-
-    /// Adds one batch (built or not: its builder knows its size on the wire either way).
-    pub(crate) fn add(&mut self, py: Python<'py>, batch: &ProducerBatch) -> PyResult<()> {
-        let builder = batch.builder.bind(py).borrow();
-        let count = i64::from(builder.count());
-        let size = builder.wire_size(py) as i64;
-        let ratio = builder.compression_ratio_of(py);
-        self.records += count;
-        self.size_sum += size;
-        self.size_max = self.size_max.max(size);
-        if count > 0 {
-            let per_record = size as f64 / count as f64;
-            self.per_record_sum += per_record;
-            self.with_records += 1;
-            if per_record > self.per_record_max {
-                self.per_record_max = per_record;
-            }
-        }
-        self.ratio_sum += ratio;
-        self.queued_sum += self.now_ms - batch.created_ms;
-        if batch.created_ms < self.oldest {
-            self.oldest = batch.created_ms;
-        }
-        let topic = batch.topic.bind(py);
-        match self.by_topic.get_item(topic)? {
-            None => self.by_topic.set_item(topic, PyList::new(py, [size as f64, ratio, 1.0])?)?,
-            Some(totals) => {
-                let totals = totals.cast_into::<PyList>()?;
-                totals.set_item(0, totals.get_item(0)?.extract::<f64>()? + size as f64)?;
-                totals.set_item(1, totals.get_item(1)?.extract::<f64>()? + ratio)?;
-                totals.set_item(2, totals.get_item(2)?.extract::<f64>()? + 1.0)?;
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(self) -> RequestStats {
-        (
-            self.records,
-            self.size_sum,
-            self.size_max,
-            self.per_record_sum,
-            self.per_record_max,
-            self.with_records,
-            self.ratio_sum,
-            self.queued_sum,
-            self.oldest,
-            self.by_topic.unbind(),
-        )
-    }
-}
 
 // ------------------------------------------------------------------ the record future
 //

@@ -22,20 +22,20 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyList, PySet, PyString, PyTuple};
 
 use crate::batch::{record_metadata, ProducerBatch};
+use crate::counters::RequestCounters;
 
 /// batch.py's `_invoke_all` (runs a batch's done-callbacks in one loop callback), looked up once.
 static INVOKE_ALL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// What a response's completion hands back: `(decisions, freed bytes, records acknowledged,
-/// {topic: records acknowledged}, latencies)`. `decisions` are `(batch, PartitionResponse)` for
-/// the partitions answered with an error and `(batch, None)` for those not answered, in the
-/// response's order, those not answered last; `latencies` is flat `[records, first_ms, last_ms,
-/// ...]`, one row per acknowledged batch with records, as `ProducerMetrics.record_completed`
-/// takes them.
-pub type Completed<'py> = (Bound<'py, PyList>, i64, i64, Bound<'py, PyDict>, Vec<f64>);
+/// fold_due)`. `decisions` are `(batch, PartitionResponse)` for the partitions answered with an
+/// error and `(batch, None)` for those not answered, in the response's order, those not answered
+/// last. The acknowledged records, per topic, and their delivery latencies went into the
+/// metrics' `RequestCounters` when given; `fold_due` says that the metrics should fold them now.
+pub type Completed<'py> = (Bound<'py, PyList>, i64, i64, bool);
 
 /// One partition's answer, the fields the completion reads.
 struct Answer<'py> {
@@ -128,6 +128,7 @@ pub(crate) fn complete<'py>(
     tm: Option<&Bound<'py, PyAny>>,
     incomplete: &Bound<'py, PySet>,
     per_batch: bool,
+    counters: Option<&Bound<'py, RequestCounters>>,
     mut unmute: impl FnMut(usize) -> PyResult<()>,
 ) -> PyResult<Completed<'py>> {
     let (pairs, missing) = matched(&batches, partitions)?;
@@ -158,9 +159,12 @@ pub(crate) fn complete<'py>(
             tm.call_method1(intern!(py, "on_acknowledged_all"), (flat,))?;
         }
     }
-    let by_topic = PyDict::new(py);
     let (mut freed, mut records) = (0i64, 0i64);
-    let mut latencies = Vec::new();
+    // Borrowed for each add only: an `on_delivery` run below may read the metrics (`take()`).
+    let due = match counters {
+        Some(c) if !acked.is_empty() => c.borrow_mut().at(now),
+        _ => false,
+    };
     for (batch, base_offset, log_append_time) in acked {
         let Some(count) = complete_ok(&batch, base_offset, log_append_time, &mut unmute)? else { continue };
         incomplete.discard(&batch)?;
@@ -171,19 +175,14 @@ pub(crate) fn complete<'py>(
         };
         freed += reserved;
         records += count;
-        let topic = topic.bind(py);
-        let before: i64 = match by_topic.get_item(topic)? {
-            Some(n) => n.extract()?,
-            None => 0,
-        };
-        by_topic.set_item(topic, before + count)?;
-        let first = now - created_ms;
-        if first >= 0.0 && count > 0 {
-            latencies.extend([count as f64, first, first - spread.max(0.0).min(first)]);
+        if let Some(c) = counters {
+            let mut c = c.borrow_mut();
+            c.at(now);
+            c.add_acknowledged_batch(topic.bind(py), count, now, created_ms, spread)?;
         }
         release(&batch)?;
     }
-    Ok((decisions, freed, records, by_topic, latencies))
+    Ok((decisions, freed, records, due))
 }
 
 /// A batch the broker wrote: its partition unmuted if its request muted it, and, unless it was

@@ -18,6 +18,7 @@ pub mod arrow;
 pub mod batch;
 pub mod batch_builder;
 pub mod complete;
+pub mod counters;
 pub mod latency;
 pub mod murmur;
 pub mod produce;
@@ -134,10 +135,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::ArrowRecords>()?;
     m.add_class::<batch::FutureRecordMetadata>()?;
     m.add_class::<batch::ProducerBatch>()?;
-    m.add_function(wrap_pyfunction!(batch::request_stats, m)?)?;
     m.add_function(wrap_pyfunction!(batch::set_object_costs, m)?)?;
     m.add_function(wrap_pyfunction!(latency::record_latencies, m)?)?;
     m.add_class::<queues::RecordQueues>()?;
+    m.add_class::<counters::RequestCounters>()?;
     m.add_function(wrap_pyfunction!(queues::produce_topic_data, m)?)?;
     m.add_class::<stats::SampledStat>()?;
     #[cfg(unix)]

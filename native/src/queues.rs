@@ -24,7 +24,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString};
 
-use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders, RequestStats, RequestStatsBuilder};
+use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
+use crate::counters::RequestCounters;
 use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::guarded;
 
@@ -409,7 +410,7 @@ impl RecordQueues {
     /// `complete::Completed`: the decisions for Python, and what the counters need. With
     /// `per_batch`, only the matching: every batch comes back with its answer.
     #[allow(clippy::too_many_arguments)] // the response and the producer's parts it touches
-    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete, per_batch = false))]
+    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete, per_batch = false, counters = None))]
     fn complete<'py>(
         slf: &Bound<'py, Self>,
         batches: Vec<Bound<'py, ProducerBatch>>,
@@ -419,13 +420,14 @@ impl RecordQueues {
         tm: Option<&Bound<'py, PyAny>>,
         incomplete: &Bound<'py, PySet>,
         per_batch: bool,
+        counters: Option<&Bound<'py, RequestCounters>>,
     ) -> PyResult<crate::complete::Completed<'py>> {
         guarded("RecordQueues.complete", || {
             let unmute = |index: usize| -> PyResult<()> {
                 slf.try_borrow_mut()?.part_mut(index)?.muted = false;
                 Ok(())
             };
-            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, per_batch, unmute)
+            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, per_batch, counters, unmute)
         })
     }
 
@@ -625,20 +627,23 @@ impl RecordQueues {
 
 /// A Produce request's batches (a drain's, or what is left of them) as the request carries them,
 /// and what the sender keeps of the request, in one pass at `now_ms`:
-/// `(batches, topic_data, deadline, stats)`. `topic_data` is `[(topic, [(partition, records),
+/// `(batches, topic_data, deadline, fold_due)`. `topic_data` is `[(topic, [(partition, records),
 /// ...]), ...]`, one entry per topic in the order the topics first appear (as Java writes it),
 /// each batch built (stamped with its sequence and epoch, compressed once); `batches` reordered
 /// to line up with the request's partitions, the order the broker answers in; `deadline` the
-/// earliest delivery deadline among them (the sender's in-flight expiry, per request); `stats`
-/// the request's statistics ([`RequestStats`], what `ProducerMetrics.record_request` takes).
+/// earliest delivery deadline among them (the sender's in-flight expiry, per request). The
+/// request's statistics (Java's `updateProduceRequestMetrics`) go into `counters` when given
+/// (the producer's metrics'); `fold_due` says that the metrics should fold them now.
 /// One crossing per request: the per-batch loops the sender had in Python (`_group_by_topic`,
-/// `records()` per batch, the in-flight tracking's deadline, the statistics' second pass).
+/// `records()` per batch, the in-flight tracking's deadline, the statistics).
 #[pyfunction]
+#[pyo3(signature = (batches, now_ms, counters = None))]
 pub fn produce_topic_data<'py>(
     py: Python<'py>,
     batches: Vec<Bound<'py, ProducerBatch>>,
     now_ms: f64,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, f64, RequestStats)> {
+    counters: Option<&Bound<'py, RequestCounters>>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, f64, bool)> {
     guarded("produce_topic_data", || {
         // The topics in order of first appearance, each with its batches (usually one topic).
         let mut groups: Vec<(Bound<'py, PyAny>, Vec<&Bound<'py, ProducerBatch>>)> = Vec::new();
@@ -653,18 +658,30 @@ pub fn produce_topic_data<'py>(
         let ordered = PyList::empty(py);
         let topic_data = PyList::empty(py);
         let mut deadline = f64::INFINITY;
-        let mut stats = RequestStatsBuilder::new(py, now_ms);
+        let mut counters = counters.map(|c| c.borrow_mut());
+        let (due, mut request) = match counters.as_mut() {
+            Some(c) => {
+                let (due, request) = c.begin_request(now_ms);
+                (due, Some(request))
+            }
+            None => (false, None),
+        };
         for (topic, group) in groups {
             let partitions = PyList::empty(py);
             for batch in group {
                 let this = batch.borrow();
                 partitions.append((this.partition, this.built(py)?))?;
                 deadline = deadline.min(this.delivery_deadline_ms);
-                stats.add(py, &this)?;
+                if let (Some(c), Some(request)) = (counters.as_mut(), request.as_mut()) {
+                    c.add_sent_batch(py, request, &this)?;
+                }
                 ordered.append(batch)?;
             }
             topic_data.append((topic, partitions))?;
         }
-        Ok((ordered, topic_data, deadline, stats.finish()))
+        if let (Some(c), Some(request)) = (counters.as_mut(), request) {
+            c.end_request(request);
+        }
+        Ok((ordered, topic_data, deadline, due))
     })
 }

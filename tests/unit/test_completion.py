@@ -4,7 +4,7 @@ A response's written batches complete in one native call; the sender gets back o
 partitions that need a decision, and the producer's counters a sum per response. The oracles:
 each record's own report (offset, timestamp, in send order), the buffer pool's free memory, the
 accumulator's incomplete set, and ``ProducerMetrics.record_completed`` called batch by batch, as
-the sender did before, against ``record_acknowledged`` fed with what the native call returned.
+the sender did before, against the metrics the native call counted into (``RequestCounters``).
 
 Time: about 1 s (no broker; the sender's fake client from ``test_sender.py``).
 """
@@ -24,11 +24,8 @@ from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.lifecycle import Lifecycle, State
 
-Acknowledged = tuple[int, dict[str, int], list[float], float]
-
-
-def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[Acknowledged]]:
-    """A sender as the engine wires it (``on_acknowledged`` given), recording what it is told."""
+def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[int]]:
+    """A sender as the engine wires it (``on_acknowledged`` and metrics given), recording what it is told."""
     clock = FakeClock()
     lifecycle = Lifecycle(State.RUNNING)
     acc = RecordAccumulator(
@@ -37,10 +34,10 @@ def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, l
     )
     client = FakeClient()
     client.clock = clock
-    told: list[Acknowledged] = []
+    told: list[int] = []
     sender = Sender(
         client, acc, None, Config(), clock=clock, on_fatal=lifecycle.refuse,
-        on_complete=lambda batch: None, on_acknowledged=lambda *args: told.append(args),
+        on_complete=lambda batch: None, on_acknowledged=told.append, metrics=ProducerMetrics(),
     )
     return sender, acc, client, clock, told
 
@@ -86,6 +83,7 @@ async def test_written_batches_complete_natively_the_others_come_back_and_the_co
     order = [(topic, p) for topic, ps in requested(sent) for p in ps]
     # What the sender recorded per batch before this slice: the oracle for the counters.
     oracle = ProducerMetrics()
+    oracle.record_request([batches[f"{topic}{p}"] for topic, p in order], clock.now - 4)
     for key in order:
         batch = batches[f"{key[0]}{key[1]}"]
         if key != ("b", 0):
@@ -108,20 +106,26 @@ async def test_written_batches_complete_natively_the_others_come_back_and_the_co
     assert [f.result().offset for f in a2] == [-1, -1]  # written before: the offset is unknown
     assert (b2.result().offset, b2.result().timestamp, b2.result().timestamp_type) == (7, 999, 1)
     assert not b0.done()  # retriable: back in the queue, decided by the sender
-    # The counters: one call for the response, the records of the written batches only.
-    (records, by_topic, latencies, now), = told
-    assert (records, by_topic, now) == (6, {"a": 5, "b": 1}, clock.now)
-    expected_rows = []
+    # The counters: one call for the response, the records of the written batches only; the
+    # metrics as the request's recording and the per-batch recording made them.
+    assert told == [6]
+    metrics = sender.metrics
+    assert metrics is not None
+    snap = snapshot(metrics, clock.now)
+    assert (snap["record-send-total"], snap["topic.a.record-send-total"], snap["topic.b.record-send-total"]) == (6, 5, 1)
+    latency, expected_sum = metrics.delivery_latency, 0.0
     for key in order:
         if key != ("b", 0):
             batch = batches[f"{key[0]}{key[1]}"]
             first = clock.now - batch.created_ms
             spread = batch.builder.max_timestamp - batch.builder.base_timestamp
-            expected_rows += [batch.record_count, first, first - min(spread, first)]
-    assert latencies == expected_rows
-    metrics = ProducerMetrics()
-    metrics.record_acknowledged(by_topic, latencies, now)
-    assert snapshot(metrics, clock.now) == snapshot(oracle, clock.now)
+            expected_sum += batch.record_count * (first + first - min(spread, first)) / 2
+    assert latency.count == 6 and latency.sum_ms == expected_sum
+    # the oracle recorded neither the answer's latency nor the retry the sender decided
+    decided = ("request-latency", "produce-throttle", "record-retry", "node-")
+    assert {k: v for k, v in snapshot(metrics, clock.now).items() if not any(d in k for d in decided)} == {
+        k: v for k, v in snapshot(oracle, clock.now).items() if not any(d in k for d in decided)
+    }
     # Memory: every written batch's reservation back in the pool, in one deallocation; the retried one still held.
     assert acc.pool.available_memory == full - retried_holds
     assert acc.incomplete_batches() == [batches["b0"]]
@@ -133,7 +137,27 @@ async def test_written_batches_complete_natively_the_others_come_back_and_the_co
     retry.on_response(response(ok("b", 0, 55)), None)
     assert b0.result().offset == 55
     assert acc.pool.available_memory == full and acc.incomplete_batches() == []
-    assert told[-1][:2] == (1, {"b": 1})
+    assert told[-1] == 1
+
+
+async def test_an_on_delivery_that_reads_the_metrics_in_the_middle_of_a_response_sees_them_and_loses_nothing() -> None:
+    """The native completion adds each batch to the metrics' counters after its callbacks, and
+    holds them only for the add: a callback that takes a snapshot (which folds) mid-response
+    sees the batches before its own, and the rest are counted after it."""
+    sender, acc, client, clock, told = make_counting()
+    metrics = sender.metrics
+    assert metrics is not None
+    seen: list[float | int | None] = []
+
+    def on_delivery(metadata: Any, error: BaseException | None) -> None:
+        seen.append(snapshot(metrics, clock.now)["record-send-total"])
+
+    for topic, partition in (("a", 0), ("a", 2), ("b", 0)):  # one leader: one request
+        append(acc, topic, partition, 1, b"v", on_delivery)
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(*(ok(topic, p, 10) for topic, ps in requested(sent) for p in ps)), None)
+    assert seen == [0, 1, 2]
+    assert snapshot(metrics, clock.now)["record-send-total"] == 3 and told == [3]
 
 
 async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() -> None:
@@ -148,4 +172,4 @@ async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() ->
     by_key = {("a", 0): a0, ("b", 0): b0}
     assert by_key[first].result().offset == 10
     assert not by_key[second].done()
-    assert told == [(1, {first[0]: 1}, told[0][2], clock.now)]
+    assert told == [1]

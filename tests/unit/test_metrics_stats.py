@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder, produce_topic_data, request_stats
-from aioproducer.internals.metrics import Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
+from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder, RequestCounters, produce_topic_data
+from aioproducer.internals.metrics import FOLD_MS, Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
 def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> ProducerBatch:
@@ -93,7 +93,7 @@ def test_producer_metrics_snapshot_names_topics_and_nodes() -> None:
     counts.sent(1, 300, 100)
     counts.incoming += 50
     sent = _sent("t", 4, 400, created_ms=10)
-    m.record_request(request_stats([sent], 30), 30)
+    m.record_request([sent], 30)
     m.record_response(1, 5.0, 7, 35)
     m.record_completed("t", 4, True, 35)
     m.record_retry("t", 2, 36)
@@ -140,14 +140,14 @@ def test_producer_metrics_record_delivery_latency_per_record_of_acknowledged_bat
     m.record_completed("t", 4, True, 130.0, created_ms=100.0, spread_ms=20)
     m.record_completed("t", 2, True, 140.0, created_ms=139.5, spread_ms=7)  # spread clamped to 0.5 ms
     m.record_completed("t", 3, False, 150.0, created_ms=0.0, spread_ms=0)  # failed: no acknowledgement
+    snap = m.snapshot(  # folds: the histogram is exact for whoever reads it after a snapshot
+        150, buffer_total=1, buffer_available=1, waiting=0, requests_in_flight=0,
+        metadata_age_ms=0, connection_count=0, byte_counts=None,
+    )
     assert h.count == 6 == m.record_send_total
     cumulative = dict(h.cumulative())
     assert cumulative[0.001] == 2 and cumulative[0.005] == 2 and cumulative[0.01] == 3 and cumulative[0.025] == 5 and cumulative[0.05] == 6
     assert h.sum_ms == pytest.approx(4 * 20.0 + 2 * 0.25)
-    snap = m.snapshot(
-        150, buffer_total=1, buffer_available=1, waiting=0, requests_in_flight=0,
-        metadata_age_ms=0, connection_count=0, byte_counts=None,
-    )
     assert snap["delivery-latency-max"] == 30.0
     assert snap["delivery-latency-avg"] == pytest.approx((4 * 20.0 + 2 * 0.25) / 6)  # per record, not per batch
 
@@ -161,7 +161,7 @@ def test_split_topic_rates_and_node_counts() -> None:
     counts.received(-1, 5)
     sent = [_sent("t", 4, 400, 0.5), _sent("t", 4, 200, 0.25)]
     assert all(_ratio(b) < 1 for b in sent)  # compressed: each batch's own ratio counts
-    m.record_request(request_stats(sent, 10), 10)
+    m.record_request(sent, 10)
     m.record_split(20)
     m.record_completed("t", 4, True, 30, created_ms=0)
     m.record_retry("t", 2, 30)
@@ -183,23 +183,45 @@ def test_split_topic_rates_and_node_counts() -> None:
     assert snap["node--1.request-total"] == 0 and snap["node--1.outgoing-byte-total"] == 0
 
 
-def test_the_request_build_gives_its_statistics_and_its_earliest_delivery_deadline_in_the_same_pass() -> None:
-    """``produce_topic_data`` (the sender's one call per request) sums what ``request_stats`` does, and the deadline."""
+def test_the_request_build_counts_its_statistics_and_gives_its_earliest_delivery_deadline_in_the_same_pass() -> None:
+    """``produce_topic_data`` (the sender's one call per request) adds what ``add_request`` does, and the deadline."""
     batches = [_sent("a", 4, 400, 0.5, created_ms=7), _sent("b", 1, 1000, created_ms=2), _sent("a", 2, 100, created_ms=5)]
-    ordered, topic_data, deadline, stats = produce_topic_data(batches, 10)
+    built, alone = RequestCounters(FOLD_MS), RequestCounters(FOLD_MS)
+    ordered, topic_data, deadline, due = produce_topic_data(batches, 10, built)
     assert ordered == [batches[0], batches[2], batches[1]]  # grouped by topic, as the request carries them
     assert [(topic, len(parts)) for topic, parts in topic_data] == [("a", 2), ("b", 1)]
-    assert stats == request_stats(batches, 10)
-    assert stats[0] == 7 and stats[8] == 2  # records, the oldest creation
     assert deadline == min(b.delivery_deadline_ms for b in batches) == 2 + 120_000
+    assert due is False and alone.add_request(batches, 10) is False  # the first values: nothing to fold yet
+    (generation,) = built.take()
+    assert [generation] == alone.take()
+    head, send, errors, latencies, topics = generation
+    assert head[:4] == (10, 1, 7, 3)  # since, requests, records, batches
+    assert head[11] == 10 - 2  # the queue time's maximum: the oldest batch's
+    assert (send, errors, latencies) == (0, 0, [])
+    assert [(topic, batches) for topic, _, _, batches, _, _ in topics] == [("a", 2), ("b", 1)]
+    assert built.take() == [] and not built.pending  # taken once
+    assert produce_topic_data(batches, 10)[3] is False  # without counters: nothing counted
+
+
+def test_counters_close_a_generation_at_the_first_value_fold_ms_after_its_first() -> None:
+    """Values within ``FOLD_MS`` of a generation's first join it; a later one opens the next and
+    says a fold is due; ``take()`` hands back both, each with its own first time."""
+    counters = RequestCounters(FOLD_MS)
+    assert counters.add_acknowledged("t", 3, 100.0, 90.0, 0.0) is False
+    assert counters.add_errors("t", 2, 100.9) is False  # 0.9 ms after the first: the same generation
+    assert counters.add_acknowledged("u", 4, 101.0, 61.0, 0.0) is True  # 1 ms after: the next one
+    first, second = counters.take()
+    assert (first[0][0], first[1], first[2], first[3]) == (100.0, 3, 2, [3, 10.0, 10.0])
+    assert (second[0][0], second[1], second[2], second[3]) == (101.0, 4, 0, [4, 40.0, 40.0])
+    assert [t[0] for t in first[4]] == ["t"] and [t[0] for t in second[4]] == ["u"]
 
 
 def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic() -> None:
     m = ProducerMetrics(1000, 2)
     first = [_sent("a", 4, 400, 0.5, created_ms=2), _sent("b", 1, 1000, 1.0, created_ms=8), _sent("a", 2, 100, 0.25, created_ms=5)]
     second = _sent("b", 10, 500, created_ms=10)
-    m.record_request(request_stats(first, 10), 10)
-    m.record_request(request_stats([second], 20), 20)
+    m.record_request(first, 10)
+    m.record_request([second], 20)
     snap = _snapshot(m, 20)
     every = [*first, second]
     sizes = [_size(b) for b in every]
@@ -221,10 +243,11 @@ def test_requests_are_folded_exactly_across_samples_and_their_totals_read_at_onc
     m = ProducerMetrics(1000, 2)
     small, large = _sent("a", 1, 200, created_ms=99.0), _sent("a", 1, 900, created_ms=60.0)
     later = _sent("b", 2, 500, created_ms=1190.0)
-    m.record_request(request_stats([large], 100.0), 100.0)
-    m.record_request(request_stats([small], 100.5), 100.5)  # within 1 ms: folded with the first, at 100 ms
-    assert m.request_total == 2 and m.topics["a"].bytes == _size(small) + _size(large)  # totals at once
-    m.record_request(request_stats([later], 1200.0), 1200.0)  # a new sample of the 1000 ms window
+    m.record_request([large], 100.0)
+    m.record_request([small], 100.5)  # within 1 ms: folded with the first, at 100 ms
+    now = _snapshot(m, 100.5)  # totals at once: a reader folds what waits
+    assert now["request-total"] == 2 and now["topic.a.byte-total"] == _size(small) + _size(large)
+    m.record_request([later], 1200.0)  # a new sample of the 1000 ms window
     snap = _snapshot(m, 1500)
     assert snap["batch-size-max"] == _size(large) and snap["record-queue-time-max"] == pytest.approx(40.0)
     assert snap["batch-size-avg"] == pytest.approx((_size(small) + _size(large) + _size(later)) / 3)
@@ -260,7 +283,8 @@ def test_completions_are_folded_exactly_across_samples_and_read_at_once() -> Non
     m.record_completed("t", 3, True, 100.0, created_ms=90.0)
     m.record_completed("t", 2, False, 100.5)  # within 1 ms: folded with the first, at 100 ms
     m.record_completed("u", 4, True, 100.9, created_ms=60.9)
-    assert m.record_send_total == 7 and m.record_error_total == 2  # totals at once
+    now = _snapshot(m, 100.9)  # totals at once: a reader folds what waits
+    assert now["record-send-total"] == 7 and now["record-error-total"] == 2
     m.record_completed("t", 5, True, 1200.0, created_ms=1195.0)  # a new sample of the 1000 ms window
     snap = _snapshot(m, 1500)
     # the rates' window runs from the oldest sample (100 ms), at least one whole window: 1.4 s
