@@ -218,7 +218,7 @@ MUTATIONS = [
     Mutation(
         "a value fold_ms late folded at its generation's first time",
         COUNTERS_RS,
-        "        } else if !(now_ms - open.since_ms < self.fold_ms) {",
+        "        } else if now_ms - open.since_ms >= self.fold_ms {",
         "        } else if now_ms < open.since_ms {",
     ),
     Mutation(

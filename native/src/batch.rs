@@ -712,7 +712,6 @@ impl ProducerBatch {
     }
 }
 
-
 // ------------------------------------------------------------------ the record future
 //
 // The per-record delivery future (`FutureRecordMetadata`).

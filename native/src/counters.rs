@@ -157,7 +157,7 @@ impl RequestCounters {
         let open = &mut self.open;
         if open.since_ms.is_nan() {
             open.since_ms = now_ms;
-        } else if !(now_ms - open.since_ms < self.fold_ms) {
+        } else if now_ms - open.since_ms >= self.fold_ms {
             let closed = std::mem::replace(open, Generation::new(now_ms));
             self.ready.push(closed);
         }

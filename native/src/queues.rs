@@ -25,8 +25,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
-use crate::counters::RequestCounters;
 use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
+use crate::counters::RequestCounters;
 use crate::guarded;
 
 /// No leader known for a partition (Python's None, or a negative id).
