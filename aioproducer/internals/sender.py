@@ -408,16 +408,19 @@ class Sender:
         response: ProduceResponse | None,
         error: KafkaError | None,
     ) -> None:
-        """The connection's callback for a request to ``node``: the node has one request less in flight."""
-        self._request_ended(node)
-        if response is not None:
-            self._record_response(node, sent_ms, response)
-        self._on_produce_response(batches, response, error)
+        """The connection's callback for a request to ``node``: the node has one request less in flight.
 
-    def _record_response(self, node: int, sent_ms: float, response: ProduceResponse) -> None:
+        The clock is read once for the answer: its latency and its batches' completion share ``now``.
+        """
+        self._request_ended(node)
+        now = self._clock()
+        if response is not None:
+            self._record_response(node, sent_ms, response, now)
+        self._on_produce_response(batches, response, error, now)
+
+    def _record_response(self, node: int, sent_ms: float, response: ProduceResponse, now: float) -> None:
         metrics = self.metrics
         if metrics is not None:
-            now = self._clock()
             metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
 
     def _expire_sent(self, now: float) -> None:
@@ -686,7 +689,7 @@ class Sender:
         self.wakeup()
 
     def _on_produce_response(
-        self, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None
+        self, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None, now: float
     ) -> None:
         """The connection's callback for a request written by ``send_produce``: exactly one per request."""
         self._callbacks_pending -= 1
@@ -697,7 +700,7 @@ class Sender:
             if error is not None:
                 self._request_failed(batches, error)
             elif response is not None:
-                self._handle_response(response, batches, self._clock())
+                self._handle_response(response, batches, now)
         finally:
             self.wakeup()
 
@@ -713,7 +716,7 @@ class Sender:
                 transaction_v2=self._transaction_v2,
             )
             if response is not None:
-                self._record_response(node, sent_ms, response)
+                self._record_response(node, sent_ms, response, self._clock())
         except (KafkaError, OSError, ValueError) as exc:
             self._untrack_sent(batches)
             self._request_failed(batches, exc)
