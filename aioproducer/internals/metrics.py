@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Final, Protocol, TypeAlias
 
 from aioproducer._native import ProducerBatch, RequestCounters, record_latencies

@@ -95,7 +95,7 @@ from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, Produc
 __all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
 
 #: Told of a response's batches the broker wrote, completed natively (``RecordQueues.complete``):
-#: ``(records, {topic: records}, latencies flat [records, first_ms, last_ms, ...], now)``.
+#: how many records they held (their metrics went into the metrics' counters there).
 OnAcknowledged = Callable[[int], None]
 
 log: logging.Logger = logging.getLogger("aioproducer.sender")
@@ -641,9 +641,8 @@ class Sender:
         """Send one request: ``_WRITTEN`` now (its in-flight slot taken), ``_IN_TASK``, or ``_FAILED`` at once."""
         acks = self.config.acks
         # One native pass: the batches built (their sizes known from here), the request's
-        # earliest delivery deadline and its statistics.
-        # and the request's statistics (Java's ``updateProduceRequestMetrics``, at the drain as
-        # Java records them) added to the metrics' native counters.
+        # earliest delivery deadline, and its statistics added to the metrics' native counters
+        # (Java's ``updateProduceRequestMetrics``, at the drain, where Java records them too).
         metrics = self.metrics
         now = self._clock()
         batches, topic_data, deadline, fold_due = produce_topic_data(
