@@ -8,12 +8,12 @@ record: ``ProducerMetrics`` is what the sender, the buffer pool and the producer
 Cost, measured (``profile_gather --value-size 10240``, each 10 KB record a batch of its own):
 one windowed update costs about 0.3 µs, and recording each batch's 15 of them took 15 % of
 the producer's CPU. A request's batches are now folded into one update per statistic, and the
-requests and completions within a millisecond of each other likewise (``fold``): the same
-values, since an ``Avg`` takes a sum and a count and a ``Max`` a maximum, at one update per
-millisecond at most. The sums between two folds are native (``RequestCounters``,
-``native/src/counters.rs``), added to by the request's build and the response's completion in
-the loops they run anyway: no Python per request or response but the fold's, once per
-millisecond at most.
+requests and completions within a thousandth of a sample window of each other likewise
+(``fold``, ``FOLD_PER_WINDOW``): the same values, since an ``Avg`` takes a sum and a count and a
+``Max`` a maximum, at one update per 30 ms at most with the default window. The sums between
+two folds are native (``RequestCounters``, ``native/src/counters.rs``), added to by the
+request's build and the response's completion in the loops they run anyway: no Python per
+request or response but the fold's.
 """
 
 from __future__ import annotations
@@ -65,9 +65,14 @@ class _TopicTotals:
         self.compression = Avg(window_ms, num_samples)
 
 
-#: Requests and completions recorded within this many milliseconds of the first unfolded one go
-#: into the windowed statistics together, at that first one's time (``ProducerMetrics.fold``).
-FOLD_MS: Final = 1.0
+#: Requests and completions recorded within ``window_ms / FOLD_PER_WINDOW`` of the first unfolded
+#: one go into the windowed statistics together, at that first one's time (``ProducerMetrics.fold``):
+#: a value is recorded at most a thousandth of a sample window early (30 ms with the default 30 s
+#: window, 1 ms with a 1 s one), which moves a rate or an average by at most that share at a
+#: sample's edge, and never a total (readers fold first). Why not 1 ms, as it was: a fold costs
+#: about 7 µs, and with 10 KB records, a request of two every 250-300 µs on the shared machine,
+#: folds every millisecond were 7 % of the event loop's samples (py-spy, the peers' layout).
+FOLD_PER_WINDOW: Final = 1000
 
 
 #: The delivery-latency histogram's upper bounds, in seconds (``le``; +Inf is implied): from 1 ms
@@ -192,7 +197,8 @@ class ProducerMetrics:
         self.nodes: dict[int, _NodeStats] = {}
         #: What requests and completions added since the last fold (native sums; ``fold`` takes them).
         #: Writers: the sender's request build and response completion, and the methods below.
-        self.counters: RequestCounters = RequestCounters(FOLD_MS)
+        self.fold_ms: float = window_ms / FOLD_PER_WINDOW
+        self.counters: RequestCounters = RequestCounters(self.fold_ms)
 
     def _topic(self, topic: str) -> _TopicTotals:
         totals = self.topics.get(topic)
@@ -214,11 +220,10 @@ class ProducerMetrics:
         acknowledgement, so no delivery latency: it counts in ``record-error-*`` only (Java keeps
         errors apart too).
 
-        Every value, totals included, reaches the metrics at the next ``fold``: within a
-        millisecond, and at once for a reader (``snapshot()`` folds first). The windowed rates,
-        averages and maxima take what was added within ``FOLD_MS`` of each other in one update,
-        at the first one's time: a rate's window is 30 s by default, and a completion 1 ms late
-        in it changes nothing a reader can see.
+        Every value, totals included, reaches the metrics at the next ``fold``: within
+        ``fold_ms``, and at once for a reader (``snapshot()`` folds first). The windowed rates,
+        averages and maxima take what was added within ``fold_ms`` of each other in one update,
+        at the first one's time (see ``FOLD_PER_WINDOW``).
         """
         if ok:
             due = self.counters.add_acknowledged(topic, records, now_ms, created_ms, spread_ms)
@@ -241,11 +246,11 @@ class ProducerMetrics:
     def fold(self) -> None:
         """Record what was added since the last fold into the totals and the windowed statistics.
 
-        Called when an add says a fold is due (its values came ``FOLD_MS`` or more after the
+        Called when an add says a fold is due (its values came ``fold_ms`` or more after the
         first unfolded one) and by every reader (``snapshot()``, the Prometheus histogram). Each
         generation is recorded at its first value's time. Cost: 7.1 µs a generation holding a
         request of two batches and their acknowledgement, one topic (best of 5 × 20,000, quiet
-        machine, 2026-12-03), at most once a millisecond; what it replaced ran per request and
+        machine, 2026-12-03), at most once per ``fold_ms``; what it replaced ran per request and
         per response (``record_request`` alone 1.42-1.50 µs). The sender's own cost per request
         and answer fell by 8.5 µs with two batches (``benchmarks/README.md``, "Per batch").
         """

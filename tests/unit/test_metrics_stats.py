@@ -7,7 +7,7 @@ import math
 import pytest
 
 from aioproducer._native import RECORD_BATCH_OVERHEAD, ProducerBatch, RecordBatchBuilder, RequestCounters, produce_topic_data
-from aioproducer.internals.metrics import FOLD_MS, Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
+from aioproducer.internals.metrics import FOLD_PER_WINDOW, Avg, ByteCounts, DeliveryLatency, Max, ProducerMetrics, Rate
 
 
 def _sent(topic: str, records: int, size: int, ratio: float = 1.0, created_ms: float = 0.0) -> ProducerBatch:
@@ -186,7 +186,7 @@ def test_split_topic_rates_and_node_counts() -> None:
 def test_the_request_build_counts_its_statistics_and_gives_its_earliest_delivery_deadline_in_the_same_pass() -> None:
     """``produce_topic_data`` (the sender's one call per request) adds what ``add_request`` does, and the deadline."""
     batches = [_sent("a", 4, 400, 0.5, created_ms=7), _sent("b", 1, 1000, created_ms=2), _sent("a", 2, 100, created_ms=5)]
-    built, alone = RequestCounters(FOLD_MS), RequestCounters(FOLD_MS)
+    built, alone = RequestCounters(1.0), RequestCounters(1.0)
     ordered, topic_data, deadline, due = produce_topic_data(batches, 10, built)
     assert ordered == [batches[0], batches[2], batches[1]]  # grouped by topic, as the request carries them
     assert [(topic, len(parts)) for topic, parts in topic_data] == [("a", 2), ("b", 1)]
@@ -203,10 +203,21 @@ def test_the_request_build_counts_its_statistics_and_gives_its_earliest_delivery
     assert produce_topic_data(batches, 10)[3] is False  # without counters: nothing counted
 
 
+def test_a_generation_spans_a_thousandth_of_the_sample_window() -> None:
+    """30 ms with the default 30 s window: values 29.9 ms apart are folded together, 30 ms apart not."""
+    assert ProducerMetrics().fold_ms == 30_000 / FOLD_PER_WINDOW == 30.0 and ProducerMetrics(1000, 2).fold_ms == 1.0
+    m = ProducerMetrics()
+    m.record_completed("t", 1, True, 100.0)
+    m.record_completed("t", 1, True, 129.9)
+    assert m.counters.pending and m.record_send_total == 0  # one generation, not folded yet
+    m.record_completed("t", 1, True, 130.0)  # closes it: a fold is due, and takes both generations
+    assert m.record_send_total == 3 and not m.counters.pending
+
+
 def test_counters_close_a_generation_at_the_first_value_fold_ms_after_its_first() -> None:
-    """Values within ``FOLD_MS`` of a generation's first join it; a later one opens the next and
+    """Values within ``fold_ms`` of a generation's first join it; a later one opens the next and
     says a fold is due; ``take()`` hands back both, each with its own first time."""
-    counters = RequestCounters(FOLD_MS)
+    counters = RequestCounters(1.0)
     assert counters.add_acknowledged("t", 3, 100.0, 90.0, 0.0) is False
     assert counters.add_errors("t", 2, 100.9) is False  # 0.9 ms after the first: the same generation
     assert counters.add_acknowledged("u", 4, 101.0, 61.0, 0.0) is True  # 1 ms after: the next one
@@ -238,7 +249,7 @@ def test_a_request_records_each_batch_as_java_does_in_one_update_per_statistic()
 
 
 def test_requests_are_folded_exactly_across_samples_and_their_totals_read_at_once() -> None:
-    """Requests within ``FOLD_MS`` of each other are one windowed update each, at the first one's time:
+    """Requests within ``fold_ms`` (1 ms for a 1 s window) of each other are one windowed update each, at the first one's time:
     the maximum of their maxima, the sums and counts of their averages; the totals count at once."""
     m = ProducerMetrics(1000, 2)
     small, large = _sent("a", 1, 200, created_ms=99.0), _sent("a", 1, 900, created_ms=60.0)
