@@ -212,7 +212,7 @@ MUTATIONS = [
     Mutation(
         "an on_delivery that reads the metrics mid-response loses the rest of the response's counts",
         COMPLETE_RS,
-        "            c.at(now);\n",
+        "            due |= c.at(now);\n",
         "",
     ),
     Mutation(

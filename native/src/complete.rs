@@ -160,11 +160,7 @@ pub(crate) fn complete<'py>(
         }
     }
     let (mut freed, mut records) = (0i64, 0i64);
-    // Borrowed for each add only: an `on_delivery` run below may read the metrics (`take()`).
-    let due = match counters {
-        Some(c) if !acked.is_empty() => c.borrow_mut().at(now),
-        _ => false,
-    };
+    let mut due = false;
     for (batch, base_offset, log_append_time) in acked {
         let Some(count) = complete_ok(&batch, base_offset, log_append_time, &mut unmute)? else { continue };
         incomplete.discard(&batch)?;
@@ -176,8 +172,10 @@ pub(crate) fn complete<'py>(
         freed += reserved;
         records += count;
         if let Some(c) = counters {
+            // Borrowed for this add only, after the batch's callbacks: an `on_delivery` may have
+            // read the metrics (`take()`), and `at` then opens the generation again.
             let mut c = c.borrow_mut();
-            c.at(now);
+            due |= c.at(now);
             c.add_acknowledged_batch(topic.bind(py), count, now, created_ms, spread)?;
         }
         release(&batch)?;
