@@ -7,7 +7,7 @@ from typing import Any, Final, Self
 
 from aioproducer.record_types import RecordMetadata
 from aioproducer.record_types import Record
-from aioproducer.protocol.produce import ProduceResponse, TopicData
+from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 
 #: What the batch's Python state holds that is typed in ``internals/`` (its spans, KIP-467 record
 #: errors, Arrow deliveries, the producer's logger): this stub does not import ``internals/`` (the
@@ -37,6 +37,19 @@ def encode_produce_request(
     topic_data: TopicData,
 ) -> list[bytes | bytearray | memoryview]: ...
 def decode_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceResponse: ...
+
+class ProduceAnswer:
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def throttle_time_ms(self) -> int: ...
+    @property
+    def partitions(self) -> list[PartitionResponse]: ...
+    @property
+    def node_endpoints(self) -> list[NodeEndpoint]: ...
+    def to_response(self) -> ProduceResponse: ...
+
+def read_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceAnswer: ...
 
 # The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that
 # checks each pair against each other (tests/unit/test_native_twins.py); the producer calls none.
@@ -291,7 +304,7 @@ class RecordQueues:
         self, node: int, max_size: int, now: float, tm: Any, guarantee_order: bool
     ) -> tuple[list[ProducerBatch], int] | None: ...
     def complete(
-        self, batches: list[ProducerBatch], partitions: Sequence[Any], now: float, duplicate_code: int, tm: Any,
+        self, batches: list[ProducerBatch], response: ProduceAnswer | ProduceResponse, now: float, duplicate_code: int, tm: Any,
         incomplete: set[ProducerBatch], per_batch: bool = False, counters: RequestCounters | None = None,
     ) -> tuple[list[tuple[ProducerBatch, Any]], int, int, bool]: ...
     def expired(self, now: float) -> list[ProducerBatch]: ...

@@ -29,7 +29,7 @@ from aioproducer.errors import KafkaError
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
 from aioproducer.protocol.connection_state import ClientConnection
-from aioproducer.protocol.produce import ProduceResponse, decode_produce_response, encode_produce_request
+from aioproducer.protocol.produce import AnyProduceResponse, decode_produce_response, encode_produce_request
 
 VERSION = 9
 IN_FLIGHT = 5
@@ -100,6 +100,9 @@ class _ScriptedPeer:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default  # no socket: buffer sizes are left alone
 
+    def get_protocol(self) -> None:
+        return None  # not asyncio's streams: the connection keeps its reader task, which reads ``reader``
+
     @property
     def transport(self) -> _ScriptedPeer:
         return self
@@ -128,7 +131,7 @@ async def _bench_adapter(requests: int) -> float:
     answered = 0
     waiter: asyncio.Future[None] = loop.create_future()
 
-    def on_response(response: ProduceResponse | None, error: KafkaError | None) -> None:
+    def on_response(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
         nonlocal answered
         assert error is None, error
         answered += 1

@@ -4,8 +4,9 @@ Each round makes ``--partitions`` batches of one ``--value-size`` record each (o
 ``on_delivery``) and drains them into one request; timed is ``Sender._send_produce_request``
 (the batches built, the request's statistics, the in-flight tracking, the Produce request's
 encoding by the protocol's codec) into a connection that keeps the frame and writes nothing,
-then the request's answer through the sender's callback (offsets for every partition: the
-native completion). With ``--idempotent`` the batches are numbered and acknowledged to the
+then the request's answer, read from its bytes as the connection reads it (``read_produce_response``;
+``decode_produce_response`` in a tree from before it), through the sender's callback (offsets for
+every partition: the native completion). With ``--idempotent`` the batches are numbered and acknowledged to the
 bookkeeping. Printed: process time per batch, the best of ``--repeat`` runs of ``--requests``.
 It runs against whatever tree is imported, so a tree before a change and after run it alike.
 
@@ -26,9 +27,14 @@ from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import Lifecycle, State
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, encode_produce_request
+from aioproducer.protocol import messages, produce
+from aioproducer.protocol.produce import encode_produce_request
 
 from benchmarks.completion_cost import TOPIC, _Config, _Engine, _Leaders, batch_cost_parser
+
+
+#: The Produce version of the requests and answers (the flexible encoding, as brokers from Kafka 3 speak).
+VERSION = 9
 
 
 class _Connection:
@@ -40,7 +46,7 @@ class _Connection:
 
     def send_produce(self, topic_data: Any, *, acks: int, timeout_ms: int, on_response: Any,
                      transactional_id: str | None = None, transaction_v2: bool = False) -> None:
-        frame = encode_produce_request(9, 1, "bench", transactional_id, acks, timeout_ms, topic_data)
+        frame = encode_produce_request(VERSION, 1, "bench", transactional_id, acks, timeout_ms, topic_data)
         self.frame_bytes = sum(map(len, frame))
         self.on_response = on_response
 
@@ -83,6 +89,14 @@ def one_run(partitions: int, value: bytes, requests: int, idempotent: bool) -> f
         delivered += metadata is not None and error is None
 
     leaders = _Leaders()
+    # The answers' bytes, made before the clock starts (the generic codec; the offsets differ per round).
+    read = getattr(produce, "read_produce_response", produce.decode_produce_response)
+    answers = [
+        messages.encode_response(messages.PRODUCE, VERSION, r, {"responses": [{"name": TOPIC, "partition_responses": [
+            {"index": p, "error_code": 0, "base_offset": 10 * r} for p in range(partitions)
+        ]}]})[4:]
+        for r in range(requests)
+    ]
     spent = 0.0
     for r in range(requests):
         for p in range(partitions):
@@ -91,11 +105,8 @@ def one_run(partitions: int, value: bytes, requests: int, idempotent: bool) -> f
         (batches,) = acc.drain(leaders, {0}, 1 << 20, now[0]).values()
         started = time.process_time()
         sender._send_produce_request(0, batches)
-        answer = ProduceResponse(
-            r, [PartitionResponse(TOPIC, p, 0, 10 * r, -1, -1, (), None, -1, -1) for p in range(partitions)], 0, []
-        )
         now[0] += 1.0
-        connection.on_response(answer, None)
+        connection.on_response(read(VERSION, answers[r]), None)
         spent += time.process_time() - started
     expected = requests * partitions
     assert delivered == expected and engine.records_sent == expected, (delivered, engine.records_sent)

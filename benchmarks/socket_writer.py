@@ -28,7 +28,7 @@ from aioproducer import Producer
 from aioproducer.errors import KafkaError
 from aioproducer.network import connection as connection_module
 from aioproducer.network.connection import BrokerConnection
-from aioproducer.protocol.produce import ProduceResponse
+from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
 
@@ -57,7 +57,7 @@ async def requests_run(bootstrap: str, size: int, count: int) -> tuple[float, fl
     done = asyncio.Event()
     answered = sent = 0
 
-    def on_response(response: ProduceResponse | None, error: KafkaError | None) -> None:
+    def on_response(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
         nonlocal answered
         assert error is None, error
         answered += 1

@@ -194,8 +194,8 @@ MUTATIONS = [
     Mutation(
         "an answer matched to a batch of another topic (an error returned for the wrong partition)",
         COMPLETE_RS,
-        "    Ok(own.is(topic) || own.eq(topic)?)",
-        "    let _ = own;\n    Ok(true)",
+        "        Topic::Text(text) => Ok(own.cast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == *text))),",
+        "        Topic::Text(_) => Ok(true),",
     ),
     Mutation(
         "a written batch's records not counted",

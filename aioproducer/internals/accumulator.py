@@ -67,7 +67,7 @@ from aioproducer.protocol.records import MAX_RECORD_OVERHEAD, RecordBatchBuilder
 if TYPE_CHECKING:
     from aioproducer._native import ArrowRecords
     from aioproducer.arrow import ArrowDelivery
-    from aioproducer.protocol.produce import PartitionResponse
+    from aioproducer.protocol.produce import AnyProduceResponse, PartitionResponse
 
 __all__ = ["RecordAccumulator", "ReadyCheckResult", "LeaderLookup", "UNKNOWN_PARTITION", "effective_batch_size", "monotonic_ms"]
 
@@ -762,10 +762,13 @@ class RecordAccumulator:
         return len(pieces)
 
     def complete(
-        self, batches: list[ProducerBatch], partitions: Sequence[PartitionResponse], now: float, duplicate_code: int,
+        self, batches: list[ProducerBatch], response: AnyProduceResponse, now: float, duplicate_code: int,
         *, per_batch: bool = False, counters: RequestCounters | None = None,
     ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None]], int, bool]:
         """A Produce response's batches that the broker wrote, completed in one native call (``native/src/complete.rs``).
+
+        ``response`` is the connection's :class:`~aioproducer.protocol.produce.ProduceAnswer`,
+        whose partitions are read natively, or a ``ProduceResponse`` of named tuples (a test's).
 
         Each is completed (its futures, ``on_delivery``, done-callbacks, awaiters), its partition
         unmuted, its memory freed (one ``deallocate`` for the response, after the callbacks) and
@@ -777,7 +780,7 @@ class RecordAccumulator:
         its answer (the caller completes each).
         """
         decisions, freed, records, fold_due = self._queues.complete(
-            batches, partitions, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch, counters
+            batches, response, now, duplicate_code, self.transaction_manager, self._incomplete, per_batch, counters
         )
         if freed:
             self.pool.deallocate(freed)

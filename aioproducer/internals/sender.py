@@ -90,7 +90,7 @@ from aioproducer.internals.transactions import RequestFailed, SenderRequest, Tra
 from aioproducer.lifecycle import LifecycleView, State
 from aioproducer.network.metadata import Node
 from aioproducer.network.connection import ProduceCallback
-from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
+from aioproducer.protocol.produce import AnyProduceResponse, NodeEndpoint, PartitionResponse, TopicData
 
 __all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
 
@@ -136,7 +136,7 @@ class ProduceConnection(Protocol):
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
         transaction_v2: bool = False,
-    ) -> ProduceResponse | None: ...
+    ) -> AnyProduceResponse | None: ...
 
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None: ...
 
@@ -405,7 +405,7 @@ class Sender:
         node: int,
         batches: list[ProducerBatch],
         sent_ms: float,
-        response: ProduceResponse | None,
+        response: AnyProduceResponse | None,
         error: KafkaError | None,
     ) -> None:
         """The connection's callback for a request to ``node``: the node has one request less in flight.
@@ -418,7 +418,7 @@ class Sender:
             self._record_response(node, sent_ms, response, now)
         self._on_produce_response(batches, response, error, now)
 
-    def _record_response(self, node: int, sent_ms: float, response: ProduceResponse, now: float) -> None:
+    def _record_response(self, node: int, sent_ms: float, response: AnyProduceResponse, now: float) -> None:
         metrics = self.metrics
         if metrics is not None:
             metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
@@ -688,7 +688,7 @@ class Sender:
         self.wakeup()
 
     def _on_produce_response(
-        self, batches: list[ProducerBatch], response: ProduceResponse | None, error: KafkaError | None, now: float
+        self, batches: list[ProducerBatch], response: AnyProduceResponse | None, error: KafkaError | None, now: float
     ) -> None:
         """The connection's callback for a request written by ``send_produce``: exactly one per request."""
         self._callbacks_pending -= 1
@@ -748,7 +748,7 @@ class Sender:
         for batch in batches:
             self._handle_error(batch, error, now, outcome_unknown=True)
 
-    def _handle_response(self, response: ProduceResponse, batches: list[ProducerBatch], now: float) -> None:
+    def _handle_response(self, response: AnyProduceResponse, batches: list[ProducerBatch], now: float) -> None:
         """Match each partition's answer to its batch, complete the written ones, decide for the rest.
 
         Brokers answer in request order, so the batches are matched by position
@@ -765,7 +765,7 @@ class Sender:
         per_batch = self._on_acknowledged is None and self._on_complete is not None
         metrics = self.metrics
         decisions, records, fold_due = self.accumulator.complete(
-            batches, response.partitions, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch,
+            batches, response, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch,
             counters=None if metrics is None else metrics.counters,
         )
         if fold_due:

@@ -77,7 +77,7 @@ from aioproducer.protocol.connection_state import (
     SaslMechanism,
     Throttled,
 )
-from aioproducer.protocol.produce import ProduceResponse, TopicData
+from aioproducer.protocol.produce import AnyProduceResponse, TopicData
 
 try:
     from aioproducer._native import SocketWriter
@@ -89,7 +89,7 @@ __all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "Authenticato
 log: logging.Logger = logging.getLogger(__name__)
 
 #: Called once per :meth:`BrokerConnection.send_produce`: ``(response, None)`` or ``(None, error)``.
-ProduceCallback: TypeAlias = Callable[[ProduceResponse | None, KafkaError | None], None]
+ProduceCallback: TypeAlias = Callable[[AnyProduceResponse | None, KafkaError | None], None]
 #: The token of every request: told its outcome exactly once.
 _Callback: TypeAlias = Callable[[Any, KafkaError | None], None]
 #: Sends one request on a reserved slot: ``(token, now_ms) -> frame``.
@@ -541,7 +541,7 @@ class BrokerConnection:
         timeout_ms: int,
         transactional_id: str | None = None,
         transaction_v2: bool = False,
-    ) -> ProduceResponse | None:
+    ) -> AnyProduceResponse | None:
         """Send one Produce request through the fast codec and wait for its response.
 
         ``transaction_v2``: as Produce v12 (transactions v2, ``ClientConnection.produce_version``).
@@ -561,7 +561,7 @@ class BrokerConnection:
                 reserved=True, transaction_v2=transaction_v2,
             )
 
-        response: ProduceResponse | None = await self._request(submit, acks != 0)
+        response: AnyProduceResponse | None = await self._request(submit, acks != 0)
         return response if acks != 0 else None
 
     def send_produce(

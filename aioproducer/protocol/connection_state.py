@@ -190,7 +190,7 @@ _SASL_APIS: Final = frozenset((messages.SASL_HANDSHAKE, messages.SASL_AUTHENTICA
 class ResponseReceived(Generic[Token]):
     """The response to the request sent with ``token``, decoded.
 
-    ``body`` is a :class:`~aioproducer.protocol.produce.ProduceResponse` for
+    ``body`` is a :class:`~aioproducer.protocol.produce.ProduceAnswer` for
     :meth:`ClientConnection.send_produce`, else the generic codec's dict (for
     negotiation: the ApiVersions response that was accepted).
     """
@@ -888,7 +888,7 @@ class ClientConnection(Generic[Token]):
         """The response body; ProtocolError when it does not decode (the ApiVersions fallback aside)."""
         try:
             if head.fast_produce:
-                return produce.decode_produce_response(head.version, payload)
+                return produce.read_produce_response(head.version, payload)
             # ApiVersions' v0 fallback (KIP-511) is handled by decode_response.
             return messages.decode_response(head.api_key, head.version, payload)[1]
         except ProtocolError:

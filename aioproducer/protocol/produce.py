@@ -20,6 +20,11 @@ the types it returns:
   one ``bytes``.
 * :func:`decode_produce_response` returns named tuples, one
   :class:`PartitionResponse` per partition in the order the broker wrote them.
+* :func:`read_produce_response` decodes the same bytes into a :class:`ProduceAnswer`: the
+  connection's form of a Produce response. It keeps the bytes and the five fields per partition
+  the completion reads (``RecordQueues.complete``, which reads them natively), so an answer the
+  producer completes never becomes Python objects; its ``partitions`` and ``node_endpoints`` are
+  the named tuples, made when asked (a decision on an error, the test kit).
 
 The wire layout is the one declared in ``messages._PRODUCE_REQUEST`` /
 ``_PRODUCE_RESPONSE`` (Kafka's ``ProduceRequest.json`` / ``ProduceResponse.json``)
@@ -54,12 +59,15 @@ __all__ = [
     "MIN_VERSION",
     "NodeEndpoint",
     "PartitionResponse",
+    "ProduceAnswer",
     "ProduceResponse",
+    "AnyProduceResponse",
     "Records",
     "SPLICE_THRESHOLD",
     "TopicData",
     "decode_produce_response",
     "encode_produce_request",
+    "read_produce_response",
 ]
 
 PRODUCE_API_KEY: Final = 0
@@ -123,9 +131,19 @@ class ProduceResponse(NamedTuple):
     node_endpoints: list[NodeEndpoint]
 
 
+#: A Produce response as the connection reads it (``read_produce_response``): ``correlation_id``,
+#: ``throttle_time_ms``, ``partitions`` and ``node_endpoints`` as :class:`ProduceResponse` has them.
+ProduceAnswer = _native.ProduceAnswer
+#: What a Produce request's callback gets: the connection's :class:`ProduceAnswer`, or a
+#: :class:`ProduceResponse` a test or a fake connection made.
+AnyProduceResponse: TypeAlias = ProduceAnswer | ProduceResponse
+
 #: ``encode_produce_request(version, correlation_id, client_id, transactional_id, acks, timeout_ms,
 #: topic_data)``: the frame's chunks (``native/src/produce/python.rs`` documents it and its cost).
 encode_produce_request = _native.encode_produce_request
 #: ``decode_produce_response(version, payload)``: a :class:`ProduceResponse` (payload: the frame
 #: without its size prefix), or :class:`~aioproducer.errors.ProtocolError`.
 decode_produce_response = _native.decode_produce_response
+#: ``read_produce_response(version, payload)``: a :class:`ProduceAnswer` (the whole payload decoded
+#: and checked, with :func:`decode_produce_response`'s errors), its bytes kept.
+read_produce_response = _native.read_produce_response

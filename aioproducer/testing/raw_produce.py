@@ -17,7 +17,7 @@ from aioproducer.errors import (
     error_for_code,
 )
 from aioproducer.network.client import KafkaClient
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse
+from aioproducer.protocol.produce import AnyProduceResponse, PartitionResponse
 
 __all__ = ["produce_batch"]
 
@@ -66,7 +66,7 @@ async def produce_batch(
     return result.base_offset
 
 
-def _partition_response(response: ProduceResponse, topic: str, partition: int) -> PartitionResponse:
+def _partition_response(response: AnyProduceResponse, topic: str, partition: int) -> PartitionResponse:
     """The Produce response entry for ``topic``/``partition``; its absence is a protocol error."""
     for part in response.partitions:
         if part.topic == topic and part.partition == partition:

@@ -403,18 +403,19 @@ impl RecordQueues {
 
     // -- the response ------------------------------------------------------------------
     /// A Produce response's completion (`complete.rs`): `batches` are the request's, in the order
-    /// it carried them (`produce_topic_data`), `partitions` the decoded answers; every batch
+    /// it carried them (`produce_topic_data`), `response` the answer (a `ProduceAnswer`, read
+    /// natively, or any object whose `partitions` are `PartitionResponse` tuples); every batch
     /// written is completed here, its memory summed into what is returned to free, and removed
     /// from `incomplete` (the accumulator's set). `duplicate_code` is `DUPLICATE_SEQUENCE_NUMBER`'s
     /// (a success with no offset); `tm` the transaction manager when idempotence is on. Returns
     /// `complete::Completed`: the decisions for Python, and what the counters need. With
     /// `per_batch`, only the matching: every batch comes back with its answer.
     #[allow(clippy::too_many_arguments)] // the response and the producer's parts it touches
-    #[pyo3(signature = (batches, partitions, now, duplicate_code, tm, incomplete, per_batch = false, counters = None))]
+    #[pyo3(signature = (batches, response, now, duplicate_code, tm, incomplete, per_batch = false, counters = None))]
     fn complete<'py>(
         slf: &Bound<'py, Self>,
         batches: Vec<Bound<'py, ProducerBatch>>,
-        partitions: &Bound<'py, PyAny>,
+        response: &Bound<'py, PyAny>,
         now: f64,
         duplicate_code: i64,
         tm: Option<&Bound<'py, PyAny>>,
@@ -427,7 +428,7 @@ impl RecordQueues {
                 slf.try_borrow_mut()?.part_mut(index)?.muted = false;
                 Ok(())
             };
-            crate::complete::complete(slf.py(), batches, partitions, now, duplicate_code, tm, incomplete, per_batch, counters, unmute)
+            crate::complete::complete(slf.py(), batches, response, now, duplicate_code, tm, incomplete, per_batch, counters, unmute)
         })
     }
 

@@ -25,7 +25,7 @@ from aioproducer.errors import (
 )
 from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
-from aioproducer.protocol.produce import ProduceResponse
+from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
 from helpers import closed_port, eventually, other_tasks
@@ -436,7 +436,7 @@ async def test_stream_breaking_right_after_api_versions_fails_connect() -> None:
 
 # ------------------------------------------------- the Produce fast path
 
-ProduceOutcome = tuple[ProduceResponse | None, KafkaError | None]
+ProduceOutcome = tuple[AnyProduceResponse | None, KafkaError | None]
 
 
 def one_record_batch() -> bytes:
@@ -452,7 +452,7 @@ def send_produce(
     outcome: asyncio.Future[ProduceOutcome] = asyncio.get_running_loop().create_future()
     calls: list[ProduceOutcome] = []
 
-    def on_response(response: ProduceResponse | None, error: KafkaError | None) -> None:
+    def on_response(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
         calls.append((response, error))
         assert len(calls) == 1, f"callback called {len(calls)} times: {calls}"
         outcome.set_result((response, error))
@@ -725,7 +725,7 @@ async def test_a_failing_callback_is_reported_and_the_stream_goes_on(mock_cluste
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
     conn = await connect(mock_cluster)
     try:
-        def broken(response: ProduceResponse | None, error: KafkaError | None) -> None:
+        def broken(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
             raise ZeroDivisionError("a bug in the caller")
 
         conn.send_produce([("orders", [(0, one_record_batch())])], acks=1, timeout_ms=5000, on_response=broken)

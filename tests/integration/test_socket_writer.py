@@ -21,7 +21,7 @@ from aioproducer.errors import KafkaError, KafkaTimeoutError
 from aioproducer.network import connection as connection_module
 from aioproducer.network.connection import WRITER_THREAD_MIN_BYTES, BrokerConnection
 from aioproducer.protocol import messages
-from aioproducer.protocol.produce import ProduceResponse
+from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
 from helpers import eventually
@@ -33,7 +33,7 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="the writer thread is Unix only"),
 ]
 
-Outcome = tuple[ProduceResponse | None, KafkaError | None]
+Outcome = tuple[AnyProduceResponse | None, KafkaError | None]
 
 
 def _batch(index: int, size: int) -> bytes:

@@ -29,7 +29,7 @@ from aioproducer.partitioner import TopicPartitions
 from aioproducer.errors import KafkaConnectionError, KafkaError
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.protocol import messages
-from aioproducer.protocol.produce import PartitionResponse, ProduceResponse, TopicData
+from aioproducer.protocol.produce import PartitionResponse, ProduceAnswer, ProduceResponse, TopicData, read_produce_response
 from aioproducer.protocol.records import decode_batches
 
 NONE = 0
@@ -38,6 +38,30 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_PRODUCER_ID = 59
 INT32_MAX = 2**31 - 1
+
+
+def as_answer(response: ProduceResponse, version: int = 11) -> ProduceAnswer:
+    """What a connection hands the sender for ``response``: its bytes written by the generic codec
+    (``messages.encode_response``, an encoder independent of the native reader), read back by
+    ``read_produce_response`` as the connection reads every Produce answer."""
+    topics: list[dict[str, Any]] = []
+    for p in response.partitions:  # consecutive partitions of a topic share its entry, as on the wire
+        if not topics or topics[-1]["name"] != p.topic:
+            topics.append({"name": p.topic, "partition_responses": []})
+        topics[-1]["partition_responses"].append({
+            "index": p.partition, "error_code": p.error_code, "base_offset": p.base_offset,
+            "log_append_time_ms": p.log_append_time_ms, "log_start_offset": p.log_start_offset,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in p.record_errors],
+            "error_message": p.error_message,
+            "current_leader": {"leader_id": p.leader_id, "leader_epoch": p.leader_epoch},
+        })
+    body = {
+        "responses": topics, "throttle_time_ms": response.throttle_time_ms,
+        "node_endpoints": [{"node_id": e.node_id, "host": e.host, "port": e.port, "rack": e.rack} for e in response.node_endpoints],
+    }
+    answer = read_produce_response(version, messages.encode_response(messages.PRODUCE, version, response.correlation_id, body)[4:])
+    assert answer.to_response() == response  # the native reader and the generic writer agree on every field
+    return answer
 
 
 def _bytes(records: object) -> bytes:
@@ -104,9 +128,9 @@ class BrokerModel:
         self.next_producer_id += 1
         return {"error_code": NONE, "producer_id": self.next_producer_id, "producer_epoch": 0, "throttle_time_ms": 0}
 
-    def produce(self, topic_data: TopicData) -> ProduceResponse:
+    def produce(self, topic_data: TopicData) -> ProduceAnswer:
         parts = [self.append(topic, partition, _bytes(records)) for topic, items in topic_data for partition, records in items]
-        return ProduceResponse(1, parts, 0, [])
+        return as_answer(ProduceResponse(1, parts, 0, []))
 
     def append(self, topic: str, partition: int, records: bytes) -> PartitionResponse:
         log = self.log(topic, partition)
@@ -193,7 +217,7 @@ class Connection:
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
         transaction_v2: bool = False,
-    ) -> ProduceResponse | None:
+    ) -> ProduceAnswer | None:
         """The task path (``acks=0``, or a connection replaced since ``ready()``): delivered at once."""
         self.network.sent.append(Request(self.node, topic_data, lambda response, error: None))
         response = self.network.broker.produce(topic_data)

@@ -31,7 +31,7 @@ from aioproducer.protocol.connection_state import (
     ResponseReceived,
     Throttled,
 )
-from aioproducer.protocol.produce import ProduceResponse
+from aioproducer.protocol.produce import ProduceAnswer
 
 OUR_API_VERSIONS = messages.SUPPORTED_VERSIONS[messages.API_VERSIONS][1]
 TIMEOUT = 1000
@@ -104,7 +104,7 @@ def outcomes(events: list[Event[str]]) -> list[tuple[str, str, Any]]:
     for event in events:
         if isinstance(event, ResponseReceived):
             body = event.body
-            result.append(("ok", event.token, body.partitions[0].base_offset if isinstance(body, ProduceResponse) else body.get("error_code")))
+            result.append(("ok", event.token, body.partitions[0].base_offset if isinstance(body, ProduceAnswer) else body.get("error_code")))
         elif isinstance(event, RequestFailed):
             result.append(("failed", event.token, type(event.error)))
         elif isinstance(event, ConnectionBroken):

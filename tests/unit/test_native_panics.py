@@ -28,6 +28,7 @@ from aioproducer import _native
 from aioproducer._native import ArrowRecords, FutureRecordMetadata, ProducerBatch, RecordBatchBuilder, RecordQueues, record_latencies
 from aioproducer.internals.accumulator import AccumulatorConfig
 from aioproducer.internals.batch import ARROW_ROW_BYTES, RECORD_OBJECT_BYTES
+from aioproducer.protocol.produce import ProduceResponse
 
 NATIVE = Path(__file__).resolve().parents[2] / "native"
 
@@ -106,6 +107,9 @@ def _with_writer(call: Callable[[Any], object]) -> object:
 
 
 #: Each entry point, as Python names it, and a call that reaches it with valid arguments.
+#: A Produce v9 response with no partition (correlation id 1, throttle 0).
+_EMPTY_V9_RESPONSE = bytes.fromhex("00000001" "00" "01" "00000000" "00")
+
 CALLS: dict[str, Callable[[], object]] = {
     "_panic_for_test": lambda: _native._panic_for_test(""),  # "": disarms
     "murmur2": lambda: _native.murmur2(b"21"),
@@ -114,7 +118,12 @@ CALLS: dict[str, Callable[[], object]] = {
     "record_size_in_bytes": lambda: _native.record_size_in_bytes(0, 0, b"k", b"v", [("h", b"x")]),
     "write_varlong": lambda: _native.write_varlong(-1),
     "encode_produce_request": lambda: _native.encode_produce_request(9, 1, "c", None, 1, 5, [("t", [(0, b"r")])]),
-    "decode_produce_response": lambda: _native.decode_produce_response(9, bytes.fromhex("00000001" "00" "01" "00000000" "00")),
+    "decode_produce_response": lambda: _native.decode_produce_response(9, _EMPTY_V9_RESPONSE),
+    "read_produce_response": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE),
+    "ProduceAnswer.partitions": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).partitions,
+    "ProduceAnswer.node_endpoints": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).node_endpoints,
+    "ProduceAnswer.to_response": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).to_response(),
+    "ProduceAnswer.__repr__": lambda: repr(_native.read_produce_response(9, _EMPTY_V9_RESPONSE)),
     "RequestCounters.__new__": lambda: _native.RequestCounters(1.0),
     "RequestCounters.add_request": lambda: _native.RequestCounters(1.0).add_request([_batch(1)], 5.0),
     "RequestCounters.add_acknowledged": lambda: _native.RequestCounters(1.0).add_acknowledged("t", 1, 5.0, 1.0, 0.0),
@@ -170,7 +179,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.next_expiry_delay": lambda: _queues()[0].next_expiry_delay(5.0),
     "RecordQueues.abort_all": lambda: _queues()[0].abort_all(),
     "record_latencies": lambda: record_latencies([1.0], [0, 0], [1, 2.0, 2.0], 0.0, 0.0, 0.0),
-    "RecordQueues.complete": lambda: _queues()[0].complete([_batch(1)], [], 5.0, 46, None, set()),
+    "RecordQueues.complete": lambda: _queues()[0].complete([_batch(1)], ProduceResponse(1, [], 0, []), 5.0, 46, None, set()),
     "ProducerBatch.take_reservation": lambda: _batch().take_reservation(100),
     "ProducerBatch.release_reservation": lambda: _batch().release_reservation(),
     "ProducerBatch.drained": lambda: _batch().drained(),
@@ -294,7 +303,7 @@ GENERATED = {
         "loop", "log", "futures", "callbacks", "done_callbacks", "waiters", "record_errors", "retry_error",
         "_deferred", "callback_bytes", "parent", "pieces", "spans", "arrow_runs", "arrow_records",
     )
-} | {"SampledStat.window_ms", "SampledStat.num_samples"}
+} | {"SampledStat.window_ms", "SampledStat.num_samples", "ProduceAnswer.correlation_id", "ProduceAnswer.throttle_time_ms"}
 
 
 def _generated_accessors() -> set[str]:

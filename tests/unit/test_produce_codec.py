@@ -197,6 +197,8 @@ def test_unsupported_versions_raise(version: int) -> None:
         produce.encode_produce_request(version, 1, "c", None, 1, 5, [])
     with pytest.raises(UnsupportedVersionError):
         produce.decode_produce_response(version, b"\x00\x00\x00\x01")
+    with pytest.raises(UnsupportedVersionError):
+        produce.read_produce_response(version, b"\x00\x00\x00\x01")
 
 
 # ----------------------------------------------------------------- responses
@@ -229,10 +231,22 @@ def expected_response(version: int, correlation_id: int, body: dict[str, Any]) -
 
 
 def assert_same_as_generic(version: int, payload: bytes) -> ProduceResponse:
+    """Both native readers against the generic decoder: the named tuples, and the connection's answer."""
     correlation_id, body = m.decode_response(m.PRODUCE, version, payload)
     fast = produce.decode_produce_response(version, payload)
     assert fast == expected_response(version, correlation_id, body)
+    answer = produce.read_produce_response(version, payload)
+    assert answer.to_response() == fast
+    assert (answer.correlation_id, answer.partitions, answer.throttle_time_ms, answer.node_endpoints) == fast
     return fast
+
+
+def assert_refused(version: int, payload: bytes) -> None:
+    """Both native readers refuse ``payload`` with ``ProtocolError``, and nothing else."""
+    with pytest.raises(ProtocolError):
+        produce.decode_produce_response(version, payload)
+    with pytest.raises(ProtocolError):
+        produce.read_produce_response(version, payload)
 
 
 def partition(index: int, **fields: Any) -> dict[str, Any]:
@@ -333,8 +347,7 @@ def test_truncation_at_every_offset_raises_protocol_error(version: int, body: di
     payload = m.encode_response(m.PRODUCE, version, 1, body)[4:]
     assert_same_as_generic(version, payload)
     for cut in range(len(payload)):
-        with pytest.raises(ProtocolError):
-            produce.decode_produce_response(version, payload[:cut])
+        assert_refused(version, payload[:cut])
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -351,6 +364,8 @@ def test_accepts_bytearray_and_memoryview(version: int) -> None:
     fast = produce.decode_produce_response(version, payload)
     assert produce.decode_produce_response(version, bytearray(payload)) == fast
     assert produce.decode_produce_response(version, memoryview(b"xx" + payload)[2:]) == fast
+    assert produce.read_produce_response(version, bytearray(payload)).to_response() == fast
+    assert produce.read_produce_response(version, memoryview(b"xx" + payload)[2:]).to_response() == fast
 
 
 def test_unknown_tagged_fields_are_skipped_and_known_ones_checked() -> None:
@@ -379,8 +394,7 @@ def test_unknown_tagged_fields_are_skipped_and_known_ones_checked() -> None:
         assert bad != payload
         with pytest.raises(ProtocolError):
             m.decode_response(m.PRODUCE, 10, bad)
-        with pytest.raises(ProtocolError):
-            produce.decode_produce_response(10, bad)
+        assert_refused(10, bad)
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 10])
@@ -398,8 +412,7 @@ def test_nulls_for_non_nullable_fields_raise_protocol_error(version: int, patch:
     payload[offset : offset + len(replacement)] = replacement
     with pytest.raises(ProtocolError):
         m.decode_response(m.PRODUCE, version, bytes(payload))
-    with pytest.raises(ProtocolError):
-        produce.decode_produce_response(version, bytes(payload))
+    assert_refused(version, bytes(payload))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -412,12 +425,11 @@ def test_mutated_responses_fail_or_decode_exactly_as_the_generic_codec(version: 
         payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
     mutated = bytes(payload)
     try:
-        correlation_id, generic = m.decode_response(m.PRODUCE, version, mutated)
+        m.decode_response(m.PRODUCE, version, mutated)
     except ProtocolError:
-        with pytest.raises(ProtocolError):
-            produce.decode_produce_response(version, mutated)
+        assert_refused(version, mutated)
         return
-    assert produce.decode_produce_response(version, mutated) == expected_response(version, correlation_id, generic)
+    assert_same_as_generic(version, mutated)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -425,12 +437,11 @@ def test_mutated_responses_fail_or_decode_exactly_as_the_generic_codec(version: 
 @given(payload=st.binary(max_size=120))
 def test_random_bytes_raise_only_protocol_error_as_the_generic_codec(version: int, payload: bytes) -> None:
     try:
-        correlation_id, generic = m.decode_response(m.PRODUCE, version, payload)
+        m.decode_response(m.PRODUCE, version, payload)
     except ProtocolError:
-        with pytest.raises(ProtocolError):
-            produce.decode_produce_response(version, payload)
+        assert_refused(version, payload)
         return
-    assert produce.decode_produce_response(version, payload) == expected_response(version, correlation_id, generic)
+    assert_same_as_generic(version, payload)
 
 
 V8_ONE_PARTITION = (
@@ -599,8 +610,10 @@ def test_fuzz_damaged_responses_decode_exactly_or_raise_only_protocol_error(
         event("refused")
         with pytest.raises(ProtocolError):
             produce.decode_produce_response(version, container(damaged))
+        with pytest.raises(ProtocolError):
+            produce.read_produce_response(version, container(damaged))
         return
     event("decoded")
-    assert produce.decode_produce_response(version, container(damaged)) == expected_response(
-        version, correlation_id, generic
-    )
+    expected = expected_response(version, correlation_id, generic)
+    assert produce.decode_produce_response(version, container(damaged)) == expected
+    assert produce.read_produce_response(version, container(damaged)).to_response() == expected

@@ -35,8 +35,9 @@ from aioproducer.lifecycle import Lifecycle, State
 from aioproducer.network.connection import ProduceCallback
 from aioproducer.network.metadata import Node
 from aioproducer.protocol.compression import GZIP
-from aioproducer.protocol.produce import NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
+from aioproducer.protocol.produce import AnyProduceResponse, NodeEndpoint, PartitionResponse, ProduceResponse, TopicData
 from aioproducer.protocol.records import decode_batches
+from broker_model import as_answer
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
@@ -93,7 +94,7 @@ class FakeConnection:
         assert self.can_send_more(), "send_produce without a free slot"
         self.in_flight += 1
 
-        def answered(response: ProduceResponse | None, error: KafkaError | None) -> None:
+        def answered(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
             self.in_flight -= 1
             on_response(response, error)
 
@@ -105,7 +106,7 @@ class FakeConnection:
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
         transaction_v2: bool = False,
-    ) -> ProduceResponse | None:
+    ) -> AnyProduceResponse | None:
         self.client.produced.append((topic_data, acks))
         return self.client.produce_result
 
@@ -130,7 +131,7 @@ class FakeClient:
         self.sent: list[Sent] = []
         self.produced: list[tuple[TopicData, int]] = []
         self.fail_with: BaseException | None = None
-        self.produce_result: ProduceResponse | None = None
+        self.produce_result: AnyProduceResponse | None = None
         self.conns: dict[int, FakeConnection] = {}
         self.metadata_due = False  # what time_to_next_update() says: due now, or not at all
         self.refreshes = 0
@@ -220,8 +221,9 @@ def ok(topic: str, partition: int, base_offset: int, *, code: int = 0, append_ti
     return PartitionResponse(topic, partition, code, base_offset, append_time, -1, record_errors, message, -1, -1)
 
 
-def response(*parts: PartitionResponse) -> ProduceResponse:
-    return ProduceResponse(1, list(parts), 0, [])
+def response(*parts: PartitionResponse) -> AnyProduceResponse:
+    """The answer as the connection hands it over (``as_answer``: the generic codec's bytes, read natively)."""
+    return as_answer(ProduceResponse(1, list(parts), 0, []))
 
 
 def in_flight(sender: Sender, acc: RecordAccumulator, clock: FakeClock) -> list[Sent]:
@@ -599,7 +601,7 @@ async def test_a_not_leader_answer_naming_the_new_leader_is_taken_without_waitin
     append(acc, "t", 0)
     [sent] = in_flight(sender, acc, clock)
     hint = ok("t", 0, -1, code=NOT_LEADER_OR_FOLLOWER)._replace(leader_id=3, leader_epoch=12)
-    sent.on_response(ProduceResponse(1, [hint], 0, [NodeEndpoint(3, "b3", 9093, None)]), None)
+    sent.on_response(as_answer(ProduceResponse(1, [hint], 0, [NodeEndpoint(3, "b3", 9093, None)])), None)
     assert client.leader_hints == [("t", 0, 3, 12, Node("b3", 9093, None))]
 
 async def test_a_throttled_node_gets_nothing_until_its_throttle_ends_and_the_sender_wakes_then() -> None:

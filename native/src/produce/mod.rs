@@ -38,6 +38,7 @@
 //! Pure functions over bytes (`encode`, `decode`): no sockets, no Python; `python` holds the
 //! PyO3 wrappers that `aioproducer/protocol/produce.py` exports.
 
+pub mod answer;
 pub mod decode;
 pub mod encode;
 pub mod python;

@@ -18,7 +18,7 @@ use crate::guarded;
 /// What Python sees of the codec: `aioproducer.errors`' two exceptions, `tuple.__new__` and the
 /// three named tuples of `aioproducer.protocol.produce` (imported at the first call, when that
 /// module has long finished importing this one).
-struct Types {
+pub(crate) struct Types {
     protocol_error: Py<PyAny>,
     unsupported_version: Py<PyAny>,
     tuple_new: Py<PyAny>,
@@ -29,7 +29,7 @@ struct Types {
 
 static TYPES: PyOnceLock<Types> = PyOnceLock::new();
 
-fn types(py: Python<'_>) -> PyResult<&Types> {
+pub(crate) fn types(py: Python<'_>) -> PyResult<&Types> {
     TYPES.get_or_try_init(py, || {
         let errors = py.import("aioproducer.errors")?;
         let produce = py.import("aioproducer.protocol.produce")?;
@@ -52,7 +52,7 @@ fn error(py: Python<'_>, cls: &Py<PyAny>, message: String) -> PyErr {
     }
 }
 
-fn unsupported(py: Python<'_>, version: i64) -> PyErr {
+pub(crate) fn unsupported(py: Python<'_>, version: i64) -> PyErr {
     match types(py) {
         Ok(t) => error(py, &t.unsupported_version, unsupported_message(version)),
         Err(e) => e,
@@ -266,21 +266,33 @@ pub fn py_decode_produce_response<'py>(py: Python<'py>, version: i64, payload: &
                 &copied[..]
             }
         };
-        match decode(version, data) {
-            Ok(response) => to_python(py, t, &response),
-            Err(DecodeError::UnsupportedVersion(v)) => Err(error(py, &t.unsupported_version, unsupported_message(v))),
-            Err(DecodeError::Malformed(why)) => Err(error(py, &t.protocol_error, format!("malformed or truncated Produce v{version} response: {why}"))),
-        }
+        decode(version, data).map_err(|e| decode_error(py, version, e)).and_then(|response| to_python(py, t, &response))
     })
+}
+
+/// The Python exception of a response that did not decode.
+pub(crate) fn decode_error(py: Python<'_>, version: i64, e: DecodeError) -> PyErr {
+    match (types(py), e) {
+        (Err(e), _) => e,
+        (Ok(t), DecodeError::UnsupportedVersion(v)) => error(py, &t.unsupported_version, unsupported_message(v)),
+        (Ok(t), DecodeError::Malformed(why)) => error(py, &t.protocol_error, format!("malformed or truncated Produce v{version} response: {why}")),
+    }
 }
 
 /// The response as `ProduceResponse(correlation_id, [PartitionResponse, ...], throttle_time_ms,
 /// [NodeEndpoint, ...])`; the partitions of a topic share one `str` for its name.
-fn to_python<'py>(py: Python<'py>, t: &Types, response: &ProduceResponse<'_>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_python<'py>(py: Python<'py>, t: &Types, response: &ProduceResponse<'_>) -> PyResult<Bound<'py, PyAny>> {
+    let fields =
+        (response.correlation_id, partitions_list(py, t, &response.partitions)?, response.throttle_time_ms, endpoints_list(py, t, &response.node_endpoints)?);
+    t.tuple_new.bind(py).call1((t.produce_response.bind(py), fields))
+}
+
+/// The partitions as a list of `PartitionResponse`; the partitions of a topic share one `str`.
+pub(crate) fn partitions_list<'py>(py: Python<'py>, t: &Types, answers: &[PartitionResponse<'_>]) -> PyResult<Bound<'py, PyList>> {
     let new = t.tuple_new.bind(py);
     let mut topic: Option<(*const u8, Bound<'py, PyString>)> = None;
-    let mut partitions = Vec::with_capacity(response.partitions.len());
-    for p in &response.partitions {
+    let mut partitions = Vec::with_capacity(answers.len());
+    for p in answers {
         let name = match &topic {
             Some((ptr, name)) if *ptr == p.topic.as_ptr() => name.clone(),
             _ => {
@@ -291,12 +303,17 @@ fn to_python<'py>(py: Python<'py>, t: &Types, response: &ProduceResponse<'_>) ->
         };
         partitions.push(new.call1((t.partition_response.bind(py), partition(py, name, p)?))?);
     }
-    let mut endpoints = Vec::with_capacity(response.node_endpoints.len());
-    for e in &response.node_endpoints {
-        endpoints.push(new.call1((t.node_endpoint.bind(py), endpoint(py, e)?))?);
+    PyList::new(py, partitions)
+}
+
+/// The node endpoints as a list of `NodeEndpoint`.
+pub(crate) fn endpoints_list<'py>(py: Python<'py>, t: &Types, endpoints: &[NodeEndpoint<'_>]) -> PyResult<Bound<'py, PyList>> {
+    let new = t.tuple_new.bind(py);
+    let mut made = Vec::with_capacity(endpoints.len());
+    for e in endpoints {
+        made.push(new.call1((t.node_endpoint.bind(py), endpoint(py, e)?))?);
     }
-    let fields = (response.correlation_id, PyList::new(py, partitions)?, response.throttle_time_ms, PyList::new(py, endpoints)?);
-    new.call1((t.produce_response.bind(py), fields))
+    PyList::new(py, made)
 }
 
 fn partition<'py>(py: Python<'py>, topic: Bound<'py, PyString>, p: &PartitionResponse<'_>) -> PyResult<Bound<'py, PyTuple>> {
