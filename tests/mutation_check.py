@@ -198,6 +198,12 @@ MUTATIONS = [
         "        Topic::Text(_) => Ok(true),",
     ),
     Mutation(
+        "an error answer read from the response's bytes as a success (the batch completed, its records lost)",
+        COMPLETE_RS,
+        "                code: i64::from(p.error_code),\n",
+        "                code: 0,\n",
+    ),
+    Mutation(
         "a written batch's records not counted",
         COMPLETE_RS,
         "        records += count;\n",
@@ -290,6 +296,7 @@ CAUGHT_BY = {
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'a ready() that ignores the retry backoff': 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
+    "an error answer read from the response's bytes as a success (the batch completed, its records lost)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's records not counted": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's memory not freed": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "an on_delivery that reads the metrics mid-response loses the rest of the response's counts": 'tests/unit/test_completion.py::test_an_on_delivery_that_reads_the_metrics_in_the_middle_of_a_response_sees_them_and_loses_nothing',
