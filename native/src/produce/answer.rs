@@ -16,8 +16,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use super::decode::{decode, PartitionResponse};
-use super::python::{decode_error, endpoints_list, partitions_list, types, unsupported};
+use super::decode::{decode, PartitionResponse, ProduceResponse};
+use super::python::{decode_error, endpoints_list, partitions_list, to_python, types, unsupported, Types};
 use super::supported;
 use crate::guarded;
 
@@ -62,8 +62,13 @@ impl ProduceAnswer {
         std::str::from_utf8(&payload[part.topic.0..part.topic.1]).unwrap_or_default()
     }
 
-    fn decoded<'a, 'py>(&self, py: Python<'py>, payload: &'a [u8]) -> PyResult<super::decode::ProduceResponse<'a>> {
-        decode(self.version, payload).map_err(|e| decode_error(py, self.version, e))
+    /// `make` applied to the response decoded again from the kept bytes (what Python asks for
+    /// beyond the five fields: made only when asked).
+    fn redecoded<'py, T>(&self, py: Python<'py>, name: &'static str, make: impl FnOnce(&Types, &ProduceResponse<'_>) -> PyResult<T>) -> PyResult<T> {
+        guarded(name, || {
+            let response = decode(self.version, self.payload.bind(py).as_bytes()).map_err(|e| decode_error(py, self.version, e))?;
+            make(types(py)?, &response)
+        })
     }
 }
 
@@ -88,30 +93,18 @@ impl ProduceAnswer {
     /// Every partition's answer, a ``PartitionResponse`` each, in wire order (made at each call).
     #[getter]
     fn partitions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        guarded("ProduceAnswer.partitions", || {
-            let payload = self.payload.bind(py).as_bytes();
-            let response = self.decoded(py, payload)?;
-            partitions_list(py, types(py)?, &response.partitions)
-        })
+        self.redecoded(py, "ProduceAnswer.partitions", |t, r| partitions_list(py, t, &r.partitions))
     }
 
     /// v10+ (KIP-951): the ``NodeEndpoint`` of each leader the partitions name (made at each call).
     #[getter]
     fn node_endpoints<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        guarded("ProduceAnswer.node_endpoints", || {
-            let payload = self.payload.bind(py).as_bytes();
-            let response = self.decoded(py, payload)?;
-            endpoints_list(py, types(py)?, &response.node_endpoints)
-        })
+        self.redecoded(py, "ProduceAnswer.node_endpoints", |t, r| endpoints_list(py, t, &r.node_endpoints))
     }
 
     /// The ``ProduceResponse`` named tuple ``decode_produce_response`` makes of the same bytes.
     fn to_response<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        guarded("ProduceAnswer.to_response", || {
-            let payload = self.payload.bind(py).as_bytes();
-            let response = self.decoded(py, payload)?;
-            super::python::to_python(py, types(py)?, &response)
-        })
+        self.redecoded(py, "ProduceAnswer.to_response", |t, r| to_python(py, t, r))
     }
 
     fn __repr__(&self) -> PyResult<String> {
