@@ -6,15 +6,24 @@ each record's own report (offset, timestamp, in send order), the buffer pool's f
 accumulator's incomplete set, and ``ProducerMetrics.record_completed`` called batch by batch, as
 the sender did before, against the metrics the native call counted into (``RequestCounters``).
 
-Time: about 1 s (no broker; the sender's fake client from ``test_sender.py``).
+The connection's answer (``ProduceAnswer``, read natively from the bytes the generic codec wrote)
+and a fake's ``ProduceResponse`` of named tuples go through one matching: a property test holds
+them to the same outcome for drawn answers (out of order, missing, repeated, unasked, errors).
+
+Time: about 3 s (no broker; the sender's fake client from ``test_sender.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from broker_model import as_answer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_sender import (
-    DUPLICATE_SEQUENCE_NUMBER, NOT_LEADER_OR_FOLLOWER, Config, FakeClient, FakeClock, in_flight, ok, requested, response,
+    DUPLICATE_SEQUENCE_NUMBER, INVALID_RECORD, NOT_LEADER_OR_FOLLOWER, Config, FakeClient, FakeClock, in_flight, ok,
+    requested, response,
 )
 
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
@@ -23,6 +32,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.lifecycle import Lifecycle, State
+from aioproducer.protocol.produce import ProduceResponse
 
 def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[int]]:
     """A sender as the engine wires it (``on_acknowledged`` and metrics given), recording what it is told."""
@@ -173,3 +183,38 @@ async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() ->
     assert by_key[first].result().offset == 10
     assert not by_key[second].done()
     assert told == [1]
+
+
+#: The partitions one request to node 0 may carry (the fake client's leaders: 0 and 2 on node 0).
+_NODE0 = [("a", 0), ("a", 2), ("b", 0), ("b", 2)]
+_ANSWER = st.tuples(
+    st.sampled_from(["a", "b", "c"]), st.integers(0, 2), st.integers(-1, 1_000),
+    st.sampled_from([0, 0, 0, NOT_LEADER_OR_FOLLOWER, DUPLICATE_SEQUENCE_NUMBER, INVALID_RECORD]),
+)
+
+
+def _outcome_of(keys: list[tuple[str, int]], answers: list[tuple[str, int, int, int]], native: bool) -> Any:
+    """One request for ``keys`` answered with ``answers``: each record's outcome, what the producer was told."""
+
+    async def run() -> Any:
+        sender, acc, client, clock, told = make_counting()
+        futures = {key: append(acc, *key, 1, b"v") for key in keys}
+        (sent,) = in_flight(sender, acc, clock)
+        answered = ProduceResponse(7, [ok(t, p, offset, code=code) for t, p, offset, code in answers], 0, [])
+        sent.on_response(as_answer(answered) if native else answered, None)
+        records = {
+            key: None if not f.done() else repr(f.exception()) if f.exception() else tuple(f.result())
+            for key, f in futures.items()
+        }
+        queued = sorted((b.topic, b.partition) for b in acc._incomplete)
+        return records, told, acc.pool.available_memory, queued
+
+    return asyncio.run(run())
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.lists(st.sampled_from(_NODE0), min_size=1, max_size=4, unique=True), answers=st.lists(_ANSWER, max_size=6))
+def test_the_connections_answer_and_a_fakes_named_tuples_complete_alike(
+    keys: list[tuple[str, int]], answers: list[tuple[str, int, int, int]]
+) -> None:
+    assert _outcome_of(keys, answers, native=True) == _outcome_of(keys, answers, native=False)
