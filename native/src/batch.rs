@@ -25,10 +25,11 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::batch_builder::{Header, PyRecordBatchBuilder};
@@ -736,18 +737,61 @@ impl ProducerBatch {
 pyo3::import_exception!(asyncio, CancelledError);
 pyo3::import_exception!(asyncio, InvalidStateError);
 
-/// `RecordMetadata` (a named tuple of aioproducer/record_types.py, at the bottom of the
-/// package: this module imports nothing from `internals/`) and `tuple.__new__`, which makes one without the
-/// named tuple's Python-level `__new__` frame.
-static RECORD_METADATA: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+/// `RecordMetadata` (a named tuple of aioproducer/record_types.py, at the bottom of the package:
+/// this module imports nothing from `internals/`) and its type's allocator (`tp_alloc`), looked
+/// up once.
+struct MetadataType {
+    cls: Py<PyType>,
+    alloc: ffi::allocfunc,
+}
 
+static RECORD_METADATA: PyOnceLock<MetadataType> = PyOnceLock::new();
+
+fn metadata_type(py: Python<'_>) -> PyResult<&MetadataType> {
+    RECORD_METADATA.get_or_try_init(py, || {
+        let cls = py.import("aioproducer.record_types")?.getattr("RecordMetadata")?.cast_into::<PyType>()?;
+        let tuple = py.get_type::<PyTuple>();
+        // What makes `record_metadata`'s allocation sound: an instance is laid out as a tuple's
+        // own (a tuple subclass with `__slots__ = ()`: no `__dict__`, no weak references,
+        // nothing past the items).
+        let same = |name: &str| -> PyResult<bool> { cls.getattr(name)?.eq(tuple.getattr(name)?) };
+        let zero = |name: &str| -> PyResult<bool> { cls.getattr(name)?.eq(0) };
+        if !(cls.is_subclass(&tuple)? && same("__basicsize__")? && same("__itemsize__")? && zero("__dictoffset__")? && zero("__weakrefoffset__")?) {
+            return Err(PyTypeError::new_err("aioproducer.record_types.RecordMetadata must be a tuple subclass with __slots__ = ()"));
+        }
+        // SAFETY: `cls` is a live type object (held here); every type has a `tp_alloc` slot
+        // (inherited, `PyType_GenericAlloc`, for a class defined in Python).
+        let slot = unsafe { ffi::PyType_GetSlot(cls.as_type_ptr(), ffi::Py_tp_alloc) };
+        if slot.is_null() {
+            return Err(PyTypeError::new_err("RecordMetadata has no tp_alloc"));
+        }
+        // SAFETY: the `Py_tp_alloc` slot holds an `allocfunc`, its documented type.
+        let alloc = unsafe { std::mem::transmute::<*mut std::ffi::c_void, ffi::allocfunc>(slot) };
+        Ok(MetadataType { cls: cls.unbind(), alloc })
+    })
+}
+
+/// A `RecordMetadata` of `fields` (its seven, in order), made as tuple's own `tp_new` makes an
+/// instance of a subclass: its type's `tp_alloc`, then the items set. Why not `tuple.__new__(cls,
+/// fields)`, as before: the call goes through `tp_new_wrapper`'s checks and a second tuple, about
+/// 330 ns a record against about 60 (timeit, 2026-12-03; see `benchmarks/README.md`), paid for
+/// every `on_delivery` report and every `await`ed future's result.
 pub(crate) fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-    let (cls, new) = RECORD_METADATA.get_or_try_init(py, || -> PyResult<_> {
-        let cls = py.import("aioproducer.record_types")?.getattr("RecordMetadata")?;
-        let new = py.get_type::<PyTuple>().getattr("__new__")?;
-        Ok((cls.unbind(), new.unbind()))
-    })?;
-    new.bind(py).call1((cls.bind(py), fields))
+    let t = metadata_type(py)?;
+    let count = fields.len();
+    // SAFETY: `alloc` is `RecordMetadata`'s own `tp_alloc`, called with its type (alive: held by
+    // `t.cls`) and a size, as tuple's `tp_new` calls it; it returns a new reference to a tuple of
+    // `count` empty slots, or null with the error set, which `from_owned_ptr_or_err` takes.
+    let made = unsafe { Bound::from_owned_ptr_or_err(py, (t.alloc)(t.cls.bind(py).as_type_ptr(), count as ffi::Py_ssize_t))? };
+    for (index, item) in fields.iter().enumerate() {
+        // SAFETY: `made` is a tuple of `count` slots that only this function refers to (the
+        // reference count of 1 `PyTuple_SetItem` asks for); the slot steals the item's new
+        // reference, also when it fails.
+        if unsafe { ffi::PyTuple_SetItem(made.as_ptr(), index as ffi::Py_ssize_t, item.into_ptr()) } != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    Ok(made)
 }
 
 /// A record's delivery future: `await` it for its `RecordMetadata`.

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from aioproducer.internals.batch import FutureRecordMetadata, ProducerBatch, RecordErrors
+from aioproducer.record_types import RecordMetadata
 from aioproducer.protocol import compression
 from aioproducer.protocol.records import RecordBatchBuilder
 
@@ -168,3 +169,27 @@ async def test_each_on_delivery_is_charged_its_own_size_even_when_one_callable_r
         _append(batch, on_delivery=callback)
     assert _callback_bytes(large) > _callback_bytes(small)
     assert batch.callback_bytes == sum(_callback_bytes(callback) for callback in callbacks)
+
+
+async def test_the_native_metadata_is_a_record_metadata_like_one_made_in_python_and_leaks_nothing() -> None:
+    """The native side makes ``RecordMetadata`` through its type's allocator (``batch.rs``,
+    ``record_metadata``): the same type, fields, equality, hash and collector tracking as one the
+    named tuple makes, from a future's result and an ``on_delivery`` report alike; its items are
+    referenced once each (the topic's count comes back to where it was)."""
+    loop = asyncio.get_running_loop()
+    topic = "".join(["metadata-", "topic"])  # a str of its own, so its reference count is this test's
+    batch = ProducerBatch(topic, 3, RecordBatchBuilder(compression.NONE, 1 << 16), 0.0, 0, loop)
+    reported: list[Any] = []
+    awaited = batch.try_append(1_000, b"k", b"value", None, None)
+    batch.try_append(1_001, None, b"xy", None, lambda metadata, error: reported.append(metadata))
+    assert awaited is not None
+    batch.complete(40, -1, None)
+    expected = [RecordMetadata(topic, 3, 40, 1_000, 1, 5, 0), RecordMetadata(topic, 3, 41, 1_001, -1, 2, 0)]
+    for made, python in zip([awaited.result(), *reported], expected, strict=True):
+        assert type(made) is RecordMetadata and made == python and hash(made) == hash(python)
+        assert made._asdict() == python._asdict() and repr(made) == repr(python)
+        assert gc.is_tracked(made) == gc.is_tracked(python)
+    before = sys.getrefcount(topic)
+    for _ in range(1_000):
+        awaited.result()
+    assert sys.getrefcount(topic) == before
