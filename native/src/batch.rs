@@ -776,14 +776,14 @@ fn metadata_type(py: Python<'_>) -> PyResult<&MetadataType> {
 /// fields)`, as before: the call goes through `tp_new_wrapper`'s checks and a second tuple, about
 /// 330 ns a record against about 60 (timeit, 2026-12-03; see `benchmarks/README.md`), paid for
 /// every `on_delivery` report and every `await`ed future's result.
-pub(crate) fn record_metadata<'py>(py: Python<'py>, fields: Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn record_metadata<'py>(py: Python<'py>, fields: [Bound<'py, PyAny>; 7]) -> PyResult<Bound<'py, PyAny>> {
     let t = metadata_type(py)?;
     let count = fields.len();
     // SAFETY: `alloc` is `RecordMetadata`'s own `tp_alloc`, called with its type (alive: held by
     // `t.cls`) and a size, as tuple's `tp_new` calls it; it returns a new reference to a tuple of
     // `count` empty slots, or null with the error set, which `from_owned_ptr_or_err` takes.
     let made = unsafe { Bound::from_owned_ptr_or_err(py, (t.alloc)(t.cls.bind(py).as_type_ptr(), count as ffi::Py_ssize_t))? };
-    for (index, item) in fields.iter().enumerate() {
+    for (index, item) in fields.into_iter().enumerate() {
         // SAFETY: `made` is a tuple of `count` slots that only this function refers to (the
         // reference count of 1 `PyTuple_SetItem` asks for); the slot steals the item's new
         // reference, also when it fails.
@@ -847,10 +847,10 @@ impl FutureRecordMetadata {
             return slf.call_method0(intern!(py, "_result_of_failed_or_split"));
         }
         let (timestamp, timestamp_type) = if outcome.log_append_time >= 0 { (outcome.log_append_time, 1) } else { (this.timestamp, 0) };
-        let fields =
-            (outcome.topic.bind(py), outcome.partition, outcome.base_offset + this.relative_offset, timestamp, this.key_size, this.value_size, timestamp_type)
-                .into_pyobject(py)?;
-        record_metadata(py, fields)
+        let offset = outcome.base_offset + this.relative_offset;
+        let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
+        let topic = outcome.topic.bind(py).clone();
+        record_metadata(py, [topic, int(outcome.partition)?, int(offset)?, int(timestamp)?, int(this.key_size)?, int(this.value_size)?, int(timestamp_type)?])
     }
 
     /// `exception()`: the record's error, None once delivered.

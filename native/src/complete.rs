@@ -327,8 +327,9 @@ fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, b
         at += 5;
         let offset = if base_offset >= 0 { base_offset + relative_offset } else { -1 };
         let timestamp_type = i64::from(log_append_time >= 0);
-        let fields = (topic, partition, offset, timestamp, key_size, value_size, timestamp_type).into_pyobject(py)?;
-        let metadata = record_metadata(py, fields)?;
+        let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
+        let metadata =
+            record_metadata(py, [topic.clone().into_any(), int(partition)?, int(offset)?, int(timestamp)?, key_size, value_size, int(timestamp_type)?])?;
         if let Err(error) = on_delivery.call1((metadata, &none)) {
             batch.call_method1(intern!(py, "_delivery_raised"), (&on_delivery, error.into_value(py)))?;
         }
