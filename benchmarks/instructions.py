@@ -60,7 +60,10 @@ def run_once(tree: str, client: str, scenario: str, records: int, out_dir: Path)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), str(Path.cwd())]))
         command = [
             "valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={prefix}",
-            sys.executable, "-m", "benchmarks.worker", json.dumps(spec),
+            # -P: `-m` would put the working directory first on sys.path, ahead of PYTHONPATH, and
+            # every tree would import the working directory's aioproducer (until stop 57, A/B runs
+            # from the main tree measured that tree twice).
+            sys.executable, "-P", "-m", "benchmarks.worker", json.dumps(spec),
         ]
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if proc.returncode != 0:
