@@ -200,8 +200,8 @@ MUTATIONS = [
     Mutation(
         "an error answer read from the response's bytes as a success (the batch completed, its records lost)",
         COMPLETE_RS,
-        "                code: i64::from(p.error_code),\n",
-        "                code: 0,\n",
+        "            code: i64::from(p.error_code),\n",
+        "            code: 0,\n",
     ),
     Mutation(
         "a written batch's records not counted",

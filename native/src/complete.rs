@@ -77,25 +77,26 @@ fn answer<'a, 'py>(part: Bound<'py, PyAny>) -> PyResult<Answer<'a, 'py>> {
     })
 }
 
-/// The answers of a response: read from a `ProduceAnswer` without Python objects, or from the
-/// `PartitionResponse` tuples of `response.partitions` (a test's or a fake's `ProduceResponse`).
-fn answers<'a, 'py>(response: &Bound<'py, PyAny>, payload: &'a [u8]) -> PyResult<Vec<Answer<'a, 'py>>> {
-    if let Ok(native) = response.cast::<ProduceAnswer>() {
-        let native = native.get();
-        return Ok(native
-            .parts()
-            .iter()
-            .enumerate()
-            .map(|(index, p)| Answer {
-                topic: Topic::Text(ProduceAnswer::topic(payload, p)),
-                partition: i64::from(p.partition),
-                code: i64::from(p.error_code),
-                base_offset: p.base_offset,
-                log_append_time: p.log_append_time_ms,
-                part: Part::Index(index),
-            })
-            .collect());
-    }
+/// The answers of a `ProduceAnswer`, read without Python objects (`payload`: its bytes).
+fn native_answers<'a, 'py>(native: &ProduceAnswer, payload: &'a [u8]) -> Vec<Answer<'a, 'py>> {
+    native
+        .parts()
+        .iter()
+        .enumerate()
+        .map(|(index, p)| Answer {
+            topic: Topic::Text(ProduceAnswer::topic(payload, p)),
+            partition: i64::from(p.partition),
+            code: i64::from(p.error_code),
+            base_offset: p.base_offset,
+            log_append_time: p.log_append_time_ms,
+            part: Part::Index(index),
+        })
+        .collect()
+}
+
+/// The answers of the `PartitionResponse` tuples of `response.partitions` (a test's or a fake's
+/// `ProduceResponse`).
+fn object_answers<'a, 'py>(response: &Bound<'py, PyAny>) -> PyResult<Vec<Answer<'a, 'py>>> {
     response.getattr(intern!(response.py(), "partitions"))?.try_iter()?.map(|part| answer(part?)).collect()
 }
 
@@ -187,8 +188,13 @@ pub(crate) fn complete<'py>(
     counters: Option<&Bound<'py, RequestCounters>>,
     mut unmute: impl FnMut(usize) -> PyResult<()>,
 ) -> PyResult<Completed<'py>> {
-    let payload = response.cast::<ProduceAnswer>().ok().map(|a| a.get().payload(py).clone());
-    let (pairs, missing) = matched(&batches, answers(response, payload.as_ref().map_or(&[], |p| p.as_bytes()))?)?;
+    // The answer's form is told once: the connection's `ProduceAnswer`, or a fake's named tuples.
+    let native = response.cast::<ProduceAnswer>().ok().map(|a| (a.get(), a.get().payload(py).clone()));
+    let answers = match &native {
+        Some((answer, payload)) => native_answers(answer, payload.as_bytes()),
+        None => object_answers(response)?,
+    };
+    let (pairs, missing) = matched(&batches, answers)?;
     let decisions = PyList::empty(py);
     let mut made = None;
     let mut acked: Vec<(Bound<'py, ProducerBatch>, i64, i64)> = Vec::with_capacity(pairs.len());
