@@ -109,7 +109,7 @@ class ByteCounts:
         by_node = self.outgoing_by_node
         by_node[node_id] = by_node.get(node_id, 0) + size
         self.outgoing_rate.record(size, now_ms)
-        node = self.node(node_id)
+        node = self.nodes.get(node_id) or self.node(node_id)  # per request: no call once the node is known
         node.requests += 1
         node.request_rate.record(1, now_ms)
         node.outgoing_rate.record(size, now_ms)

@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from aioproducer._version import __version__
+from aioproducer.clock import Clock, loop_clock
 from aioproducer.errors import KafkaConnectionError, KafkaError, SslAuthenticationError
 from aioproducer.logs import client_logger
 from aioproducer.stats import ByteCounts
@@ -249,6 +250,8 @@ class BrokerConnection:
         self._connect_called = False
         self._torn_down = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The loop's clock in milliseconds (``clock.loop_clock``), the state machine's "now"; set by ``connect()``.
+        self._now: Clock = self._clock_unset
         self._writer: asyncio.StreamWriter | None = None
         #: The writer thread of a plaintext connection, made at its first large frame once ready
         #: (``_write_frame``), stopped by ``_teardown``; None before and on a TLS connection.
@@ -385,6 +388,7 @@ class BrokerConnection:
             raise RuntimeError(f"{self!r}: connect() may be called once")
         self._connect_called = True
         loop = self._loop = asyncio.get_running_loop()
+        self._now = loop_clock(loop)
         try:
             reader = await self._open()
             if self._protocol.state is _CLOSED:
@@ -589,14 +593,11 @@ class BrokerConnection:
         (:class:`KafkaConnectionError`) or the response does not decode
         (:class:`ProtocolError`): exactly once, never from inside this call.
         """
-        protocol = self._protocol
-        if protocol.state is not _READY:
-            raise self._not_connected_error()
         if acks == 0:
             raise ValueError("acks=0 gets no response: use produce()")
-        if not protocol.has_free_slot:
-            raise RuntimeError(f"{self!r}: no in-flight slot free; check can_send_more() first")
-        frame = protocol.send_produce(
+        # The state machine refuses a request when not READY (KafkaConnectionError) or with no slot
+        # free (RuntimeError), before it encodes anything: not checked twice here.
+        frame = self._protocol.send_produce(
             on_response, topic_data, self._now(), acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
             transaction_v2=transaction_v2,
         )
@@ -630,11 +631,8 @@ class BrokerConnection:
                 self._wake_slot_waiters()
         return await future
 
-    def _now(self) -> float:
-        """The loop's clock in milliseconds: the state machine's "now"."""
-        loop = self._loop
-        assert loop is not None
-        return loop.time() * 1000.0
+    def _clock_unset(self) -> float:
+        raise AssertionError(f"{self!r}: the clock is read before connect()")
 
     def _write(self, frame: Chunks, token: _Callback, offload: bool = False) -> None:
         """Write a request's frame; if that is refused, the caller gets the exception, not ``token``.
@@ -667,35 +665,32 @@ class BrokerConnection:
         """
         size = sum(map(len, frame))
         thread = self._socket_writer
+        protocol = self._protocol
         if thread is not None and not thread.idle:
             thread.write(frame)
-        elif (
-            offload
-            and size >= WRITER_THREAD_MIN_BYTES
-            and self._may_offload
-            and self._protocol.state is _READY
-            and writer.transport.get_write_buffer_size() == 0
-        ):
-            if thread is None:
-                thread = self._socket_writer = self._start_writer_thread()
-            if thread is None:
-                writer.writelines(frame)
-            else:
-                thread.write(frame)
-        elif (
-            offload
-            and self._fd >= 0
-            and len(frame) <= _WRITEV_MAX_CHUNKS
-            and self._protocol.state is _READY
-            and not writer.transport.is_closing()
-            and writer.transport.get_write_buffer_size() == 0
-        ):
-            self._write_direct(writer, frame, size)
-        else:
+        elif not offload or protocol.state is not _READY:
             writer.writelines(frame)
+        else:
+            transport = writer.transport
+            if size >= WRITER_THREAD_MIN_BYTES and self._may_offload and transport.get_write_buffer_size() == 0:
+                if thread is None:
+                    thread = self._socket_writer = self._start_writer_thread()
+                if thread is None:
+                    writer.writelines(frame)
+                else:
+                    thread.write(frame)
+            elif (
+                self._fd >= 0
+                and len(frame) <= _WRITEV_MAX_CHUNKS
+                and not transport.is_closing()
+                and transport.get_write_buffer_size() == 0
+            ):
+                self._write_direct(writer, frame, size)
+            else:
+                writer.writelines(frame)
         counts = self.byte_counts
         if counts is not None:
-            counts.sent(self.node_id, size, self._now())
+            counts.sent(protocol.node_id, size, self._now())
 
     def _write_direct(self, writer: asyncio.StreamWriter, frame: Chunks, size: int) -> None:
         """A frame out through the socket's descriptor in one ``writev``, what it did not take to the transport.

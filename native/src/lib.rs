@@ -17,6 +17,8 @@ use pyo3::prelude::*;
 pub mod arrow;
 pub mod batch;
 pub mod batch_builder;
+#[cfg(target_os = "linux")]
+pub mod clock;
 pub mod complete;
 pub mod counters;
 pub mod latency;
@@ -143,6 +145,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stats::SampledStat>()?;
     #[cfg(unix)]
     m.add_class::<socket_writer::SocketWriter>()?;
+    #[cfg(target_os = "linux")]
+    m.add_function(wrap_pyfunction!(clock::monotonic_ms, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::murmur2, m)?)?;
     m.add_function(wrap_pyfunction!(murmur::py_partition_for_key, m)?)?;
     m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;

@@ -554,7 +554,7 @@ async def test_send_produce_needs_a_slot_a_response_and_a_connection(mock_cluste
     conn = await connect(mock_cluster, max_in_flight=1)
     mock_cluster.set_rtt(1, 300)
     first = send_produce(conn)
-    with pytest.raises(RuntimeError, match="can_send_more"):
+    with pytest.raises(RuntimeError, match="no in-flight slot free"):
         send_produce(conn)
     assert conn.in_flight_count == 1  # the refused one took nothing
     assert not conn.can_send_more()

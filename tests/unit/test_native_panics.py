@@ -113,6 +113,7 @@ _EMPTY_V9_RESPONSE = bytes.fromhex("00000001" "00" "01" "00000000" "00")
 CALLS: dict[str, Callable[[], object]] = {
     "_panic_for_test": lambda: _native._panic_for_test(""),  # "": disarms
     "murmur2": lambda: _native.murmur2(b"21"),
+    "monotonic_ms": lambda: _native.monotonic_ms() if sys.platform == "linux" else pytest.skip("built on Linux only"),
     "partition_for_key": lambda: _native.partition_for_key(b"21", 3),
     "estimate_size_in_bytes_upper_bound": lambda: _native.estimate_size_in_bytes_upper_bound(b"k", b"v", [("h", None)]),
     "record_size_in_bytes": lambda: _native.record_size_in_bytes(0, 0, b"k", b"v", [("h", b"x")]),
