@@ -84,22 +84,21 @@ class LifecycleView(Protocol):
 class Lifecycle:
     """One producer's lifecycle state; see the module docstring for who moves it (its engine)."""
 
-    __slots__ = ("state", "refusal")
+    __slots__ = ("state", "refusal", "accepting")
 
     def __init__(self, state: State = State.NEW) -> None:
         #: Read by every layer; written only through the methods below (forward only), which the engine alone calls.
         self.state: State = state
         #: Why records are refused while RUNNING (an unrecoverable error); None while they are not. Writer: ``refuse``.
         self.refusal: BaseException | None = None
+        #: Whether a record may be queued now: RUNNING and not refused. Kept by ``_advance`` and
+        #: ``refuse`` beside the two it follows from, so that the check every new batch makes is an
+        #: attribute read, not a call (a 10 KB record opens a batch of its own).
+        self.accepting: bool = state is State.RUNNING
 
     def __repr__(self) -> str:
         refusal = "" if self.refusal is None else f", refusal={self.refusal!r}"
         return f"Lifecycle({self.state.name}{refusal})"
-
-    @property
-    def accepting(self) -> bool:
-        """Whether a record may be queued now."""
-        return self.state is State.RUNNING and self.refusal is None
 
     @property
     def closing(self) -> bool:
@@ -130,7 +129,9 @@ class Lifecycle:
         """Refuse every later record with ``error`` (kept if a reason is already set)."""
         if self.refusal is None:
             self.refusal = error
+            self.accepting = False
 
     def _advance(self, state: State) -> None:
         if state > self.state:
             self.state = state
+            self.accepting = state is State.RUNNING and self.refusal is None
