@@ -188,6 +188,15 @@ class RecordAccumulator:
         #: proportion to topics with data (a topic is active from its first queued batch until
         #: ``ready()`` finds its deques empty), one native call per scan, none per batch.
         self._queues = RecordQueues()
+        #: The door's lane for the commonest record, ``try_append_keyed(topic, num_partitions, key,
+        #: value, on_delivery)``: a ``bytes`` key and value appended to its partition's open batch in
+        #: one native call, without this class's Python frame (``RecordQueues.try_append_keyed``). It
+        #: takes only a topic and partition the door has seen and an ``on_delivery`` the door has
+        #: checked (the last new batch's), and returns None for anything else: the caller then
+        #: goes through ``try_append``. ``send()``'s keyed fast path calls it first.
+        self.try_append_keyed: Callable[[str, int, bytes, bytes, DeliveryCallback | None], FutureRecordMetadata | None] = (
+            self._queues.try_append_keyed
+        )
         #: Topic id -> its TopicInfo; partition index -> (topic, partition): what Python assigned.
         self._topic_list: list[TopicInfo] = []
         self._keys: list[tuple[str, int]] = []

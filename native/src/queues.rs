@@ -17,17 +17,25 @@
 //! is queued for it and leaves when `ready` finds all its deques empty; the scans walk the active
 //! topics in the order they became active and their partitions in the order they were added, so
 //! the drain's rotation is over a stable order (Java's `drainIndex`).
+//!
+//! The keyed record's lane (`try_append_keyed`) is the accumulator's door for its commonest
+//! record, without the door's Python frame: a `bytes` key and value to a topic and partition
+//! the door has seen, with no `on_delivery` or the one the door checked last, appended to the
+//! partition's open batch. Its partition is Java's rule for a key (`murmur::partition_for_key`),
+//! which the intake chose by calling it; anything else (a new topic or partition, a full batch,
+//! a callback not checked yet) is refused with None, and the caller goes through the door.
 
 use std::collections::{HashMap, VecDeque};
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySet, PyString};
+use pyo3::types::{PyDict, PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
 use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::counters::RequestCounters;
 use crate::guarded;
+use crate::murmur::partition_for_key;
 
 /// No leader known for a partition (Python's None, or a negative id).
 const NO_LEADER: i64 = -1;
@@ -37,8 +45,13 @@ const NO_LEADER: i64 = -1;
 struct TopicQueues {
     name: Py<PyString>,
     parts: Vec<usize>,
+    /// Each partition number's index (`NO_INDEX` until the accumulator adds it): the keyed lane's lookup.
+    by_partition: Vec<usize>,
     active: bool,
 }
+
+/// A partition number the accumulator has not added yet.
+const NO_INDEX: usize = usize::MAX;
 
 /// One topic-partition: its deque of batches (the open one last), its leader as last told, the
 /// generation it was told in, and whether it is muted (`max.in.flight.requests.per.connection=1`
@@ -71,6 +84,9 @@ pub struct RecordQueues {
     /// record called batch.py's `_callback_bytes` (about 1 µs). Written by `open_batch` only;
     /// holds one callable alive until another replaces it or the queues are cleared.
     last_charge: Option<(Py<PyAny>, i64)>,
+    /// Topic name to id, as `add_topic` assigned them (written there only): the keyed lane's
+    /// lookup, a dict so that an equal name finds it whatever its object.
+    topic_ids: Py<PyDict>,
 }
 
 /// Whether a batch is waiting out its retry backoff at `now`.
@@ -165,9 +181,10 @@ impl RecordQueues {
 #[pymethods]
 impl RecordQueues {
     #[new]
-    fn new() -> PyResult<Self> {
+    fn new(py: Python<'_>) -> PyResult<Self> {
         guarded("RecordQueues.__new__", || {
             Ok(RecordQueues {
+                topic_ids: PyDict::new(py).unbind(),
                 topics: Vec::new(),
                 parts: Vec::new(),
                 active: Vec::new(),
@@ -183,8 +200,10 @@ impl RecordQueues {
     /// A new topic's id (the accumulator's `topic_info`, once per topic).
     fn add_topic(&mut self, name: Bound<'_, PyString>) -> PyResult<usize> {
         guarded("RecordQueues.add_topic", || {
-            self.topics.push(TopicQueues { name: name.unbind(), parts: Vec::new(), active: false });
-            Ok(self.topics.len() - 1)
+            let id = self.topics.len();
+            self.topic_ids.bind(name.py()).set_item(&name, id)?;
+            self.topics.push(TopicQueues { name: name.unbind(), parts: Vec::new(), by_partition: Vec::new(), active: false });
+            Ok(id)
         })
     }
 
@@ -194,6 +213,12 @@ impl RecordQueues {
             let index = self.parts.len();
             let entry = self.topics.get_mut(topic).ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(format!("no topic {topic}")))?;
             entry.parts.push(index);
+            if let Ok(number) = usize::try_from(partition) {
+                if entry.by_partition.len() <= number {
+                    entry.by_partition.resize(number + 1, NO_INDEX);
+                }
+                entry.by_partition[number] = index;
+            }
             self.parts.push(PartitionQueue { topic, partition, batches: VecDeque::new(), leader: NO_LEADER, generation: u64::MAX, muted: false });
             if entry.active {
                 self.unsynced.push(index);
@@ -253,6 +278,44 @@ impl RecordQueues {
         guarded("RecordQueues.try_append", || {
             let Some(last) = self.part(index)?.batches.back() else { return Ok(None) };
             try_append_record(last.bind(py), timestamp, key, value, headers.as_deref(), on_delivery)
+        })
+    }
+
+    /// The keyed record's lane (see the module's documentation): the record's future, or None
+    /// when it must go through the accumulator's door. `num_partitions` is the topic's, from
+    /// the metadata snapshot the caller partitions by; the timestamp is the wall clock's now in
+    /// milliseconds, as the door's caller reads it (`time.time_ns() // 1_000_000`).
+    ///
+    /// Measured against the door (`instructions.py`, `small`: 100 B keyed records with one
+    /// shared `on_delivery`): see `docs/design/native-batches.md`, stop 58.
+    fn try_append_keyed(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyString>,
+        num_partitions: i64,
+        key: &[u8],
+        value: &[u8],
+        on_delivery: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+        guarded("RecordQueues.try_append_keyed", || {
+            if let Some(callback) = on_delivery {
+                // Only a callable the door checked: every new batch's is, and the last one's is kept.
+                match &self.last_charge {
+                    Some((checked, _)) if checked.bind(py).is(callback) => {}
+                    _ => return Ok(None),
+                }
+            }
+            let Some(id) = self.topic_ids.bind(py).get_item(topic)? else { return Ok(None) };
+            let Ok(partitions) = u32::try_from(num_partitions) else { return Ok(None) };
+            if partitions == 0 {
+                return Ok(None);
+            }
+            let number = partition_for_key(key, partitions) as usize;
+            let index = self.topics.get(id.extract::<usize>()?).and_then(|t| t.by_partition.get(number)).copied().unwrap_or(NO_INDEX);
+            let Some(queue) = self.parts.get(index) else { return Ok(None) };
+            let Some(last) = queue.batches.back() else { return Ok(None) };
+            let Some(timestamp) = wall_clock_ms() else { return Ok(None) };
+            try_append_record(last.bind(py), timestamp, Some(key), Some(value), None, on_delivery)
         })
     }
 
@@ -612,6 +675,7 @@ impl RecordQueues {
         if let Some((callback, _)) = &self.last_charge {
             visit.call(callback)?;
         }
+        visit.call(&self.topic_ids)?;
         Ok(())
     }
 
@@ -624,6 +688,12 @@ impl RecordQueues {
             Ok(())
         })
     }
+}
+
+/// Milliseconds since the epoch, as `time.time_ns() // 1_000_000` reads them; None before 1970.
+fn wall_clock_ms() -> Option<i64> {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since.as_millis()).ok()
 }
 
 /// A Produce request's batches (a drain's, or what is left of them) as the request carries them,

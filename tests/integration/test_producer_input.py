@@ -197,16 +197,22 @@ async def test_an_on_delivery_that_is_not_callable_is_refused_and_nothing_is_que
 
 @pytest.mark.parametrize("path", ["fast", "general"])
 async def test_an_on_delivery_of_the_wrong_arity_is_refused_at_send_and_nothing_is_queued(mock_cluster: MockCluster, path: str) -> None:
-    """Not only late, when the record completes, as a line in the log (#11 item 20)."""
+    """Not only late, when the record completes, as a line in the log (#11 item 20).
+
+    A good callback opens the key's batch first: the keyed lane that appends to it must not let
+    another callable through unchecked.
+    """
     reports: list[object] = []
     async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **FAST) as producer:
         headers = None if path == "fast" else [("h", b"v")]
+        first = await producer.send(TOPIC, value=b"first", key=b"k", headers=headers, on_delivery=lambda md, err: reports.append(err))
         for i in range(3):  # the same wrong callable again: the cache must not let it through
             with pytest.raises(TypeError, match=r"on_delivery must be callable as on_delivery\(metadata, error\)"):
                 await producer.send(TOPIC, value=b"never", key=b"k", headers=headers, on_delivery=lambda md: reports.append(md))  # type: ignore[arg-type,misc]
         after = await producer.send(TOPIC, value=b"after", key=b"k", headers=headers, on_delivery=lambda md, err: reports.append(err))
+        await first
         await after
-    assert reports == [None]
+    assert reports == [None, None]
     got = await read_values(mock_cluster.bootstrap_servers, (await after).partition)
     assert b"never" not in got and b"after" in got
 

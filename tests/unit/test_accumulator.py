@@ -103,6 +103,43 @@ async def test_records_share_a_batch_until_it_is_full() -> None:
     assert wakeups, "opening and filling batches must wake the sender"
 
 
+async def test_the_keyed_lane_appends_where_the_door_would_and_refuses_what_only_the_door_does() -> None:
+    """``try_append_keyed``: the record in its key's partition's open batch, as ``try_append`` puts it; None otherwise."""
+    import time
+
+    from aioproducer.partitioner import partition_for_key
+
+    acc, _ = make(FakeClock(), batch_size=1024)
+    key = b"key-7"
+    partition = partition_for_key(key, 6)
+    assert partition_for_key(b"another", 6) != partition
+    reports: list[Any] = []
+
+    def on_delivery(metadata: Any, error: BaseException | None) -> None:
+        reports.append((metadata, error))
+
+    assert acc.try_append_keyed("orders", 6, key, VALUE, None) is None  # a topic the door has not seen
+    opened = acc.try_append("orders", partition, 1, key, VALUE, None, on_delivery)
+    assert opened is not None
+    assert acc.try_append_keyed("orders", 6, b"another", VALUE, None) is None  # a partition the door has not seen
+    assert acc.try_append_keyed("orders", 6, key, VALUE, lambda m, e: None) is None  # a callback the door has not checked
+    assert acc.try_append_keyed("orders", 0, key, VALUE, None) is None  # no partitions to choose from
+    name, same_name = "orders", "".join(["ord", "ers"])
+    assert same_name == name and same_name is not name  # the point: another object of the same name
+    lane = acc.try_append_keyed(same_name, 6, key, VALUE, on_delivery)
+    assert lane is not None and lane._batch is opened._batch
+    assert lane._batch.partition == partition
+    now_ms = time.time_ns() // 1_000_000
+    while acc.try_append_keyed("orders", 6, key, b"v" * 10, None) is not None:
+        pass
+    batch = opened._batch
+    assert batch.estimated_size() <= 1024 and batch.record_count > 3  # filled to batch.size, then refused
+    records = decode_batches(batch.builder.build())[0].records
+    assert len(records) == batch.record_count and {r.key for r in records} == {key}
+    assert [r.value for r in records[:2]] == [VALUE, VALUE]
+    assert abs(records[1].timestamp - now_ms) < 60_000  # the wall clock's now, as send() stamps it
+
+
 async def test_ready_waits_for_linger_then_reports_the_leader() -> None:
     clock = FakeClock()
     acc, _ = make(clock, linger_ms=10)
