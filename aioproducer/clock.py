@@ -20,8 +20,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from aioproducer import _native
-
 __all__ = ["Clock", "loop_clock", "loop_ms", "monotonic_ms"]
 
 #: A clock: "now" in milliseconds, from any fixed origin (only differences mean anything).
@@ -36,7 +34,11 @@ def monotonic_ms() -> float:
 #: ``monotonic_ms`` in one native call, on Linux only (native/src/clock.rs): the same value to the
 #: bit, without the two Python calls. Elsewhere CPython's monotonic clock is not
 #: ``clock_gettime(CLOCK_MONOTONIC)``, so the loop is asked.
-_NATIVE_MONOTONIC_MS: Clock | None = getattr(_native, "monotonic_ms", None)
+_NATIVE_MONOTONIC_MS: Clock | None
+try:
+    from aioproducer._native import monotonic_ms as _NATIVE_MONOTONIC_MS
+except ImportError:  # built on Linux only
+    _NATIVE_MONOTONIC_MS = None
 
 
 def loop_clock(loop: asyncio.AbstractEventLoop) -> Clock:

@@ -28,9 +28,8 @@ import os
 import pstats
 from typing import Any
 
-from benchmarks.cluster import ClusterProcess
-from benchmarks.instructions import BROKERS, PARTITIONS
-from benchmarks.scenarios import make_keys, make_values, scenarios
+from benchmarks.instructions import peers_layout
+from benchmarks.scenarios import make_keys, make_values
 
 #: (file, line, name) -> calls, as pstats keys its functions.
 Counts = dict[tuple[str, int, str], int]
@@ -44,13 +43,7 @@ def profile_run(client_name: str, scenario: str, records: int) -> Counts:
     fn = client.paced if scenario.endswith("+cb") else client.throughput
     if fn is None or not client.is_async:
         raise SystemExit(f"{client_name} has no asyncio throughput run")
-    plan = {s.name: s for s in scenarios(False)}[scenario]
-    topic, warmup = f"calls-{records}", f"calls-warmup-{records}"
-    with ClusterProcess([topic, warmup], PARTITIONS, BROKERS) as cluster:
-        spec = plan.as_dict() | {
-            "client": client_name, "topic": topic, "warmup_topic": warmup, "partitions": PARTITIONS,
-            "bootstrap": cluster.bootstrap_servers, "records": records,
-        }
+    with peers_layout(client_name, scenario, records, "calls") as spec:
         keys = make_keys() if spec["keyed"] else None
         values = make_values(spec["value_size"])
         profile = cProfile.Profile()

@@ -24,12 +24,15 @@ first on ``PYTHONPATH``; ``.`` is the working tree.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from benchmarks.cluster import ClusterProcess
 from benchmarks.scenarios import scenarios
@@ -47,15 +50,24 @@ def _instructions(path: Path) -> int:
     raise RuntimeError(f"no summary in {path}")
 
 
-def run_once(tree: str, client: str, scenario: str, records: int, out_dir: Path) -> tuple[int, int]:
-    """(main thread's, whole process's) instructions of one worker run of ``records`` records."""
+@contextlib.contextmanager
+def peers_layout(client: str, scenario: str, records: int, name: str) -> Iterator[dict[str, Any]]:
+    """A mock cluster in the peers' layout, and the worker's spec of one run of ``records`` records on it.
+
+    Its topic and warm-up topic are named after ``name`` and ``records`` (fresh ones per run).
+    """
     plan = {s.name: s for s in scenarios(False)}[scenario]
-    topic, warmup = f"instr-{records}", f"instr-warmup-{records}"
+    topic, warmup = f"{name}-{records}", f"{name}-warmup-{records}"
     with ClusterProcess([topic, warmup], PARTITIONS, BROKERS) as cluster:
-        spec = plan.as_dict() | {
+        yield plan.as_dict() | {
             "client": client, "topic": topic, "warmup_topic": warmup, "partitions": PARTITIONS,
             "bootstrap": cluster.bootstrap_servers, "records": records,
         }
+
+
+def run_once(tree: str, client: str, scenario: str, records: int, out_dir: Path) -> tuple[int, int]:
+    """(main thread's, whole process's) instructions of one worker run of ``records`` records."""
+    with peers_layout(client, scenario, records, "instr") as spec:
         prefix = out_dir / f"cg.{records}"
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), str(Path.cwd())]))
         command = [
