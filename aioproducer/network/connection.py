@@ -278,6 +278,10 @@ class BrokerConnection:
         #: The plain socket's descriptor, for ``_write_direct``; -1 on TLS or without ``os.writev``.
         #: Set by connect(); used only while the transport is not closing (then the socket is open).
         self._fd = -1
+        #: ``send_produce`` frames held until the end of the loop's current callback, written then as
+        #: one (``_write_frame``, ``_flush_held``); written by those two and dropped by ``_teardown``.
+        self._held: Chunks = []
+        self._held_size = 0
         self._reader_task: asyncio.Task[None] | None = None
         #: Fires at the state machine's next deadline (at most one armed), at ``_timer_at`` ms.
         self._timer: asyncio.TimerHandle | None = None
@@ -669,23 +673,73 @@ class BrokerConnection:
             raise
 
     def _write_frame(self, writer: asyncio.StreamWriter, frame: Chunks, offload: bool = False) -> None:
-        """Every frame's one way out: through the transport, or the writer thread, in order.
+        """Every frame's one way out, in order: held to go with the others of this callback, or written now.
+
+        Why held: the sender's pass writes a node up to ``max.in.flight`` requests one after
+        another (five in nearly every pass of the peers' worker, at 100 B, 1 KB and 10 KB
+        alike), and each write to a socket pays the kernel's fixed cost of a send. Held, a
+        ``send_produce`` frame goes out with the others of the same loop callback in one write,
+        scheduled at the first (``_flush_held``): ``benchmarks/write_coalescing.py`` measures
+        what that saves. Any other frame (an awaited request, whose "sent" means "drained", or
+        one written before the connection is ready) writes what is held first, then itself.
+        A frame is counted in the byte counts when it is handed over here.
+        """
+        size = sum(map(len, frame))
+        protocol = self._protocol
+        if offload and protocol.state is _READY:
+            held = self._held
+            if not held:
+                loop = self._loop
+                assert loop is not None
+                loop.call_soon(self._flush_held)
+            held.extend(frame)
+            self._held_size += size
+        else:
+            if self._held:
+                self._write_held(writer)
+            if offload:
+                self._write_out(writer, frame, size)
+            else:
+                thread = self._socket_writer
+                if thread is not None and not thread.idle:
+                    thread.write(frame)
+                else:
+                    writer.writelines(frame)
+        counts = self.byte_counts
+        if counts is not None:
+            counts.sent(protocol.node_id, size, self._now())
+
+    def _flush_held(self) -> None:
+        """The end of the callback that held frames: write them as one; a write that fails closes the connection."""
+        writer = self._writer
+        if not self._held or self._torn_down or writer is None:
+            return
+        try:
+            self._write_held(writer)
+        except Exception as exc:  # noqa: BLE001 - as a write refused in _write: the requests fail, not the loop
+            self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed: {exc!r}"))
+
+    def _write_held(self, writer: asyncio.StreamWriter) -> None:
+        frame, size = self._held, self._held_size
+        self._held, self._held_size = [], 0
+        self._write_out(writer, frame, size)
+
+    def _write_out(self, writer: asyncio.StreamWriter, frame: Chunks, size: int) -> None:
+        """``send_produce`` frames out: the writer thread, one ``writev``, or the transport, in order.
 
         Why a thread: the kernel's copy of a request into the socket is done by whichever thread
         calls ``send()``, and for large requests it is the largest single cost of the event loop's
         thread (``docs/design/native-batches.md``; ``WRITER_THREAD_MIN_BYTES`` for the figures).
         The thread never takes the GIL and copies nothing: it reads the chunks in place. Small
-        frames stay on the transport: handing over costs a wake-up, and a request/acknowledge
+        frames stay on the loop's thread: handing over costs a wake-up, and a request/acknowledge
         caller would wait for the thread to be scheduled. The order of the
         stream is kept: while the thread has frames, every frame goes to it; a frame goes to a
         new or idle thread only when the transport's buffer is empty.
         """
-        size = sum(map(len, frame))
         thread = self._socket_writer
-        protocol = self._protocol
         if thread is not None and not thread.idle:
             thread.write(frame)
-        elif not offload or protocol.state is not _READY:
+        elif self._protocol.state is not _READY:
             writer.writelines(frame)
         else:
             transport = writer.transport
@@ -705,9 +759,6 @@ class BrokerConnection:
                 self._write_direct(writer, frame, size)
             else:
                 writer.writelines(frame)
-        counts = self.byte_counts
-        if counts is not None:
-            counts.sent(protocol.node_id, size, self._now())
 
     def _write_direct(self, writer: asyncio.StreamWriter, frame: Chunks, size: int) -> None:
         """A frame out through the socket's descriptor in one ``writev``, what it did not take to the transport.
@@ -965,6 +1016,9 @@ class BrokerConnection:
         one closed on request closes gracefully.
         """
         self._torn_down = True
+        # Frames held for this callback's write belong to requests failed with the connection:
+        # never written, they cannot reach the broker after their records were retried.
+        self._held, self._held_size = [], 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -88,8 +88,9 @@ async def test_large_and_small_requests_interleave_in_order_and_read_back() -> N
 
 
 async def test_frames_the_socket_takes_in_part_go_out_whole_and_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under the thread's threshold a frame is one ``os.writev`` of its chunks on the loop's thread
-    (``_write_direct``); a small send buffer takes only part of each, the transport the rest."""
+    """Under the thread's threshold the frames of one callback are one ``os.writev`` of their chunks on
+    the loop's thread (``_write_direct``); a small send buffer takes only part of it, the transport the
+    rest. Here each frame is written in a callback of its own (its write waited for)."""
     monkeypatch.setattr(connection_module, "WRITER_THREAD_MIN_BYTES", 1 << 40)  # the thread out of reach
     written: list[tuple[int, int]] = []
     writev = connection_module._writev
@@ -113,6 +114,7 @@ async def test_frames_the_socket_takes_in_part_go_out_whole_and_in_order(monkeyp
                     assert conn.is_connected, f"the stream broke: {conn.close_reason}"
                     await asyncio.wait([f for f in outcomes if not f.done()], return_when=asyncio.FIRST_COMPLETED)
                 outcomes.append(_send_produce(conn, index, size))
+                await eventually(lambda: not conn._held, what="the frame written")
             results = await asyncio.gather(*outcomes)
             assert [error for _, error in results] == [None] * len(sizes)
             assert conn._socket_writer is None
@@ -125,14 +127,22 @@ async def test_frames_the_socket_takes_in_part_go_out_whole_and_in_order(monkeyp
         assert all(r.value == bytes([i % 251]) * s for i, (r, s) in enumerate(zip(records, sizes)))
 
 
-async def test_small_requests_stay_on_the_transport() -> None:
+@pytest.mark.parametrize("together", [False, True], ids=["apart", "one-callback"])
+async def test_small_writes_stay_on_the_loop_and_frames_written_together_count_together(together: bool) -> None:
+    """A write under the threshold stays on the loop's thread; the threshold is the size of one write,
+    which holds every frame of a callback: five frames of a third of it each start the thread together."""
     with MockCluster(brokers=1, topics={"orders": 1}) as mc:
         conn = await _connect(mc)
         try:
-            small = WRITER_THREAD_MIN_BYTES // 2
-            results = await asyncio.gather(*(_send_produce(conn, i, small) for i in range(5)))
+            size = WRITER_THREAD_MIN_BYTES // 3
+            outcomes = []
+            for i in range(5):
+                outcomes.append(_send_produce(conn, i, size))
+                if not together:
+                    await eventually(lambda: not conn._held, what="the frame written")
+            results = await asyncio.gather(*outcomes)
             assert [error for _, error in results] == [None] * 5
-            assert conn._socket_writer is None
+            assert (conn._socket_writer is not None) is together
         finally:
             await conn.close()
 
@@ -143,6 +153,7 @@ async def test_a_peer_that_stops_reading_times_the_request_out_and_stops_the_thr
         conn = BrokerConnection("127.0.0.1", port, 1, client_id="t", request_timeout_ms=300, send_buffer_bytes=65_536)
         await conn.connect()
         outcome = _send_produce(conn, 1, 8 << 20, timeout_ms=300)  # far more than the socket buffers hold
+        await eventually(lambda: conn._socket_writer is not None, what="the frame handed to the thread")
         thread = conn._socket_writer
         assert thread is not None
         response, error = await asyncio.wait_for(outcome, 5)
