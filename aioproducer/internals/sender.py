@@ -165,6 +165,8 @@ class SenderClient(Protocol):
 
     def ready_connection(self, node_id: int) -> ProduceConnection | None: ...
 
+    def flush_writes(self, nodes: Iterable[int]) -> None: ...
+
     async def connection(self, node_id: int) -> ProduceConnection: ...
 
     def connection_error(self, node_id: int) -> KafkaError | None: ...
@@ -362,6 +364,7 @@ class Sender:
 
         written, in_tasks = self._send_all(batches_by_node)
         client = self.client
+        flushed = written
         while written and not offload.spent:
             # Step 6: more requests to the nodes just written to, while they have room and are ready.
             # Room first: the scan in ready() is skipped once every such node is full (a response
@@ -376,6 +379,9 @@ class Sender:
                 break
             written, more_in_tasks = self._send_all(accumulator.drain(metadata, nodes, self.config.max_request_size, now))
             in_tasks = in_tasks or more_in_tasks
+        if flushed:
+            # The connections hold this pass's requests to write them as one: out now, in this callback.
+            client.flush_writes(flushed)
         if in_tasks or offload.spent:
             # A request went through a task that has not taken its in-flight slot yet (acks=0, or a
             # connection to replace), so its node may take more at once: pass again without sleeping.

@@ -892,6 +892,14 @@ class KafkaClient:
             return 0.0
         return until - now
 
+    def flush_writes(self, nodes: Iterable[int]) -> None:
+        """Write now what the connections to ``nodes`` hold (``BrokerConnection.flush_writes``): the sender's pass ended."""
+        conns = self._conns
+        for node in nodes:
+            conn = conns.get(node)
+            if conn is not None:
+                conn.flush_writes()
+
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The live connection to ``node_id`` if it has a free in-flight slot, else None; never blocks.
 

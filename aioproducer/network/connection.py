@@ -279,7 +279,7 @@ class BrokerConnection:
         #: Set by connect(); used only while the transport is not closing (then the socket is open).
         self._fd = -1
         #: ``send_produce`` frames held until the end of the loop's current callback, written then as
-        #: one (``_write_frame``, ``_flush_held``); written by those two and dropped by ``_teardown``.
+        #: one (``_write_frame``, ``flush_writes``); written by those two and dropped by ``_teardown``.
         self._held: Chunks = []
         self._held_size = 0
         self._reader_task: asyncio.Task[None] | None = None
@@ -679,7 +679,7 @@ class BrokerConnection:
         another (five in nearly every pass of the peers' worker, at 100 B, 1 KB and 10 KB
         alike), and each write to a socket pays the kernel's fixed cost of a send. Held, a
         ``send_produce`` frame goes out with the others of the same loop callback in one write,
-        scheduled at the first (``_flush_held``): ``benchmarks/write_coalescing.py`` measures
+        scheduled at the first and called by the sender at the end of its pass (``flush_writes``): ``benchmarks/write_coalescing.py`` measures
         what that saves. Any other frame (an awaited request, whose "sent" means "drained", or
         one written before the connection is ready) writes what is held first, then itself.
         A frame is counted in the byte counts when it is handed over here.
@@ -691,7 +691,7 @@ class BrokerConnection:
             if not held:
                 loop = self._loop
                 assert loop is not None
-                loop.call_soon(self._flush_held)
+                loop.call_soon(self.flush_writes)
             held.extend(frame)
             self._held_size += size
         else:
@@ -709,8 +709,13 @@ class BrokerConnection:
         if counts is not None:
             counts.sent(protocol.node_id, size, self._now())
 
-    def _flush_held(self) -> None:
-        """The end of the callback that held frames: write them as one; a write that fails closes the connection."""
+    def flush_writes(self) -> None:
+        """Write the frames held in this callback now, as one; a write that fails closes the connection.
+
+        The sender calls it at the end of its pass, so that its requests leave in the same
+        callback; each first held frame also schedules it (``call_soon``), so that nothing
+        depends on a caller remembering to. A no-op when nothing is held.
+        """
         writer = self._writer
         if not self._held or self._torn_down or writer is None:
             return

@@ -22,6 +22,7 @@ The real broker's checks are exercised too, in ``tests/integration/test_real_bro
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -333,6 +334,9 @@ class Network:
 
     def ready_connection(self, node_id: int) -> Connection | None:
         return self._connections[node_id] if self.is_ready(node_id) else None
+
+    def flush_writes(self, nodes: Iterable[int]) -> None:
+        """Nothing to do: this model's connections deliver each request as it is sent."""
 
     async def connection(self, node_id: int) -> Connection:
         return self._connections[node_id]

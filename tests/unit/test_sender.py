@@ -11,6 +11,7 @@ errors; the request's own shape (one entry per topic); and the fallbacks
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,7 @@ class FakeClient:
     def __init__(self) -> None:
         self.max_in_flight = 5
         self.ready = True  # False: ready_connection() says the connection went away since ready()
+        self.flushes: list[list[int]] = []  # flush_writes()'s nodes, one entry a call
         self.updates = 0
         self.sent: list[Sent] = []
         self.produced: list[tuple[TopicData, int]] = []
@@ -179,6 +181,9 @@ class FakeClient:
     def ready_connection(self, node_id: int) -> FakeConnection | None:
         conn = self.conn(node_id)
         return conn if self.ready and conn.can_send_more() else None
+
+    def flush_writes(self, nodes: Iterable[int]) -> None:
+        self.flushes.append(sorted(nodes))  # this fake's connections hold nothing: each request is answered as sent
 
     async def connection(self, node_id: int) -> FakeConnection:
         return self.conn(node_id)
@@ -422,6 +427,7 @@ async def test_one_pass_writes_requests_while_the_node_is_ready_and_has_room() -
     delay = sender.run_once(clock.now)
     per_node = [s.node for s in client.sent]
     assert sorted(per_node) == [0, 0, 0, 1]  # node 0 up to its 3 slots, node 1 its one batch
+    assert client.flushes == [[0, 1]]  # the connections' held requests written once, at the pass's end
     assert [len(acc.topic_info("t").batches[p]) for p in (0, 1)] == [1, 0]
     assert delay > 0  # node 0 is full: the sender waits for a response, it does not spin
     first = next(s for s in client.sent if s.node == 0)
@@ -429,6 +435,9 @@ async def test_one_pass_writes_requests_while_the_node_is_ready_and_has_room() -
     sender.run_once(clock.now)
     assert [s.node for s in client.sent].count(0) == 4
     assert not acc.topic_info("t").batches[0]
+    assert client.flushes == [[0, 1], [0]]
+    sender.run_once(clock.now)
+    assert client.flushes == [[0, 1], [0]]  # a pass that writes nothing flushes nothing
 
 
 async def test_one_pass_does_not_take_a_batch_that_is_not_ready_yet() -> None:
