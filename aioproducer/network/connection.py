@@ -121,7 +121,14 @@ _CLOSED = ConnectionState.CLOSED
 #: rec/s: transport only 51.8 / 61.3, 18,234; the thread from 32 KB 57.2 / 83.1, 12,798; from 16 KB
 #: 52.4 / 75.7, 17,177. A 55 KB request's hand-over does not lower the loop's CPU and costs the
 #: process 15-20 µs a record: the threshold stays.
-WRITER_THREAD_MIN_BYTES = 64 * 1024
+#: Raised to 256 KB once the frames of one callback became one write (``flush_writes``), whose size
+#: it is now (2026-12-03, quiet machine): the sender's five requests to a node are about 100 KB at
+#: 10 KB records and 150 KB at 1 KB, and with the thread from 64 KB they cost the process 79.5 µs
+#: a 10 KB record against 57.7 on the loop alone (loop 60.9 and 57.7, 15,262 and 17,172 rec/s,
+#: the peers' layout, medians of 6 interleaved); at 1 KB 9.95 against 8.45 µs (loop 8.4 both).
+#: ``socket_writer.py``, 20,000 x 10 KB, one broker: transport only 33,931 rec/s, from 64 KB
+#: 30,732 (process 51.4 µs a record), from 256 KB 38,080 (33.8).
+WRITER_THREAD_MIN_BYTES = 256 * 1024
 
 #: A ``send_produce`` frame of at most this many chunks, written on the loop's thread while the
 #: transport's buffer is empty, goes out in one ``os.writev`` of its chunks (``_write_direct``):

@@ -58,11 +58,13 @@ async def _connect(mc: MockCluster, max_in_flight: int = 5) -> BrokerConnection:
     return conn
 
 
-async def test_large_and_small_requests_interleave_in_order_and_read_back() -> None:
+async def test_large_and_small_requests_interleave_in_order_and_read_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Large frames (the thread), small ones and Metadata requests (the transport), mixed on one connection."""
+    threshold = 64 * 1024  # records a consumer reads back at its defaults; the order is what is tested
+    monkeypatch.setattr(connection_module, "WRITER_THREAD_MIN_BYTES", threshold)
     with MockCluster(brokers=1, topics={"orders": 1}) as mc:
         conn = await _connect(mc, max_in_flight=5)
-        sizes = [WRITER_THREAD_MIN_BYTES + 1000 if i % 3 else 300 for i in range(60)]  # 40 large, 20 small, alternating
+        sizes = [threshold + 1000 if i % 3 else 300 for i in range(60)]  # 40 large, 20 small, alternating
         try:
             outcomes: list[asyncio.Future[Outcome]] = []
             metadata: list[asyncio.Future[Any]] = []
