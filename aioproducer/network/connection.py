@@ -288,7 +288,6 @@ class BrokerConnection:
         #: ``send_produce`` frames held until the end of the loop's current callback, written then as
         #: one (``_write_frame``, ``flush_writes``); written by those two and dropped by ``_teardown``.
         self._held: Chunks = []
-        self._held_size = 0
         self._reader_task: asyncio.Task[None] | None = None
         #: Fires at the state machine's next deadline (at most one armed), at ``_timer_at`` ms.
         self._timer: asyncio.TimerHandle | None = None
@@ -700,18 +699,10 @@ class BrokerConnection:
                 assert loop is not None
                 loop.call_soon(self.flush_writes)
             held.extend(frame)
-            self._held_size += size
         else:
             if self._held:
                 self._write_held(writer)
-            if offload:
-                self._write_out(writer, frame, size)
-            else:
-                thread = self._socket_writer
-                if thread is not None and not thread.idle:
-                    thread.write(frame)
-                else:
-                    writer.writelines(frame)
+            self._write_out(writer, frame, size, offload)
         counts = self.byte_counts
         if counts is not None:
             counts.sent(protocol.node_id, size, self._now())
@@ -732,12 +723,11 @@ class BrokerConnection:
             self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed: {exc!r}"))
 
     def _write_held(self, writer: asyncio.StreamWriter) -> None:
-        frame, size = self._held, self._held_size
-        self._held, self._held_size = [], 0
-        self._write_out(writer, frame, size)
+        frame, self._held = self._held, []
+        self._write_out(writer, frame, sum(map(len, frame)), True)
 
-    def _write_out(self, writer: asyncio.StreamWriter, frame: Chunks, size: int) -> None:
-        """``send_produce`` frames out: the writer thread, one ``writev``, or the transport, in order.
+    def _write_out(self, writer: asyncio.StreamWriter, frame: Chunks, size: int, offload: bool) -> None:
+        """Frames out, in order: the writer thread, one ``writev`` (``offload``: ``send_produce``'s only), or the transport.
 
         Why a thread: the kernel's copy of a request into the socket is done by whichever thread
         calls ``send()``, and for large requests it is the largest single cost of the event loop's
@@ -751,7 +741,7 @@ class BrokerConnection:
         thread = self._socket_writer
         if thread is not None and not thread.idle:
             thread.write(frame)
-        elif self._protocol.state is not _READY:
+        elif not offload or self._protocol.state is not _READY:
             writer.writelines(frame)
         else:
             transport = writer.transport
@@ -1030,7 +1020,7 @@ class BrokerConnection:
         self._torn_down = True
         # Frames held for this callback's write belong to requests failed with the connection:
         # never written, they cannot reach the broker after their records were retried.
-        self._held, self._held_size = [], 0
+        self._held = []
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

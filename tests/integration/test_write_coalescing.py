@@ -123,7 +123,7 @@ async def test_a_held_write_that_fails_fails_its_requests_and_closes_the_connect
     with MockCluster(brokers=1, topics={"orders": 1}) as mc:
         conn = await _connect(mc)
         try:
-            def refuse(writer: Any, frame: Any, size: int) -> None:
+            def refuse(writer: Any, frame: Any, size: int, offload: bool) -> None:
                 raise OSError("the socket refused the write")
 
             conn._write_out = refuse  # type: ignore[method-assign]
