@@ -174,3 +174,38 @@ async def test_a_wait_for_memory_is_measured_on_the_engines_clock() -> None:
     pool.deallocate(300)
     await waiter
     assert metrics.bufferpool_wait_time_total_ns == 250_000_000
+
+
+async def test_each_waiter_expires_at_its_own_deadline_and_frees_the_line_behind_it() -> None:
+    """One timer serves every waiter: the earliest deadline first, then re-armed for the next."""
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(900)
+    late = asyncio.create_task(pool.allocate(800, 5_000))  # the head, waiting long
+    early = asyncio.create_task(pool.allocate(900, 30))  # behind it, giving up first
+    await asyncio.sleep(0)
+    small = asyncio.create_task(pool.allocate(100, 5_000))  # fits now, but waits in line
+    await asyncio.sleep(0)
+    assert pool.queued == 3
+    with pytest.raises(KafkaTimeoutError, match="max.block.ms=30 ms"):
+        await early
+    assert not late.done() and not small.done()
+    pool.deallocate(700)  # the head now fits; the small one behind it follows only once there is room
+    await late
+    assert not small.done()
+    pool.deallocate(100)
+    await small
+    assert pool.queued == 0 and pool.available_memory == 0
+
+
+async def test_a_head_that_gives_up_lets_the_smaller_waiters_behind_it_in() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(700)
+    big = asyncio.create_task(pool.allocate(900, 20))
+    await asyncio.sleep(0)
+    small = asyncio.create_task(pool.allocate(300, 5_000))
+    await asyncio.sleep(0)
+    assert not small.done()  # 300 free, but it is behind the head
+    with pytest.raises(KafkaTimeoutError):
+        await big
+    await small
+    assert pool.available_memory == 0 and pool.queued == 0
