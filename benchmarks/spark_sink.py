@@ -9,7 +9,8 @@ loaded); the report is the median time per sink and the ratio of throughputs. Ev
 write is checked by the topic's high watermarks: exactly the DataFrame's rows, or the run fails.
 
 Both sinks get the same producer settings (``acks=all``, ``linger.ms=5``, idempotence on: both
-producers' defaults). The built-in sink is ``org.apache.spark:spark-sql-kafka-0-10_2.13`` of the
+producers' defaults), and each its own ``batch.size`` (Spark's sink Java's 16384, aioproducer's
+sinks 262144: ``aioproducer.spark.sink.SINK_BATCH_SIZE``) unless ``--batch-size`` gives both one. The built-in sink is ``org.apache.spark:spark-sql-kafka-0-10_2.13`` of the
 installed PySpark's version and its runtime dependencies, fetched with Maven (as the broker's
 jars are) into ``~/.cache/aioproducer/spark/<version>`` and given to Spark as ``spark.jars``;
 jars that PySpark already ships are left out.
@@ -91,13 +92,13 @@ def frames(spark: SparkSession, scale: float) -> dict[str, tuple[DataFrame, int]
     return out
 
 
-def write(sink: str, df: DataFrame, bootstrap: str, topic: str) -> float:
+def write(sink: str, df: DataFrame, bootstrap: str, topic: str, settings: dict[str, str]) -> float:
     started = time.perf_counter()
     if sink == "aioproducer":
-        write_kafka(df, {"bootstrap.servers": bootstrap, **PRODUCER}, topic=topic)
+        write_kafka(df, {"bootstrap.servers": bootstrap, **settings}, topic=topic)
     else:
         writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-        for key, value in PRODUCER.items():
+        for key, value in settings.items():
             writer = writer.option(f"kafka.{key}", value)
         writer.mode("append").save()
     return time.perf_counter() - started
@@ -106,13 +107,15 @@ def write(sink: str, df: DataFrame, bootstrap: str, topic: str) -> float:
 FILES, FILES_PER_TRIGGER = 8, 2  # --streaming: four micro-batches per query
 
 
-def stream(sink: str, folder: Path, checkpoint: Path, spark: SparkSession, bootstrap: str, topic: str) -> float:
+def stream(
+    sink: str, folder: Path, checkpoint: Path, spark: SparkSession, bootstrap: str, topic: str, settings: dict[str, str]
+) -> float:
     """One streaming query over ``folder``'s Parquet files into ``topic``; its wall time."""
     source = spark.readStream.schema("value binary").option("maxFilesPerTrigger", FILES_PER_TRIGGER).parquet(str(folder))
     formats = {"aioproducer": "aioproducer", "spark built-in": "kafka", "spark noop": "noop", "python no-op": NOOP_FORMAT}
     writer = source.writeStream.format(formats[sink])
     writer = writer.option("kafka.bootstrap.servers", bootstrap).option("topic", topic).option("checkpointLocation", str(checkpoint))
-    for key, value in PRODUCER.items():
+    for key, value in settings.items():
         writer = writer.option(f"kafka.{key}", value)
     started = time.perf_counter()
     writer.trigger(availableNow=True).start().awaitTermination()
@@ -137,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floors", action="store_true",
                         help="with --streaming: also Spark's noop sink and a Python data source that writes nothing")
     parser.add_argument("--jars-version", default=pyspark.__version__, help="the Kafka connector's version (Maven Central may lag PyPI)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="give both sinks this batch.size (default: each its own, 16384 for Spark's, 262144 for aioproducer's)")
     args = parser.parse_args(argv)
+    settings = PRODUCER if args.batch_size is None else {**PRODUCER, "batch.size": str(args.batch_size)}
     jars = sink_jars(args.jars_version)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     root = str(Path(__file__).resolve().parent.parent)  # the workers import benchmarks.spark_noop by name
@@ -162,9 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                 topic = f"warm-{sink.replace(' ', '-')}"
                 cluster.create_topic(topic, partitions=6)
                 if args.streaming:
-                    stream(sink, folders["warm"], home / f"checkpoint-{topic}", spark, cluster.bootstrap_servers, topic)
+                    stream(sink, folders["warm"], home / f"checkpoint-{topic}", spark, cluster.bootstrap_servers, topic, settings)
                 else:
-                    write(sink, warm, cluster.bootstrap_servers, topic)
+                    write(sink, warm, cluster.bootstrap_servers, topic, settings)
             n = 0
             for round_ in range(args.rounds):
                 for name, (df, rows) in data.items():
@@ -174,9 +180,11 @@ def main(argv: list[str] | None = None) -> int:
                         topic = f"bench-{n}"
                         cluster.create_topic(topic, partitions=6)
                         if args.streaming:
-                            seconds = stream(sink, folders[name], home / f"checkpoint-{n}", spark, cluster.bootstrap_servers, topic)
+                            seconds = stream(
+                                sink, folders[name], home / f"checkpoint-{n}", spark, cluster.bootstrap_servers, topic, settings
+                            )
                         else:
-                            seconds = write(sink, df, cluster.bootstrap_servers, topic)
+                            seconds = write(sink, df, cluster.bootstrap_servers, topic, settings)
                         written = rows if sink in FLOORS else sum(cluster.high_watermarks(topic).values())
                         if written != rows:
                             print(f"FAILED: {sink} wrote {written} of {rows} rows to {topic}", file=sys.stderr)
@@ -192,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(times: dict[tuple[str, str], list[float]], args: Any, version: str) -> None:
     mode = f"streaming (availableNow, {FILES} files, {FILES_PER_TRIGGER} per micro-batch)" if args.streaming else "batch"
-    print(f"Spark {version}, master {args.master}, {mode}, {args.rounds} rounds, median seconds; one Kafka node; {os.cpu_count()} cores")
+    sizes = "each sink's own batch.size" if args.batch_size is None else f"batch.size {args.batch_size} for both sinks"
+    print(f"Spark {version}, master {args.master}, {mode}, {args.rounds} rounds, median seconds; one Kafka node; {os.cpu_count()} cores; {sizes}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (1 min)")
     print()
     column = '`writeStream.format("aioproducer")`' if args.streaming else "aioproducer `write_kafka`"

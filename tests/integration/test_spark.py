@@ -26,7 +26,9 @@ from pyspark.sql.types import (
 
 from aioproducer import ConfigError
 from aioproducer.protocol import messages
+from aioproducer.config import ProducerConfig
 from aioproducer.spark import WriteStats, kafka_batch_writer, register_data_source, write_kafka
+from aioproducer.spark.sink import SINK_BATCH_SIZE, make_plan
 from aioproducer.testing import MockCluster
 from conftest import PARTITIONS, BrokerUnderTest
 from readback import ReadRecord, read_all_records, read_all_values
@@ -290,6 +292,23 @@ def test_foreach_batch_writes_each_micro_batch_and_tells_its_id(
     assert sorted(seen) == [(0, 10), (1, 11), (2, 12)]
     values = Counter(v for vs in _values(mock_cluster, "orders").values() for v in vs)
     assert values == Counter(f"b{n}-{i}".encode() for n in range(3) for i in range(10 + n))
+
+
+def test_a_sinks_producer_batches_256_kib_unless_the_configuration_says_otherwise() -> None:
+    """A sink's default ``batch.size`` is its own (``SINK_BATCH_SIZE``); a configured one is kept."""
+    schema = StructType([StructField("value", BinaryType())])
+
+    def batch_size(config: dict[str, Any]) -> Any:
+        plan = make_plan(
+            schema, {"bootstrap.servers": "localhost:1", **config}, "t",
+            transactional=False, batch_id=None, progress_topic=None, on_error="fail", what="test",
+        )
+        return ProducerConfig(plan.config).batch_size
+
+    assert SINK_BATCH_SIZE == 262_144
+    assert batch_size({}) == SINK_BATCH_SIZE
+    assert batch_size({"batch.size": "16384"}) == 16384
+    assert batch_size({"batch.size": 1000}) == 1000
 
 
 def test_the_batch_writer_refuses_bad_arguments_when_it_is_made() -> None:
