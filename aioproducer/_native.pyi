@@ -309,6 +309,10 @@ class RecordQueues:
     def drain(
         self, node: int, max_size: int, now: float, tm: Any, guarantee_order: bool
     ) -> tuple[list[ProducerBatch], int] | None: ...
+    def drain_next(
+        self, node: int, max_size: int, now: float, tm: Any, guarantee_order: bool, linger_ms: float, batch_size: int,
+        force: bool,
+    ) -> tuple[list[ProducerBatch] | None, int, float]: ...
     def complete(
         self, batches: list[ProducerBatch], response: ProduceAnswer | ProduceResponse, now: float, duplicate_code: int, tm: Any,
         incomplete: set[ProducerBatch], per_batch: bool = False, counters: RequestCounters | None = None,

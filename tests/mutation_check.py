@@ -188,8 +188,20 @@ MUTATIONS = [
     Mutation(
         "a ready() that ignores the retry backoff",
         QUEUES_RS,
-        "                    let backoff = backing_off(&batch, now);\n",
-        "                    let backoff = false;\n",
+        "    let backoff = backing_off(batch, now);\n",
+        "    let backoff = false;\n",
+    ),
+    Mutation(
+        "a pass's further request taken from a node none of whose first batches may go",
+        QUEUES_RS,
+        "                if sendable {\n                    return Ok(match",
+        "                if sendable || !part.batches.is_empty() {\n                    return Ok(match",
+    ),
+    Mutation(
+        "a pass's further requests forget the linger of the batches they leave",
+        QUEUES_RS,
+        "                delay = delay.min(left.max(0.0));\n",
+        "",
     ),
     Mutation(
         "an answer matched to a batch of another topic (an error returned for the wrong partition)",
@@ -295,6 +307,8 @@ CAUGHT_BY = {
     'a split that loses the first record of each piece': 'tests/unit/test_accumulator.py::test_split_moves_futures_to_the_new_batches',
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'a ready() that ignores the retry backoff': 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
+    "a pass's further request taken from a node none of whose first batches may go": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',
+    "a pass's further requests forget the linger of the batches they leave": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
     "an error answer read from the response's bytes as a success (the batch completed, its records lost)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's records not counted": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',

@@ -586,8 +586,7 @@ class RecordAccumulator:
         (fire-and-forget, callbacks, ``flush()`` later) linger exactly as in Java.
         """
         config = self.config
-        exhausted = self.pool.exhausted() or self._appends_in_progress > 0
-        force = exhausted or not self.lifecycle.accepting or self._flushes_in_progress > 0
+        force = self._force()
         self._sync_leaders(metadata)
         queues = self._queues
         if config.adaptive_partitioning:
@@ -610,6 +609,13 @@ class RecordAccumulator:
         for topic_id in idle:  # found empty by the same scan: no queues, no skew
             self._topic_list[topic_id].partitioner.update_partition_load_stats(None, None, 0)
         return ReadyCheckResult(ready_nodes, next_delay, unknown)
+
+    def _force(self) -> bool:
+        """Whether every queued batch may go now, full or not: memory is exhausted, or a flush or a close waits (Java's rule)."""
+        return (
+            self.pool.exhausted() or self._appends_in_progress > 0 or not self.lifecycle.accepting
+            or self._flushes_in_progress > 0
+        )
 
     def _sync_leaders(self, metadata: LeaderLookup) -> None:
         """Tell the queues each partition's leader, so that the scans never ask Python.
@@ -710,6 +716,24 @@ class RecordAccumulator:
                     self.pool.charge(charge)
                 drained[node] = batches
         return drained
+
+    def drain_next(self, node: int, max_size: int, now: float) -> tuple[list[ProducerBatch] | None, float]:
+        """The pass's next request to ``node``, right after ``drain()`` gave it one: ``(batches, inf)``, or ``(None, ms)``.
+
+        The node's batches are taken as ``drain()`` takes them if it is still ready by
+        ``ready()``'s rule for it alone (a first batch of one of its partitions may go now);
+        else None, with how long until one may. Its leaders are the ones ``drain()`` just
+        synced (the same pass and metadata). Not for an idle node: ``ready()``'s rule for
+        awaited batches needs the whole scan.
+        """
+        config = self.config
+        taken, charge, delay = self._queues.drain_next(
+            node, max_size, now, self.transaction_manager, config.guarantee_message_order, config.linger_ms,
+            config.batch_size, self._force(),
+        )
+        if charge:
+            self.pool.charge(charge)
+        return taken, delay
 
     def expired_batches(self, now: float) -> list[ProducerBatch]:
         """Pop queued batches past ``delivery.timeout.ms`` (in-flight ones are the sender's)."""

@@ -870,6 +870,13 @@ class KafkaClient:
             return False
         return not self._throttled_until or self.throttle_delay(node_id) <= 0.0
 
+    def free_slots(self, node_id: int) -> int:
+        """How many requests ``node_id`` takes now (``is_ready`` as a count): its connection's free in-flight slots."""
+        conn = self._conns.get(node_id)
+        if conn is None or (self._throttled_until and self.throttle_delay(node_id) > 0.0):
+            return 0
+        return conn.free_slots
+
     def throttle(self, node_id: int, throttle_time_ms: float) -> None:
         """The broker answered with ``throttle_time_ms`` (KIP-219): send it nothing until then.
 

@@ -361,6 +361,11 @@ class BrokerConnection:
         return protocol.has_free_slot  # READY (not re-authenticating) and a slot free
 
     @property
+    def free_slots(self) -> int:
+        """How many ``send_produce`` calls now would be written at once (``can_send_more`` as a count)."""
+        return self._protocol.free_slots
+
+    @property
     def broker_api_versions(self) -> dict[int, tuple[int, int]]:
         """The broker's ``api_key -> (min, max)`` ranges from ApiVersions (a copy)."""
         return self._protocol.broker_api_versions

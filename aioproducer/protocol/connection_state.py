@@ -385,6 +385,13 @@ class ClientConnection(Generic[Token]):
         return self._slots_held < self.max_in_flight and self._state is ConnectionState.READY
 
     @property
+    def free_slots(self) -> int:
+        """How many requests may be sent now (``has_free_slot`` as a count): 0 unless READY."""
+        if self._state is not ConnectionState.READY:
+            return 0
+        return max(0, self.max_in_flight - self._slots_held)
+
+    @property
     def never_answered(self) -> bool:
         """Requests expecting an answer were sent and none was answered (yet)."""
         return self.requested and not self.answered

@@ -94,6 +94,18 @@ fn backing_off(batch: &ProducerBatch, now: f64) -> bool {
     batch.attempts > 0 && now - batch.last_attempt_ms < batch.retry_backoff_ms
 }
 
+/// Java's rule for a partition's first batch at `now`: `(sendable, backing off, ms left)`. It may
+/// go when it is full (another batch follows it, or it reached `batch_size`), when `force`, or
+/// once its linger passed, and never while it backs off; `ms left` is what remains of the linger
+/// or the backoff (negative once passed). `ready` and `drain_next` decide by it alike.
+fn head_state(py: Python<'_>, part: &PartitionQueue, batch: &ProducerBatch, now: f64, linger_ms: f64, batch_size: usize, force: bool) -> (bool, bool, f64) {
+    let waited = now - batch.last_attempt_ms;
+    let backoff = backing_off(batch, now);
+    let time_to_wait = if backoff { batch.retry_backoff_ms } else { linger_ms };
+    let full = part.batches.len() > 1 || batch.builder.bind(py).borrow().wire_size(py) >= batch_size;
+    (!backoff && (full || force || waited >= time_to_wait), backoff, time_to_wait - waited)
+}
+
 /// Whether someone awaits the batch's records (`await future` or a done-callback: `gather()`).
 fn awaited(py: Python<'_>, batch: &ProducerBatch) -> bool {
     let non_empty = |list: &Option<Py<PyList>>| list.as_ref().is_some_and(|l| !l.bind(py).is_empty());
@@ -158,6 +170,60 @@ impl RecordQueues {
             led.extend(self.topics[topic].parts.iter().copied().filter(|&i| self.parts[i].leader == node));
         }
         led
+    }
+
+    /// See `drain`.
+    fn drain_one<'py>(
+        &mut self,
+        py: Python<'py>,
+        node: i64,
+        max_size: usize,
+        now: f64,
+        tm: Option<&Bound<'py, PyAny>>,
+        guarantee_order: bool,
+    ) -> PyResult<Option<(Bound<'py, PyList>, i64)>> {
+        let led = self.led_by(node);
+        if led.is_empty() {
+            return Ok(None);
+        }
+        let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
+        self.drain_index.insert(node, start + 1);
+        let heads = self.heads(py, &led, start, now);
+        let taken = PyList::empty(py);
+        if heads.is_empty() {
+            return Ok(Some((taken, 0)));
+        }
+        let drainable: Option<Vec<bool>> = match tm {
+            None => None,
+            Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
+        };
+        let (mut size, mut charge) = (0usize, 0i64);
+        for (at, (index, batch)) in heads.into_iter().enumerate() {
+            let bound = batch.bind(py);
+            let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
+            if !taken.is_empty() && size + batch_size > max_size {
+                break; // the request is full; the rest waits for the next drain
+            }
+            if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
+                continue;
+            }
+            let part = &mut self.parts[index];
+            part.batches.pop_front();
+            part.muted |= guarantee_order;
+            let mut this = bound.borrow_mut();
+            charge += this.settle_now(py);
+            this.in_flight = true; // Java's `drained`
+            this.queue_index = Some(index);
+            drop(this);
+            size += batch_size;
+            taken.append(bound)?;
+        }
+        if let Some(tm) = tm {
+            if !taken.is_empty() {
+                tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
+            }
+        }
+        Ok(Some((taken, charge)))
     }
 
     /// The partitions a drain of `led` (in rotation order from `start`) may take a batch from at
@@ -533,17 +599,14 @@ impl RecordQueues {
                         continue;
                     }
                     let batch = first.borrow(py);
-                    let waited = now - batch.last_attempt_ms;
-                    let backoff = backing_off(&batch, now);
-                    let time_to_wait = if backoff { batch.retry_backoff_ms } else { linger_ms };
-                    let full = part.batches.len() > 1 || batch.builder.bind(py).borrow().wire_size(py) >= batch_size;
-                    if !backoff && (full || force || waited >= time_to_wait) {
+                    let (sendable, backoff, left) = head_state(py, part, &batch, now, linger_ms, batch_size, force);
+                    if sendable {
                         ready.push(part.leader);
                     } else if awaited_early && !backoff && awaited(py, &batch) {
                         candidates.push(part.leader as f64);
-                        candidates.push(time_to_wait - waited);
+                        candidates.push(left);
                     } else {
-                        next_delay = next_delay.min((time_to_wait - waited).max(0.0));
+                        next_delay = next_delay.min(left.max(0.0));
                     }
                 }
                 if !queued {
@@ -580,49 +643,48 @@ impl RecordQueues {
         tm: Option<&Bound<'py, PyAny>>,
         guarantee_order: bool,
     ) -> PyResult<Option<(Bound<'py, PyList>, i64)>> {
-        guarded("RecordQueues.drain", || {
-            let led = self.led_by(node);
-            if led.is_empty() {
-                return Ok(None);
-            }
-            let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
-            self.drain_index.insert(node, start + 1);
-            let heads = self.heads(py, &led, start, now);
-            let taken = PyList::empty(py);
-            if heads.is_empty() {
-                return Ok(Some((taken, 0)));
-            }
-            let drainable: Option<Vec<bool>> = match tm {
-                None => None,
-                Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
-            };
-            let (mut size, mut charge) = (0usize, 0i64);
-            for (at, (index, batch)) in heads.into_iter().enumerate() {
-                let bound = batch.bind(py);
-                let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
-                if !taken.is_empty() && size + batch_size > max_size {
-                    break; // the request is full; the rest waits for the next drain
-                }
-                if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
+        guarded("RecordQueues.drain", || self.drain_one(py, node, max_size, now, tm, guarantee_order))
+    }
+
+    /// The sender's next request to `node` in the same pass, after one it wrote: `drain`, if the
+    /// node is still ready by `ready`'s rule (one of its partitions' first batches may go, by
+    /// `head_state`), else nothing. Returns `(batches or None, bytes to charge the pool, ms until
+    /// one of its first batches may go)`: the last is `inf` when it drained, and counts, as
+    /// `ready` does, only partitions that are not muted. One call a request where the pass used to
+    /// scan every partition again (`ready`) and drain (measured in `benchmarks/README.md`,
+    /// "The pass's next request").
+    #[allow(clippy::too_many_arguments)] // drain's arguments and ready's rule
+    #[pyo3(signature = (node, max_size, now, tm, guarantee_order, linger_ms, batch_size, force))]
+    fn drain_next<'py>(
+        &mut self,
+        py: Python<'py>,
+        node: i64,
+        max_size: usize,
+        now: f64,
+        tm: Option<&Bound<'py, PyAny>>,
+        guarantee_order: bool,
+        linger_ms: f64,
+        batch_size: usize,
+        force: bool,
+    ) -> PyResult<(Option<Bound<'py, PyList>>, i64, f64)> {
+        guarded("RecordQueues.drain_next", || {
+            let mut delay = f64::INFINITY;
+            for index in self.led_by(node) {
+                let part = &self.parts[index];
+                let Some(first) = part.batches.front() else { continue };
+                if part.muted {
                     continue;
                 }
-                let part = &mut self.parts[index];
-                part.batches.pop_front();
-                part.muted |= guarantee_order;
-                let mut this = bound.borrow_mut();
-                charge += this.settle_now(py);
-                this.in_flight = true; // Java's `drained`
-                this.queue_index = Some(index);
-                drop(this);
-                size += batch_size;
-                taken.append(bound)?;
-            }
-            if let Some(tm) = tm {
-                if !taken.is_empty() {
-                    tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
+                let (sendable, _, left) = head_state(py, part, &first.borrow(py), now, linger_ms, batch_size, force);
+                if sendable {
+                    return Ok(match self.drain_one(py, node, max_size, now, tm, guarantee_order)? {
+                        Some((taken, charge)) => (Some(taken), charge, f64::INFINITY),
+                        None => (None, 0, f64::INFINITY),
+                    });
                 }
+                delay = delay.min(left.max(0.0));
             }
-            Ok(Some((taken, charge)))
+            Ok((None, 0, delay))
         })
     }
 

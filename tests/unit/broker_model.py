@@ -326,6 +326,9 @@ class Network:
     def is_ready(self, node_id: int) -> bool:
         return self.in_flight(node_id) < self.max_in_flight
 
+    def free_slots(self, node_id: int) -> int:
+        return max(0, self.max_in_flight - self.in_flight(node_id))
+
     def is_connected(self, node_id: int) -> bool:
         return True
 

@@ -170,6 +170,10 @@ class FakeClient:
     def is_ready(self, node_id: int) -> bool:
         return self.conn(node_id).can_send_more() and self.throttle_delay(node_id) == 0.0
 
+    def free_slots(self, node_id: int) -> int:
+        conn = self.conn(node_id)
+        return max(0, self.max_in_flight - conn.in_flight) if self.is_ready(node_id) else 0
+
     def throttle_delay(self, node_id: int, now: float | None = None) -> float:
         assert self.clock is not None
         now = self.clock.now if now is None else now
@@ -450,6 +454,26 @@ async def test_one_pass_does_not_take_a_batch_that_is_not_ready_yet() -> None:
     clock.now += 10
     sender.run_once(clock.now)
     assert len(client.sent) == 2
+
+
+async def test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger() -> None:
+    """The pass's further requests follow ``ready()``'s rule for the node alone (``drain_next``).
+
+    A node is ready while a first batch of one of its partitions may go (here: one with another
+    batch behind it); each request then takes every partition's first batch, lingering or
+    not (Java's drain). Left with only a lingering batch, the node waits out its linger.
+    """
+    sender, acc, client, clock = make(linger_ms=10)
+    fill(acc, 0, 4 * 3)  # partition 0 (node 0): two full batches, then an open one
+    fill(acc, 2, 1)  # partition 2 (node 0 too): one record, lingering
+    delay = sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent] == [[("t", [0, 2])], [("t", [0])]]
+    assert client.flushes == [[0]]
+    assert delay == 10  # the open batch's linger, counted although its node was ready at the pass's start
+    assert len(acc.topic_info("t").batches[0]) == 1
+    clock.now += 10
+    sender.run_once(clock.now)
+    assert [requested(s) for s in client.sent][2:] == [[("t", [0])]]
 
 
 async def test_awaited_records_go_in_waves_one_request_per_acknowledgement_without_lingering() -> None:
