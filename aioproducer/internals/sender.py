@@ -21,13 +21,13 @@ One pass, ``run_once(now)``:
    so requests to different brokers, and up to the in-flight limit to one
    broker, overlap. Only ``acks=0`` (which must wait for the socket to drain)
    and a node whose connection went away since ``ready()`` use a task.
-6. While a node that just got a request is still ready (``ready()`` again)
-   and has a free in-flight slot, steps 3 and 5 repeat for it in the same
-   pass. With large records (one per batch) a request holds only as many
-   batches as the node leads partitions; writing the next requests now,
-   instead of one per pass with an event-loop round trip in between, saves
-   a ready/drain scan per request and lets the connection write them with
-   one system call.
+6. While a node that just got a request is still ready (``ready()``'s rule for
+   that node alone: ``accumulator.drain_next``) and has a free in-flight slot,
+   steps 3 and 5 repeat for it in the same pass. With large records (one per
+   batch) a request holds only as many batches as the node leads partitions;
+   writing the next requests now, instead of one per pass with an event-loop
+   round trip in between, lets the connection write them with one system call,
+   and asking for the node alone spares a scan of every partition per request.
 
 Before step 1, the pass asks the transaction manager's side for its next request
 (``transactions.TransactionRequests.next_request``: InitProducerId of an idempotent
