@@ -309,6 +309,10 @@ class RecordQueues:
     def drain(
         self, node: int, max_size: int, now: float, tm: Any, guarantee_order: bool
     ) -> tuple[list[ProducerBatch], int] | None: ...
+    def set_lane(
+        self, pool: Any, lifecycle: Any, config: Any, batch_size: int, clock: Callable[[], float],
+        event_loop: Any, log: Any, incomplete: set[ProducerBatch], wakeup: Callable[[], None],
+    ) -> None: ...
     def drain_next(
         self, node: int, max_size: int, now: float, tm: Any, guarantee_order: bool, linger_ms: float, batch_size: int,
         force: bool,

@@ -455,7 +455,23 @@ class RecordAccumulator:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
+            self._arm_lane(loop)
         return loop
+
+    def _arm_lane(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Let the keyed lane open batches too (``RecordQueues.set_lane``), as ``_open_batch`` does.
+
+        It takes the same steps with this accumulator's own objects: the pool's memory through
+        its methods, the lifecycle read, the incomplete set, the wake-up. Not for a transactional
+        producer: a new batch's partition joins the transaction first (``_queued``), in Python.
+        """
+        tm = self.transaction_manager
+        if tm is not None and tm.transactional_id is not None:
+            return
+        self._queues.set_lane(
+            self.pool, self.lifecycle, self.config, self.config.batch_size, self._clock, loop, self.log,
+            self._incomplete, self._wakeup,
+        )
 
     def _queue_new_batch(self, topic: str, partition: int, index: int, batch: ProducerBatch) -> None:
         """Queue a new batch as its partition's open one, and wake the sender."""

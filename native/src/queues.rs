@@ -29,10 +29,11 @@ use std::collections::{HashMap, VecDeque};
 
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyDict, PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
-use crate::batch_builder::{PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
+use crate::batch_builder::{size_upper_bound, PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
 use crate::counters::RequestCounters;
 use crate::guarded;
 use crate::murmur::partition_for_key;
@@ -65,6 +66,26 @@ struct PartitionQueue {
     muted: bool,
 }
 
+/// What the keyed lane needs to open a batch itself (`RecordQueues::set_lane`): the accumulator's
+/// own objects, each still written only by its owner (the pool through its methods, the
+/// incomplete set as the accumulator's `_queued` adds to it).
+struct Lane {
+    /// The `BufferPool`: `try_allocate(size)` and `charge(size)`, its one writer's methods.
+    pool: Py<PyAny>,
+    /// The producer's lifecycle (read only): `accepting`.
+    lifecycle: Py<PyAny>,
+    /// The accumulator's config (`make_batch` reads it) and its effective `batch.size`.
+    config: Py<PyAny>,
+    batch_size: usize,
+    /// The accumulator's clock (ms), the loop its batches complete on, their log.
+    clock: Py<PyAny>,
+    event_loop: Py<PyAny>,
+    log: Py<PyAny>,
+    /// The accumulator's incomplete batches, and its call that wakes the sender.
+    incomplete: Py<PySet>,
+    wakeup: Py<PyAny>,
+}
+
 /// The accumulator's queues; see the module's documentation.
 #[pyclass(module = "aioproducer._native")]
 pub struct RecordQueues {
@@ -87,6 +108,9 @@ pub struct RecordQueues {
     /// Topic name to id, as `add_topic` assigned them (written there only): the keyed lane's
     /// lookup, a dict so that an equal name finds it whatever its object.
     topic_ids: Py<PyDict>,
+    /// Set by `set_lane` (the accumulator, once its loop is known and when nothing per batch needs
+    /// Python: no transactional id), cleared by `__clear__`: the keyed lane then opens batches too.
+    lane: Option<Lane>,
 }
 
 /// Whether a batch is waiting out its retry backoff at `now`.
@@ -226,6 +250,86 @@ impl RecordQueues {
         Ok(Some((taken, charge)))
     }
 
+    /// The lane's batch opening (`set_lane`), as the accumulator's `_open_batch` opens one: None,
+    /// with nothing taken, when the record is larger than `batch.size` (the door sizes and checks
+    /// it), the producer no longer accepts records, or memory must be waited for; the door then
+    /// says why or waits. Else the partition's open batch is settled (its charge to the pool), a
+    /// batch's memory reserved (`BufferPool.try_allocate`), the batch made with the record and
+    /// queued, tracked as incomplete, and the sender woken. At 10 KB every record opens a batch:
+    /// this spares the door's seven Python calls for it (measured in `benchmarks/README.md`,
+    /// "The keyed lane opens its batch").
+    fn open_keyed(
+        &mut self,
+        py: Python<'_>,
+        index: usize,
+        timestamp: i64,
+        key: &[u8],
+        value: &[u8],
+        on_delivery: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
+        let Some(lane) = &self.lane else { return Ok(None) };
+        let batch_size = lane.batch_size;
+        if size_upper_bound(Some(key), Some(value), &[]) > batch_size {
+            return Ok(None);
+        }
+        if !lane.lifecycle.bind(py).getattr(intern!(py, "accepting"))?.is_truthy()? {
+            return Ok(None);
+        }
+        let pool = lane.pool.bind(py).clone();
+        let charge = self.parts[index].batches.back().map_or(0, |b| b.bind(py).borrow_mut().settle_now(py));
+        if charge > 0 {
+            pool.call_method1(intern!(py, "charge"), (charge,))?;
+        }
+        if !pool.call_method1(intern!(py, "try_allocate"), (batch_size,))?.is_truthy()? {
+            return Ok(None);
+        }
+        let Some(lane) = &self.lane else { return Ok(None) };
+        let (config, event_loop, log) = (lane.config.clone_ref(py), lane.event_loop.clone_ref(py), lane.log.clone_ref(py));
+        let (incomplete, wakeup) = (lane.incomplete.clone_ref(py), lane.wakeup.clone_ref(py));
+        let now: f64 = lane.clock.bind(py).call0()?.extract()?;
+        let reserved = i64::try_from(batch_size).unwrap_or(i64::MAX);
+        let (future, batch) =
+            self.open_new(py, index, config.bind(py), now, reserved, event_loop, log, timestamp, Some(key), Some(value), None, on_delivery)?;
+        incomplete.bind(py).add(batch)?;
+        wakeup.bind(py).call0()?;
+        Ok(Some(future))
+    }
+
+    /// See `open_batch`.
+    #[allow(clippy::too_many_arguments)] // the batch's making and the record
+    fn open_new(
+        &mut self,
+        py: Python<'_>,
+        index: usize,
+        config: &Bound<'_, PyAny>,
+        now: f64,
+        reserved: i64,
+        event_loop: Py<PyAny>,
+        log: Py<PyAny>,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: Option<&[(PyBackedStr, Option<PyBackedBytes>)]>,
+        on_delivery: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Py<FutureRecordMetadata>, Py<ProducerBatch>)> {
+        let batch = self.make_batch(py, index, config, now, reserved, event_loop, log)?;
+        if on_delivery.is_some() {
+            if let Some((callback, bytes)) = &self.last_charge {
+                batch.borrow_mut(py).seed_charge(callback.clone_ref(py), *bytes);
+            }
+        }
+        let future = try_append_record(batch.bind(py), timestamp, key, value, headers, on_delivery)?
+            .ok_or_else(|| pyo3::exceptions::PyAssertionError::new_err("a new batch refused its first record"))?;
+        if on_delivery.is_some() {
+            self.last_charge = batch.borrow(py).charge_seed(py);
+        }
+        let part = &mut self.parts[index];
+        part.batches.push_back(batch.clone_ref(py));
+        let topic = part.topic;
+        self.activate(topic);
+        Ok((future, batch))
+    }
+
     /// The partitions a drain of `led` (in rotation order from `start`) may take a batch from at
     /// `now`, with that first batch: not muted, not empty, not backing off.
     fn heads(&self, py: Python<'_>, led: &[usize], start: usize, now: f64) -> Vec<(usize, Py<ProducerBatch>)> {
@@ -258,6 +362,7 @@ impl RecordQueues {
                 generation: 0,
                 unsynced: Vec::new(),
                 last_charge: None,
+                lane: None,
             })
         })
     }
@@ -355,7 +460,7 @@ impl RecordQueues {
     /// Measured against the door (`instructions.py`, `small`: 100 B keyed records with one
     /// shared `on_delivery`): see `docs/design/native-batches.md`, stop 58.
     fn try_append_keyed(
-        &self,
+        &mut self,
         py: Python<'_>,
         topic: &Bound<'_, PyString>,
         num_partitions: i64,
@@ -379,9 +484,33 @@ impl RecordQueues {
             let number = partition_for_key(key, partitions) as usize;
             let index = self.topics.get(id.extract::<usize>()?).and_then(|t| t.by_partition.get(number)).copied().unwrap_or(NO_INDEX);
             let Some(queue) = self.parts.get(index) else { return Ok(None) };
-            let Some(last) = queue.batches.back() else { return Ok(None) };
             let Some(timestamp) = wall_clock_ms() else { return Ok(None) };
-            try_append_record(last.bind(py), timestamp, Some(key), Some(value), None, on_delivery)
+            if let Some(last) = queue.batches.back() {
+                if let Some(future) = try_append_record(last.bind(py), timestamp, Some(key), Some(value), None, on_delivery)? {
+                    return Ok(Some(future));
+                }
+            }
+            self.open_keyed(py, index, timestamp, key, value, on_delivery)
+        })
+    }
+
+    /// Lets the keyed lane open batches (`open_keyed`) with the accumulator's objects; see `Lane`.
+    #[allow(clippy::too_many_arguments)] // the accumulator's objects, one each
+    fn set_lane(
+        &mut self,
+        pool: Py<PyAny>,
+        lifecycle: Py<PyAny>,
+        config: Py<PyAny>,
+        batch_size: usize,
+        clock: Py<PyAny>,
+        event_loop: Py<PyAny>,
+        log: Py<PyAny>,
+        incomplete: Py<PySet>,
+        wakeup: Py<PyAny>,
+    ) -> PyResult<()> {
+        guarded("RecordQueues.set_lane", || {
+            self.lane = Some(Lane { pool, lifecycle, config, batch_size, clock, event_loop, log, incomplete, wakeup });
+            Ok(())
         })
     }
 
@@ -428,22 +557,7 @@ impl RecordQueues {
         on_delivery: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Py<FutureRecordMetadata>, Py<ProducerBatch>)> {
         guarded("RecordQueues.open_batch", || {
-            let batch = self.make_batch(py, index, config, now, reserved, event_loop, log)?;
-            if on_delivery.is_some() {
-                if let Some((callback, bytes)) = &self.last_charge {
-                    batch.borrow_mut(py).seed_charge(callback.clone_ref(py), *bytes);
-                }
-            }
-            let future = try_append_record(batch.bind(py), timestamp, key, value, headers.as_deref(), on_delivery)?
-                .ok_or_else(|| pyo3::exceptions::PyAssertionError::new_err("a new batch refused its first record"))?;
-            if on_delivery.is_some() {
-                self.last_charge = batch.borrow(py).charge_seed(py);
-            }
-            let part = &mut self.parts[index];
-            part.batches.push_back(batch.clone_ref(py));
-            let topic = part.topic;
-            self.activate(topic);
-            Ok((future, batch))
+            self.open_new(py, index, config, now, reserved, event_loop, log, timestamp, key, value, headers.as_deref(), on_delivery)
         })
     }
 
@@ -738,6 +852,12 @@ impl RecordQueues {
             visit.call(callback)?;
         }
         visit.call(&self.topic_ids)?;
+        if let Some(lane) = &self.lane {
+            for object in [&lane.pool, &lane.lifecycle, &lane.config, &lane.clock, &lane.event_loop, &lane.log, &lane.wakeup] {
+                visit.call(object)?;
+            }
+            visit.call(&lane.incomplete)?;
+        }
         Ok(())
     }
 
@@ -747,6 +867,7 @@ impl RecordQueues {
                 part.batches.clear();
             }
             self.last_charge = None;
+            self.lane = None;
             Ok(())
         })
     }

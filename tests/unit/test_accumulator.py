@@ -91,6 +91,53 @@ NO_JITTER = StubRng(0.5)
 VALUE = b"x" * 100
 
 
+async def test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door() -> None:
+    """A record its open batch refuses opens the next batch in the lane (``RecordQueues.set_lane``).
+
+    As ``_open_batch``: ``batch.size`` of memory taken, the refusing batch settled, the new one
+    queued, tracked as incomplete (``flush()`` waits for it) and the sender woken. None, with no
+    memory taken, for what only the door does: a wait for memory, a record over ``batch.size``,
+    a producer that no longer accepts records.
+    """
+    from aioproducer.lifecycle import Lifecycle, State
+    from aioproducer.partitioner import partition_for_key
+
+    wakeups: list[int] = []
+    lifecycle = Lifecycle(State.RUNNING)
+    memory = 3 * 1024 + 512  # three batches, and less than a fourth
+    acc = RecordAccumulator(
+        AccumulatorConfig(batch_size=1024, linger_ms=10, delivery_timeout_ms=5_000),
+        BufferPool(memory, 1024), None, lambda: wakeups.append(1), clock=FakeClock(), lifecycle=lifecycle,
+    )
+    key = b"key-7"
+    partition = partition_for_key(key, 6)
+    first = acc.try_append("orders", partition, 1, key, VALUE, None, None)  # the door opens the first batch
+    assert first is not None and acc.pool.available_memory == memory - 1024
+    assert acc.try_append_keyed("orders", 6, key, b"x" * 2000, None) is None  # over batch.size: the door's
+    woken = len(wakeups)
+    future = acc.try_append_keyed("orders", 6, key, VALUE, None)
+    while future is not None and future._batch is first._batch:
+        future = acc.try_append_keyed("orders", 6, key, VALUE, None)
+    assert future is not None
+    second = future._batch
+    assert second is not first._batch and second.record_count == 1
+    assert acc.topic_info("orders").batches[partition] == [first._batch, second]
+    assert second in acc.incomplete_batches()
+    assert len(wakeups) == woken + 1
+    assert acc.pool.available_memory <= memory - 2 * 1024  # the second batch's reservation (and the first's charge)
+    while (future := acc.try_append_keyed("orders", 6, key, VALUE, None)) is not None:
+        pass  # more batches while memory lasts, then none
+    opened = len(acc.topic_info("orders").batches[partition])
+    left = acc.pool.available_memory
+    assert left < 1024  # why the lane refused: less than batch.size is free
+    acc.pool.deallocate(2 * 1024)  # a batch's worth free again (what the last settle overdrew repaid first)...
+    free = acc.pool.available_memory
+    assert free >= 1024
+    lifecycle.close()  # ...but the producer no longer accepts records
+    assert acc.try_append_keyed("orders", 6, key, VALUE, None) is None
+    assert acc.pool.available_memory == free and len(acc.topic_info("orders").batches[partition]) == opened
+
+
 async def test_records_share_a_batch_until_it_is_full() -> None:
     clock = FakeClock()
     acc, wakeups = make(clock, batch_size=1024)
@@ -130,9 +177,9 @@ async def test_the_keyed_lane_appends_where_the_door_would_and_refuses_what_only
     assert lane is not None and lane._batch is opened._batch
     assert lane._batch.partition == partition
     now_ms = time.time_ns() // 1_000_000
-    while acc.try_append_keyed("orders", 6, key, b"v" * 10, None) is not None:
-        pass
     batch = opened._batch
+    while (next_record := acc.try_append_keyed("orders", 6, key, b"v" * 10, None)) is not None and next_record._batch is batch:
+        pass
     assert batch.estimated_size() <= 1024 and batch.record_count > 3  # filled to batch.size, then refused
     records = decode_batches(batch.builder.build())[0].records
     assert len(records) == batch.record_count and {r.key for r in records} == {key}

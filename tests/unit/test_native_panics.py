@@ -177,6 +177,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.unmute": lambda: _queues()[0].unmute(0),
     "RecordQueues.ready": lambda: _queues()[0].ready(5.0, 0.0, 16384, False, True),
     "RecordQueues.drain": lambda: _queues()[0].drain(0, 1 << 20, 5.0, None, False),
+    "RecordQueues.set_lane": lambda: _queues()[0].set_lane(None, None, None, 16384, lambda: 0.0, None, None, set(), lambda: None),
     "RecordQueues.drain_next": lambda: _queues()[0].drain_next(0, 1 << 20, 5.0, None, False, 0.0, 16384, False),
     "RecordQueues.expired": lambda: _queues()[0].expired(5.0),
     "RecordQueues.next_expiry_delay": lambda: _queues()[0].next_expiry_delay(5.0),
