@@ -190,7 +190,8 @@ class RecordAccumulator:
         self._queues = RecordQueues()
         #: The door's lane for the commonest record, ``try_append_keyed(topic, num_partitions, key,
         #: value, on_delivery)``: a ``bytes`` key and value appended to its partition's open batch in
-        #: one native call, without this class's Python frame (``RecordQueues.try_append_keyed``). It
+        #: one native call, without this class's Python frame (``RecordQueues.try_append_keyed``),
+        #: or, once ``_arm_lane`` armed it, into a new batch opened as ``_open_batch`` opens one. It
         #: takes only a topic and partition the door has seen and an ``on_delivery`` the door has
         #: checked (the last new batch's), and returns None for anything else: the caller then
         #: goes through ``try_append``. ``send()``'s keyed fast path calls it first.
