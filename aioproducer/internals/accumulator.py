@@ -603,7 +603,7 @@ class RecordAccumulator:
         (fire-and-forget, callbacks, ``flush()`` later) linger exactly as in Java.
         """
         config = self.config
-        force = self._force()
+        force = self.force_drain()
         self._sync_leaders(metadata)
         queues = self._queues
         if config.adaptive_partitioning:
@@ -627,7 +627,7 @@ class RecordAccumulator:
             self._topic_list[topic_id].partitioner.update_partition_load_stats(None, None, 0)
         return ReadyCheckResult(ready_nodes, next_delay, unknown)
 
-    def _force(self) -> bool:
+    def force_drain(self) -> bool:
         """Whether every queued batch may go now, full or not: memory is exhausted, or a flush or a close waits (Java's rule)."""
         return (
             self.pool.exhausted() or self._appends_in_progress > 0 or not self.lifecycle.accepting
@@ -734,19 +734,20 @@ class RecordAccumulator:
                 drained[node] = batches
         return drained
 
-    def drain_next(self, node: int, max_size: int, now: float) -> tuple[list[ProducerBatch] | None, float]:
+    def drain_next(self, node: int, max_size: int, now: float, force: bool) -> tuple[list[ProducerBatch] | None, float]:
         """The pass's next request to ``node``, right after ``drain()`` gave it one: ``(batches, inf)``, or ``(None, ms)``.
 
         The node's batches are taken as ``drain()`` takes them if it is still ready by
         ``ready()``'s rule for it alone (a first batch of one of its partitions may go now);
         else None, with how long until one may. Its leaders are the ones ``drain()`` just
         synced (the same pass and metadata). Not for an idle node: ``ready()``'s rule for
-        awaited batches needs the whole scan.
+        awaited batches needs the whole scan. ``force`` is ``force_drain()``, read once a pass:
+        nothing in a pass's synchronous run changes it.
         """
         config = self.config
         taken, charge, delay = self._queues.drain_next(
             node, max_size, now, self.transaction_manager, config.guarantee_message_order, config.linger_ms,
-            config.batch_size, self._force(),
+            config.batch_size, force,
         )
         if charge:
             self.pool.charge(charge)

@@ -512,12 +512,13 @@ class Sender:
         accumulator, client, offload = self.accumulator, self.client, self._offload
         compressing = offload.active
         max_size = self.config.max_request_size
+        force = accumulator.force_drain()
         delay, in_tasks = float("inf"), False
         for node in written:
             for _ in range(client.free_slots(node)):
                 if compressing and offload.spent:
                     return delay, in_tasks
-                batches, node_delay = accumulator.drain_next(node, max_size, now)
+                batches, node_delay = accumulator.drain_next(node, max_size, now, force)
                 if not batches:
                     delay = min(delay, node_delay)
                     break

@@ -865,10 +865,7 @@ class KafkaClient:
 
     def is_ready(self, node_id: int) -> bool:
         """Whether ``node_id`` has a live connection with a free in-flight slot and is not throttled."""
-        conn = self._conns.get(node_id)
-        if conn is None or not conn.can_send_more():
-            return False
-        return not self._throttled_until or self.throttle_delay(node_id) <= 0.0
+        return self.free_slots(node_id) > 0
 
     def free_slots(self, node_id: int) -> int:
         """How many requests ``node_id`` takes now (``is_ready`` as a count): its connection's free in-flight slots."""

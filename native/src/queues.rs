@@ -29,7 +29,6 @@ use std::collections::{HashMap, VecDeque};
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyDict, PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
@@ -196,60 +195,6 @@ impl RecordQueues {
         led
     }
 
-    /// See `drain`.
-    fn drain_one<'py>(
-        &mut self,
-        py: Python<'py>,
-        node: i64,
-        max_size: usize,
-        now: f64,
-        tm: Option<&Bound<'py, PyAny>>,
-        guarantee_order: bool,
-    ) -> PyResult<Option<(Bound<'py, PyList>, i64)>> {
-        let led = self.led_by(node);
-        if led.is_empty() {
-            return Ok(None);
-        }
-        let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
-        self.drain_index.insert(node, start + 1);
-        let heads = self.heads(py, &led, start, now);
-        let taken = PyList::empty(py);
-        if heads.is_empty() {
-            return Ok(Some((taken, 0)));
-        }
-        let drainable: Option<Vec<bool>> = match tm {
-            None => None,
-            Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
-        };
-        let (mut size, mut charge) = (0usize, 0i64);
-        for (at, (index, batch)) in heads.into_iter().enumerate() {
-            let bound = batch.bind(py);
-            let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
-            if !taken.is_empty() && size + batch_size > max_size {
-                break; // the request is full; the rest waits for the next drain
-            }
-            if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
-                continue;
-            }
-            let part = &mut self.parts[index];
-            part.batches.pop_front();
-            part.muted |= guarantee_order;
-            let mut this = bound.borrow_mut();
-            charge += this.settle_now(py);
-            this.in_flight = true; // Java's `drained`
-            this.queue_index = Some(index);
-            drop(this);
-            size += batch_size;
-            taken.append(bound)?;
-        }
-        if let Some(tm) = tm {
-            if !taken.is_empty() {
-                tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
-            }
-        }
-        Ok(Some((taken, charge)))
-    }
-
     /// The lane's batch opening (`set_lane`), as the accumulator's `_open_batch` opens one: None,
     /// with nothing taken, when the record is larger than `batch.size` (the door sizes and checks
     /// it), the producer no longer accepts records, or memory must be waited for; the door then
@@ -275,7 +220,10 @@ impl RecordQueues {
         if !lane.lifecycle.bind(py).getattr(intern!(py, "accepting"))?.is_truthy()? {
             return Ok(None);
         }
-        let pool = lane.pool.bind(py).clone();
+        let (pool, config, clock) = (lane.pool.clone_ref(py), lane.config.clone_ref(py), lane.clock.clone_ref(py));
+        let (event_loop, log, incomplete, wakeup) =
+            (lane.event_loop.clone_ref(py), lane.log.clone_ref(py), lane.incomplete.clone_ref(py), lane.wakeup.clone_ref(py));
+        let pool = pool.bind(py);
         let charge = self.parts[index].batches.back().map_or(0, |b| b.bind(py).borrow_mut().settle_now(py));
         if charge > 0 {
             pool.call_method1(intern!(py, "charge"), (charge,))?;
@@ -283,51 +231,13 @@ impl RecordQueues {
         if !pool.call_method1(intern!(py, "try_allocate"), (batch_size,))?.is_truthy()? {
             return Ok(None);
         }
-        let Some(lane) = &self.lane else { return Ok(None) };
-        let (config, event_loop, log) = (lane.config.clone_ref(py), lane.event_loop.clone_ref(py), lane.log.clone_ref(py));
-        let (incomplete, wakeup) = (lane.incomplete.clone_ref(py), lane.wakeup.clone_ref(py));
-        let now: f64 = lane.clock.bind(py).call0()?.extract()?;
+        let now: f64 = clock.bind(py).call0()?.extract()?;
         let reserved = i64::try_from(batch_size).unwrap_or(i64::MAX);
         let (future, batch) =
-            self.open_new(py, index, config.bind(py), now, reserved, event_loop, log, timestamp, Some(key), Some(value), None, on_delivery)?;
+            self.open_batch(py, index, config.bind(py), now, reserved, event_loop, log, timestamp, Some(key), Some(value), None, on_delivery)?;
         incomplete.bind(py).add(batch)?;
         wakeup.bind(py).call0()?;
         Ok(Some(future))
-    }
-
-    /// See `open_batch`.
-    #[allow(clippy::too_many_arguments)] // the batch's making and the record
-    fn open_new(
-        &mut self,
-        py: Python<'_>,
-        index: usize,
-        config: &Bound<'_, PyAny>,
-        now: f64,
-        reserved: i64,
-        event_loop: Py<PyAny>,
-        log: Py<PyAny>,
-        timestamp: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: Option<&[(PyBackedStr, Option<PyBackedBytes>)]>,
-        on_delivery: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(Py<FutureRecordMetadata>, Py<ProducerBatch>)> {
-        let batch = self.make_batch(py, index, config, now, reserved, event_loop, log)?;
-        if on_delivery.is_some() {
-            if let Some((callback, bytes)) = &self.last_charge {
-                batch.borrow_mut(py).seed_charge(callback.clone_ref(py), *bytes);
-            }
-        }
-        let future = try_append_record(batch.bind(py), timestamp, key, value, headers, on_delivery)?
-            .ok_or_else(|| pyo3::exceptions::PyAssertionError::new_err("a new batch refused its first record"))?;
-        if on_delivery.is_some() {
-            self.last_charge = batch.borrow(py).charge_seed(py);
-        }
-        let part = &mut self.parts[index];
-        part.batches.push_back(batch.clone_ref(py));
-        let topic = part.topic;
-        self.activate(topic);
-        Ok((future, batch))
     }
 
     /// The partitions a drain of `led` (in rotation order from `start`) may take a batch from at
@@ -557,7 +467,22 @@ impl RecordQueues {
         on_delivery: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<(Py<FutureRecordMetadata>, Py<ProducerBatch>)> {
         guarded("RecordQueues.open_batch", || {
-            self.open_new(py, index, config, now, reserved, event_loop, log, timestamp, key, value, headers.as_deref(), on_delivery)
+            let batch = self.make_batch(py, index, config, now, reserved, event_loop, log)?;
+            if on_delivery.is_some() {
+                if let Some((callback, bytes)) = &self.last_charge {
+                    batch.borrow_mut(py).seed_charge(callback.clone_ref(py), *bytes);
+                }
+            }
+            let future = try_append_record(batch.bind(py), timestamp, key, value, headers.as_deref(), on_delivery)?
+                .ok_or_else(|| pyo3::exceptions::PyAssertionError::new_err("a new batch refused its first record"))?;
+            if on_delivery.is_some() {
+                self.last_charge = batch.borrow(py).charge_seed(py);
+            }
+            let part = &mut self.parts[index];
+            part.batches.push_back(batch.clone_ref(py));
+            let topic = part.topic;
+            self.activate(topic);
+            Ok((future, batch))
         })
     }
 
@@ -757,7 +682,50 @@ impl RecordQueues {
         tm: Option<&Bound<'py, PyAny>>,
         guarantee_order: bool,
     ) -> PyResult<Option<(Bound<'py, PyList>, i64)>> {
-        guarded("RecordQueues.drain", || self.drain_one(py, node, max_size, now, tm, guarantee_order))
+        guarded("RecordQueues.drain", || {
+            let led = self.led_by(node);
+            if led.is_empty() {
+                return Ok(None);
+            }
+            let start = self.drain_index.get(&node).copied().unwrap_or(0) % led.len();
+            self.drain_index.insert(node, start + 1);
+            let heads = self.heads(py, &led, start, now);
+            let taken = PyList::empty(py);
+            if heads.is_empty() {
+                return Ok(Some((taken, 0)));
+            }
+            let drainable: Option<Vec<bool>> = match tm {
+                None => None,
+                Some(tm) => Some(tm.call_method1(intern!(py, "drainable"), (heads.iter().map(|(_, b)| b.bind(py)).collect::<Vec<_>>(),))?.extract()?),
+            };
+            let (mut size, mut charge) = (0usize, 0i64);
+            for (at, (index, batch)) in heads.into_iter().enumerate() {
+                let bound = batch.bind(py);
+                let batch_size = bound.borrow().builder.bind(py).borrow().wire_size(py);
+                if !taken.is_empty() && size + batch_size > max_size {
+                    break; // the request is full; the rest waits for the next drain
+                }
+                if drainable.as_ref().is_some_and(|d| !d.get(at).copied().unwrap_or(false)) {
+                    continue;
+                }
+                let part = &mut self.parts[index];
+                part.batches.pop_front();
+                part.muted |= guarantee_order;
+                let mut this = bound.borrow_mut();
+                charge += this.settle_now(py);
+                this.in_flight = true; // Java's `drained`
+                this.queue_index = Some(index);
+                drop(this);
+                size += batch_size;
+                taken.append(bound)?;
+            }
+            if let Some(tm) = tm {
+                if !taken.is_empty() {
+                    tm.call_method1(intern!(py, "assign_sequences"), (&taken,))?;
+                }
+            }
+            Ok(Some((taken, charge)))
+        })
     }
 
     /// The sender's next request to `node` in the same pass, after one it wrote: `drain`, if the
@@ -791,7 +759,7 @@ impl RecordQueues {
                 }
                 let (sendable, _, left) = head_state(py, part, &first.borrow(py), now, linger_ms, batch_size, force);
                 if sendable {
-                    return Ok(match self.drain_one(py, node, max_size, now, tm, guarantee_order)? {
+                    return Ok(match self.drain(py, node, max_size, now, tm, guarantee_order)? {
                         Some((taken, charge)) => (Some(taken), charge, f64::INFINITY),
                         None => (None, 0, f64::INFINITY),
                     });
