@@ -41,7 +41,10 @@ RUNNER = (
     "import sys; import aioproducer.cli as cli; cli.Interrupts.defer(); sys.stderr.write('imported\\n'); "
     "sys.stderr.flush(); sys.exit(cli.main(sys.argv[1:]))"
 )
-SUMMARY = re.compile(r"^delivered \d+, failed \d+; interrupted after \d+ lines read$")
+SUMMARY = re.compile(r"^delivered \d+, failed (\d+); interrupted after \d+ lines read(; first error: .*)?$")
+#: What a record abandoned by a second Ctrl-C fails with (the documented outcome: it counts as failed).
+PRODUCE, NOT_ENOUGH_REPLICAS = 0, 19  # the API key; the retriable error code
+ABANDONED = "ProducerClosedError: the producer was closed before this record was delivered"
 
 
 def start(*args: str) -> subprocess.Popen[bytes]:
@@ -298,7 +301,45 @@ def interrupted_runs(bootstrap: str, delays: Sequence[float]) -> list[tuple[floa
 
 
 def test_ctrl_c_at_any_point_prints_the_summary_and_exits_130_never_a_traceback(mock_cluster: MockCluster) -> None:
+    """One Ctrl-C: every record sent is delivered. Two: those still unacknowledged at the second fail
+    as closed, and nothing else; whether any are left then is the mock's timing, so both are accepted."""
     for delay, twice, status, err in interrupted_runs(mock_cluster.bootstrap_servers, INTERRUPT_AFTER_S):
         lines = err.splitlines()
-        assert "Traceback" not in err and "Exception ignored" not in err and "Error" not in err, (delay, twice, err)
-        assert status == 130 and lines and SUMMARY.match(lines[-1]), (delay, twice, status, err)
+        summary = SUMMARY.match(lines[-1]) if lines else None
+        assert status == 130 and summary, (delay, twice, status, err)
+        assert "Traceback" not in err and "Exception ignored" not in err, (delay, twice, err)
+        abandoned = int(summary.group(1))
+        if not twice or abandoned == 0:
+            assert "Error" not in err and summary.group(2) is None, (delay, twice, err)
+            continue
+        assert summary.group(2).endswith(ABANDONED), (delay, err)  # the first error is the abandonment
+        errors = [line for line in lines if "Error" in line]
+        assert all(ABANDONED in line for line in errors), (delay, err)  # and no other error anywhere
+
+
+def test_a_second_ctrl_c_fails_the_unacknowledged_records_as_closed_and_nothing_else(mock_cluster: MockCluster) -> None:
+    """Every Produce answered NOT_ENOUGH_REPLICAS (retriable) holds every record unacknowledged: the first
+    Ctrl-C waits for them, the second abandons them; each counts as failed, closed, and the run exits 130."""
+    mock_cluster.push_request_errors(PRODUCE, *[NOT_ENOUGH_REPLICAS] * 10_000)
+    mock_cluster.start_request_tracking()
+    proc = start("produce", "-b", mock_cluster.bootstrap_servers, "-t", "orders", "--no-progress")
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(b"".join(b"line-%d\n" % i for i in range(50)))
+    proc.stdin.close()  # the input ends: the command flushes, and waits on the retries
+    wait_imported(proc)
+    deadline = time.monotonic() + 60
+    while sum(r.api_key == PRODUCE for r in mock_cluster.requests()) < 2:  # a retry: the records are held
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.01)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None:  # until it exits: two signals sent at once may arrive as one
+        assert time.monotonic() < deadline, "still running after 60 s of Ctrl-C"
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    err = proc.stderr.read().decode()
+    assert proc.returncode == 130, err
+    lines = err.splitlines()
+    summary = SUMMARY.match(lines[-1])
+    assert summary and lines[-1].startswith("delivered 0, failed 50;"), err
+    assert summary.group(2) is not None and summary.group(2).endswith(ABANDONED), err
+    assert "Traceback" not in err and all(ABANDONED in line for line in lines if "Error" in line), err
