@@ -629,11 +629,28 @@ class BrokerConnection:
             raise ValueError("acks=0 gets no response: use produce()")
         # The state machine refuses a request when not READY (KafkaConnectionError) or with no slot
         # free (RuntimeError), before it encodes anything: not checked twice here.
-        frame = self._protocol.send_produce(
-            on_response, topic_data, self._now(), acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
+        protocol = self._protocol
+        now = self._now()
+        frame = protocol.send_produce(
+            on_response, topic_data, now, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
             transaction_v2=transaction_v2,
         )
-        self._write(frame, on_response, offload=True)
+        # ``_write_frame``'s way for this frame, written out (the connection is READY: the state
+        # machine just took the request): held, to leave with the pass's other requests in one write.
+        held = self._held
+        if not held:
+            loop = self._loop
+            assert loop is not None
+            try:
+                loop.call_soon(self.flush_writes)
+            except BaseException:  # a closed loop: as a write refused in _write
+                self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed"),
+                            skip=on_response)
+                raise
+        held.extend(frame)
+        counts = self.byte_counts
+        if counts is not None:
+            counts.sent(protocol.node_id, sum(map(len, frame)), now)
         if self._timer is None:
             self._arm_timer()
 

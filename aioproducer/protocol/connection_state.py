@@ -721,18 +721,35 @@ class ClientConnection(Generic[Token]):
         :meth:`produce_version`).
 
         The hot path: one tracking entry per request and nothing else. ``acks=0``
-        expects no response (see :meth:`send_request`).
+        expects no response (see :meth:`send_request`). The common case (READY, a free slot,
+        an answer expected) takes ``_check_sendable``'s and ``_track``'s steps written out here
+        (their calls were about 1 µs of a request's 6.8, 2026-12-04); anything else calls them.
         """
-        self._check_sendable(reserved)
-        if acks:
-            self.requested = True
-        version = self._produce_version
-        if version is None or transaction_v2:
+        sequence = self._sequence
+        if self._state is not ConnectionState.READY or reserved or not acks or self._slots_held >= self.max_in_flight:
+            self._check_sendable(reserved)
+            if acks:
+                self.requested = True
             version = self.produce_version(transaction_v2)
-        frame: Chunks = produce.encode_produce_request(
-            version, self._sequence & _CORRELATION_MASK, self.client_id, transactional_id, acks, timeout_ms, topic_data
+            frame: Chunks = produce.encode_produce_request(
+                version, sequence & _CORRELATION_MASK, self.client_id, transactional_id, acks, timeout_ms, topic_data
+            )
+            return self._track(token, messages.PRODUCE, version, now, acks != 0, reserved, frame, True)
+        self.requested = True
+        cached = self._produce_version
+        version = self.produce_version(transaction_v2) if cached is None or transaction_v2 else cached
+        correlation_id = sequence & _CORRELATION_MASK
+        frame = produce.encode_produce_request(
+            version, correlation_id, self.client_id, transactional_id, acks, timeout_ms, topic_data
         )
-        return self._track(token, messages.PRODUCE, version, now, acks != 0, reserved, frame, True)
+        held = self._slots_held = self._slots_held + 1
+        if held > self._max_slots_held:
+            self._max_slots_held = held
+        self._sequence = sequence + 1
+        self._in_flight.append(
+            _Pending(token, correlation_id, sequence, messages.PRODUCE, version, now + self.request_timeout_ms, True)
+        )
+        return frame
 
     def _check_sendable(self, reserved: bool) -> None:
         if self._state is not ConnectionState.READY:
