@@ -327,7 +327,7 @@ class RecordQueues:
 
 def produce_topic_data(
     batches: Sequence[ProducerBatch], now_ms: float, counters: RequestCounters | None = None
-) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, bytes]]]], float, bool]: ...
+) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, bytes | tuple[bytes, memoryview]]]]], float, bool]: ...
 
 class RequestCounters:
     """The request path's sums between two folds of the metrics (``native/src/counters.rs``)."""

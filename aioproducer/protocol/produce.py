@@ -85,8 +85,11 @@ FIRST_FLEXIBLE_VERSION: Final = 9
 SPLICE_THRESHOLD: Final = _native.PRODUCE_SPLICE_THRESHOLD
 
 #: One partition's record batch: what ``RecordBatchBuilder.build()`` returns (``bytes``), or any
-#: other bytes-like object.
-Records: TypeAlias = bytes | bytearray | memoryview
+#: other bytes-like object, or a batch sent in place as two pieces, ``(header, section)``: its
+#: 61-byte header and a read-only view of its records section where they were appended (the
+#: sender's requests carry uncompressed batches of ``SPLICE_THRESHOLD`` bytes or more so;
+#: ``native/src/batch_builder.rs``, ``build_in_place``, says why).
+Records: TypeAlias = bytes | bytearray | memoryview | tuple[bytes, memoryview]
 #: ``[(topic, [(partition, records), ...]), ...]``: the request's ``topic_data`` without dicts.
 TopicData: TypeAlias = Sequence[tuple[str, Sequence[tuple[int, Records | None]]]]
 

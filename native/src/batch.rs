@@ -32,8 +32,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 use pyo3::{intern, PyTraverseError, PyVisit};
 
-use crate::batch_builder::{Header, PyRecordBatchBuilder};
+use crate::batch_builder::{Header, ProducerState, PyRecordBatchBuilder};
 use crate::guarded;
+use crate::produce::python::SPLICE_THRESHOLD;
 
 /// No sequence assigned yet (Java's `RecordBatch.NO_SEQUENCE`).
 pub const NO_SEQUENCE: i64 = -1;
@@ -249,6 +250,24 @@ impl ProducerBatch {
         let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
         let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
         PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)
+    }
+
+    /// Its records as a Produce request carries them: the two pieces of `build_in_place` (a
+    /// tuple: header, section view) when the batch can go in place, else the built bytes.
+    pub(crate) fn for_request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
+        let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
+        let state = ProducerState {
+            producer_id: self.producer_id,
+            producer_epoch: epoch,
+            base_sequence: sequence,
+            is_transactional: self.is_transactional,
+            base_offset: 0,
+        };
+        match PyRecordBatchBuilder::build_in_place(self.builder.bind(py), state, SPLICE_THRESHOLD)? {
+            Some(pieces) => Ok(pieces.into_pyobject(py)?.into_any()),
+            None => Ok(PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)?.into_any()),
+        }
     }
 
     /// See `settle`: the bytes to charge.

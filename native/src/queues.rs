@@ -851,7 +851,9 @@ fn wall_clock_ms() -> Option<i64> {
 /// and what the sender keeps of the request, in one pass at `now_ms`:
 /// `(batches, topic_data, deadline, fold_due)`. `topic_data` is `[(topic, [(partition, records),
 /// ...]), ...]`, one entry per topic in the order the topics first appear (as Java writes it),
-/// each batch built (stamped with its sequence and epoch, compressed once); `batches` reordered
+/// each batch built (stamped with its sequence and epoch, compressed once), or, uncompressed and
+/// of `SPLICE_THRESHOLD` bytes or more, sent in place as `(header, section)` (`for_request`: no
+/// copy, no read of its records on the event loop's thread); `batches` reordered
 /// to line up with the request's partitions, the order the broker answers in; `deadline` the
 /// earliest delivery deadline among them (the sender's in-flight expiry, per request). The
 /// request's statistics (Java's `updateProduceRequestMetrics`) go into `counters` when given
@@ -892,7 +894,7 @@ pub fn produce_topic_data<'py>(
             let partitions = PyList::empty(py);
             for batch in group {
                 let this = batch.borrow();
-                partitions.append((this.partition, this.built(py)?))?;
+                partitions.append((this.partition, this.for_request(py)?))?;
                 deadline = deadline.min(this.delivery_deadline_ms);
                 if let (Some(c), Some(request)) = (counters.as_mut(), request.as_mut()) {
                     c.add_sent_batch(py, request, &this)?;

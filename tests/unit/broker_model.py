@@ -66,6 +66,8 @@ def as_answer(response: ProduceResponse, version: int = 11) -> ProduceAnswer:
 
 
 def _bytes(records: object) -> bytes:
+    if isinstance(records, tuple):  # a batch sent in place: its header, then its section
+        return b"".join(records)
     assert isinstance(records, (bytes, bytearray, memoryview)), "a Produce request without records"
     return bytes(records)
 

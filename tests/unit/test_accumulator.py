@@ -1003,3 +1003,42 @@ async def test_an_idempotent_drain_asks_the_transaction_manager_once_per_request
     acc.try_append("t", 0, 1, None, VALUE, None, None)  # partition 0's next batch: its first is unacknowledged
     assert acc.drain(Leaders(), [0], 10**6, clock.now)[0] == []
     assert tm.calls[2:] == ["drainable(1)"]  # refused: nothing to number
+
+
+async def test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state() -> None:
+    """An uncompressed batch of ``SPLICE_THRESHOLD`` bytes or more goes into a request in place.
+
+    Two pieces (its header made per producer state, its section where the records were
+    appended) whose CRC-32C was kept at each append: the pieces together must be the batch
+    ``build()`` makes for the same state, their CRC right by the ``crc32c`` package, for every
+    state a retry may give it (none, idempotent, a later epoch and sequence, transactional).
+    """
+    import crc32c
+
+    from aioproducer._native import produce_topic_data
+    from aioproducer.protocol.produce import SPLICE_THRESHOLD
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=16384)
+    rng = random.Random(7)
+    appended: list[tuple[bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
+    while sum(len(v) for _, v, _ in appended) < SPLICE_THRESHOLD * 2:
+        key = rng.randbytes(8) if len(appended) % 3 else None
+        value = rng.randbytes(rng.randrange(1, 1500))
+        headers = [("h", rng.randbytes(3))] if len(appended) % 2 else None
+        assert acc.try_append("t", 0, 1_700_000_000_000 + len(appended), key, value, headers, None) is not None
+        appended.append((key, value, headers))
+    [batch] = acc.drain(Leaders(), [0], 10**6, clock.now)[0]
+    states = [(-1, -1, -1, False), (7, 0, 0, False), (7, 3, 2_147_483_000, False), (9, 1, 5, True)]
+    sent = b""
+    for state in states:
+        batch.set_producer_state(*state)
+        _, topic_data, _, _ = produce_topic_data([batch], clock.now, None)
+        [(_, [(_, records)])] = topic_data
+        assert isinstance(records, tuple), "not sent in place"
+        sent = b"".join(records)
+        assert len(records[0]) == 61 and crc32c.crc32c(sent[21:]) == int.from_bytes(sent[17:21], "big"), state
+        [decoded] = decode_batches(sent)
+        assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence, decoded.is_transactional) == state
+        assert [(r.key, r.value, r.headers or None) for r in decoded.records] == appended
+    assert sent == batch.builder.build(*states[-1])  # built from the same section, its CRC over all of it

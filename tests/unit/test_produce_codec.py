@@ -131,6 +131,22 @@ def test_large_record_batches_are_chunks_by_reference(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_a_batch_in_two_pieces_goes_by_reference_and_encodes_as_the_joined_batch(version: int) -> None:
+    """``(header, section)``: a batch sent in place; both pieces are chunks as they are, whatever their size."""
+    header, section = bytes(SMALL[:61]), memoryview(LARGE)
+    chunks = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, (header, section)), (1, SMALL)])])
+    assert [i for i, c in enumerate(chunks) if c is header] == [i - 1 for i, c in enumerate(chunks) if c is section] != []
+    joined = [("t", [(0, header + bytes(section)), (1, SMALL)])]
+    assert b"".join(chunks) == m.encode_request(m.PRODUCE, version, 1, "c", generic_body(None, 1, 5, joined))
+    small = produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, (header, memoryview(SMALL)))])])
+    assert any(c is header for c in small)  # spliced under the threshold too: never read here
+    bad: Any
+    for bad, why in (((header,), "pair"), ((header, section, header), "pair"), ((header, 5), "bytes-like")):
+        with pytest.raises(ValueError, match=rf"topic_data\[0\] partition 0 records.*{why}"):
+            produce.encode_produce_request(version, 1, "c", None, 1, 5, [("t", [(0, bad)])])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_frame_without_large_batches_is_one_bytes_object(version: int) -> None:
     records = bytearray(SMALL)
     topic_data: Any = [("t", [(0, records), (1, memoryview(SMALL)), (3, None)]), ("u", [(0, BORDER[:-1])])]

@@ -772,7 +772,8 @@ def sent_values(sent: Sent) -> list[bytes | None]:
     for _, parts in sent.topic_data:
         for _, data in parts:
             assert data is not None
-            values += [record.value for batch in decode_batches(data) for record in batch.records]
+            joined = b"".join(data) if isinstance(data, tuple) else data  # a batch sent in place: two pieces
+            values += [record.value for batch in decode_batches(joined) for record in batch.records]
     return values
 
 

@@ -15,11 +15,50 @@
 
 use super::{supported, EncodeError, FIRST_FLEXIBLE_VERSION, PRODUCE_API_KEY};
 
-/// One partition's records: `None` is a null `records` field (the generic codec allows it).
+/// One partition's records field.
+#[derive(Debug, Clone, Copy)]
+pub enum Records<'a> {
+    /// A null `records` field (the generic codec allows it).
+    Null,
+    /// Bytes copied into the frame, or left out of it by reference at `splice_at` bytes or more.
+    Bytes(&'a [u8]),
+    /// `len` bytes always left out of the frame: the caller sends them by reference, in pieces
+    /// (a batch's header and its section in place).
+    Spliced(usize),
+}
+
+impl Records<'_> {
+    /// The field's length (None: null).
+    fn len(&self) -> Option<usize> {
+        match self {
+            Records::Null => None,
+            Records::Bytes(b) => Some(b.len()),
+            Records::Spliced(len) => Some(*len),
+        }
+    }
+
+    /// How many of its bytes stay out of the frame's own bytes when batches of `splice_at` bytes
+    /// or more are spliced.
+    pub fn spliced_len(&self, splice_at: usize) -> usize {
+        match self {
+            Records::Null => 0,
+            Records::Bytes(b) => {
+                if b.len() >= splice_at {
+                    b.len()
+                } else {
+                    0
+                }
+            }
+            Records::Spliced(len) => *len,
+        }
+    }
+}
+
+/// One partition's index and records.
 #[derive(Debug, Clone, Copy)]
 pub struct PartitionData<'a> {
     pub index: i32,
-    pub records: Option<&'a [u8]>,
+    pub records: Records<'a>,
 }
 
 /// One topic and its partitions, in the order the broker answers them.
@@ -65,7 +104,7 @@ impl ProduceRequest<'_> {
             size += sizer.string(Some(topic.name), &format_args!("topic_data[{t}] name"))?;
             size += sizer.array(topic.partitions.len(), &format_args!("topic_data[{t}] partitions"))?;
             for (p, partition) in topic.partitions.iter().enumerate() {
-                size += 4 + sizer.bytes(partition.records, &format_args!("topic_data[{t}] partition {p} records"))?;
+                size += 4 + sizer.bytes(partition.records.len(), &format_args!("topic_data[{t}] partition {p} records"))?;
             }
             if flexible {
                 size += topic.partitions.len() + 1; // tagged fields: each partition's, the topic's
@@ -170,11 +209,11 @@ impl Sizer {
     }
 
     /// Nullable BYTES in this version's encoding.
-    fn bytes(&self, value: Option<&[u8]>, field: &dyn std::fmt::Display) -> Result<usize, EncodeError> {
+    fn bytes(&self, value: Option<usize>, field: &dyn std::fmt::Display) -> Result<usize, EncodeError> {
         if self.flexible {
-            return self.compact(value.map(<[u8]>::len), field);
+            return self.compact(value, field);
         }
-        let len = value.map_or(0, <[u8]>::len);
+        let len = value.unwrap_or(0);
         if len > INT32_MAX {
             return Err(self.too_long(field, len, "BYTES (INT32 length)"));
         }
@@ -257,22 +296,23 @@ impl Writer<'_> {
     }
 
     /// A partition's `records`: nullable bytes, left out (but for the length) from `splice_at` bytes.
-    fn records(&mut self, value: Option<&[u8]>) {
-        match value {
-            None if self.flexible => self.uvarint(0),
-            None => self.int32(-1),
-            Some(b) => {
-                if self.flexible {
-                    self.uvarint(b.len() + 1);
-                } else {
-                    self.int32(b.len() as i32);
-                }
-                if b.len() >= self.splice_at {
-                    self.spliced.push(self.pos);
-                } else {
-                    self.put(b);
-                }
+    fn records(&mut self, value: Records<'_>) {
+        let Some(len) = value.len() else {
+            if self.flexible {
+                self.uvarint(0);
+            } else {
+                self.int32(-1);
             }
+            return;
+        };
+        if self.flexible {
+            self.uvarint(len + 1);
+        } else {
+            self.int32(len as i32);
+        }
+        match value {
+            Records::Bytes(b) if b.len() < self.splice_at => self.put(b),
+            _ => self.spliced.push(self.pos),
         }
     }
 
@@ -320,7 +360,7 @@ mod tests {
 
     #[test]
     fn classic_v8_golden() {
-        let partitions = [PartitionData { index: 2, records: Some(RECORDS) }, PartitionData { index: 3, records: None }];
+        let partitions = [PartitionData { index: 2, records: Records::Bytes(RECORDS) }, PartitionData { index: 3, records: Records::Null }];
         let topics = [TopicData { name: "t", partitions: &partitions }];
         let frame = request(8, &topics).encode().unwrap();
         let want = hex("00000031 0000 0008 00000007 0001 63  ffff ffff 00007530
@@ -330,7 +370,7 @@ mod tests {
 
     #[test]
     fn flexible_v9_golden() {
-        let partitions = [PartitionData { index: 2, records: Some(RECORDS) }, PartitionData { index: 3, records: None }];
+        let partitions = [PartitionData { index: 2, records: Records::Bytes(RECORDS) }, PartitionData { index: 3, records: Records::Null }];
         let topics = [TopicData { name: "t", partitions: &partitions }];
         let mut req = request(9, &topics);
         req.transactional_id = Some("x");
@@ -343,7 +383,7 @@ mod tests {
     #[test]
     fn size_prefix_is_the_rest_of_the_frame() {
         let big = vec![5u8; 300];
-        let partitions = [PartitionData { index: 0, records: Some(&big) }];
+        let partitions = [PartitionData { index: 0, records: Records::Bytes(&big) }];
         let topics = [TopicData { name: "orders", partitions: &partitions }, TopicData { name: "u", partitions: &[] }];
         for version in 3..=12 {
             let frame = request(version, &topics).encode().unwrap();
@@ -355,7 +395,7 @@ mod tests {
     #[test]
     fn compact_lengths_are_varints_of_length_plus_one() {
         let records = vec![1u8; 200]; // 201 = 0xc9 0x01
-        let partitions = [PartitionData { index: 0, records: Some(&records) }];
+        let partitions = [PartitionData { index: 0, records: Records::Bytes(&records) }];
         let topics = [TopicData { name: "t", partitions: &partitions }];
         let frame = request(9, &topics).encode().unwrap();
         let at = frame.len() - 3 - 200 - 2;
@@ -380,9 +420,28 @@ mod tests {
     }
 
     #[test]
+    fn records_in_pieces_are_always_left_out_with_the_length_of_all_of_them() {
+        let (header, section, small) = (vec![7u8; 61], vec![9u8; 100], vec![1u8; 10]);
+        let whole_batch = [&header[..], &section[..]].concat();
+        let as_bytes = [PartitionData { index: 0, records: Records::Bytes(&whole_batch) }, PartitionData { index: 1, records: Records::Bytes(&small) }];
+        let in_pieces = [PartitionData { index: 0, records: Records::Spliced(161) }, PartitionData { index: 1, records: Records::Bytes(&small) }];
+        for version in [3, 9] {
+            let whole = request(version, &[TopicData { name: "t", partitions: &as_bytes }]).encode().unwrap();
+            let topics = [TopicData { name: "t", partitions: &in_pieces }];
+            let req = request(version, &topics);
+            assert_eq!(req.frame_size().unwrap(), whole.len());
+            let mut own = vec![0; whole.len() - 161];
+            let at = req.write_spliced(whole.len(), &mut own, 4096); // under the threshold, spliced all the same
+            assert_eq!(at.len(), 1);
+            let joined = [&own[..at[0]], &header[..], &section[..], &own[at[0]..]].concat();
+            assert_eq!(joined, whole, "v{version}");
+        }
+    }
+
+    #[test]
     fn spliced_batches_leave_their_bytes_out_and_say_where_they_go() {
         let (big, small) = (vec![9u8; 5000], vec![1u8; 10]);
-        let partitions = [PartitionData { index: 0, records: Some(&big) }, PartitionData { index: 1, records: Some(&small) }];
+        let partitions = [PartitionData { index: 0, records: Records::Bytes(&big) }, PartitionData { index: 1, records: Records::Bytes(&small) }];
         let topics = [TopicData { name: "t", partitions: &partitions }];
         for version in [3, 9] {
             let req = request(version, &topics);

@@ -11,7 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::decode::{decode, NodeEndpoint, PartitionResponse, ProduceResponse};
-use super::encode::{PartitionData, ProduceRequest, TopicData};
+use super::encode::{PartitionData, ProduceRequest, Records, TopicData};
 use super::{supported, unsupported_message, DecodeError};
 use crate::guarded;
 
@@ -68,23 +68,28 @@ enum Held<'py> {
     Bytes(Bound<'py, PyBytes>),
     /// Any other buffer (`bytearray`, `memoryview`): its bytes copied out, and the object.
     Copied(Vec<u8>, Bound<'py, PyAny>),
+    /// A batch in two pieces, `(header, section)` (a batch sent in place, see
+    /// `PyRecordBatchBuilder::build_in_place`), always spliced, never read here; their total length.
+    Pieces(Bound<'py, PyAny>, Bound<'py, PyAny>, usize),
 }
 
 impl<'py> Held<'py> {
-    fn slice(&self) -> Option<&[u8]> {
+    fn records(&self) -> Records<'_> {
         match self {
-            Held::Null => None,
-            Held::Bytes(b) => Some(b.as_bytes()),
-            Held::Copied(v, _) => Some(v),
+            Held::Null => Records::Null,
+            Held::Bytes(b) => Records::Bytes(b.as_bytes()),
+            Held::Copied(v, _) => Records::Bytes(v),
+            Held::Pieces(_, _, len) => Records::Spliced(*len),
         }
     }
 
-    /// The object to send by reference when the batch is spliced in.
-    fn object(&self) -> Option<&Bound<'py, PyAny>> {
+    /// The objects to send by reference, in order, when the batch is spliced in.
+    fn objects(&self) -> Vec<&Bound<'py, PyAny>> {
         match self {
-            Held::Null => None,
-            Held::Bytes(b) => Some(b.as_any()),
-            Held::Copied(_, o) => Some(o),
+            Held::Null => vec![],
+            Held::Bytes(b) => vec![b.as_any()],
+            Held::Copied(_, o) => vec![o],
+            Held::Pieces(header, section, _) => vec![header, section],
         }
     }
 }
@@ -129,6 +134,22 @@ fn records<'py>(version: i64, value: Bound<'py, PyAny>, t: usize, p: usize) -> P
     if value.is_none() {
         return Ok(Held::Null);
     }
+    if let Ok(pieces) = value.cast::<PyTuple>() {
+        let field = format_args!("topic_data[{t}] partition {p} records");
+        if pieces.len() != 2 {
+            return Err(bad_value(version, field, "pieces of a batch are a (header, section) pair"));
+        }
+        let (header, section) = (pieces.get_item(0)?, pieces.get_item(1)?);
+        let mut len = 0;
+        for piece in [&header, &section] {
+            let view = PyBuffer::<u8>::get(piece).map_err(|e| bad_value(version, field, e))?;
+            if !view.is_c_contiguous() {
+                return Err(bad_value(version, field, "a piece of a batch is not a contiguous buffer"));
+            }
+            len += view.len_bytes();
+        }
+        return Ok(Held::Pieces(header, section, len));
+    }
     match value.cast_into::<PyBytes>() {
         Ok(bytes) => Ok(Held::Bytes(bytes)),
         Err(e) => {
@@ -169,7 +190,8 @@ fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collec
 /// body)`` produces for the body ``{"transactional_id": ..., "acks": ..., "timeout_ms": ...,
 /// "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records},
 /// ...]}, ...]}``; ``topic_data`` is ``[(topic, [(partition, records), ...]), ...]``, records
-/// ``bytes`` (read in place) or any other bytes-like object (copied), or None. ``ValueError``
+/// ``bytes`` (read in place) or any other bytes-like object (copied), or None, or a batch's two
+/// pieces ``(header, section)`` (two buffers, always sent by reference). ``ValueError``
 /// naming the argument when a value does not fit its field; ``UnsupportedVersionError`` for a
 /// version outside v3-v12.
 //
@@ -195,7 +217,7 @@ pub fn py_encode_produce_request<'py>(
             return Err(unsupported(py, version));
         }
         let (topics, held) = collect(version, topic_data)?;
-        let partitions: Vec<PartitionData<'_>> = held.iter().map(|(index, records)| PartitionData { index: *index, records: records.slice() }).collect();
+        let partitions: Vec<PartitionData<'_>> = held.iter().map(|(index, records)| PartitionData { index: *index, records: records.records() }).collect();
         let mut topic_data = Vec::with_capacity(topics.len());
         let mut start = 0;
         for (t, (name, count)) in topics.iter().enumerate() {
@@ -217,7 +239,7 @@ pub fn py_encode_produce_request<'py>(
             super::EncodeError::UnsupportedVersion(v) => unsupported(py, v),
             super::EncodeError::Value(message) => PyValueError::new_err(message),
         })?;
-        let spliced: usize = partitions.iter().filter_map(|p| p.records).map(<[u8]>::len).filter(|&n| n >= SPLICE_THRESHOLD).sum();
+        let spliced: usize = partitions.iter().map(|p| p.records.spliced_len(SPLICE_THRESHOLD)).sum();
         if spliced == 0 {
             let frame = PyBytes::new_with(py, size, |out| {
                 request.write(out);
@@ -227,12 +249,14 @@ pub fn py_encode_produce_request<'py>(
         }
         let mut own = vec![0; size - spliced];
         let at = request.write_spliced(size, &mut own, SPLICE_THRESHOLD);
-        let big = held.iter().filter(|(_, r)| r.slice().is_some_and(|b| b.len() >= SPLICE_THRESHOLD)).filter_map(|(_, r)| r.object());
+        let big = held.iter().filter(|(_, r)| r.records().spliced_len(SPLICE_THRESHOLD) > 0).map(|(_, r)| r.objects());
         let chunks = PyList::empty(py);
         let mut start = 0;
-        for (end, records) in at.into_iter().zip(big) {
+        for (end, objects) in at.into_iter().zip(big) {
             chunks.append(PyBytes::new(py, &own[start..end]))?;
-            chunks.append(records)?;
+            for object in objects {
+                chunks.append(object)?;
+            }
             start = end;
         }
         if start < own.len() {
