@@ -869,7 +869,9 @@ impl PyRecordBatchBuilder {
     unsafe fn __releasebuffer__(mut slf: PyRefMut<'_, Self>, _view: *mut ffi::Py_buffer) -> PyResult<()> {
         guarded("RecordBatchBuilder.__releasebuffer__", || {
             slf.exports -= 1;
-            if slf.closed.is_some() {
+            // A section compressed, built or released elsewhere was kept only for this view; a
+            // section sent in place is the batch's records until it is released.
+            if matches!(slf.closed, Some(Closed::Compressed(_) | Closed::InBuilt | Closed::Released)) {
                 slf.drop_section_if_unviewed();
             }
             Ok(())
