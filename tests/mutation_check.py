@@ -174,10 +174,10 @@ MUTATIONS = [
         "b.base_sequence != crate::batch::NO_SEQUENCE && b.base_sequence > sequence",
     ),
     Mutation(
-        "a batch sent in place whose CRC covers only its last record",
+        "a batch sent in place whose kept CRC covers only its last stride",
         BUILDER_RS,
-        "self.crc = crc32c::crc32c_append(self.crc, &buf[start..]);",
-        "self.crc = crc32c::crc32c(&buf[start..]);",
+        "self.crc = crc32c::crc32c_append(self.crc, &buf[self.crc_len..]);",
+        "self.crc = crc32c::crc32c(&buf[self.crc_len..]);",
     ),
     Mutation(
         "a batch sent in place loses its records when its request's view is released",
@@ -334,7 +334,7 @@ CAUGHT_BY = {
     'a split piece gets a deadline of its own': 'tests/unit/test_accumulator.py::test_a_batch_carries_its_delivery_deadline_and_a_split_piece_keeps_its_parents',
     "a retry's backoff is not kept": 'tests/unit/test_idempotence.py::test_a_batch_written_but_unanswered_that_expires_never_lends_its_sequence_to_the_next',
     'a retried batch reordered in its deque (after a higher sequence)': 'tests/unit/test_accumulator.py::test_idempotent_drain_assigns_sequences_and_retries_in_order',
-    'a batch sent in place whose CRC covers only its last record': 'tests/unit/test_accumulator.py::test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state',
+    'a batch sent in place whose kept CRC covers only its last stride': 'tests/unit/test_accumulator.py::test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state',
     "a batch sent in place loses its records when its request's view is released": 'tests/unit/test_accumulator.py::test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state',
     'a split that loses the first record of each piece': 'tests/unit/test_accumulator.py::test_split_moves_futures_to_the_new_batches',
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',

@@ -1019,10 +1019,10 @@ async def test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_cr
     from aioproducer.protocol.produce import SPLICE_THRESHOLD
 
     clock = FakeClock()
-    acc, _ = make(clock, batch_size=16384)
+    acc, _ = make(clock, batch_size=65536)
     rng = random.Random(7)
     appended: list[tuple[bytes | None, bytes, list[tuple[str, bytes]] | None]] = []
-    while sum(len(v) for _, v, _ in appended) < SPLICE_THRESHOLD * 2:
+    while sum(len(v) for _, v, _ in appended) < SPLICE_THRESHOLD * 5:  # the CRC kept over several strides
         key = rng.randbytes(8) if len(appended) % 3 else None
         value = rng.randbytes(rng.randrange(1, 1500))
         headers = [("h", rng.randbytes(3))] if len(appended) % 2 else None
