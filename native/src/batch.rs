@@ -245,28 +245,29 @@ impl ProducerBatch {
         })
     }
 
+    /// Its producer state as its header carries it (an epoch or sequence out of range: -1).
+    fn producer_state(&self) -> ProducerState {
+        ProducerState {
+            producer_id: self.producer_id,
+            producer_epoch: i16::try_from(self.producer_epoch).unwrap_or(-1),
+            base_sequence: i32::try_from(self.base_sequence).unwrap_or(-1),
+            is_transactional: self.is_transactional,
+            base_offset: 0,
+        }
+    }
+
     /// See `records`: its wire bytes, stamped with its producer id, epoch and base sequence.
     pub(crate) fn built<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
-        let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
-        PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)
+        let state = self.producer_state();
+        PyRecordBatchBuilder::build_for(self.builder.bind(py), state.producer_id, state.producer_epoch, state.base_sequence, state.is_transactional)
     }
 
     /// Its records as a Produce request carries them: the two pieces of `build_in_place` (a
     /// tuple: header, section view) when the batch can go in place, else the built bytes.
     pub(crate) fn for_request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let epoch = i16::try_from(self.producer_epoch).unwrap_or(-1);
-        let sequence = i32::try_from(self.base_sequence).unwrap_or(-1);
-        let state = ProducerState {
-            producer_id: self.producer_id,
-            producer_epoch: epoch,
-            base_sequence: sequence,
-            is_transactional: self.is_transactional,
-            base_offset: 0,
-        };
-        match PyRecordBatchBuilder::build_in_place(self.builder.bind(py), state, SPLICE_THRESHOLD)? {
+        match PyRecordBatchBuilder::build_in_place(self.builder.bind(py), self.producer_state(), SPLICE_THRESHOLD)? {
             Some(pieces) => Ok(pieces.into_pyobject(py)?.into_any()),
-            None => Ok(PyRecordBatchBuilder::build_for(self.builder.bind(py), self.producer_id, epoch, sequence, self.is_transactional)?.into_any()),
+            None => Ok(self.built(py)?.into_any()),
         }
     }
 
