@@ -201,6 +201,7 @@ class ProducerBatch:
     def log(self) -> _LogLike: ...
     # The Python state (batch.py writes it).
     futures: list[FutureRecordMetadata]
+    # on_delivery rows, flat; held natively: each read is a copy, each write replaces them all.
     callbacks: list[Any] | None
     done_callbacks: list[Any] | None
     waiters: list[asyncio.Future[None]] | None

@@ -240,6 +240,18 @@ MUTATIONS = [
         "        Topic::Text(_) => Ok(true),",
     ),
     Mutation(
+        "an on_delivery row's value size reported as its key size",
+        COMPLETE_RS,
+        "int(row.key_size)?, int(row.value_size)?",
+        "int(row.key_size)?, int(row.key_size)?",
+    ),
+    Mutation(
+        "an on_delivery row's offset reported one past its record's",
+        COMPLETE_RS,
+        "base_offset + row.relative_offset",
+        "base_offset + row.relative_offset + 1",
+    ),
+    Mutation(
         "an error answer read from the response's bytes as a success (the batch completed, its records lost)",
         COMPLETE_RS,
         "            code: i64::from(p.error_code),\n",
@@ -345,6 +357,8 @@ CAUGHT_BY = {
     "a pass's further request taken from a node none of whose first batches may go": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',
     "a pass's further requests forget the linger of the batches they leave": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
+    "an on_delivery row's value size reported as its key size": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
+    "an on_delivery row's offset reported one past its record's": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
     "an error answer read from the response's bytes as a success (the batch completed, its records lost)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's records not counted": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's memory not freed": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',

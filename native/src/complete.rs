@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PySet, PyString, PyTuple};
 
-use crate::batch::{record_metadata, ProducerBatch};
+use crate::batch::{record_metadata, DeliveryRow, ProducerBatch};
 use crate::counters::RequestCounters;
 use crate::produce::answer::ProduceAnswer;
 
@@ -269,7 +269,8 @@ fn complete_ok(
     }
     let count = i64::from(this.builder.bind(py).borrow().count());
     let spans = this.spans.take();
-    let callbacks = this.callbacks.as_ref().map(|c| c.clone_ref(py));
+    // Taken: nothing reads them after this report (`release` would drop them).
+    let rows = std::mem::take(&mut this.delivery_rows);
     let arrow = this.arrow_runs.is_some();
     let waiting = this.done_callbacks.take();
     let waiters = this.waiters.take();
@@ -280,11 +281,8 @@ fn complete_ok(
         // Tracing on: each record's span ends at its acknowledgement, before any callback.
         batch.call_method1(intern!(py, "_end_spans"), (spans,))?;
     }
-    if let Some(rows) = callbacks {
-        let rows = rows.bind(py);
-        if !rows.is_empty() {
-            report_delivery(batch, rows, base_offset, log_append_time)?;
-        }
+    if !rows.is_empty() {
+        report_delivery(batch, &rows, base_offset, log_append_time)?;
     }
     if arrow {
         batch.call_method1(intern!(py, "_report_arrow"), (base_offset, py.None()))?;
@@ -314,7 +312,7 @@ fn complete_ok(
 /// `log_append_time` of 0 or more; librdkafka's mock cluster always answers with one), else its
 /// create time. One that raises is handed to batch.py's `_delivery_raised` (logged,
 /// or out of the loop for `SystemExit` and `KeyboardInterrupt`) and the others still run.
-fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, base_offset: i64, log_append_time: i64) -> PyResult<()> {
+fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &[DeliveryRow], base_offset: i64, log_append_time: i64) -> PyResult<()> {
     let py = batch.py();
     let (topic, partition) = {
         let this = batch.borrow();
@@ -322,22 +320,18 @@ fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &Bound<'_, PyList>, b
     };
     let topic = topic.bind(py).cast::<PyString>()?;
     let none = py.None();
-    let length = rows.len();
-    let mut at = 0;
-    while at + 5 <= length {
-        let on_delivery = rows.get_item(at)?;
-        let relative_offset: i64 = rows.get_item(at + 1)?.extract()?;
-        let timestamp: i64 = if log_append_time >= 0 { log_append_time } else { rows.get_item(at + 2)?.extract()? };
-        let key_size = rows.get_item(at + 3)?;
-        let value_size = rows.get_item(at + 4)?;
-        at += 5;
-        let offset = if base_offset >= 0 { base_offset + relative_offset } else { -1 };
-        let timestamp_type = i64::from(log_append_time >= 0);
-        let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
-        let metadata =
-            record_metadata(py, [topic.clone().into_any(), int(partition)?, int(offset)?, int(timestamp)?, key_size, value_size, int(timestamp_type)?])?;
+    let timestamp_type = i64::from(log_append_time >= 0);
+    let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
+    for row in rows {
+        let timestamp = if log_append_time >= 0 { log_append_time } else { row.timestamp };
+        let offset = if base_offset >= 0 { base_offset + row.relative_offset } else { -1 };
+        let metadata = record_metadata(
+            py,
+            [topic.clone().into_any(), int(partition)?, int(offset)?, int(timestamp)?, int(row.key_size)?, int(row.value_size)?, int(timestamp_type)?],
+        )?;
+        let on_delivery = row.on_delivery.bind(py);
         if let Err(error) = on_delivery.call1((metadata, &none)) {
-            batch.call_method1(intern!(py, "_delivery_raised"), (&on_delivery, error.into_value(py)))?;
+            batch.call_method1(intern!(py, "_delivery_raised"), (on_delivery, error.into_value(py)))?;
         }
     }
     Ok(())
@@ -348,7 +342,7 @@ fn release(batch: &Bound<'_, ProducerBatch>) -> PyResult<()> {
     let py = batch.py();
     let mut this = batch.borrow_mut();
     this.futures.bind(py).call_method0(intern!(py, "clear"))?;
-    this.callbacks = None;
+    this.delivery_rows = Vec::new();
     this.builder.bind(py).borrow_mut().release_records();
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 A batch is native (``native/src/batch.rs``). Its own fields (schedule, reservation, producer
 state, flags, outcome) Python can read and not write: its native methods write them (checked
-below on the type itself). Its Python state (``#[pyo3(get, set)]`` there: futures, callbacks,
+below on the type itself). Its Python state (``#[pyo3(get, set)]`` there, or a ``#[getter]`` with a ``#[setter]``: futures, callbacks,
 spans, pieces ...) is written by batch.py's functions, which are its methods. The check that
 follows covers both kinds of field in the package's Python source.
 
@@ -44,11 +44,16 @@ BATCH_RS = PACKAGE.parent / "native" / "src" / "batch.rs"
 BATCH_NAMES = frozenset({"b", "first", "last", "piece", "pieces", "holder", "parent", "dq", "queue", "unacked", "ready"})
 
 
+def _python_properties(text: str) -> set[str]:
+    """Python state held natively behind a ``#[getter]`` and a ``#[setter]`` (the ``on_delivery`` rows)."""
+    return set(re.findall(r"#\[setter\]\n\s*fn set_(\w+)", text))
+
+
 @functools.cache
 def native_fields() -> frozenset[str]:
     """The batch's own fields, read-only from Python: its ``#[getter]`` functions and ``#[pyo3(get)]`` fields."""
     text = BATCH_RS.read_text()
-    names = set(re.findall(r"#\[getter\]\n\s*fn (\w+)", text))
+    names = set(re.findall(r"#\[getter\]\n\s*fn (\w+)", text)) - _python_properties(text)
     for options, field in re.findall(r"#\[pyo3\((get(?:, name = \"\w+\")?)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", text):
         renamed = re.search(r'name = "(\w+)"', options)
         names.add(renamed[1] if renamed else field)
@@ -65,7 +70,7 @@ def batch_slots() -> frozenset[str]:
 @functools.cache
 def python_slots() -> frozenset[str]:
     """The batch's Python state: its ``#[pyo3(get, set ...)]`` fields, by the name Python sees."""
-    names = set()
+    names = set(_python_properties(BATCH_RS.read_text()))
     for options, field in re.findall(r"#\[pyo3\((get, set[^)]*)\)\]\s*(?:pub(?:\(crate\))? )?(\w+):", BATCH_RS.read_text()):
         renamed = re.search(r'name = "(\w+)"', options)
         names.add(renamed[1] if renamed else field)

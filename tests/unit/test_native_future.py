@@ -193,3 +193,32 @@ async def test_the_native_metadata_is_a_record_metadata_like_one_made_in_python_
     for _ in range(1_000):
         awaited.result()
     assert sys.getrefcount(topic) == before
+
+
+async def test_on_delivery_rows_are_held_natively_and_read_and_written_as_flat_rows() -> None:
+    """The rows batch.py's rare paths read (a split, a failed batch) are those the door appended, , and the batch's
+    completion reports what a row written from Python says; a malformed write names ``callbacks`` and changes nothing."""
+    loop = asyncio.get_running_loop()
+    reports: list[tuple[str, Any]] = []
+
+    def first(metadata: Any, error: BaseException | None) -> None:
+        reports.append(("first", (metadata.offset, metadata.timestamp, metadata.serialized_value_size)))
+
+    def second(metadata: Any, error: BaseException | None) -> None:
+        reports.append(("second", (metadata.offset, metadata.timestamp, metadata.serialized_value_size)))
+
+    batch = _batch(loop)
+    assert batch.callbacks is None
+    _append(batch, b"ab", first)
+    _append(batch, b"abc", second)
+    assert batch.callbacks == [first, 0, 1_000, 1, 2, second, 1, 1_001, 1, 3]
+    with pytest.raises(TypeError, match="callbacks: flat rows of 5 items"):
+        batch.callbacks = [first, 0, 1_000, 1]
+    with pytest.raises(TypeError, match="callbacks: on_delivery must be callable, got int"):
+        batch.callbacks = [7, 0, 1_000, 1, 2]
+    assert batch.callbacks == [first, 0, 1_000, 1, 2, second, 1, 1_001, 1, 3]
+    batch.callbacks = [second, 1, 1_001, 1, 3, first, 0, 42, 1, 9]  # written from Python: what is reported
+    batch.complete(500, -1, None)
+    assert reports == [("second", (501, 1_001, 3)), ("first", (500, 42, 9))]
+    batch.callbacks = None
+    assert batch.callbacks is None

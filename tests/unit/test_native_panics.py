@@ -138,7 +138,7 @@ CALLS: dict[str, Callable[[], object]] = {
         "topic", "partition", "builder", "created_ms", "delivery_deadline_ms", "last_attempt_ms", "attempts",
         "retry_backoff_ms", "reserved_bytes", "settled", "in_flight", "in_retry", "sequence_reset", "producer_id",
         "producer_epoch", "base_sequence", "is_transactional", "has_sequence", "is_done", "base_offset",
-        "log_append_time", "error", "record_count",
+        "log_append_time", "error", "record_count", "callbacks",
     )},
     "ProducerBatch.estimated_size": lambda: _batch(1).estimated_size(),
     "ProducerBatch.is_full": lambda: _batch(1).is_full(16384),
@@ -291,7 +291,8 @@ def _entry_points_in_the_sources() -> set[str]:
             if line.startswith("    #["):
                 attributes.append(line.strip())
             elif (fn := re.match(r"    (?:pub )?(?:unsafe )?fn (\w+)", line)) is not None:
-                names.add(f"{classes[block[1]]}.{'__new__' if '#[new]' in attributes else fn[1]}")
+                if "#[setter]" not in attributes:  # a setter is its getter's descriptor, guarded under its name
+                    names.add(f"{classes[block[1]]}.{'__new__' if '#[new]' in attributes else fn[1]}")
                 attributes = []
             elif not line.startswith("    ///"):
                 attributes = [] if not line.startswith("    ") or line.startswith("        ") else attributes
@@ -304,7 +305,7 @@ def _entry_points_in_the_sources() -> set[str]:
 GENERATED = {
     f"ProducerBatch.{name}"
     for name in (
-        "loop", "log", "futures", "callbacks", "done_callbacks", "waiters", "record_errors", "retry_error",
+        "loop", "log", "futures", "done_callbacks", "waiters", "record_errors", "retry_error",
         "_deferred", "callback_bytes", "parent", "pieces", "spans", "arrow_runs", "arrow_records",
     )
 } | {"SampledStat.window_ms", "SampledStat.num_samples", "ProduceAnswer.correlation_id", "ProduceAnswer.throttle_time_ms"}

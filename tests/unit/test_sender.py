@@ -758,6 +758,24 @@ async def test_interceptors_see_records_with_and_without_on_delivery_in_order() 
     assert [f.result() for f in futures if f is not None] == [md for md, _ in acks]
 
 
+@pytest.mark.parametrize("append_time", [-1, 77_000])
+async def test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion(append_time: int) -> None:
+    """The sender's completion (native, no interceptor) reports each ``on_delivery`` record with its own offset,
+    time, sizes and time type: the broker's append time when the topic keeps it, else the record's create time."""
+    sender, acc, _, clock = make()
+    reported: list[Any] = []
+    for i in range(4):
+        key = None if i == 2 else b"k" * i
+        assert acc.try_append("t", 0, 50 + i, key, b"v" * (10 + i), None, lambda md, err: reported.append((md, err))) is not None
+    (sent,) = in_flight(sender, acc, clock)
+    sent.on_response(response(ok("t", 0, 10, append_time=append_time)), None)
+    logged = append_time >= 0
+    assert [(tuple(md), err) for md, err in reported] == [
+        (("t", 0, 10 + i, append_time if logged else 50 + i, -1 if i == 2 else i, 10 + i, int(logged)), None)
+        for i in range(4)
+    ]
+
+
 GZIP_SHARE = INLINE_COMPRESSION_BYTES[GZIP]
 
 
