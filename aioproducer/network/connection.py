@@ -128,7 +128,15 @@ _CLOSED = ConnectionState.CLOSED
 #: the peers' layout, medians of 6 interleaved); at 1 KB 9.95 against 8.45 µs (loop 8.4 both).
 #: ``socket_writer.py``, 20,000 x 10 KB, one broker: transport only 33,931 rec/s, from 64 KB
 #: 30,732 (process 51.4 µs a record), from 256 KB 38,080 (33.8).
-WRITER_THREAD_MIN_BYTES = 256 * 1024
+#: Back to 64 KB once the thread gathered its writes (2026-12-04): it made a ``send`` per chunk,
+#: and a request sent in place is a dozen chunks (61-byte batch headers among them), each a TCP
+#: segment of its own through the whole loopback path; now every queued frame goes in one
+#: ``sendmsg`` (up to 512 chunks), as the loop's pass writes. The peers' layout, shared
+#: ``on_delivery``, interleaved with the tree before (256 KB, a send per chunk), medians: 10 KB
+#: 33,955 -> 36,565 rec/s (8 of 8), CPU 29.4 -> 30.8 µs a record; 1 KB 323,630 -> 347,632 (6
+#: rounds); 10 KB ``gather()`` 29,170 -> 31,406; 1 KB ``gather()`` 161,900 -> 169,933 (6 of 6);
+#: 100 B, lz4 with idempotence and p99 at 20,000 rec/s level. From 32 KB measured level with 64.
+WRITER_THREAD_MIN_BYTES = 64 * 1024
 
 #: A ``send_produce`` frame of at most this many chunks, written on the loop's thread while the
 #: transport's buffer is empty, goes out in one ``os.writev`` of its chunks (``_write_direct``):
