@@ -872,3 +872,25 @@ async def test_a_produce_response_s_throttle_time_is_reported_from_v6_on(
         assert throttles == reported
         assert conn.can_send_more()  # the connection itself never refuses: the client holds the node back
         await conn.close()
+
+
+async def test_an_answer_callback_that_raises_is_reported_and_the_connection_reads_on(mock_cluster: MockCluster) -> None:
+    """A bug in a request's callback goes to the loop's exception handler; the next answers still arrive."""
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        def raises(response: Any, error: KafkaError | None) -> None:
+            raise RuntimeError("a bug in the caller")
+
+        conn.send_produce([("orders", [(0, one_record_batch())])], acks=-1, timeout_ms=5000, on_response=raises)
+        response, error = await asyncio.wait_for(send_produce(conn), 10)  # a reader the bug stopped answers nothing
+        assert error is None and response is not None
+        assert [(c["message"].endswith("exception in a Produce response callback"), type(c["exception"])) for c in reported] == [
+            (True, RuntimeError)
+        ]
+    finally:
+        loop.set_exception_handler(None)
+        await conn.close()
