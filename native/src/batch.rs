@@ -873,6 +873,13 @@ pub(crate) fn record_metadata<'py>(py: Python<'py>, fields: [Bound<'py, PyAny>; 
             return Err(PyErr::fetch(py));
         }
     }
+    // Its items are a str and ints, so it can be in no reference cycle: the collector need not
+    // follow it. A caller that keeps one per record (`gather()`'s results) otherwise has the
+    // collector walk every one of them at each full collection: at 100 B records with
+    // `gather()` the collector was about a fifth of the loop's time (2026-12-04).
+    // SAFETY: `made` is a live object of a GC type (tuple's), tracked by its `tp_alloc`;
+    // untracking a tracked object is what `PyObject_GC_UnTrack` is for.
+    unsafe { ffi::PyObject_GC_UnTrack(made.as_ptr().cast()) };
     Ok(made)
 }
 

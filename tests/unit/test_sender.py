@@ -11,6 +11,7 @@ errors; the request's own shape (one entry per topic); and the fallbacks
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -770,6 +771,7 @@ async def test_on_delivery_gets_each_record_s_own_metadata_from_the_native_compl
     (sent,) = in_flight(sender, acc, clock)
     sent.on_response(response(ok("t", 0, 10, append_time=append_time)), None)
     logged = append_time >= 0
+    assert not any(gc.is_tracked(md) for md, _ in reported)  # a str and ints: left out of the collector
     assert [(tuple(md), err) for md, err in reported] == [
         (("t", 0, 10 + i, append_time if logged else 50 + i, -1 if i == 2 else i, 10 + i, int(logged)), None)
         for i in range(4)
