@@ -320,14 +320,15 @@ fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &[DeliveryRow], base_
     };
     let topic = topic.bind(py).cast::<PyString>()?;
     let none = py.None();
-    let timestamp_type = i64::from(log_append_time >= 0);
     let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
+    // The same for every row of the batch: made once.
+    let (partition, timestamp_type) = (int(partition)?, int(i64::from(log_append_time >= 0))?);
     for row in rows {
         let timestamp = if log_append_time >= 0 { log_append_time } else { row.timestamp };
         let offset = if base_offset >= 0 { base_offset + row.relative_offset } else { -1 };
         let metadata = record_metadata(
             py,
-            [topic.clone().into_any(), int(partition)?, int(offset)?, int(timestamp)?, int(row.key_size)?, int(row.value_size)?, int(timestamp_type)?],
+            [topic.clone().into_any(), partition.clone(), int(offset)?, int(timestamp)?, int(row.key_size)?, int(row.value_size)?, timestamp_type.clone()],
         )?;
         let on_delivery = row.on_delivery.bind(py);
         if let Err(error) = on_delivery.call1((metadata, &none)) {
