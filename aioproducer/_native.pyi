@@ -53,6 +53,9 @@ class ProduceAnswer:
     def to_response(self) -> ProduceResponse: ...
 
 def read_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceAnswer: ...
+def read_produce_answers(
+    in_flight: Any, data: bytes, pos: int, max_response_size: int, events: list[Any], response_received: Any
+) -> tuple[int, int]: ...
 
 # The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that
 # checks each pair against each other (tests/unit/test_native_twins.py); the producer calls none.

@@ -839,9 +839,27 @@ class ClientConnection(Generic[Token]):
         return events
 
     def _parse(self, data: bytes, now: float, events: list[Event[Token]]) -> None:
-        """Handle every whole frame in ``data``; keep the incomplete tail in the buffer."""
+        """Handle every whole frame in ``data``; keep the incomplete tail in the buffer.
+
+        The hot path first: on a READY connection with no ``acks=0`` request's answer possibly in
+        the stream, the Produce answers at the front are read in one native call
+        (``produce.read_produce_answers``), which takes only what the general path below would
+        take the same way and leaves it the rest, one frame at a time (a throttled answer, any
+        other request's, a malformed one, which it then says what is wrong with).
+        """
         pos, end = 0, len(data)
+        in_flight = self._in_flight
+        needed = 4
         while end - pos >= 4:
+            if in_flight and not self._unanswered and self._state is ConnectionState.READY:
+                pos, answered = produce.read_produce_answers(
+                    in_flight, data, pos, self.max_response_size, events, ResponseReceived
+                )
+                if answered:
+                    self._slots_held -= answered
+                    self.answered = True
+                    if end - pos < 4:
+                        break
             size: int = _SIZE.unpack_from(data, pos)[0]
             if not 4 <= size <= self.max_response_size:
                 error = ProtocolError(
@@ -852,38 +870,18 @@ class ClientConnection(Generic[Token]):
                 return
             frame_end = pos + 4 + size
             if frame_end > end:
-                self._needed = 4 + size
+                needed = 4 + size
                 break
             self._on_frame(data[pos + 4 : frame_end], now, events)
             if self._state is ConnectionState.CLOSED:
                 return
             pos = frame_end
-        else:
-            self._needed = 4
+        self._needed = needed
         if pos < end:
             self._buffer += data[pos:] if pos else data
 
     def _on_frame(self, payload: bytes, now: float, events: list[Event[Token]]) -> None:
-        """Match one response frame to the oldest request in flight and emit its outcome.
-
-        The hot path first: a Produce answer on a READY connection with no ``acks=0`` request
-        waiting, to the request at the head, decoded natively. It takes the same steps as the
-        general path below, without its three calls (``_match``, ``_decode``, ``_on_response``);
-        anything else, a malformed answer included, goes the general way, which says what is wrong.
-        """
-        in_flight = self._in_flight
-        if in_flight and not self._unanswered and self._state is ConnectionState.READY:
-            first = in_flight[0]
-            if first.fast_produce and _SIZE.unpack_from(payload, 0)[0] == first.correlation_id:
-                try:
-                    answer = produce.read_produce_response(first.version, payload)
-                except Exception:  # noqa: BLE001 - the general path decodes it again and says why it failed
-                    pass
-                else:
-                    in_flight.popleft()
-                    self._slots_held -= 1
-                    self._emit_response(first, answer, events)
-                    return
+        """Match one response frame to the oldest request in flight and emit its outcome."""
         try:
             head = self._match(payload)
             if head is None:

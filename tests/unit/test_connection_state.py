@@ -479,11 +479,33 @@ def test_a_body_that_does_not_encode_takes_nothing() -> None:
 # -------------------------------------------------------------------- throttle
 
 
-@pytest.mark.parametrize(("produce_max", "expected"), [(9, [("throttled", "", 300), ("ok", "p", 0)]), (5, [("ok", "p", 0)])])
+@pytest.mark.parametrize(
+    ("produce_max", "expected"),
+    [(9, [("throttled", "", 300), ("ok", "p", 0)]), (6, [("throttled", "", 300), ("ok", "p", 0)]), (5, [("ok", "p", 0)])],
+)
 def test_produce_throttle_is_reported_from_v6_before_the_response(produce_max: int, expected: list[Any]) -> None:
     machine = ready(produce_max=produce_max)
     frame = produce(machine, "p")
     assert outcomes(machine.receive_data(answer(frame, produce_body(throttle_time_ms=300)), 1)) == expected
+
+
+def test_the_answers_of_one_read_come_out_in_order_a_throttle_among_them_and_the_tail_kept() -> None:
+    """Three answers and the start of a fourth in one read: the native path takes the first, stops
+    at the throttled one (the general path reports its throttle before it), takes the third, and
+    keeps the fourth's first bytes until the rest comes."""
+    machine = ready()
+    frames = [produce(machine, token) for token in "abcd"]
+    read = b"".join(
+        answer(frame, produce_body(base_offset=offset, throttle_time_ms=300 if token == "b" else 0))
+        for frame, token, offset in zip(frames, "abc", (10, 20, 30))
+    )
+    last = answer(frames[3], produce_body(base_offset=40))
+    assert outcomes(machine.receive_data(read + last[:7], 1)) == [
+        ("ok", "a", 10), ("throttled", "", 300), ("ok", "b", 20), ("ok", "c", 30),
+    ]
+    assert machine.in_flight_count == 1 and machine.free_slots == 4
+    assert outcomes(machine.receive_data(last[7:], 2)) == [("ok", "d", 40)]
+    assert machine.in_flight_count == 0 and machine.free_slots == 5
 
 
 # ---------------------------------------------------------------------- close

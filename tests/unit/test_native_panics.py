@@ -12,6 +12,7 @@ the guard, fails.
 
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import re
@@ -121,6 +122,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "encode_produce_request": lambda: _native.encode_produce_request(9, 1, "c", None, 1, 5, [("t", [(0, b"r")])]),
     "decode_produce_response": lambda: _native.decode_produce_response(9, _EMPTY_V9_RESPONSE),
     "read_produce_response": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE),
+    "read_produce_answers": lambda: _native.read_produce_answers(collections.deque(), b"", 0, 100, [], tuple),
     "ProduceAnswer.partitions": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).partitions,
     "ProduceAnswer.node_endpoints": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).node_endpoints,
     "ProduceAnswer.to_response": lambda: _native.read_produce_response(9, _EMPTY_V9_RESPONSE).to_response(),

@@ -13,6 +13,7 @@
 //!
 //! Cost (timeit, best of 5, v9, 2026-12-03, quiet 2-core machine): see `read_produce_response`.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -147,4 +148,87 @@ pub fn read_produce_response<'py>(py: Python<'py>, version: i64, payload: &Bound
             payload: payload.unbind(),
         })
     })
+}
+
+/// The first Produce version whose answer carries a throttle the client must honour itself
+/// (KIP-219); the connection's state machine emits it (`PRODUCE_CLIENT_THROTTLE_VERSION`).
+const CLIENT_THROTTLE_VERSION: i64 = 6;
+
+/// The Produce answers at the front of `data[pos:]`, read in one call: the connection's hot path
+/// (``ClientConnection._parse``). While the oldest request in flight (the head of `in_flight`,
+/// a deque of the state machine's ``_Pending``) is a Produce request that takes the
+/// hand-written codec and `data` holds its whole frame, the frame is checked (its size within
+/// `max_response_size`, its correlation id the request's), read into a `ProduceAnswer`, the
+/// request taken off `in_flight` and `response_received(token, answer)` appended to `events`.
+/// Returns the position after the last frame taken and how many were.
+///
+/// It stops, taking nothing more, at the first frame it does not take whole: not all read yet,
+/// a size or correlation id that is wrong, a body that does not decode, an answer that asks the
+/// client to hold off (throttled), or a head that is not such a request. The caller's general
+/// path then reads that frame one step at a time, and says what is wrong with it; so the only
+/// rules here are the general path's, and this call takes nothing it would decide otherwise.
+/// The caller checks the rest of the fast path's conditions (the connection READY, no `acks=0`
+/// request's answer possibly in the stream) before the call; nothing here changes them.
+///
+/// Why: a read holds about five answers, and each went through four Python calls between the
+/// read and its event (the frame's slice, the match, the decode's call, the event's emission).
+#[pyfunction]
+pub fn read_produce_answers(
+    in_flight: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    pos: usize,
+    max_response_size: i64,
+    events: &Bound<'_, PyList>,
+    response_received: &Bound<'_, PyAny>,
+) -> PyResult<(usize, usize)> {
+    guarded("read_produce_answers", || {
+        let py = data.py();
+        let Ok(bytes) = data.cast::<PyBytes>() else { return Ok((pos, 0)) };
+        let data = bytes.as_bytes();
+        let (mut pos, mut taken) = (pos, 0);
+        while let Some(frame) = data.get(pos..).and_then(whole_frame(max_response_size)) {
+            if in_flight.len()? == 0 {
+                break;
+            }
+            let head = in_flight.get_item(0)?;
+            if !head.getattr(intern!(py, "fast_produce"))?.is_truthy()? {
+                break;
+            }
+            let correlation_id: i32 = head.getattr(intern!(py, "correlation_id"))?.extract()?;
+            let version: i64 = head.getattr(intern!(py, "version"))?.extract()?;
+            if frame[..4] != correlation_id.to_be_bytes() || supported(version).is_none() {
+                break;
+            }
+            let Ok(response) = decode(version, frame) else { break };
+            if version >= CLIENT_THROTTLE_VERSION && response.throttle_time_ms > 0 {
+                break;
+            }
+            let payload = PyBytes::new(py, frame);
+            let answer = ProduceAnswer {
+                version,
+                correlation_id: response.correlation_id,
+                throttle_time_ms: response.throttle_time_ms,
+                parts: response.partitions.iter().map(|p| part(frame, p)).collect(),
+                payload: payload.unbind(),
+            };
+            let token = head.getattr(intern!(py, "token"))?;
+            in_flight.call_method0(intern!(py, "popleft"))?;
+            events.append(response_received.call1((token, Py::new(py, answer)?))?)?;
+            pos += 4 + frame.len();
+            taken += 1;
+        }
+        Ok((pos, taken))
+    })
+}
+
+/// The payload of the frame `rest` starts with, if all of it is there and its size is one a
+/// response may have (4 to `max_response_size` bytes: a correlation id at least).
+fn whole_frame(max_response_size: i64) -> impl Fn(&[u8]) -> Option<&[u8]> {
+    move |rest| {
+        let size = i64::from(i32::from_be_bytes(rest.get(..4)?.try_into().ok()?));
+        if !(4..=max_response_size).contains(&size) {
+            return None;
+        }
+        rest.get(4..4 + usize::try_from(size).ok()?)
+    }
 }
