@@ -38,6 +38,7 @@ QUEUES_RS = "native/src/queues.rs"
 BUILDER_RS = "native/src/batch_builder.rs"
 COMPLETE_RS = "native/src/complete.rs"
 COUNTERS_RS = "native/src/counters.rs"
+ANSWER_RS = "native/src/produce/answer.rs"
 #: The native completion's bugs show there first; each of its mutants costs about 18-20 s on the
 #: shared machine under a load of 7-10 (the crate's build most of it), 5 s for a Python one.
 COMPLETION_TESTS = "tests/unit/test_completion.py"
@@ -252,6 +253,18 @@ MUTATIONS = [
         "base_offset + row.relative_offset + 1",
     ),
     Mutation(
+        "a read's answer taken for the request in flight without its correlation id checked (the stream out of step)",
+        ANSWER_RS,
+        "if frame[..4] != correlation_id.to_be_bytes() || supported(version).is_none() {",
+        "if supported(version).is_none() {",
+    ),
+    Mutation(
+        "the answers of a read stop completing at the first whose completion fails (the rest never complete)",
+        QUEUES_RS,
+        "Err(error) => errors.append(error.into_value(py))?,",
+        "Err(error) => return Err(error),",
+    ),
+    Mutation(
         "an error answer read from the response's bytes as a success (the batch completed, its records lost)",
         COMPLETE_RS,
         "            code: i64::from(p.error_code),\n",
@@ -359,6 +372,8 @@ CAUGHT_BY = {
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
     "an on_delivery row's value size reported as its key size": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
     "an on_delivery row's offset reported one past its record's": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
+    "a read's answer taken for the request in flight without its correlation id checked (the stream out of step)": 'tests/unit/test_connection_state.py::test_an_answer_out_of_order_fails_the_head_and_breaks_the_connection',
+    "the answers of a read stop completing at the first whose completion fails (the rest never complete)": 'tests/unit/test_completion.py::test_the_answers_of_a_read_complete_in_one_call_and_a_bug_in_one_leaves_the_next_completed',
     "an error answer read from the response's bytes as a success (the batch completed, its records lost)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's records not counted": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "a written batch's memory not freed": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',

@@ -837,6 +837,23 @@ class RecordAccumulator:
             self.pool.deallocate(freed)
         return decisions, records, fold_due
 
+    def complete_all(
+        self, requests: list[list[ProducerBatch]], responses: Sequence[AnyProduceResponse], now: float,
+        duplicate_code: int, counters: RequestCounters | None = None,
+    ) -> tuple[list[tuple[ProducerBatch, PartitionResponse | None, AnyProduceResponse]], int, bool, list[Exception]]:
+        """:meth:`complete` for the answers of one read together: one native call, one ``deallocate``.
+
+        Each request's batches are matched and completed as :meth:`complete` does; the decisions
+        come back as ``(batch, answer, response)`` in the responses' order, the records and the
+        fold summed, and what a completion raised (a bug) in the last list, the others completed.
+        """
+        decisions, freed, records, fold_due, errors = self._queues.complete_all(
+            requests, responses, now, duplicate_code, self.transaction_manager, self._incomplete, counters
+        )
+        if freed:
+            self.pool.deallocate(freed)
+        return decisions, records, fold_due, errors
+
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch finished: release its memory and forget it."""
         self._incomplete.discard(batch)

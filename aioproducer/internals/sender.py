@@ -17,7 +17,8 @@ One pass, ``run_once(now)``:
 4. Batches past ``delivery.timeout.ms`` that are still queued are failed.
 5. One Produce request per node is written at once, without a task: the
    connection encodes it with the hand-written Produce codec and calls
-   :meth:`Sender._on_node_response` when the response (or an error) comes,
+   its token (``ProduceToken``) when the response (or an error) comes (the
+   answers of one read together: :meth:`Sender._on_node_answers`),
    so requests to different brokers, and up to the in-flight limit to one
    broker, overlap. Only ``acks=0`` (which must wait for the socket to drain)
    and a node whose connection went away since ``ready()`` use a task.
@@ -61,7 +62,6 @@ its batch's delivery timeout passes is bounded by ``request.timeout.ms``
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -89,7 +89,7 @@ from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.internals.transactions import RequestFailed, SenderRequest, TransactionRequests
 from aioproducer.lifecycle import LifecycleView, State
 from aioproducer.network.metadata import Node
-from aioproducer.network.connection import ProduceCallback
+from aioproducer.network.connection import ProduceCallback, ProduceToken
 from aioproducer.protocol.produce import AnyProduceResponse, NodeEndpoint, PartitionResponse, TopicData
 
 __all__ = ["Sender", "SenderConfig", "OnAcknowledged"]
@@ -234,7 +234,7 @@ class Sender:
         #: leave without raising it). Past its deadline a batch fails at once, not when its request
         #: ends (up to request.timeout.ms later), as Java does. Per request, not per batch: the
         #: sender touches it twice a request. Written only by ``_send_produce_request`` (a request
-        #: leaves), ``_on_node_response`` and ``_untrack_sent`` (it ends) and ``_expire_sent``.
+        #: leaves), ``_on_node_answers`` and ``_untrack_sent`` (it ends) and ``_expire_sent``.
         self._sent: dict[int, tuple[list[ProducerBatch], float]] = {}
         self._sent_deadline = float("inf")
         #: The transaction manager's requests (InitProducerId, AddPartitionsToTxn: ``transactions.py``),
@@ -255,6 +255,10 @@ class Sender:
         #: Produce requests per node written or in a task and not answered yet: a node without any
         #: takes an awaited batch before its linger ends (``RecordAccumulator.ready``, ``_node_idle``).
         self._node_requests: dict[int, int] = {}
+        #: What every written request's token calls (``ProduceToken``): one object each, so that a
+        #: connection can tell the answers it may hand over together (``on_answers`` the same).
+        self._on_outcome = self._on_node_response
+        self._on_answers = self._on_node_answers
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -397,47 +401,61 @@ class Sender:
         return sum(self._node_requests.values())
 
     def _on_node_response(
-        self,
-        node: int,
-        batches: list[ProducerBatch],
-        sent_ms: float,
-        response: AnyProduceResponse | None,
-        error: KafkaError | None,
+        self, token: ProduceToken, response: AnyProduceResponse | None, error: KafkaError | None
     ) -> None:
-        """The connection's callback for a request to ``node``: exactly one per request ``send_produce`` wrote.
+        """The outcome of one request ``_send_produce_request`` wrote (its token's call): exactly one per request.
 
-        The clock is read once for the answer: its latency and its batches' completion share ``now``.
-        The hot path of every answer, so the steps of ``_request_ended``, ``_record_response`` and
-        ``_untrack_sent`` are written out here rather than called (five calls of glue an answer
-        were about 2 µs of the loop's time at 10 KB records, 2026-12-04); ``_produce``'s path, once
-        a request, calls them.
+        An answer goes the way of the answers of a read (``_on_node_answers``); an error fails
+        the request's batches (retried or not) after the same bookkeeping.
         """
-        requests = self._node_requests
-        count = requests.get(node, 0) - 1
-        if count > 0:
-            requests[node] = count
-        else:
-            requests.pop(node, None)
-        now = self._clock()
-        metrics = self.metrics
-        if response is not None and metrics is not None:
-            metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
+        if error is None:
+            assert response is not None
+            self._on_node_answers([token], [response])
+            return
+        node, batches, _ = token.request
+        self._request_ended(node)
+        self._untrack_sent(batches)
         self._callbacks_pending -= 1
-        sent = self._sent
-        sent.pop(id(batches), None)
-        if not sent:
-            self._sent_deadline = float("inf")
         if self._ended:
             return  # the producer was closed by force: these batches were failed already
         try:
-            if error is not None:
-                self._request_failed(batches, error)
-            elif response is not None:
-                self._handle_response(response, batches, now)
+            self._request_failed(batches, error)
         finally:
-            wake = self._wake
-            if not wake.is_set():
-                wake.set()
+            self._wake.set()
+
+    def _on_node_answers(self, tokens: list[ProduceToken], answers: list[AnyProduceResponse]) -> None:
+        """The answers of one read to requests ``_send_produce_request`` wrote, in the order read.
+
+        The clock is read once: the answers' latencies and their batches' completion share
+        ``now``. Each answer's bookkeeping first (its node's count, the latency, the request's
+        delivery deadline), then each request's batches (``_handle_response``); a bug in one is
+        reported and the next goes on, as when each answer had its own call. Why together: the
+        Python of the answer path was per answer (the connection's callback, this method's frame,
+        the wake-up); about five answers come in a read (``benchmarks/README.md``, "The answers
+        of a read together").
+        """
+        now = self._clock()
+        metrics, requests, sent = self.metrics, self._node_requests, self._sent
+        for token, response in zip(tokens, answers):
+            # ``_request_ended``'s and ``_untrack_sent``'s steps, written out: the hot path.
+            node, batches, sent_ms = token.request
+            count = requests.get(node, 0) - 1
+            if count > 0:
+                requests[node] = count
+            else:
+                requests.pop(node, None)
+            sent.pop(id(batches), None)
+            if metrics is not None:
+                metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
+        if not sent:
+            self._sent_deadline = float("inf")
+        self._callbacks_pending -= len(tokens)
+        if self._ended:
+            return  # the producer was closed by force: these batches were failed already
+        try:
+            self._complete_answers([token.request[1] for token in tokens], answers, now)
+        finally:
+            self._wake.set()
 
     def _record_response(self, node: int, sent_ms: float, response: AnyProduceResponse, now: float) -> None:
         metrics = self.metrics
@@ -713,7 +731,7 @@ class Sender:
                 topic_data,
                 acks=acks,
                 timeout_ms=self.config.request_timeout_ms,
-                on_response=functools.partial(self._on_node_response, node, batches, sent_ms),
+                on_response=ProduceToken(self._on_outcome, self._on_answers, (node, batches, sent_ms)),
                 transactional_id=self._transactional_id,
                 transaction_v2=self._transaction_v2,
             )
@@ -782,44 +800,62 @@ class Sender:
             self._handle_error(batch, error, now, outcome_unknown=True)
 
     def _handle_response(self, response: AnyProduceResponse, batches: list[ProducerBatch], now: float) -> None:
+        """One request's answer: :meth:`_complete_answers` for it alone."""
+        self._complete_answers([batches], [response], now)
+
+    def _complete_answers(
+        self, requests: list[list[ProducerBatch]], responses: list[AnyProduceResponse], now: float
+    ) -> None:
         """Match each partition's answer to its batch, complete the written ones, decide for the rest.
 
-        Brokers answer in request order, so the batches are matched by position
-        while that holds; at the first answer out of place the rest are matched
-        by topic-partition (an answer for a partition not asked for, or a second
-        one, is ignored). A batch without an answer fails as unknown outcome.
-        The matching and the written batches' completion are one native call
-        (``RecordAccumulator.complete``); it hands back only the batches that need
-        a decision, in the response's order, those without an answer last. A
-        producer with interceptors wants each batch (``on_complete`` without
-        ``on_acknowledged``): then every answered batch comes back and is
-        completed here, one by one.
+        Brokers answer in request order, so each request's batches are matched by position
+        while that holds; at the first answer out of place the rest are matched by
+        topic-partition (an answer for a partition not asked for, or a second one, is ignored).
+        A batch without an answer fails as unknown outcome. The matching and the written
+        batches' completion are one native call for all the answers (``RecordAccumulator.complete_all``);
+        it hands back only the batches that need a decision, in the answers' order, each
+        request's without an answer last. A producer with interceptors wants each batch
+        (``on_complete`` without ``on_acknowledged``): then every answered batch comes back and
+        is completed here, one by one (``RecordAccumulator.complete`` with ``per_batch``).
         """
-        per_batch = self._on_acknowledged is None and self._on_complete is not None
         metrics = self.metrics
-        decisions, records, fold_due = self.accumulator.complete(
-            batches, response, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=per_batch,
-            counters=None if metrics is None else metrics.counters,
+        counters = None if metrics is None else metrics.counters
+        if self._on_acknowledged is None and self._on_complete is not None:
+            for batches, response in zip(requests, responses):
+                decisions, _, fold_due = self.accumulator.complete(
+                    batches, response, now, DUPLICATE_SEQUENCE_NUMBER, per_batch=True, counters=counters
+                )
+                if fold_due:
+                    assert metrics is not None
+                    metrics.fold()
+                for batch, part in decisions:
+                    self._decide(batch, part, now, response)
+            return
+        triples, records, fold_due, errors = self.accumulator.complete_all(
+            requests, responses, now, DUPLICATE_SEQUENCE_NUMBER, counters
         )
         if fold_due:
             assert metrics is not None
             metrics.fold()
+        for error in errors:
+            _report_bug(error)
         if records and self._on_acknowledged is not None:
             self._on_acknowledged(records)
-        if not decisions:
-            return
-        endpoints = response.node_endpoints
-        for batch, part in decisions:
-            if part is None:  # the broker did not answer for this partition
-                self._handle_error(
-                    batch, KafkaConnectionError("the produce response did not include this partition"), now,
-                    outcome_unknown=True,
-                )
-            else:
-                self._handle_partition(batch, part, now, endpoints)
+        for batch, part, response in triples:
+            self._decide(batch, part, now, response)
+
+    def _decide(self, batch: ProducerBatch, part: PartitionResponse | None, now: float, response: AnyProduceResponse) -> None:
+        """What a batch the broker did not simply write becomes: retried, split, failed, or written after all."""
+        if part is None:  # the broker did not answer for this partition
+            self._handle_error(
+                batch, KafkaConnectionError("the produce response did not include this partition"), now,
+                outcome_unknown=True,
+            )
+        else:
+            self._handle_partition(batch, part, now, response)
 
     def _handle_partition(
-        self, batch: ProducerBatch, part: PartitionResponse, now: float, endpoints: list[NodeEndpoint]
+        self, batch: ProducerBatch, part: PartitionResponse, now: float, response: AnyProduceResponse
     ) -> None:
         code = part.error_code
         if code == NONE:
@@ -829,7 +865,7 @@ class Sender:
         else:
             error_class = error_for_code(code)
             if part.leader_id >= 0 and error_class.invalid_metadata:
-                self._take_leader_hint(part, endpoints)
+                self._take_leader_hint(part, response.node_endpoints)
             detail = part.error_message or ""
             for batch_index, message in part.record_errors:
                 detail += f" (record {batch_index}: {message})"
@@ -961,6 +997,13 @@ class Sender:
 def _code_of(error: BaseException) -> int | None:
     code: int | None = getattr(error, "errno", None)
     return code
+
+
+def _report_bug(exc: Exception) -> None:
+    """A bug in completing one answer of several: to the loop's exception handler, as the connection reports one."""
+    loop = _running_loop()
+    if loop is not None:
+        loop.call_exception_handler({"message": "exception completing a Produce answer", "exception": exc})
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

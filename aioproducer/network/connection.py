@@ -85,12 +85,46 @@ try:
 except ImportError:  # not a Unix: every frame goes through the transport
     SocketWriter = None  # type: ignore[assignment,misc]
 
-__all__ = ["MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "Authenticator", "BrokerConnection", "OpenStreams", "ProduceCallback"]
+__all__ = [
+    "MAX_RESPONSE_SIZE", "PRODUCE_CLIENT_THROTTLE_VERSION", "Authenticator", "BrokerConnection", "OpenStreams",
+    "ProduceCallback", "ProduceToken",
+]
 
 log: logging.Logger = logging.getLogger(__name__)
 
 #: Called once per :meth:`BrokerConnection.send_produce`: ``(response, None)`` or ``(None, error)``.
 ProduceCallback: TypeAlias = Callable[[AnyProduceResponse | None, KafkaError | None], None]
+
+
+class ProduceToken:
+    """A Produce request's ``on_response`` that also takes the answers of one read together.
+
+    Called as any :data:`ProduceCallback` (``token(response, error)`` calls
+    ``on_outcome(token, response, error)``), it is told each outcome the usual way: an error, a
+    throttled answer, an answer read alone. But when one read of the socket holds several
+    answers in a row to requests whose tokens share ``on_answers`` (the same object), the
+    connection calls ``on_answers(tokens, answers)`` once for them instead, in the order they
+    were read. Why: at 1-10 KB records the sender's answer path is Python per answer, and about
+    five answers come in a read (``benchmarks/README.md``, "The answers of a read together").
+    ``request`` is the owner's, opaque here (the sender's node, batches and send time).
+    """
+
+    __slots__ = ("on_outcome", "on_answers", "request")
+
+    def __init__(
+        self,
+        on_outcome: Callable[[ProduceToken, AnyProduceResponse | None, KafkaError | None], None],
+        on_answers: Callable[[list[ProduceToken], list[AnyProduceResponse]], None],
+        request: Any,
+    ) -> None:
+        self.on_outcome = on_outcome
+        self.on_answers = on_answers
+        self.request = request
+
+    def __call__(self, response: AnyProduceResponse | None, error: KafkaError | None) -> None:
+        self.on_outcome(self, response, error)
+
+
 #: The token of every request: told its outcome exactly once.
 _Callback: TypeAlias = Callable[[Any, KafkaError | None], None]
 #: Sends one request on a reserved slot: ``(token, now_ms) -> frame``.
@@ -960,14 +994,26 @@ class BrokerConnection:
             self._handle(events)
 
     def _handle(self, events: list[Event[_Callback]]) -> None:
-        """Act on the state machine's events, in order."""
+        """Act on the state machine's events, in order (the answers of a run of :class:`ProduceToken` together)."""
         broken = events[-1] if isinstance(events[-1], ConnectionBroken) else None
         if broken is not None:
             self._teardown(requested=False)
             self._log_closing(events, broken.error)
         else:
             self._wake_slot_waiters()  # before any callback could take a slot meant for a waiter
+        tokens: list[ProduceToken] = []  # a run of ProduceToken answers not handed over yet
+        answers: list[Any] = []
         for event in events:
+            if type(event) is ResponseReceived and type(event.token) is ProduceToken:
+                if tokens and tokens[0].on_answers is not event.token.on_answers:
+                    self._run_answers(tokens, answers)
+                    tokens, answers = [], []
+                tokens.append(event.token)
+                answers.append(event.body)
+                continue
+            if tokens:
+                self._run_answers(tokens, answers)
+                tokens, answers = [], []
             if isinstance(event, ResponseReceived):
                 self._run_callback(event.token, event.body, None)
             elif isinstance(event, RequestFailed):
@@ -976,11 +1022,23 @@ class BrokerConnection:
                 self._report_throttle(event.throttle_time_ms)
             elif isinstance(event, DataToSend):
                 self._send_data(event.data)
+        if tokens:
+            self._run_answers(tokens, answers)
         if broken is not None:
             if self.on_lost is not None:
                 self.on_lost(self, broken.error)
         else:
             self._arm_timer()
+
+    def _run_answers(self, tokens: list[ProduceToken], answers: list[Any]) -> None:
+        """Hand a run of answers to their tokens' ``on_answers`` (one alone: to the token itself), bugs reported."""
+        if len(tokens) == 1:
+            self._run_callback(tokens[0], answers[0], None)
+            return
+        try:
+            tokens[0].on_answers(tokens, answers)
+        except Exception as exc:  # noqa: BLE001 - the reader must survive its callers' bugs
+            self._report_bug("exception in a Produce response callback", exc)
 
     def _report_throttle(self, throttle_time_ms: int) -> None:
         """Pass a Produce response's throttle time (v6+, KIP-219) to the owner, which holds the node back."""

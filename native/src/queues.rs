@@ -600,6 +600,54 @@ impl RecordQueues {
         })
     }
 
+    /// The answers of one read completed together (`complete` for each pair of `requests`, the
+    /// requests' batches, and `responses`, in order): one call for the answers of a read, as the
+    /// connection hands them over (`ProduceToken`). Returns `(decisions, freed, records,
+    /// fold_due, errors)`: `decisions` flat `(batch, answer or None, response)` triples, in the
+    /// responses' order; `freed`, `records` and `fold_due` summed; and `errors`, what each
+    /// completion that failed raised (a bug), each pair completed on its own as it was when each
+    /// answer had its own call.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)] // the answers and the producer's parts they touch
+    #[pyo3(signature = (requests, responses, now, duplicate_code, tm, incomplete, counters = None))]
+    fn complete_all<'py>(
+        slf: &Bound<'py, Self>,
+        requests: Vec<Vec<Bound<'py, ProducerBatch>>>,
+        responses: Vec<Bound<'py, PyAny>>,
+        now: f64,
+        duplicate_code: i64,
+        tm: Option<&Bound<'py, PyAny>>,
+        incomplete: &Bound<'py, PySet>,
+        counters: Option<&Bound<'py, RequestCounters>>,
+    ) -> PyResult<(Bound<'py, PyList>, i64, i64, bool, Bound<'py, PyList>)> {
+        guarded("RecordQueues.complete_all", || {
+            let py = slf.py();
+            if requests.len() != responses.len() {
+                return Err(pyo3::exceptions::PyValueError::new_err("RecordQueues.complete_all: one response per request"));
+            }
+            let unmute = |index: usize| -> PyResult<()> {
+                slf.try_borrow_mut()?.part_mut(index)?.muted = false;
+                Ok(())
+            };
+            let (decisions, errors) = (PyList::empty(py), PyList::empty(py));
+            let (mut freed, mut records, mut due) = (0, 0, false);
+            for (batches, response) in requests.into_iter().zip(&responses) {
+                match crate::complete::complete(py, batches, response, now, duplicate_code, tm, incomplete, false, counters, unmute) {
+                    Ok((these, f, r, d)) => {
+                        for item in these.iter() {
+                            let (batch, answer): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract()?;
+                            decisions.append((batch, answer, response))?;
+                        }
+                        freed += f;
+                        records += r;
+                        due |= d;
+                    }
+                    Err(error) => errors.append(error.into_value(py))?,
+                }
+            }
+            Ok((decisions, freed, records, due, errors))
+        })
+    }
+
     // -- the sender's scans ------------------------------------------------------------
     /// Which leaders have a sendable batch at `now` (Java's rule: full, linger expired, or
     /// `force`: memory exhausted, a flush or a close; never while its first batch backs off),

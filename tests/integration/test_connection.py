@@ -23,8 +23,9 @@ from aioproducer.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from aioproducer.network.connection import BrokerConnection
+from aioproducer.network.connection import BrokerConnection, ProduceToken
 from aioproducer.protocol import messages
+from aioproducer.protocol.connection_state import ResponseReceived, Throttled
 from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
@@ -888,6 +889,100 @@ async def test_an_answer_callback_that_raises_is_reported_and_the_connection_rea
         conn.send_produce([("orders", [(0, one_record_batch())])], acks=-1, timeout_ms=5000, on_response=raises)
         response, error = await asyncio.wait_for(send_produce(conn), 10)  # a reader the bug stopped answers nothing
         assert error is None and response is not None
+        assert [(c["message"].endswith("exception in a Produce response callback"), type(c["exception"])) for c in reported] == [
+            (True, RuntimeError)
+        ]
+    finally:
+        loop.set_exception_handler(None)
+        await conn.close()
+
+
+async def test_the_answers_of_a_read_go_to_their_tokens_on_answers_together_and_each_exactly_once(
+    mock_cluster: MockCluster,
+) -> None:
+    """Five requests written in one pass: every answer reaches its token once, in order, whether a
+    read held it with others (one ``on_answers`` call for the run) or alone (the token's own call)."""
+    mock_cluster.set_partition_leader("orders", 0, 1)
+    conn = await connect(mock_cluster)
+    told: list[tuple[str, list[int]]] = []
+    done = asyncio.get_running_loop().create_future()
+
+    def tell(how: str, tokens: list[ProduceToken]) -> None:
+        told.append((how, [t.request for t in tokens]))
+        if sum(len(ids) for _, ids in told) == 5:
+            done.set_result(None)
+
+    def on_outcome(token: ProduceToken, response: AnyProduceResponse | None, error: KafkaError | None) -> None:
+        assert error is None and response is not None
+        tell("alone", [token])
+
+    def on_answers(tokens: list[ProduceToken], answers: list[AnyProduceResponse]) -> None:
+        assert len(tokens) == len(answers) > 1 and all(a.partitions[0].error_code == 0 for a in answers)
+        tell("together", tokens)
+
+    try:
+        for request in range(5):
+            conn.send_produce(
+                [("orders", [(0, one_record_batch())])], acks=-1, timeout_ms=5000,
+                on_response=ProduceToken(on_outcome, on_answers, request),
+            )
+        await asyncio.wait_for(done, 10)
+        assert [i for _, ids in told for i in ids] == [0, 1, 2, 3, 4]
+    finally:
+        await conn.close()
+
+
+async def test_a_run_of_answers_is_split_where_its_tokens_differ_and_a_raising_on_answers_is_reported(
+    mock_cluster: MockCluster,
+) -> None:
+    """The connection's grouping rule on the state machine's events (``_handle``): consecutive answers whose
+    tokens share ``on_answers``; anything else between them (a throttle, another kind of token, another
+    owner's token) ends the run, and a run of one goes to the token itself."""
+    conn = await connect(mock_cluster)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    calls: list[tuple[str, list[Any]]] = []
+
+    def owner(name: str) -> tuple[Any, Any]:
+        def on_outcome(token: ProduceToken, response: Any, error: KafkaError | None) -> None:
+            calls.append((f"{name} alone", [token.request, response]))
+
+        def on_answers(tokens: list[ProduceToken], answers: list[Any]) -> None:
+            calls.append((f"{name} together", [[t.request for t in tokens], answers]))
+            if name == "bug":
+                raise RuntimeError("a bug in the owner")
+
+        return on_outcome, on_answers
+
+    a, b, bug = owner("a"), owner("b"), owner("bug")
+    throttles: list[int] = []
+    conn.on_throttle = lambda node, ms: throttles.append(ms)
+
+    def plain(response: Any, error: KafkaError | None) -> None:
+        calls.append(("plain", [response]))
+
+    try:
+        conn._handle([
+            ResponseReceived(ProduceToken(*a, 1), "r1"), ResponseReceived(ProduceToken(*a, 2), "r2"),
+            Throttled(7),
+            ResponseReceived(ProduceToken(*a, 3), "r3"),
+            ResponseReceived(plain, "p"),
+            ResponseReceived(ProduceToken(*a, 4), "r4"), ResponseReceived(ProduceToken(*b, 5), "r5"),
+            ResponseReceived(ProduceToken(*b, 6), "r6"),
+            ResponseReceived(ProduceToken(*bug, 7), "r7"), ResponseReceived(ProduceToken(*bug, 8), "r8"),
+            ResponseReceived(ProduceToken(*a, 9), "r9"), ResponseReceived(ProduceToken(*a, 10), "r10"),
+        ])
+        assert calls == [
+            ("a together", [[1, 2], ["r1", "r2"]]),
+            ("a alone", [3, "r3"]),
+            ("plain", ["p"]),
+            ("a alone", [4, "r4"]),
+            ("b together", [[5, 6], ["r5", "r6"]]),
+            ("bug together", [[7, 8], ["r7", "r8"]]),
+            ("a together", [[9, 10], ["r9", "r10"]]),
+        ]
+        assert throttles == [7]
         assert [(c["message"].endswith("exception in a Produce response callback"), type(c["exception"])) for c in reported] == [
             (True, RuntimeError)
         ]

@@ -32,6 +32,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.lifecycle import Lifecycle, State
+from aioproducer.network.connection import ProduceToken
 from aioproducer.protocol.produce import ProduceResponse
 
 def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[int]]:
@@ -168,6 +169,53 @@ async def test_an_on_delivery_that_reads_the_metrics_in_the_middle_of_a_response
     sent.on_response(response(*(ok(topic, p, 10) for topic, ps in requested(sent) for p in ps)), None)
     assert seen == [0, 1, 2]
     assert snapshot(metrics, clock.now)["record-send-total"] == 3 and told == [3]
+
+
+def _token(token: Any) -> ProduceToken:
+    """What the sender handed the connection for a request: a ``ProduceToken``."""
+    assert isinstance(token, ProduceToken)
+    return token
+
+
+class _Unreadable:
+    """An answer whose partitions cannot be read: its completion fails, as a bug would make it."""
+
+    throttle_time_ms = 0
+
+    @property
+    def partitions(self) -> list[Any]:
+        raise RuntimeError("unreadable")
+
+
+async def test_the_answers_of_a_read_complete_in_one_call_and_a_bug_in_one_leaves_the_next_completed() -> None:
+    """The connection hands a read's answers over together (``ProduceToken.on_answers``): each request's
+    batches complete as with its own call, the acknowledged records are told once, and an answer whose
+    completion fails (a bug: here an answer that is no answer) is reported to the loop while the next
+    request's batches still complete and their memory comes back."""
+    sender, acc, client, clock, told = make_counting()
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        futures = [append(acc, "a", p, 1, b"v") for p in (0, 1, 2, 3)]  # node 0: 0 and 2; node 1: 1 and 3
+        first, second = in_flight(sender, acc, clock)
+        tokens = [_token(first.token), _token(second.token)]
+        assert tokens[0].on_answers is tokens[1].on_answers
+        answers = [response(*(ok(topic, p, 10 * p) for topic, ps in requested(s) for p in ps)) for s in (first, second)]
+        tokens[0].on_answers(tokens, answers)
+        assert [f.result().offset for f in futures] == [0, 10, 20, 30]
+        assert told == [4] and acc.pool.available_memory == acc.pool.total and reported == []
+
+        more = [append(acc, "a", p, 1, b"v") for p in (0, 1)]
+        _, _, third, fourth = in_flight(sender, acc, clock)
+        tokens = [_token(third.token), _token(fourth.token)]
+        held = more[0]._batch.reserved_bytes
+        tokens[0].on_answers(tokens, [_Unreadable(), response(ok("a", 1, 40))])  # type: ignore[list-item]
+        assert [(type(c["exception"]), str(c["exception"])) for c in reported] == [(RuntimeError, "unreadable")]
+        assert not more[0].done() and more[1].result().offset == 40
+        assert acc.pool.available_memory == acc.pool.total - held and told == [4, 1]
+    finally:
+        loop.set_exception_handler(None)
 
 
 async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() -> None:

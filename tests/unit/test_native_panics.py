@@ -186,6 +186,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.abort_all": lambda: _queues()[0].abort_all(),
     "record_latencies": lambda: record_latencies([1.0], [0, 0], [1, 2.0, 2.0], 0.0, 0.0, 0.0),
     "RecordQueues.complete": lambda: _queues()[0].complete([_batch(1)], ProduceResponse(1, [], 0, []), 5.0, 46, None, set()),
+    "RecordQueues.complete_all": lambda: _queues()[0].complete_all([[_batch(1)]], [ProduceResponse(1, [], 0, [])], 5.0, 46, None, set()),
     "ProducerBatch.take_reservation": lambda: _batch().take_reservation(100),
     "ProducerBatch.release_reservation": lambda: _batch().release_reservation(),
     "ProducerBatch.drained": lambda: _batch().drained(),

@@ -74,6 +74,8 @@ class Sent:
     acks: int
     timeout_ms: int
     on_response: ProduceCallback
+    #: What the sender handed over (``on_response`` wraps it to count the slot back).
+    token: ProduceCallback
 
 
 class FakeConnection:
@@ -100,7 +102,7 @@ class FakeConnection:
             self.in_flight -= 1
             on_response(response, error)
 
-        self.client.sent.append(Sent(self.node, topic_data, acks, timeout_ms, answered))
+        self.client.sent.append(Sent(self.node, topic_data, acks, timeout_ms, answered, on_response))
 
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None:
         raise AssertionError("these tests run without idempotence: nothing but Produce is sent")
