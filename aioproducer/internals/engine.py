@@ -56,6 +56,7 @@ from aioproducer.internals.failure_log import DeliveryFailureLog
 from aioproducer.internals.intake import Hooks, RecordIntake, RecordTracer
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.parts import ClusterParts, EngineClient, EngineSender, ProducerParts
+from aioproducer.internals.sender import WakeUp
 from aioproducer.internals.telemetry import ClientTelemetry, TelemetrySender
 from aioproducer.internals.transaction_manager import TRANSACTION_VERSION_FEATURE, TransactionManager, TransactionState
 from aioproducer.internals.transactions import PreparedTransaction, Transactions, complete_prepared
@@ -282,7 +283,7 @@ class ProducerEngine:
         cfg, parts, lifecycle = self.config, self._parts, self._lifecycle
         # The sender's wake-up, made first: the client (a connection takes requests again) and the
         # accumulator (a batch opened, filled, or memory ran out) set it; the sender sleeps on it.
-        wake = asyncio.Event()
+        wake = WakeUp()
         client = parts.client(
             cfg,
             clock=self.clock,

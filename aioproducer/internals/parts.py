@@ -17,7 +17,6 @@ it (``EngineClient``, ``EngineSender``, ``CoordinatorSender``), never by the con
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -28,7 +27,7 @@ from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.coordinator import CoordinatorSender, Coordinators
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
-from aioproducer.internals.sender import OnAcknowledged, Sender
+from aioproducer.internals.sender import OnAcknowledged, Sender, WakeUp
 from aioproducer.internals.transaction_manager import TransactionManager
 from aioproducer.lifecycle import LifecycleView
 from aioproducer.logs import LogLike, client_logger
@@ -134,7 +133,7 @@ class ProducerParts(Protocol[_Client]):
         config: ProducerConfig,
         *,
         coordinators: CoordinatorSender,
-        wake: asyncio.Event,
+        wake: WakeUp,
         on_complete: Callable[[ProducerBatch], None],
         on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],
@@ -194,7 +193,7 @@ class ClusterParts:
         config: ProducerConfig,
         *,
         coordinators: CoordinatorSender,
-        wake: asyncio.Event,
+        wake: WakeUp,
         on_complete: Callable[[ProducerBatch], None],
         on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],

@@ -85,7 +85,7 @@ from aioproducer.internals.buffer_pool import BufferPool
 from aioproducer.internals.coordinator import CoordinatorRequest, CoordinatorSender
 from aioproducer.internals.metrics import ByteCounts, ProducerMetrics
 from aioproducer.internals.transaction_manager import TransactionManager
-from aioproducer.internals.sender import OnAcknowledged
+from aioproducer.internals.sender import OnAcknowledged, WakeUp
 from aioproducer.lifecycle import LifecycleView
 from aioproducer.logs import LogLike
 from aioproducer.network.client import ClientClosedError
@@ -526,7 +526,7 @@ class _FakeParts:
         config: ProducerConfig,
         *,
         coordinators: CoordinatorSender,
-        wake: asyncio.Event,
+        wake: WakeUp,
         on_complete: Callable[[ProducerBatch], None],
         on_acknowledged: OnAcknowledged | None,
         on_fatal: Callable[[BaseException], None],

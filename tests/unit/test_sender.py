@@ -31,7 +31,7 @@ from aioproducer.errors import (
 from aioproducer.internals.accumulator import AccumulatorConfig, RecordAccumulator
 from aioproducer.internals.batch import ProducerBatch
 from aioproducer.internals.buffer_pool import BufferPool
-from aioproducer.internals.sender import Sender
+from aioproducer.internals.sender import Sender, WakeUp
 from aioproducer.internals.compression_offload import INLINE_COMPRESSION_BYTES
 from aioproducer.lifecycle import Lifecycle, State
 from aioproducer.network.connection import ProduceCallback
@@ -894,3 +894,27 @@ async def test_an_authentication_error_fails_the_records_at_once_instead_of_retr
     assert sender.lifecycle.refusal is refused  # later records are refused with the same reason
     sender.run_once(clock.now)
     assert client.attempts == 1
+
+
+async def test_the_wake_up_wakes_its_waiter_once_set_and_a_set_before_the_wait_is_not_lost() -> None:
+    """``WakeUp``: the sender's sleep ends when anything sets it, set before or during the wait, and a
+    cancelled wait leaves nothing behind that a later ``set()`` would trip over."""
+    loop = asyncio.get_running_loop()
+    wake = WakeUp()
+    wake.set()
+    await asyncio.wait_for(wake.wait(loop), 1)  # set before: at once
+    assert wake.is_set()
+    wake.clear()
+    waiting = asyncio.ensure_future(wake.wait(loop))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    loop.call_soon(wake.set)
+    await asyncio.wait_for(waiting, 1)
+    wake.clear()
+    cancelled = asyncio.ensure_future(wake.wait(loop))
+    await asyncio.sleep(0)
+    cancelled.cancel()  # its waiter is cancelled now; the task ends on its next turn
+    wake.set()  # before that turn: the cancelled waiter is left alone
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert wake.is_set()
