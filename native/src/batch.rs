@@ -348,6 +348,13 @@ fn append_one(
         Some(callback) => {
             let charge = this.callback_charge(callback)?;
             this.callback_bytes += charge;
+            if this.delivery_rows.capacity() == 0 {
+                // Room for the batch's records at this one's size, at once: grown by doubling
+                // (4, 8, 16 rows), the list's reallocations were 2.2 % of the loop's samples at
+                // 1 KB records (py-spy, the peers' worker, 2026-12-04).
+                let fit = this.builder.bind(py).try_borrow()?.records_that_fit(key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len));
+                this.delivery_rows.reserve_exact(fit);
+            }
             this.delivery_rows.push(DeliveryRow { on_delivery: callback.clone().unbind(), relative_offset, timestamp, key_size, value_size });
         }
     }

@@ -59,6 +59,16 @@ const COMPRESSION_RATE_ESTIMATION_FACTOR: f64 = 1.05;
 const NO_LIMIT: i64 = 1 << 62;
 /// How many appended bytes the kept CRC may lag behind (see `Builder::crc`).
 const CRC_STRIDE: usize = 4096;
+/// How many records of `record_bytes` each a batch of `batch_size` bytes holds at most, at least
+/// one and at most `ROWS_RESERVE_MAX`.
+fn records_that_fit(batch_size: i64, record_bytes: usize) -> usize {
+    (usize::try_from(batch_size).unwrap_or(0) / record_bytes.max(1)).clamp(1, ROWS_RESERVE_MAX)
+}
+
+/// The most rows a batch's per-record list reserves at its first record (`records_that_fit`):
+/// 1,024 rows of 40 bytes; a batch of smaller records grows past it by doubling.
+const ROWS_RESERVE_MAX: usize = 1024;
+
 /// The most a builder reserves for its records section at its first record (see `first_reserve`).
 const FIRST_RESERVE_MAX: usize = 1 << 20;
 
@@ -526,6 +536,12 @@ impl PyRecordBatchBuilder {
 
     /// The door the native data plane appends through (one record): the offset delta, or -1
     /// when the batch is full, closed, or its section is being read by the compression thread.
+    /// How many records of `record_bytes` each the batch holds at most (`batch.size` over the
+    /// record's size), at least one: what a batch's per-record lists reserve at its first record.
+    pub fn records_that_fit(&self, record_bytes: usize) -> usize {
+        records_that_fit(self.batch_size, record_bytes)
+    }
+
     pub fn append_record(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> i64 {
         if self.closed.is_some() || self.exports > 0 {
             return -1;
@@ -1029,6 +1045,16 @@ pub fn py_write_varlong(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyByte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_s_rows_reserve_what_fits_of_the_first_record_s_size_bounded() {
+        assert_eq!(records_that_fit(16384, 1024 + 8), 15);
+        assert_eq!(records_that_fit(16384, 10 * 1024), 1); // each record a batch of its own
+        assert_eq!(records_that_fit(16384, 0), 1024); // empty records: the bound
+        assert_eq!(records_that_fit(1 << 20, 100), 1024);
+        assert_eq!(records_that_fit(0, 100), 1);
+        assert_eq!(records_that_fit(-5, 100), 1);
+    }
 
     #[test]
     fn the_first_record_reserves_the_whole_batch_and_the_rest_never_reallocate() {
