@@ -2,7 +2,7 @@
 
 The SDK's in-memory span exporter (behind a ``SimpleSpanProcessor``, which exports at ``end()``)
 and metric reader stand in for a collector. When the broker answered is observed from inside the
-sender (``Sender._handle_response``, the moment the Produce response is handled) and when the
+sender (``Sender._complete_answers``, the moment the Produce response is handled) and when the
 record's future became done from a done-callback: the span must end between the two.
 """
 
@@ -91,15 +91,16 @@ def otel() -> Iterator[Otel]:
 def acks(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], int]:
     """(topic, partition) -> when the first Produce response for it was handled (time.time_ns, the spans' clock)."""
     seen: dict[tuple[str, int], int] = {}
-    original = Sender._handle_response
+    original = Sender._complete_answers
 
-    def spy(self: Sender, response: Any, batches: list[ProducerBatch], now: float) -> None:
+    def spy(self: Sender, requests: list[list[ProducerBatch]], responses: list[Any], now: float) -> None:
         at = time.time_ns()
-        for batch in batches:
-            seen.setdefault((batch.topic, batch.partition), at)
-        original(self, response, batches, now)
+        for batches in requests:
+            for batch in batches:
+                seen.setdefault((batch.topic, batch.partition), at)
+        original(self, requests, responses, now)
 
-    monkeypatch.setattr(Sender, "_handle_response", spy)
+    monkeypatch.setattr(Sender, "_complete_answers", spy)
     return seen
 
 
