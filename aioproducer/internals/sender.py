@@ -247,7 +247,7 @@ class Sender:
         self.transaction_manager = transaction_manager
         self.config = config
         self._on_complete = on_complete
-        #: A response's written batches complete in one native call (``_handle_response``) unless
+        #: The answers' written batches complete in one native call (``_complete_answers``) unless
         #: whoever made the sender wants each batch (``on_complete`` without ``on_acknowledged``:
         #: interceptors read each record's outcome); then they complete one by one here.
         self._on_acknowledged = on_acknowledged
@@ -472,8 +472,9 @@ class Sender:
 
         The clock is read once: the answers' latencies and their batches' completion share
         ``now``. Each answer's bookkeeping first (its node's count, the latency, the request's
-        delivery deadline), then each request's batches (``_handle_response``); a bug in one is
-        reported and the next goes on, as when each answer had its own call. Why together: the
+        delivery deadline), then every request's batches in one native call (``_complete_answers``);
+        a completion that fails (a bug) is reported and the next goes on, as when each answer had
+        its own call. Why together: the
         Python of the answer path was per answer (the connection's callback, this method's frame,
         the wake-up); about five answers come in a read (``benchmarks/README.md``, "The answers
         of a read together").
