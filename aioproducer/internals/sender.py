@@ -305,9 +305,8 @@ class Sender:
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
-        """Called on every event that may make a batch sendable; cheap when already awake."""
-        if not self._wake.is_set():
-            self._wake.set()
+        """Called on every event that may make a batch sendable; cheap when already awake (``WakeUp.set``)."""
+        self._wake.set()
 
     async def run(self) -> None:
         """Loop until closed, then until the accumulator is empty (graceful) or at once (forced)."""

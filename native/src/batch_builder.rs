@@ -59,15 +59,15 @@ const COMPRESSION_RATE_ESTIMATION_FACTOR: f64 = 1.05;
 const NO_LIMIT: i64 = 1 << 62;
 /// How many appended bytes the kept CRC may lag behind (see `Builder::crc`).
 const CRC_STRIDE: usize = 4096;
+/// The most rows a batch's per-record list reserves at its first record (`records_that_fit`):
+/// 1,024 rows of 40 bytes; a batch of smaller records grows past it by doubling.
+const ROWS_RESERVE_MAX: usize = 1024;
+
 /// How many records of `record_bytes` each a batch of `batch_size` bytes holds at most, at least
 /// one and at most `ROWS_RESERVE_MAX`.
 fn records_that_fit(batch_size: i64, record_bytes: usize) -> usize {
     (usize::try_from(batch_size).unwrap_or(0) / record_bytes.max(1)).clamp(1, ROWS_RESERVE_MAX)
 }
-
-/// The most rows a batch's per-record list reserves at its first record (`records_that_fit`):
-/// 1,024 rows of 40 bytes; a batch of smaller records grows past it by doubling.
-const ROWS_RESERVE_MAX: usize = 1024;
 
 /// The most a builder reserves for its records section at its first record (see `first_reserve`).
 const FIRST_RESERVE_MAX: usize = 1 << 20;
@@ -534,14 +534,14 @@ impl PyRecordBatchBuilder {
         }
     }
 
-    /// The door the native data plane appends through (one record): the offset delta, or -1
-    /// when the batch is full, closed, or its section is being read by the compression thread.
     /// How many records of `record_bytes` each the batch holds at most (`batch.size` over the
     /// record's size), at least one: what a batch's per-record lists reserve at its first record.
     pub fn records_that_fit(&self, record_bytes: usize) -> usize {
         records_that_fit(self.batch_size, record_bytes)
     }
 
+    /// The door the native data plane appends through (one record): the offset delta, or -1
+    /// when the batch is full, closed, or its section is being read by the compression thread.
     pub fn append_record(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> i64 {
         if self.closed.is_some() || self.exports > 0 {
             return -1;

@@ -258,6 +258,15 @@ impl RecordQueues {
     }
 }
 
+/// How a completion unmutes partition queue `index` of `queues` (borrowed only for that: a
+/// callback may `send()` meanwhile).
+fn unmuter<'a>(queues: &'a Bound<'_, RecordQueues>) -> impl Fn(usize) -> PyResult<()> + Copy + 'a {
+    move |index| {
+        queues.try_borrow_mut()?.part_mut(index)?.muted = false;
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl RecordQueues {
     #[new]
@@ -592,11 +601,7 @@ impl RecordQueues {
         counters: Option<&Bound<'py, RequestCounters>>,
     ) -> PyResult<crate::complete::Completed<'py>> {
         guarded("RecordQueues.complete", || {
-            let unmute = |index: usize| -> PyResult<()> {
-                slf.try_borrow_mut()?.part_mut(index)?.muted = false;
-                Ok(())
-            };
-            crate::complete::complete(slf.py(), batches, response, now, duplicate_code, tm, incomplete, per_batch, counters, unmute)
+            crate::complete::complete(slf.py(), batches, response, now, duplicate_code, tm, incomplete, per_batch, counters, unmuter(slf))
         })
     }
 
@@ -624,10 +629,7 @@ impl RecordQueues {
             if requests.len() != responses.len() {
                 return Err(pyo3::exceptions::PyValueError::new_err("RecordQueues.complete_all: one response per request"));
             }
-            let unmute = |index: usize| -> PyResult<()> {
-                slf.try_borrow_mut()?.part_mut(index)?.muted = false;
-                Ok(())
-            };
+            let unmute = unmuter(slf);
             let (decisions, errors) = (PyList::empty(py), PyList::empty(py));
             let (mut freed, mut records, mut due) = (0, 0, false);
             for (batches, response) in requests.into_iter().zip(&responses) {

@@ -19,6 +19,7 @@ import asyncio
 from typing import Any
 
 from broker_model import as_answer
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_sender import (
@@ -216,6 +217,16 @@ async def test_the_answers_of_a_read_complete_in_one_call_and_a_bug_in_one_leave
         assert acc.pool.available_memory == acc.pool.total - held and told == [4, 1]
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_answers_completed_together_need_one_response_per_request() -> None:
+    """A caller's mistake (requests and responses of different lengths) is a ValueError saying so, before anything completes."""
+    sender, acc, client, clock, told = make_counting()
+    future = append(acc, "a", 0, 1, b"v")
+    (sent,) = in_flight(sender, acc, clock)
+    with pytest.raises(ValueError, match="one response per request"):
+        acc.complete_all([[future._batch]], [], clock.now, DUPLICATE_SEQUENCE_NUMBER)
+    assert not future.done() and told == []
 
 
 async def test_an_answer_for_the_wrong_topic_or_partition_completes_nothing() -> None:

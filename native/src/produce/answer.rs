@@ -48,6 +48,18 @@ pub struct ProduceAnswer {
 }
 
 impl ProduceAnswer {
+    /// `response`, decoded from `decoded` (bytes equal to `payload`'s), with `payload` kept. Each
+    /// part's topic is kept as where it lies in `decoded`: the same place in `payload`.
+    fn kept(version: i64, response: &ProduceResponse<'_>, decoded: &[u8], payload: &Bound<'_, PyBytes>) -> Self {
+        ProduceAnswer {
+            version,
+            correlation_id: response.correlation_id,
+            throttle_time_ms: response.throttle_time_ms,
+            parts: response.partitions.iter().map(|p| part(decoded, p)).collect(),
+            payload: payload.clone().unbind(),
+        }
+    }
+
     /// The partitions' answers, in the order the broker wrote them.
     pub(crate) fn parts(&self) -> &[AnswerPart] {
         &self.parts
@@ -138,15 +150,8 @@ pub fn read_produce_response<'py>(py: Python<'py>, version: i64, payload: &Bound
             Ok(bytes) => bytes.clone(),
             Err(_) => PyBytes::new(py, &pyo3::buffer::PyBuffer::<u8>::get(payload)?.to_vec(py)?),
         };
-        let data = payload.as_bytes();
-        let response = decode(version, data).map_err(|e| decode_error(py, version, e))?;
-        Ok(ProduceAnswer {
-            version,
-            correlation_id: response.correlation_id,
-            throttle_time_ms: response.throttle_time_ms,
-            parts: response.partitions.iter().map(|p| part(data, p)).collect(),
-            payload: payload.unbind(),
-        })
+        let response = decode(version, payload.as_bytes()).map_err(|e| decode_error(py, version, e))?;
+        Ok(ProduceAnswer::kept(version, &response, payload.as_bytes(), &payload))
     })
 }
 
@@ -203,14 +208,7 @@ pub fn read_produce_answers(
             if version >= CLIENT_THROTTLE_VERSION && response.throttle_time_ms > 0 {
                 break;
             }
-            let payload = PyBytes::new(py, frame);
-            let answer = ProduceAnswer {
-                version,
-                correlation_id: response.correlation_id,
-                throttle_time_ms: response.throttle_time_ms,
-                parts: response.partitions.iter().map(|p| part(frame, p)).collect(),
-                payload: payload.unbind(),
-            };
+            let answer = ProduceAnswer::kept(version, &response, frame, &PyBytes::new(py, frame));
             let token = head.getattr(intern!(py, "token"))?;
             in_flight.call_method0(intern!(py, "popleft"))?;
             events.append(response_received.call1((token, Py::new(py, answer)?))?)?;
