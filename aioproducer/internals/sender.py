@@ -257,6 +257,9 @@ class Sender:
         self._wake = wake if wake is not None else WakeUp()
         #: The loop the sender's task runs in, taken when it starts (``run``): its timers' loop.
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The sender's timer between passes (``_sleep``), kept from pass to pass while it fires no
+        #: later than the pass asks; None once it fired. Writers: ``_sleep``, ``_timer_fired``, ``run``.
+        self._timer: asyncio.TimerHandle | None = None
         #: The producer's lifecycle, the one the accumulator reads (see ``lifecycle.py``): the loop
         #: runs while RUNNING, drains while CLOSING, and stops retrying once FORCED. Read only: the
         #: engine moves it (and wakes this sender when it does).
@@ -321,6 +324,9 @@ class Sender:
             self._die(exc)
         finally:
             self._ended = True
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()
             if _running_loop() is loop:
                 await self._shutdown_background()
             # else: the garbage collector is closing this coroutine after its loop ended (a
@@ -346,20 +352,35 @@ class Sender:
         await self._sleep(self.run_once(self._clock()))
 
     async def _sleep(self, delay_ms: float) -> None:
+        """Until woken, or ``delay_ms`` at most (the timer may end it earlier: one pass more).
+
+        The timer is kept across passes while it fires no later than the pass asks, and replaced
+        only by an earlier one: a pass that ends sooner (an answer woke the sender) leaves it
+        armed for the next. A timer that fires before its pass needed it costs one pass that finds
+        nothing to do, at most one per timer. Why: a timer armed and cancelled each pass (a
+        ``TimerHandle``, the loop's heap, its cancelled entries) was 2.4 % of the loop's samples
+        with 1 KB records (py-spy, the peers' layout, 2026-12-04), passes being thousands a second.
+        """
         wake = self._wake
         if wake.is_set():
             wake.clear()
             return
         loop = self._loop or asyncio.get_running_loop()  # a pass driven without run(): a test's
-        handle = None
         if delay_ms != float("inf"):
-            handle = loop.call_later(max(delay_ms, 0.0) / 1000.0, wake.set)
+            when = loop.time() + max(delay_ms, 0.0) / 1000.0
+            timer = self._timer
+            if timer is None or timer.when() > when:
+                if timer is not None:
+                    timer.cancel()
+                self._timer = loop.call_at(when, self._timer_fired)
         try:
             await wake.wait(loop)
         finally:
-            if handle is not None:
-                handle.cancel()
             wake.clear()
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        self._wake.set()
 
     # ------------------------------------------------------------------ one pass
     def run_once(self, now: float) -> float:

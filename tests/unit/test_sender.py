@@ -918,3 +918,29 @@ async def test_the_wake_up_wakes_its_waiter_once_set_and_a_set_before_the_wait_i
     with pytest.raises(asyncio.CancelledError):
         await cancelled
     assert wake.is_set()
+
+
+async def test_the_sender_s_timer_is_kept_across_passes_and_replaced_only_by_an_earlier_one() -> None:
+    """``Sender._sleep``: a pass woken before its timer leaves the timer armed for the next pass; a
+    pass asking for a later wake-up is served by it; an earlier one replaces it; a fired timer
+    ends the sleep and is gone."""
+    sender, *_ = make()
+    loop = asyncio.get_running_loop()
+    sleeping = asyncio.ensure_future(sender._sleep(60_000))
+    await asyncio.sleep(0)
+    first = sender._timer
+    assert first is not None and first.when() == pytest.approx(loop.time() + 60, abs=1)
+    sender.wakeup()
+    await asyncio.wait_for(sleeping, 1)
+    assert sender._timer is first and not first.cancelled()  # woken sooner: kept
+    sleeping = asyncio.ensure_future(sender._sleep(120_000))  # later than the timer: it serves
+    await asyncio.sleep(0)
+    assert sender._timer is first
+    sender.wakeup()
+    await asyncio.wait_for(sleeping, 1)
+    sleeping = asyncio.ensure_future(sender._sleep(1))  # earlier: replaced
+    await asyncio.sleep(0)
+    second = sender._timer
+    assert second is not None and second is not first and first.cancelled()
+    await asyncio.wait_for(sleeping, 1)  # nothing wakes the sender but its timer
+    assert sender._timer is None and not sender._wake.is_set()
