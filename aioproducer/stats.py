@@ -103,15 +103,19 @@ class ByteCounts:
             counts = self.nodes[node_id] = NodeBytes(self.window_ms, self.num_samples)
         return counts
 
-    def sent(self, node_id: int, size: int, now_ms: float) -> None:
-        """A request of ``size`` bytes was written to ``node_id`` (once per request, not per record)."""
+    def sent(self, node_id: int, size: int, now_ms: float, requests: int = 1) -> None:
+        """``requests`` requests of ``size`` bytes in all were written to ``node_id`` (once per write, not per record).
+
+        A connection's held Produce frames are counted together when they are written, in one
+        call per write (``BrokerConnection._write_held``), not one per request.
+        """
         self.outgoing += size
         by_node = self.outgoing_by_node
         by_node[node_id] = by_node.get(node_id, 0) + size
         self.outgoing_rate.record(size, now_ms)
-        node = self.nodes.get(node_id) or self.node(node_id)  # per request: no call once the node is known
-        node.requests += 1
-        node.request_rate.record(1, now_ms)
+        node = self.nodes.get(node_id) or self.node(node_id)  # no call once the node is known
+        node.requests += requests
+        node.request_rate.record(requests, now_ms)
         node.outgoing_rate.record(size, now_ms)
 
     def received(self, node_id: int, size: int) -> None:

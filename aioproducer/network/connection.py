@@ -330,6 +330,9 @@ class BrokerConnection:
         #: ``send_produce`` frames held until the end of the loop's current callback, written then as
         #: one (``_write_frame``, ``flush_writes``); written by those two and dropped by ``_teardown``.
         self._held: Chunks = []
+        #: How many requests' frames ``_held`` holds (for the byte counts at their write). Writers:
+        #: ``send_produce``, ``_write_frame``, ``_write_held``, the teardown.
+        self._held_requests = 0
         self._reader_task: asyncio.Task[None] | None = None
         #: Fires at the state machine's next deadline (at most one armed), at ``_timer_at`` ms.
         self._timer: asyncio.TimerHandle | None = None
@@ -690,9 +693,7 @@ class BrokerConnection:
                             skip=on_response)
                 raise
         held.extend(frame)
-        counts = self.byte_counts
-        if counts is not None:
-            counts.sent(protocol.node_id, sum(map(len, frame)), now)
+        self._held_requests += 1  # counted in the byte counts when written (``_write_held``)
         if self._timer is None:
             self._arm_timer()
 
@@ -752,9 +753,9 @@ class BrokerConnection:
         scheduled at the first and called by the sender at the end of its pass (``flush_writes``): ``benchmarks/write_coalescing.py`` measures
         what that saves. Any other frame (an awaited request, whose "sent" means "drained", or
         one written before the connection is ready) writes what is held first, then itself.
-        A frame is counted in the byte counts when it is handed over here.
+        A frame is counted in the byte counts when it is written: a held one with the others
+        held (``_write_held``), any other here.
         """
-        size = sum(map(len, frame))
         protocol = self._protocol
         if offload and protocol.state is _READY:
             held = self._held
@@ -763,10 +764,12 @@ class BrokerConnection:
                 assert loop is not None
                 loop.call_soon(self.flush_writes)
             held.extend(frame)
-        else:
-            if self._held:
-                self._write_held(writer)
-            self._write_out(writer, frame, size, offload)
+            self._held_requests += 1
+            return
+        if self._held:
+            self._write_held(writer)
+        size = sum(map(len, frame))
+        self._write_out(writer, frame, size, offload)
         counts = self.byte_counts
         if counts is not None:
             counts.sent(protocol.node_id, size, self._now())
@@ -787,8 +790,14 @@ class BrokerConnection:
             self._abort(KafkaConnectionError(f"writing to {self.address} (node {self.node_id}) failed: {exc!r}"))
 
     def _write_held(self, writer: asyncio.StreamWriter) -> None:
+        """The held frames out as one write, counted in the byte counts together (one call, not one a request)."""
         frame, self._held = self._held, []
-        self._write_out(writer, frame, sum(map(len, frame)), True)
+        requests, self._held_requests = self._held_requests, 0
+        size = sum(map(len, frame))
+        self._write_out(writer, frame, size, True)
+        counts = self.byte_counts
+        if counts is not None:
+            counts.sent(self._protocol.node_id, size, self._now(), requests)
 
     def _write_out(self, writer: asyncio.StreamWriter, frame: Chunks, size: int, offload: bool) -> None:
         """Frames out, in order: the writer thread, one ``writev`` (``offload``: ``send_produce``'s only), or the transport.
@@ -1107,8 +1116,10 @@ class BrokerConnection:
         """
         self._torn_down = True
         # Frames held for this callback's write belong to requests failed with the connection:
-        # never written, they cannot reach the broker after their records were retried.
+        # never written, they cannot reach the broker after their records were retried (nor are
+        # they counted as written).
         self._held = []
+        self._held_requests = 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

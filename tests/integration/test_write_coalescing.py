@@ -22,6 +22,7 @@ from aioproducer.network.connection import BrokerConnection
 from aioproducer.protocol import messages
 from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
+from aioproducer.stats import ByteCounts
 from aioproducer.testing import MockCluster
 from readback import read_with
 
@@ -43,7 +44,7 @@ def _send_produce(conn: BrokerConnection, index: int, size: int = 1000) -> async
 
 async def _connect(mc: MockCluster) -> BrokerConnection:
     host, port = mc.bootstrap_servers.split(",")[0].rsplit(":", 1)
-    conn = BrokerConnection(host, int(port), 1, client_id="coalescing", max_in_flight=5)
+    conn = BrokerConnection(host, int(port), 1, client_id="coalescing", max_in_flight=5, byte_counts=ByteCounts())
     await conn.connect()
     return conn
 
@@ -62,7 +63,9 @@ async def test_the_frames_of_one_callback_go_out_in_one_write(monkeypatch: pytes
     with MockCluster(brokers=1, topics={"orders": 1}) as mc:
         conn = await _connect(mc)
         try:
-            before = conn.byte_counts.outgoing if conn.byte_counts is not None else None
+            counts = conn.byte_counts
+            assert counts is not None
+            before, requests_before = counts.outgoing, counts.node(conn.node_id).requests
             outcomes = [_send_produce(conn, i) for i in range(5)]
             assert writes == []  # held until this callback ends
             results = await asyncio.gather(*outcomes)
@@ -70,8 +73,9 @@ async def test_the_frames_of_one_callback_go_out_in_one_write(monkeypatch: pytes
             offsets = [response.partitions[0].base_offset for response, _ in results if response is not None]
             assert offsets == [0, 1, 2, 3, 4]
             assert len(writes) == 1, writes  # five requests, one write
-            if before is not None and conn.byte_counts is not None:
-                assert writes[0] == conn.byte_counts.outgoing - before
+            # Counted together at that write: its bytes, and five requests.
+            assert writes[0] == counts.outgoing - before
+            assert counts.node(conn.node_id).requests - requests_before == 5
         finally:
             await conn.close()
         records = await read_with("confluent-kafka", mc.bootstrap_servers, "orders", 0, count=5)
