@@ -501,6 +501,9 @@ class Sender:
         """
         now = self._clock()
         metrics, requests, sent = self.metrics, self._node_requests, self._sent
+        # The answers' latencies (now minus their sent times) and throttle times, recorded once per
+        # node: a connection's read holds one node's answers, so a run of them is one call.
+        run_node, answered, sent_sum, sent_min, throttled, throttle_sum, throttle_max = -1, 0, 0.0, now, 0, 0, -1
         for token, response in zip(tokens, answers):
             # ``_request_ended``'s and ``_untrack_sent``'s steps, written out: the hot path.
             node, batches, sent_ms = token.request
@@ -510,8 +513,24 @@ class Sender:
             else:
                 requests.pop(node, None)
             sent.pop(id(batches), None)
-            if metrics is not None:
-                metrics.record_response(node, now - sent_ms, response.throttle_time_ms, now)
+            if node != run_node:
+                if answered and metrics is not None:
+                    metrics.record_responses(run_node, answered, answered * now - sent_sum, now - sent_min,
+                                             throttled, throttle_sum, throttle_max, now)
+                run_node, answered, sent_sum, sent_min, throttled, throttle_sum, throttle_max = node, 0, 0.0, now, 0, 0, -1
+            answered += 1
+            sent_sum += sent_ms
+            if sent_ms < sent_min:
+                sent_min = sent_ms
+            throttle = response.throttle_time_ms
+            if throttle >= 0:
+                throttled += 1
+                throttle_sum += throttle
+                if throttle > throttle_max:
+                    throttle_max = throttle
+        if answered and metrics is not None:
+            metrics.record_responses(run_node, answered, answered * now - sent_sum, now - sent_min,
+                                     throttled, throttle_sum, throttle_max, now)
         if not sent:
             self._sent_deadline = float("inf")
         self._callbacks_pending -= len(tokens)

@@ -34,7 +34,7 @@ from aioproducer.internals.metrics import ProducerMetrics
 from aioproducer.internals.sender import Sender
 from aioproducer.lifecycle import Lifecycle, State
 from aioproducer.network.connection import ProduceToken
-from aioproducer.protocol.produce import ProduceResponse
+from aioproducer.protocol.produce import AnyProduceResponse, ProduceResponse
 
 def make_counting() -> tuple[Sender, RecordAccumulator, FakeClient, FakeClock, list[int]]:
     """A sender as the engine wires it (``on_acknowledged`` and metrics given), recording what it is told."""
@@ -277,3 +277,38 @@ def test_the_connections_answer_and_a_fakes_named_tuples_complete_alike(
     keys: list[tuple[str, int]], answers: list[tuple[str, int, int, int]]
 ) -> None:
     assert _outcome_of(keys, answers, native=True) == _outcome_of(keys, answers, native=False)
+
+
+async def test_the_answers_of_a_read_record_their_latencies_and_throttles_as_one_by_one() -> None:
+    """A read's answers are recorded in the metrics once per run of one node's answers
+    (``ProducerMetrics.record_responses``); the values are those of one ``record_response`` per
+    answer: each its own latency and throttle time, overall and for its node."""
+    sender, acc, client, clock, told = make_counting()
+    append(acc, "a", 0, 1, b"v")  # node 0
+    (first,) = in_flight(sender, acc, clock)
+    clock.now += 2
+    append(acc, "a", 1, 1, b"v")  # node 1
+    append(acc, "a", 2, 1, b"v")  # node 0 again
+    _, again, other = in_flight(sender, acc, clock)
+    clock.now += 3
+    sent = [first, again, other]  # handed over in this order: a run of node 0's two, then node 1's
+    assert [s.node for s in sent] == [0, 0, 1]
+    throttles = [7, 2, 0]
+    answers: list[AnyProduceResponse] = [
+        as_answer(ProduceResponse(1, [ok(topic, p, 0) for topic, ps in requested(s) for p in ps], throttle, []))
+        for s, throttle in zip(sent, throttles)
+    ]
+    tokens = [_token(s.token) for s in sent]
+    tokens[0].on_answers(tokens, answers)
+    assert told == [3]
+    oracle = ProducerMetrics()
+    for latency, node, throttle in zip((5.0, 3.0, 3.0), (0, 0, 1), throttles):
+        oracle.record_response(node, latency, throttle, clock.now)
+    metrics = sender.metrics
+    assert metrics is not None
+    keys = ("request-latency", "produce-throttle", "node-")
+    ours = {k: v for k, v in snapshot(metrics, clock.now).items() if k.startswith(keys) and ("latency" in k or "throttle" in k)}
+    theirs = {k: v for k, v in snapshot(oracle, clock.now).items() if k.startswith(keys) and ("latency" in k or "throttle" in k)}
+    assert ours == theirs and ours["node-0.request-latency-max"] == 5.0 and ours["produce-throttle-time-max"] == 7
+    assert ours["request-latency-avg"] == pytest.approx(11 / 3) and ours["node-0.request-latency-avg"] == 4.0
+    assert ours["produce-throttle-time-avg"] == 3.0
