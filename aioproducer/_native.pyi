@@ -2,7 +2,7 @@
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Self
+from typing import Any, Final, Self, overload
 
 
 from aioproducer.record_types import RecordMetadata
@@ -333,9 +333,19 @@ class RecordQueues:
     def next_expiry_delay(self, now: float) -> float: ...
     def abort_all(self) -> list[ProducerBatch]: ...
 
+class ProduceTopicData(Sequence[tuple[str, list[tuple[int, bytes | tuple[bytes, memoryview]]]]]):
+    """A request's topic data as ``produce_topic_data`` builds it: read as it is by ``encode_produce_request``,
+    the list form ``[(topic, [(partition, records), ...]), ...]`` to anything else (made on each read)."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, list[tuple[int, bytes | tuple[bytes, memoryview]]]]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[str, list[tuple[int, bytes | tuple[bytes, memoryview]]]]]: ...
+
 def produce_topic_data(
     batches: Sequence[ProducerBatch], now_ms: float, counters: RequestCounters | None = None
-) -> tuple[list[ProducerBatch], list[tuple[str, list[tuple[int, bytes | tuple[bytes, memoryview]]]]], float, bool]: ...
+) -> tuple[list[ProducerBatch], ProduceTopicData, float, bool]: ...
 
 class RequestCounters:
     """The request path's sums between two folds of the metrics (``native/src/counters.rs``)."""

@@ -34,7 +34,7 @@ use pyo3::{intern, PyTraverseError, PyVisit};
 
 use crate::batch_builder::{Header, ProducerState, PyRecordBatchBuilder};
 use crate::guarded;
-use crate::produce::python::SPLICE_THRESHOLD;
+use crate::produce::python::{RequestRecords, SPLICE_THRESHOLD};
 
 /// No sequence assigned yet (Java's `RecordBatch.NO_SEQUENCE`).
 pub const NO_SEQUENCE: i64 = -1;
@@ -265,12 +265,12 @@ impl ProducerBatch {
         PyRecordBatchBuilder::build_for(self.builder.bind(py), state.producer_id, state.producer_epoch, state.base_sequence, state.is_transactional)
     }
 
-    /// Its records as a Produce request carries them: the two pieces of `build_in_place` (a
-    /// tuple: header, section view) when the batch can go in place, else the built bytes.
-    pub(crate) fn for_request<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Its records as a Produce request carries them: the two pieces of `build_in_place` when
+    /// the batch can go in place, else the built bytes.
+    pub(crate) fn for_request(&self, py: Python<'_>) -> PyResult<RequestRecords> {
         match PyRecordBatchBuilder::build_in_place(self.builder.bind(py), self.producer_state(), SPLICE_THRESHOLD)? {
-            Some(pieces) => Ok(pieces.into_pyobject(py)?.into_any()),
-            None => Ok(self.built(py)?.into_any()),
+            Some((header, section, len)) => Ok(RequestRecords::InPlace(header.unbind(), section.into_any().unbind(), len)),
+            None => Ok(RequestRecords::Built(self.built(py)?.unbind())),
         }
     }
 

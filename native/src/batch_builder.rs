@@ -901,6 +901,9 @@ impl PyRecordBatchBuilder {
     }
 }
 
+/// A batch sent in place (`build_in_place`): its header, a view of its section, their total length.
+pub type InPlace<'py> = (Bound<'py, PyBytes>, Bound<'py, PyMemoryView>, usize);
+
 // ------------------------------------------------------------------ the twins of protocol/records.py
 
 // The record-size formula and the varint exist in Python too (`protocol/records.py`,
@@ -922,7 +925,8 @@ impl PyRecordBatchBuilder {
     }
 
     /// The batch with `state` as two pieces sent one after the other, its header (61 bytes, made
-    /// now) and a read-only view of its section where the records were appended; None when it
+    /// now) and a read-only view of its section where the records were appended, with their
+    /// total length (so that the request's encoding needs no view to learn it); None when it
     /// must be built (`build_for`): compressed, built already, empty, or a section under
     /// `min_section` bytes (cheaper to copy than to carry as two chunks).
     ///
@@ -933,13 +937,9 @@ impl PyRecordBatchBuilder {
     /// batches, 2026-12-04). In place, the CRC was taken at each append (while the record was in
     /// the cache from its copy in) and the section is read once, by the socket's writer.
     /// The builder is closed for appends from here, and keeps the section while any view lives.
-    pub fn build_in_place<'py>(
-        slf: &Bound<'py, Self>,
-        state: ProducerState,
-        min_section: usize,
-    ) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyMemoryView>)>> {
+    pub fn build_in_place<'py>(slf: &Bound<'py, Self>, state: ProducerState, min_section: usize) -> PyResult<Option<InPlace<'py>>> {
         let py = slf.py();
-        let header = {
+        let (header, len) = {
             let mut this = slf.borrow_mut();
             let open = match this.closed {
                 None => true,
@@ -954,12 +954,13 @@ impl PyRecordBatchBuilder {
                 this.closed = Some(Closed::InPlace);
             }
             let core = &this.core;
-            PyBytes::new_with(py, RECORD_BATCH_OVERHEAD, |out| {
+            let header = PyBytes::new_with(py, RECORD_BATCH_OVERHEAD, |out| {
                 core.write_header_in_place(out, &state);
                 Ok(())
-            })?
+            })?;
+            (header, RECORD_BATCH_OVERHEAD + core.buf.len())
         };
-        Ok(Some((header, PyMemoryView::from(slf.as_any())?)))
+        Ok(Some((header, PyMemoryView::from(slf.as_any())?, len)))
     }
 
     /// `build`'s work: the batch with `state`, compressed once, cached per state.

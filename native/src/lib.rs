@@ -152,6 +152,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(produce::python::py_encode_produce_request, m)?)?;
     m.add_function(wrap_pyfunction!(produce::python::py_decode_produce_response, m)?)?;
     m.add_class::<produce::answer::ProduceAnswer>()?;
+    m.add_class::<produce::python::ProduceTopicData>()?;
     m.add_function(wrap_pyfunction!(produce::answer::read_produce_response, m)?)?;
     m.add_function(wrap_pyfunction!(produce::answer::read_produce_answers, m)?)?;
     Ok(())

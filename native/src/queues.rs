@@ -36,6 +36,7 @@ use crate::batch_builder::{size_upper_bound, PyRecordBatchBuilder, CODEC_GZIP, C
 use crate::counters::RequestCounters;
 use crate::guarded;
 use crate::murmur::partition_for_key;
+use crate::produce::python::ProduceTopicData;
 
 /// No leader known for a partition (Python's None, or a negative id).
 const NO_LEADER: i64 = -1;
@@ -899,9 +900,10 @@ fn wall_clock_ms() -> Option<i64> {
 
 /// A Produce request's batches (a drain's, or what is left of them) as the request carries them,
 /// and what the sender keeps of the request, in one pass at `now_ms`:
-/// `(batches, topic_data, deadline, fold_due)`. `topic_data` is `[(topic, [(partition, records),
-/// ...]), ...]`, one entry per topic in the order the topics first appear (as Java writes it),
-/// each batch built (stamped with its sequence and epoch, compressed once), or, uncompressed and
+/// `(batches, topic_data, deadline, fold_due)`. `topic_data` is a `ProduceTopicData`: the encoder
+/// reads it without lists, tuples or views, and to anything else it is `[(topic, [(partition,
+/// records), ...]), ...]`. One entry per topic in the order the topics first appear (as Java
+/// writes it), each batch built (stamped with its sequence and epoch, compressed once), or, uncompressed and
 /// of `SPLICE_THRESHOLD` bytes or more, sent in place as `(header, section)` (`for_request`: no
 /// copy, no read of its records on the event loop's thread); `batches` reordered
 /// to line up with the request's partitions, the order the broker answers in; `deadline` the
@@ -917,7 +919,7 @@ pub fn produce_topic_data<'py>(
     batches: Vec<Bound<'py, ProducerBatch>>,
     now_ms: f64,
     counters: Option<&Bound<'py, RequestCounters>>,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, f64, bool)> {
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, ProduceTopicData>, f64, bool)> {
     guarded("produce_topic_data", || {
         // The topics in order of first appearance, each with its batches (usually one topic).
         let mut groups: Vec<(Bound<'py, PyAny>, Vec<&Bound<'py, ProducerBatch>>)> = Vec::new();
@@ -930,7 +932,7 @@ pub fn produce_topic_data<'py>(
             }
         }
         let ordered = PyList::empty(py);
-        let topic_data = PyList::empty(py);
+        let mut topics = Vec::with_capacity(groups.len());
         let mut deadline = f64::INFINITY;
         let mut counters = counters.map(|c| c.borrow_mut());
         let (due, mut request) = match counters.as_mut() {
@@ -941,21 +943,23 @@ pub fn produce_topic_data<'py>(
             None => (false, None),
         };
         for (topic, group) in groups {
-            let partitions = PyList::empty(py);
+            let mut partitions = Vec::with_capacity(group.len());
             for batch in group {
                 let this = batch.borrow();
-                partitions.append((this.partition, this.for_request(py)?))?;
+                let partition = i32::try_from(this.partition)
+                    .map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("partition {} does not fit a Produce request", this.partition)))?;
+                partitions.push((partition, this.for_request(py)?));
                 deadline = deadline.min(this.delivery_deadline_ms);
                 if let (Some(c), Some(request)) = (counters.as_mut(), request.as_mut()) {
                     c.add_sent_batch(py, request, &this)?;
                 }
                 ordered.append(batch)?;
             }
-            topic_data.append((topic, partitions))?;
+            topics.push((topic.unbind(), partitions));
         }
         if let (Some(c), Some(request)) = (counters.as_mut(), request) {
             c.end_request(request);
         }
-        Ok((ordered, topic_data, deadline, due))
+        Ok((ordered, Bound::new(py, ProduceTopicData { topics })?, deadline, due))
     })
 }

@@ -1047,3 +1047,31 @@ async def test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_cr
     resent = [(r.key, r.value, r.headers or None) for p in pieces for b in decode_batches(p.build()) for r in b.records]
     assert resent == appended
     assert sent == batch.builder.build(*states[-1])  # built from the same section, its CRC over all of it
+
+
+@pytest.mark.parametrize("version", [3, 9, 12])
+async def test_a_request_s_topic_data_encodes_as_its_list_form_byte_for_byte(version: int) -> None:
+    """``produce_topic_data`` gives the request's topic data as a native object the encoder reads
+    as it is (each in-place section's length from its batch, not from a view); read as a sequence
+    it is the list form. Both encode to the same frame: batches in place and built, two topics."""
+    from aioproducer._native import produce_topic_data
+    from aioproducer.protocol.produce import SPLICE_THRESHOLD, encode_produce_request
+
+    clock = FakeClock()
+    acc, _ = make(clock, batch_size=65536)
+    sizes = {("t", 0): SPLICE_THRESHOLD * 2, ("u", 0): 100, ("t", 2): SPLICE_THRESHOLD + 7}  # node 0's partitions
+    for (topic, partition), size in sizes.items():
+        for i in range(3):
+            assert acc.try_append(topic, partition, 1_700_000_000_000 + i, b"k", bytes([i]) * (size // 3), None, None) is not None
+    clock.now += 20
+    [batches] = acc.drain(Leaders(), [0], 10**6, clock.now).values()
+    ordered, native, _, _ = produce_topic_data(batches, clock.now, None)
+    listed = [(topic, list(partitions)) for topic, partitions in native]
+    assert [(topic, [p for p, _ in parts]) for topic, parts in listed] == [("t", [0, 2]), ("u", [0])]
+    assert [isinstance(records, tuple) for _, parts in listed for _, records in parts] == [True, True, False]
+    assert len(native) == 2 and native[-1] == native[1] == listed[1] and native[0:5] == listed
+    with pytest.raises(IndexError):
+        native[2]
+    frame = b"".join(encode_produce_request(version, 7, "c", None, 1, 5000, native))
+    assert frame == b"".join(encode_produce_request(version, 7, "c", None, 1, 5000, listed))
+    assert len(frame) == 4 + int.from_bytes(frame[:4], "big")

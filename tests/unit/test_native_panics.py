@@ -150,6 +150,8 @@ CALLS: dict[str, Callable[[], object]] = {
     "ProducerBatch.settle": lambda: _batch(1).settle(),
     "set_object_costs": lambda: _native.set_object_costs(RECORD_OBJECT_BYTES, ARROW_ROW_BYTES),
     "produce_topic_data": lambda: _native.produce_topic_data([_batch(1), _queues()[1]], 5.0),
+    "ProduceTopicData.__len__": lambda: len(_native.produce_topic_data([_batch(1)], 5.0)[1]),
+    "ProduceTopicData.__getitem__": lambda: _native.produce_topic_data([_batch(1)], 5.0)[1][0],
     "RecordQueues.__new__": RecordQueues,
     "SampledStat.__new__": lambda: _native.SampledStat(1000, 2),
     "SampledStat.record": lambda: _native.SampledStat(1000, 2).record(1.0, 5.0),

@@ -5,10 +5,10 @@
 //! a NamedTuple generates.
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PySlice, PyString, PyTuple};
 
 use super::decode::{decode, NodeEndpoint, PartitionResponse, ProduceResponse};
 use super::encode::{PartitionData, ProduceRequest, Records, TopicData};
@@ -160,10 +160,91 @@ fn records<'py>(version: i64, value: Bound<'py, PyAny>, t: usize, p: usize) -> P
     }
 }
 
+/// A partition's records in a request the sender built (`produce_topic_data`).
+pub(crate) enum RequestRecords {
+    /// The batch built: its bytes.
+    Built(Py<PyBytes>),
+    /// The batch sent in place: its header, a view of its section, and their total length.
+    InPlace(Py<PyBytes>, Py<PyAny>, usize),
+}
+
+impl RequestRecords {
+    fn held<'py>(&self, py: Python<'py>) -> Held<'py> {
+        match self {
+            RequestRecords::Built(bytes) => Held::Bytes(bytes.bind(py).clone()),
+            RequestRecords::InPlace(header, section, len) => Held::Pieces(header.bind(py).clone().into_any(), section.bind(py).clone(), *len),
+        }
+    }
+
+    fn to_object<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            RequestRecords::Built(bytes) => Ok(bytes.bind(py).clone().into_any()),
+            RequestRecords::InPlace(header, section, _) => Ok((header.bind(py), section.bind(py)).into_pyobject(py)?.into_any()),
+        }
+    }
+}
+
+/// A topic of a request the sender built: its name, and its partitions' indexes and records.
+pub(crate) type RequestTopic = (Py<PyAny>, Vec<(i32, RequestRecords)>);
+
+/// A Produce request's topic data as the sender builds it (`produce_topic_data`): the topics in
+/// the order they first appear, each with its partitions and their records. The encoder reads it
+/// as it is (`encode_produce_request`), without the list form's lists, tuples and buffer views (a
+/// section's length is known from its batch); to anything else it is that list form,
+/// ``[(topic, [(partition, records), ...]), ...]``, made on each read (a sequence).
+#[pyclass(module = "aioproducer._native", frozen, sequence)]
+pub struct ProduceTopicData {
+    pub(crate) topics: Vec<RequestTopic>,
+}
+
+#[pymethods]
+impl ProduceTopicData {
+    fn __len__(&self) -> PyResult<usize> {
+        guarded("ProduceTopicData.__len__", || Ok(self.topics.len()))
+    }
+
+    /// Topic `index` in the list form, `(topic, [(partition, records), ...])`, or a list of them
+    /// for a slice.
+    fn __getitem__<'py>(&self, py: Python<'py>, index: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        guarded("ProduceTopicData.__getitem__", || {
+            if let Ok(slice) = index.cast::<PySlice>() {
+                let picked = slice.indices(self.topics.len() as isize)?;
+                let items =
+                    (0..picked.slicelength).map(|k| self.topic(py, (picked.start + k as isize * picked.step) as usize)).collect::<PyResult<Vec<_>>>()?;
+                return Ok(PyList::new(py, items)?.into_any());
+            }
+            let index: isize = index.extract()?;
+            let at = if index < 0 { index + self.topics.len() as isize } else { index };
+            match usize::try_from(at).ok().filter(|at| *at < self.topics.len()) {
+                Some(at) => Ok(self.topic(py, at)?.into_any()),
+                None => Err(PyIndexError::new_err("ProduceTopicData index out of range")),
+            }
+        })
+    }
+}
+
+impl ProduceTopicData {
+    fn topic<'py>(&self, py: Python<'py>, at: usize) -> PyResult<Bound<'py, PyTuple>> {
+        let (topic, partitions) = &self.topics[at];
+        let items = partitions.iter().map(|(partition, records)| Ok((*partition, records.to_object(py)?))).collect::<PyResult<Vec<_>>>()?;
+        (topic.bind(py), PyList::new(py, items)?).into_pyobject(py)
+    }
+}
+
 /// The topics' names and partition counts, and every partition's index and records, in order.
 type Collected<'py> = (Vec<(Bound<'py, PyAny>, usize)>, Vec<(i32, Held<'py>)>);
 
 fn collect<'py>(version: i64, topic_data: &Bound<'py, PyAny>) -> PyResult<Collected<'py>> {
+    if let Ok(built) = topic_data.cast::<ProduceTopicData>() {
+        let py = topic_data.py();
+        let mut topics = Vec::with_capacity(built.get().topics.len());
+        let mut partitions = Vec::new();
+        for (name, parts) in &built.get().topics {
+            topics.push((name.bind(py).clone(), parts.len()));
+            partitions.extend(parts.iter().map(|(index, records)| (*index, records.held(py))));
+        }
+        return Ok((topics, partitions));
+    }
     let mut topics = Vec::new();
     let mut partitions = Vec::new();
     let iter = topic_data.try_iter().map_err(|e| bad_value(version, format_args!("topic_data"), e))?;
