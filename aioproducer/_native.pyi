@@ -270,7 +270,7 @@ class ProducerBatch:
 
 def set_object_costs(record_object_bytes: int, arrow_row_bytes: int) -> None: ...
 def record_latencies(
-    bounds: Sequence[float], buckets: list[int], rows: Sequence[float], sum_ms: float, unfolded_sum: float,
+    bounds: Sequence[float], buckets: list[int], rows: Sequence[float] | bytes, sum_ms: float, unfolded_sum: float,
     unfolded_max: float,
 ) -> tuple[int, float, float, float]: ...
 
@@ -359,7 +359,7 @@ class RequestCounters:
     ) -> list[
         tuple[
             tuple[float, int, int, int, float, float, int, float, float, float, float, float],
-            int, int, list[float], list[tuple[str, float, float, int, int, int]],
+            int, int, bytes, list[tuple[str, float, float, int, int, int]],
         ]
     ]: ...
     @property

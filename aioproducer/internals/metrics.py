@@ -42,11 +42,12 @@ __all__ = [
 
 #: One generation of ``RequestCounters.take()``: ``(since_ms, requests, request_records, batches,
 #: size_sum, size_max, with_records, per_record_sum, per_record_max, ratio_sum, queued_sum,
-#: queued_max)``, records acknowledged, records failed, the latency rows, and per topic
+#: queued_max)``, records acknowledged, records failed, the latency rows (packed doubles, three a
+#: batch: ``DeliveryLatency.record_batches``), and per topic
 #: ``(topic, bytes, ratios summed, batches, acknowledged, failed)``.
 Generation: TypeAlias = tuple[
     tuple[float, int, int, int, float, float, int, float, float, float, float, float],
-    int, int, list[float], list[tuple[str, float, float, int, int, int]],
+    int, int, bytes, list[tuple[str, float, float, int, int, int]],
 ]
 
 
@@ -128,8 +129,10 @@ class DeliveryLatency:
         """``records`` records acknowledged, latencies from ``first_ms`` (the oldest's) down to ``last_ms``."""
         self.record_batches([records, first_ms, last_ms], 0.0, -math.inf)
 
-    def record_batches(self, rows: Sequence[float], unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
+    def record_batches(self, rows: Sequence[float] | bytes, unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
         """Batches acknowledged, flat ``rows`` ``[records, first_ms, last_ms, ...]``, in one native call.
+
+        ``rows`` may be packed native-order doubles, as a fold's are (``RequestCounters.take``).
 
         The per-batch arithmetic is ``record_latencies`` (``native/src/latency.rs``): the bucket of
         each end (``bisect``), the records spread over the buckets between them when they differ,

@@ -22,7 +22,7 @@
 //! for batches completed one at a time (through `add_request`, `add_acknowledged`, `add_errors`).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::batch::ProducerBatch;
 use crate::guarded;
@@ -99,7 +99,7 @@ impl Generation {
 
     /// `(since_ms, requests, request_records, batches, size_sum, size_max, with_records,
     /// per_record_sum, per_record_max, ratio_sum, queued_sum, queued_max, send, errors,
-    /// latencies, [(topic, bytes, ratios, batches, send, errors), ...])`: what
+    /// latencies (packed doubles), [(topic, bytes, ratios, batches, send, errors), ...])`: what
     /// `ProducerMetrics._fold_generation` unpacks.
     fn into_py<'py>(self, py: Python<'py>, names: &[Py<PyAny>]) -> PyResult<Bound<'py, PyTuple>> {
         let topics = PyList::empty(py);
@@ -126,7 +126,14 @@ impl Generation {
             head.into_pyobject(py)?.into_any(),
             self.send.into_pyobject(py)?.into_any(),
             self.errors.into_pyobject(py)?.into_any(),
-            PyList::new(py, self.latencies)?.into_any(),
+            // Packed doubles, not a list of floats: three a batch, read by `record_latencies`.
+            PyBytes::new_with(py, self.latencies.len() * 8, |out| {
+                for (to, value) in out.chunks_exact_mut(8).zip(&self.latencies) {
+                    to.copy_from_slice(&value.to_ne_bytes());
+                }
+                Ok(())
+            })?
+            .into_any(),
             topics.into_any(),
         ];
         PyTuple::new(py, items)

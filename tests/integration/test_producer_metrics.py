@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,8 +85,8 @@ class _Observed(DeliveryLatency):
         super().__init__()
         self.observed: list[tuple[int, float, float]] = []
 
-    def record_batches(self, rows: Sequence[float], unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
-        it = iter(rows)
+    def record_batches(self, rows: Sequence[float] | bytes, unfolded_sum: float, unfolded_max: float) -> tuple[int, float, float]:
+        it = iter(array("d", rows).tolist() if isinstance(rows, bytes) else rows)  # a fold's rows come packed
         self.observed += ((int(records), first, last) for records, first, last in zip(it, it, it))
         return super().record_batches(rows, unfolded_sum, unfolded_max)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 
 import pytest
 
@@ -132,6 +133,15 @@ def test_delivery_latency_spreads_a_batch_between_its_first_and_last_record() ->
     assert h.cumulative() == [(0.001, 1), (0.005, 4), (0.01, 8), (math.inf, 9)]
 
 
+def test_delivery_latency_rows_packed_as_a_fold_gives_them_count_as_a_list_of_floats() -> None:
+    """A fold's latency rows come packed (``RequestCounters.take``); they add what the same rows as floats add."""
+    rows = [1, 3.0, 3.0, 5, 12.0, 0.0, 3, 10.0, 5.0, 2, 0.5, 0.25]
+    as_list, packed = DeliveryLatency((0.001, 0.005, 0.01)), DeliveryLatency((0.001, 0.005, 0.01))
+    assert as_list.record_batches(rows, 1.0, 2.0) == packed.record_batches(array("d", rows).tobytes(), 1.0, 2.0)
+    assert (packed.buckets, packed.count, packed.sum_ms) == (as_list.buckets, as_list.count, as_list.sum_ms)
+    assert packed.buckets == [3, 3, 4, 1] and packed.count == 11
+
+
 def test_producer_metrics_record_delivery_latency_per_record_of_acknowledged_batches() -> None:
     m = ProducerMetrics(1000, 2)
     h = m.delivery_latency
@@ -197,7 +207,7 @@ def test_the_request_build_counts_its_statistics_and_gives_its_earliest_delivery
     head, send, errors, latencies, topics = generation
     assert head[:4] == (10, 1, 7, 3)  # since, requests, records, batches
     assert head[11] == 10 - 2  # the queue time's maximum: the oldest batch's
-    assert (send, errors, latencies) == (0, 0, [])
+    assert (send, errors, latencies) == (0, 0, b"")
     assert [(topic, batches) for topic, _, _, batches, _, _ in topics] == [("a", 2), ("b", 1)]
     assert built.take() == [] and not built.pending  # taken once
     assert produce_topic_data(batches, 10)[3] is False  # without counters: nothing counted
@@ -222,8 +232,9 @@ def test_counters_close_a_generation_at_the_first_value_fold_ms_after_its_first(
     assert counters.add_errors("t", 2, 100.9) is False  # 0.9 ms after the first: the same generation
     assert counters.add_acknowledged("u", 4, 101.0, 61.0, 0.0) is True  # 1 ms after: the next one
     first, second = counters.take()
-    assert (first[0][0], first[1], first[2], first[3]) == (100.0, 3, 2, [3, 10.0, 10.0])
-    assert (second[0][0], second[1], second[2], second[3]) == (101.0, 4, 0, [4, 40.0, 40.0])
+    # each acknowledged batch's latency row, packed doubles: records, the first's and the last's latency
+    assert (first[0][0], first[1], first[2], array("d", first[3]).tolist()) == (100.0, 3, 2, [3, 10.0, 10.0])
+    assert (second[0][0], second[1], second[2], array("d", second[3]).tolist()) == (101.0, 4, 0, [4, 40.0, 40.0])
     assert [t[0] for t in first[4]] == ["t"] and [t[0] for t in second[4]] == ["u"]
 
 
