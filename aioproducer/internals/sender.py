@@ -501,9 +501,10 @@ class Sender:
         """
         now = self._clock()
         metrics, requests, sent = self.metrics, self._node_requests, self._sent
-        # The answers' latencies (now minus their sent times) and throttle times, recorded once per
-        # node: a connection's read holds one node's answers, so a run of them is one call.
-        run_node, answered, sent_sum, sent_min, throttled, throttle_sum, throttle_max = -1, 0, 0.0, now, 0, 0, -1
+        # The answers' latencies (now minus their sent times) and throttle times, summed to be
+        # recorded in one call: a connection's read holds one node's answers.
+        first_node = tokens[0].request[0] if tokens else -1
+        one_node, sent_sum, sent_min, throttled, throttle_sum, throttle_max = True, 0.0, now, 0, 0, -1
         for token, response in zip(tokens, answers):
             # ``_request_ended``'s and ``_untrack_sent``'s steps, written out: the hot path.
             node, batches, sent_ms = token.request
@@ -513,12 +514,7 @@ class Sender:
             else:
                 requests.pop(node, None)
             sent.pop(id(batches), None)
-            if node != run_node:
-                if answered and metrics is not None:
-                    metrics.record_responses(run_node, answered, answered * now - sent_sum, now - sent_min,
-                                             throttled, throttle_sum, throttle_max, now)
-                run_node, answered, sent_sum, sent_min, throttled, throttle_sum, throttle_max = node, 0, 0.0, now, 0, 0, -1
-            answered += 1
+            one_node = one_node and node == first_node
             sent_sum += sent_ms
             if sent_ms < sent_min:
                 sent_min = sent_ms
@@ -528,9 +524,13 @@ class Sender:
                 throttle_sum += throttle
                 if throttle > throttle_max:
                     throttle_max = throttle
-        if answered and metrics is not None:
-            metrics.record_responses(run_node, answered, answered * now - sent_sum, now - sent_min,
-                                     throttled, throttle_sum, throttle_max, now)
+        if metrics is not None and tokens:
+            if one_node:
+                metrics.record_responses(first_node, len(tokens), len(tokens) * now - sent_sum, now - sent_min,
+                                         throttled, throttle_sum, throttle_max, now)
+            else:  # several nodes' answers handed over together (a caller's, never a read): one by one
+                for token, response in zip(tokens, answers):
+                    metrics.record_response(token.request[0], now - token.request[2], response.throttle_time_ms, now)
         if not sent:
             self._sent_deadline = float("inf")
         self._callbacks_pending -= len(tokens)

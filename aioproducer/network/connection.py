@@ -768,11 +768,7 @@ class BrokerConnection:
             return
         if self._held:
             self._write_held(writer)
-        size = sum(map(len, frame))
-        self._write_out(writer, frame, size, offload)
-        counts = self.byte_counts
-        if counts is not None:
-            counts.sent(protocol.node_id, size, self._now())
+        self._write_counted(writer, frame, offload, 1)
 
     def flush_writes(self) -> None:
         """Write the frames held in this callback now, as one; a write that fails closes the connection.
@@ -793,8 +789,12 @@ class BrokerConnection:
         """The held frames out as one write, counted in the byte counts together (one call, not one a request)."""
         frame, self._held = self._held, []
         requests, self._held_requests = self._held_requests, 0
+        self._write_counted(writer, frame, True, requests)
+
+    def _write_counted(self, writer: asyncio.StreamWriter, frame: Chunks, offload: bool, requests: int) -> None:
+        """``frame`` (``requests`` requests' chunks) out through ``_write_out``, then counted in the byte counts."""
         size = sum(map(len, frame))
-        self._write_out(writer, frame, size, True)
+        self._write_out(writer, frame, size, offload)
         counts = self.byte_counts
         if counts is not None:
             counts.sent(self._protocol.node_id, size, self._now(), requests)

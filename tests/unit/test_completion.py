@@ -312,3 +312,31 @@ async def test_the_answers_of_a_read_record_their_latencies_and_throttles_as_one
     assert ours == theirs and ours["node-0.request-latency-max"] == 5.0 and ours["produce-throttle-time-max"] == 7
     assert ours["request-latency-avg"] == pytest.approx(11 / 3) and ours["node-0.request-latency-avg"] == 4.0
     assert ours["produce-throttle-time-avg"] == 3.0
+
+
+async def test_one_node_s_answers_of_a_read_are_recorded_in_one_call_as_one_by_one() -> None:
+    """The common case, a connection's read: one node's answers, summed into one
+    ``record_responses``, the same values as one ``record_response`` per answer."""
+    sender, acc, client, clock, told = make_counting()
+    append(acc, "a", 0, 1, b"v")
+    (first,) = in_flight(sender, acc, clock)
+    clock.now += 2
+    append(acc, "a", 2, 1, b"v")
+    _, second = in_flight(sender, acc, clock)
+    clock.now += 3
+    assert (first.node, second.node) == (0, 0)
+    answers: list[AnyProduceResponse] = [
+        as_answer(ProduceResponse(1, [ok(topic, p, 0) for topic, ps in requested(s) for p in ps], throttle, []))
+        for s, throttle in ((first, 6), (second, 2))
+    ]
+    tokens = [_token(first.token), _token(second.token)]
+    tokens[0].on_answers(tokens, answers)
+    oracle = ProducerMetrics()
+    oracle.record_response(0, 5.0, 6, clock.now)
+    oracle.record_response(0, 3.0, 2, clock.now)
+    metrics = sender.metrics
+    assert metrics is not None and told == [2]
+    wanted = ("request-latency-avg", "request-latency-max", "node-0.request-latency-avg", "node-0.request-latency-max",
+              "produce-throttle-time-avg", "produce-throttle-time-max")
+    ours, theirs = snapshot(metrics, clock.now), snapshot(oracle, clock.now)
+    assert [ours[k] for k in wanted] == [theirs[k] for k in wanted] == [4.0, 5.0, 4.0, 5.0, 4.0, 6]
