@@ -53,6 +53,17 @@ class _Waiter:
         self.future = future
 
 
+def _expire(waiter: _Waiter, max_time_to_block_ms: float) -> None:
+    """``max.block.ms`` ran out for ``waiter``: its ``allocate()`` raises, then leaves the line (``_abandon``)."""
+    if not waiter.future.done():
+        waiter.future.set_exception(
+            KafkaTimeoutError(
+                f"failed to allocate {waiter.size} bytes of buffer.memory within "
+                f"max.block.ms={int(max_time_to_block_ms)} ms"
+            )
+        )
+
+
 class BufferPool:
     """A FIFO-fair budget of ``total`` bytes, reserved per batch."""
 
@@ -139,23 +150,22 @@ class BufferPool:
             raise ProducerClosedError("the producer is closed: no buffer memory is handed out")
         if self.try_allocate(size):
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         waiter = _Waiter(size, future)
         self._waiters.append(waiter)
         started_ms = self._clock()
+        # The loop's own timer, not ``asyncio.timeout()``: that context manager's entry and exit
+        # were about half of a wait's Python (py-spy, 10 KB records at a full buffer, where one
+        # send in 15 waits: 3 % of the loop, 2026-12-04). The timer fails the future itself.
+        timer = loop.call_later(max(0.0, max_time_to_block_ms) / 1000.0, _expire, waiter, max_time_to_block_ms)
         try:
-            async with asyncio.timeout(max(0.0, max_time_to_block_ms) / 1000.0):
-                await future
-        except BaseException as exc:
+            await future
+        except BaseException:
             self._abandon(waiter)
-            closed = future.done() and not future.cancelled() and future.exception() is not None
-            if isinstance(exc, TimeoutError) and not closed:
-                raise KafkaTimeoutError(
-                    f"failed to allocate {size} bytes of buffer.memory within "
-                    f"max.block.ms={int(max_time_to_block_ms)} ms"
-                ) from None
             raise
         finally:
+            timer.cancel()
             metrics = self.metrics
             if metrics is not None:
                 now_ms = self._clock()

@@ -177,7 +177,7 @@ async def test_a_wait_for_memory_is_measured_on_the_engines_clock() -> None:
 
 
 async def test_each_waiter_expires_at_its_own_deadline_and_frees_the_line_behind_it() -> None:
-    """One timer serves every waiter: the earliest deadline first, then re-armed for the next."""
+    """Each waiter has its own timer: the one behind the head gives up first and the line goes on."""
     pool = BufferPool(1000, 100)
     assert pool.try_allocate(900)
     late = asyncio.create_task(pool.allocate(800, 5_000))  # the head, waiting long
