@@ -35,6 +35,7 @@ BATCH = "aioproducer/internals/batch.py"
 PARTITIONER = "aioproducer/partitioner.py"
 BATCH_RS = "native/src/batch.rs"
 QUEUES_RS = "native/src/queues.rs"
+BUDGET_RS = "native/src/budget.rs"
 BUILDER_RS = "native/src/batch_builder.rs"
 COMPLETE_RS = "native/src/complete.rs"
 COUNTERS_RS = "native/src/counters.rs"
@@ -207,8 +208,14 @@ MUTATIONS = [
     Mutation(
         "the keyed lane opens a batch without taking its memory",
         QUEUES_RS,
-        '        if !pool.call_method1(intern!(py, "try_allocate"), (batch_size,))?.is_truthy()? {\n',
-        "        if pool.is_none() {\n",
+        "            if !budget.reserve(reserved) {\n",
+        "            if reserved < 0 {\n",
+    ),
+    Mutation(
+        "buffer memory handed out past a waiter in line",
+        BUDGET_RS,
+        "        if self.waiting || size > self.available {\n",
+        "        if size > self.available {\n",
     ),
     Mutation(
         "the keyed lane opens batches for a producer that no longer accepts records",
@@ -365,6 +372,7 @@ CAUGHT_BY = {
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'a ready() that ignores the retry backoff': 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     "the keyed lane opens a batch without taking its memory": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',
+    "buffer memory handed out past a waiter in line": 'tests/unit/test_buffer_pool.py::test_a_head_that_gives_up_lets_the_smaller_waiters_behind_it_in',
     "the keyed lane opens batches for a producer that no longer accepts records": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',
     "the keyed lane's new batch not tracked as incomplete (flush() would not wait for it)": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',
     "a pass's further request taken from a node none of whose first batches may go": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',

@@ -463,14 +463,14 @@ class RecordAccumulator:
         """Let the keyed lane open batches too (``RecordQueues.set_lane``), as ``_open_batch`` does.
 
         It takes the same steps with this accumulator's own objects: the pool's memory through
-        its methods, the lifecycle read, the incomplete set, the wake-up. Not for a transactional
+        its figures (``BufferPool.budget``, the pool's rules), the lifecycle read, the incomplete set, the wake-up. Not for a transactional
         producer: a new batch's partition joins the transaction first (``_queued``), in Python.
         """
         tm = self.transaction_manager
         if tm is not None and tm.transactional_id is not None:
             return
         self._queues.set_lane(
-            self.pool, self.lifecycle, self.config, self.config.batch_size, self._clock, loop, self.log,
+            self.pool.budget, self.lifecycle, self.config, self.config.batch_size, self._clock, loop, self.log,
             self._incomplete, self._wakeup,
         )
 

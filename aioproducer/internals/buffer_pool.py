@@ -17,7 +17,7 @@ the Java pool's invariants kept:
 * Unlike Java, the budget also covers the Python objects a batch holds per
   record (futures, callbacks: as heavy as the bytes for small records). They are
   charged when a batch stops growing (``charge``), which may overdraw the budget:
-  what is charged past it is owed (``_overdraft``), paid back first by the next
+  what is charged past it is owed (the overdraft), paid back first by the next
   returns, and every allocation waits until it is. So ``buffer.memory`` bounds
   what the producer holds, up to the objects of one batch per partition, and no
   figure goes negative (issue #25 saw ``-46747`` while 64 sends waited).
@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from aioproducer._native import MemoryBudget
 from aioproducer.clock import Clock, monotonic_ms
 from aioproducer.errors import KafkaTimeoutError, ProducerClosedError, RecordTooLargeError
 from aioproducer.internals.metrics import ProducerMetrics
@@ -81,10 +82,14 @@ class BufferPool:
             raise ValueError("buffer.memory must be positive and batch.size non-negative")
         self.total = total
         self.pool_size = pool_size
-        # Guarded by the event loop (single thread). Invariants: 0 <= _available <= total, and
-        # _overdraft > 0 only while _available == 0; bytes held = total - _available + _overdraft.
-        self._available = total
-        self._overdraft = 0  # charged past the budget (see charge): owed, repaid before anything is free
+        #: The figures, native (``native/src/budget.rs``): free bytes, the overdraft (charged past the
+        #: budget, see ``charge``: owed, repaid before anything is free), whether anyone waits.
+        #: Invariants: 0 <= available <= total, overdraft > 0 only while available == 0; bytes held
+        #: = total - available + overdraft. Written by this pool's methods and, in their place, by
+        #: the keyed lane's batch opening (``RecordQueues.open_keyed``: a charge, then a
+        #: ``try_allocate``); read by anyone. Only the event loop's thread touches it.
+        self.budget: MemoryBudget = MemoryBudget(total)
+        #: The line; ``budget.waiting`` says whether it is empty (``_serve_waiters`` keeps it so).
         self._waiters: deque[_Waiter] = deque()
         #: The producer's lifecycle, read only (see ``lifecycle.py``): no memory is handed out once it is
         #: closing. A standalone pool (tests) reads one of its own that stays RUNNING.
@@ -100,7 +105,7 @@ class BufferPool:
 
         A waiter for more than this waits; one for less may still wait behind an earlier, larger one.
         """
-        return self._available
+        return self.budget.available
 
     @property
     def queued(self) -> int:
@@ -113,10 +118,7 @@ class BufferPool:
 
     def try_allocate(self, size: int) -> bool:
         """Reserve ``size`` bytes without waiting; False if it would have to wait."""
-        if self._waiters or size > self._available:
-            return False
-        self._available -= size
-        return True
+        return self.budget.try_allocate(size)
 
     def charge(self, size: int) -> None:
         """Reserve ``size`` bytes now, even past the budget (then the next allocations wait).
@@ -128,12 +130,7 @@ class BufferPool:
         the objects of the batches open then (one per partition). ``available_memory`` stays 0
         until the overdraft is repaid: it reports free memory, never a debt.
         """
-        available = self._available
-        if size <= available:
-            self._available = available - size
-        else:
-            self._available = 0
-            self._overdraft += size - available
+        self.budget.charge(size)
 
     async def allocate(self, size: int, max_time_to_block_ms: float) -> None:
         """Reserve ``size`` bytes, waiting in line at most ``max_time_to_block_ms``.
@@ -154,6 +151,7 @@ class BufferPool:
         future: asyncio.Future[None] = loop.create_future()
         waiter = _Waiter(size, future)
         self._waiters.append(waiter)
+        self.budget.waiting = True
         started_ms = self._clock()
         # The loop's own timer, not ``asyncio.timeout()``: that context manager's entry and exit
         # were about half of a wait's Python (py-spy, 10 KB records at a full buffer, where one
@@ -190,30 +188,29 @@ class BufferPool:
         self._serve_waiters()
 
     def deallocate(self, size: int) -> None:
-        """Return ``size`` bytes (an overdraft is repaid first) and wake the waiters at the head of the line that now fit."""
-        owed = self._overdraft
-        if owed:
-            repaid = min(owed, size)
-            self._overdraft = owed - repaid
-            size -= repaid
-        self._available += size
-        if self._available > self.total:  # a bookkeeping bug must not go unnoticed
-            raise AssertionError("buffer pool returned more memory than it handed out")
+        """Return ``size`` bytes (an overdraft is repaid first) and wake the waiters at the head of the line that now fit.
+
+        A return of more than was handed out raises ``AssertionError``: a bookkeeping bug must not go unnoticed.
+        """
+        self.budget.deallocate(size)
         if self._waiters:
             self._serve_waiters()
 
     def _serve_waiters(self) -> None:
+        """Hand memory to the head of the line while it fits; ``budget.waiting`` follows the line."""
         waiters = self._waiters
+        budget = self.budget
         while waiters:
             head = waiters[0]
             if head.future.done():  # timed out or cancelled, not yet removed
                 waiters.popleft()
                 continue
-            if head.size > self._available:
-                return
+            if head.size > budget.available:
+                break
             waiters.popleft()
-            self._available -= head.size
+            budget.take(head.size)
             head.future.set_result(None)
+        budget.waiting = bool(waiters)  # the lane must not take memory past a waiter
 
     def close(self) -> None:
         """Fail every waiter: the producer is closing and no memory will be handed out.
@@ -224,4 +221,5 @@ class BufferPool:
             waiter = self._waiters.popleft()
             if not waiter.future.done():
                 waiter.future.set_exception(ProducerClosedError("the producer closed while waiting for buffer memory"))
+        self.budget.waiting = False
 

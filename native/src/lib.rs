@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 pub mod arrow;
 pub mod batch;
 pub mod batch_builder;
+pub mod budget;
 #[cfg(target_os = "linux")]
 pub mod clock;
 pub mod complete;
@@ -140,6 +141,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch::set_object_costs, m)?)?;
     m.add_function(wrap_pyfunction!(latency::record_latencies, m)?)?;
     m.add_class::<queues::RecordQueues>()?;
+    m.add_class::<budget::MemoryBudget>()?;
     m.add_class::<counters::RequestCounters>()?;
     m.add_function(wrap_pyfunction!(queues::produce_topic_data, m)?)?;
     m.add_class::<stats::SampledStat>()?;

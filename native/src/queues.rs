@@ -33,6 +33,7 @@ use pyo3::types::{PyDict, PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
 use crate::batch_builder::{size_upper_bound, PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
+use crate::budget::MemoryBudget;
 use crate::counters::RequestCounters;
 use crate::guarded;
 use crate::murmur::partition_for_key;
@@ -70,8 +71,8 @@ struct PartitionQueue {
 /// own objects, each still written only by its owner (the pool through its methods, the
 /// incomplete set as the accumulator's `_queued` adds to it).
 struct Lane {
-    /// The `BufferPool`: `try_allocate(size)` and `charge(size)`, its one writer's methods.
-    pool: Py<PyAny>,
+    /// The `BufferPool`'s figures (`BufferPool.budget`): the lane charges and reserves through them.
+    budget: Py<MemoryBudget>,
     /// The producer's lifecycle (read only): `accepting`.
     lifecycle: Py<PyAny>,
     /// The accumulator's config (`make_batch` reads it) and its effective `batch.size`.
@@ -221,19 +222,22 @@ impl RecordQueues {
         if !lane.lifecycle.bind(py).getattr(intern!(py, "accepting"))?.is_truthy()? {
             return Ok(None);
         }
-        let (pool, config, clock) = (lane.pool.clone_ref(py), lane.config.clone_ref(py), lane.clock.clone_ref(py));
+        let (budget, config, clock) = (lane.budget.clone_ref(py), lane.config.clone_ref(py), lane.clock.clone_ref(py));
         let (event_loop, log, incomplete, wakeup) =
             (lane.event_loop.clone_ref(py), lane.log.clone_ref(py), lane.incomplete.clone_ref(py), lane.wakeup.clone_ref(py));
-        let pool = pool.bind(py);
         let charge = self.parts[index].batches.back().map_or(0, |b| b.bind(py).borrow_mut().settle_now(py));
-        if charge > 0 {
-            pool.call_method1(intern!(py, "charge"), (charge,))?;
-        }
-        if !pool.call_method1(intern!(py, "try_allocate"), (batch_size,))?.is_truthy()? {
-            return Ok(None);
+        let reserved = i64::try_from(batch_size).unwrap_or(i64::MAX);
+        {
+            // The pool's `charge` and `try_allocate`, in its order (`BufferPool`'s rules).
+            let mut budget = budget.bind(py).try_borrow_mut()?;
+            if charge > 0 {
+                budget.overdraw(charge);
+            }
+            if !budget.reserve(reserved) {
+                return Ok(None);
+            }
         }
         let now: f64 = clock.bind(py).call0()?.extract()?;
-        let reserved = i64::try_from(batch_size).unwrap_or(i64::MAX);
         let (future, batch) =
             self.open_batch(py, index, config.bind(py), now, reserved, event_loop, log, timestamp, Some(key), Some(value), None, on_delivery)?;
         incomplete.bind(py).add(batch)?;
@@ -418,7 +422,7 @@ impl RecordQueues {
     #[allow(clippy::too_many_arguments)] // the accumulator's objects, one each
     fn set_lane(
         &mut self,
-        pool: Py<PyAny>,
+        budget: Py<MemoryBudget>,
         lifecycle: Py<PyAny>,
         config: Py<PyAny>,
         batch_size: usize,
@@ -429,7 +433,7 @@ impl RecordQueues {
         wakeup: Py<PyAny>,
     ) -> PyResult<()> {
         guarded("RecordQueues.set_lane", || {
-            self.lane = Some(Lane { pool, lifecycle, config, batch_size, clock, event_loop, log, incomplete, wakeup });
+            self.lane = Some(Lane { budget, lifecycle, config, batch_size, clock, event_loop, log, incomplete, wakeup });
             Ok(())
         })
     }
@@ -872,7 +876,8 @@ impl RecordQueues {
         }
         visit.call(&self.topic_ids)?;
         if let Some(lane) = &self.lane {
-            for object in [&lane.pool, &lane.lifecycle, &lane.config, &lane.clock, &lane.event_loop, &lane.log, &lane.wakeup] {
+            // The budget holds no Python object: nothing to visit there.
+            for object in [&lane.lifecycle, &lane.config, &lane.clock, &lane.event_loop, &lane.log, &lane.wakeup] {
                 visit.call(object)?;
             }
             visit.call(&lane.incomplete)?;
