@@ -54,7 +54,7 @@ class ProduceAnswer:
 
 def read_produce_response(version: int, payload: bytes | bytearray | memoryview) -> ProduceAnswer: ...
 def read_produce_answers(
-    in_flight: Any, data: bytes, pos: int, max_response_size: int, events: list[Any], response_received: Any
+    in_flight: Any, data: bytes, pos: int, max_response_size: int, events: list[Any], produce_answered: Any
 ) -> tuple[int, int]: ...
 
 # The Rust side of the twins of protocol/records.py and protocol/primitives.py, for the test that

@@ -56,7 +56,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeAlias
 
 from aioproducer._version import __version__
@@ -73,6 +73,7 @@ from aioproducer.protocol.connection_state import (
     ConnectionState,
     DataToSend,
     Event,
+    ProduceAnswered,
     RequestFailed,
     ResponseReceived,
     SaslMechanism,
@@ -1013,24 +1014,33 @@ class BrokerConnection:
         tokens: list[ProduceToken] = []  # a run of ProduceToken answers not handed over yet
         answers: list[Any] = []
         for event in events:
-            if type(event) is ResponseReceived and type(event.token) is ProduceToken:
-                if tokens and tokens[0].on_answers is not event.token.on_answers:
+            if type(event) is ProduceAnswered:
+                pairs: Iterable[tuple[Any, Any]] = zip(event.tokens, event.answers)
+            elif type(event) is ResponseReceived:
+                pairs = ((event.token, event.body),)
+            else:
+                if tokens:
                     self._run_answers(tokens, answers)
                     tokens, answers = [], []
-                tokens.append(event.token)
-                answers.append(event.body)
+                if isinstance(event, RequestFailed):
+                    self._run_callback(event.token, None, event.error)
+                elif isinstance(event, Throttled):
+                    self._report_throttle(event.throttle_time_ms)
+                elif isinstance(event, DataToSend):
+                    self._send_data(event.data)
                 continue
-            if tokens:
-                self._run_answers(tokens, answers)
-                tokens, answers = [], []
-            if isinstance(event, ResponseReceived):
-                self._run_callback(event.token, event.body, None)
-            elif isinstance(event, RequestFailed):
-                self._run_callback(event.token, None, event.error)
-            elif isinstance(event, Throttled):
-                self._report_throttle(event.throttle_time_ms)
-            elif isinstance(event, DataToSend):
-                self._send_data(event.data)
+            for token, answer in pairs:
+                if type(token) is ProduceToken:
+                    if tokens and tokens[0].on_answers is not token.on_answers:
+                        self._run_answers(tokens, answers)
+                        tokens, answers = [], []
+                    tokens.append(token)
+                    answers.append(answer)
+                else:
+                    if tokens:
+                        self._run_answers(tokens, answers)
+                        tokens, answers = [], []
+                    self._run_callback(token, answer, None)
         if tokens:
             self._run_answers(tokens, answers)
         if broken is not None:

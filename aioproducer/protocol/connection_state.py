@@ -30,11 +30,13 @@ How it is driven. The owner calls:
 and :meth:`~ClientConnection.close` return a list of events, to handle in order: a
 :class:`ResponseReceived` or :class:`RequestFailed` per request, carrying the
 opaque *token* the owner gave with the request (a callback, a future: the
-state machine never looks at it); :class:`DataToSend` when the machine itself
+state machine never looks at it), or one :class:`ProduceAnswered` for Produce
+answers read in a row on the hot path; :class:`DataToSend` when the machine itself
 has a request to write (an ApiVersions retry); :class:`Throttled` when a
 Produce response asks the client to hold off (KIP-219); :class:`ConnectionBroken`
 last, once, when the stream can no longer be trusted. Every request ends in
-exactly one :class:`ResponseReceived` or :class:`RequestFailed`, except an
+exactly one :class:`ResponseReceived` or :class:`RequestFailed` (or a place in a
+:class:`ProduceAnswered`), except an
 ``acks=0`` one that :meth:`~ClientConnection.request_written` completes (it
 returns True: the owner, which called it, knows).
 
@@ -124,6 +126,7 @@ __all__ = [
     "ConnectionState",
     "DataToSend",
     "Event",
+    "ProduceAnswered",
     "RequestFailed",
     "ResponseReceived",
     "SaslMechanism",
@@ -200,6 +203,20 @@ class ResponseReceived(Generic[Token]):
 
 
 @dataclass(slots=True)
+class ProduceAnswered(Generic[Token]):
+    """Produce requests answered in a row, in the order sent: ``tokens[i]``'s answer is ``answers[i]``.
+
+    What :class:`ResponseReceived` says of each, for the answers the hot path reads together
+    (``produce.read_produce_answers``: about five a read at 10 KB records). One event for
+    them, not one each: the per-answer object and its handling were about 1 µs an answer.
+    Each answer is a :class:`~aioproducer.protocol.produce.ProduceAnswer`.
+    """
+
+    tokens: list[Token]
+    answers: list[Any]
+
+
+@dataclass(slots=True)
 class RequestFailed(Generic[Token]):
     """The request sent with ``token`` will get no (usable) response.
 
@@ -236,7 +253,7 @@ class ConnectionBroken:
 
 
 Event: TypeAlias = (
-    ResponseReceived[Token] | RequestFailed[Token] | DataToSend | Throttled | ConnectionBroken
+    ResponseReceived[Token] | ProduceAnswered[Token] | RequestFailed[Token] | DataToSend | Throttled | ConnectionBroken
 )
 
 
@@ -853,7 +870,7 @@ class ClientConnection(Generic[Token]):
         while end - pos >= 4:
             if in_flight and not self._unanswered and self._state is ConnectionState.READY:
                 pos, answered = produce.read_produce_answers(
-                    in_flight, data, pos, self.max_response_size, events, ResponseReceived
+                    in_flight, data, pos, self.max_response_size, events, ProduceAnswered
                 )
                 if answered:
                     self._slots_held -= answered

@@ -151,7 +151,7 @@ decode_produce_response = _native.decode_produce_response
 #: ``read_produce_response(version, payload)``: a :class:`ProduceAnswer` (the whole payload decoded
 #: and checked, with :func:`decode_produce_response`'s errors), its bytes kept.
 read_produce_response = _native.read_produce_response
-#: ``read_produce_answers(in_flight, data, pos, max_response_size, events, response_received)``: the
+#: ``read_produce_answers(in_flight, data, pos, max_response_size, events, produce_answered)``: the
 #: connection's hot path, the Produce answers at the front of ``data[pos:]`` in one call
 #: (``native/src/produce/answer.rs`` says what it takes and where it stops); ``(pos, taken)``.
 read_produce_answers = _native.read_produce_answers

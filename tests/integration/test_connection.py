@@ -25,7 +25,7 @@ from aioproducer.errors import (
 )
 from aioproducer.network.connection import BrokerConnection, ProduceToken
 from aioproducer.protocol import messages
-from aioproducer.protocol.connection_state import ResponseReceived, Throttled
+from aioproducer.protocol.connection_state import ProduceAnswered, ResponseReceived, Throttled
 from aioproducer.protocol.produce import AnyProduceResponse
 from aioproducer.protocol.records import RecordBatchBuilder
 from aioproducer.testing import MockCluster
@@ -932,12 +932,14 @@ async def test_the_answers_of_a_read_go_to_their_tokens_on_answers_together_and_
         await conn.close()
 
 
+@pytest.mark.parametrize("read_together", [False, True], ids=["one-event-each", "answers-read-together"])
 async def test_a_run_of_answers_is_split_where_its_tokens_differ_and_a_raising_on_answers_is_reported(
-    mock_cluster: MockCluster,
+    mock_cluster: MockCluster, read_together: bool,
 ) -> None:
     """The connection's grouping rule on the state machine's events (``_handle``): consecutive answers whose
     tokens share ``on_answers``; anything else between them (a throttle, another kind of token, another
-    owner's token) ends the run, and a run of one goes to the token itself."""
+    owner's token) ends the run, and a run of one goes to the token itself. The same whether the
+    answers come one event each or several in a ``ProduceAnswered`` (the runs cross its edges)."""
     conn = await connect(mock_cluster)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
@@ -963,7 +965,7 @@ async def test_a_run_of_answers_is_split_where_its_tokens_differ_and_a_raising_o
         calls.append(("plain", [response]))
 
     try:
-        conn._handle([
+        events: list[Any] = [
             ResponseReceived(ProduceToken(*a, 1), "r1"), ResponseReceived(ProduceToken(*a, 2), "r2"),
             Throttled(7),
             ResponseReceived(ProduceToken(*a, 3), "r3"),
@@ -972,7 +974,13 @@ async def test_a_run_of_answers_is_split_where_its_tokens_differ_and_a_raising_o
             ResponseReceived(ProduceToken(*b, 6), "r6"),
             ResponseReceived(ProduceToken(*bug, 7), "r7"), ResponseReceived(ProduceToken(*bug, 8), "r8"),
             ResponseReceived(ProduceToken(*a, 9), "r9"), ResponseReceived(ProduceToken(*a, 10), "r10"),
-        ])
+        ]
+        if read_together:  # the same answers, in reads of several: 1-2 | throttle | 3, p, 4, 5 | 6 alone | 7-9 | 10 alone
+            def run(answered: list[Any]) -> ProduceAnswered[Any]:
+                return ProduceAnswered([e.token for e in answered], [e.body for e in answered])
+
+            events = [run(events[0:2]), events[2], run(events[3:7]), events[7], run(events[8:11]), events[11]]
+        conn._handle(events)
         assert calls == [
             ("a together", [[1, 2], ["r1", "r2"]]),
             ("a alone", [3, "r3"]),

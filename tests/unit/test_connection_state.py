@@ -27,6 +27,7 @@ from aioproducer.protocol.connection_state import (
     ConnectionState,
     DataToSend,
     Event,
+    ProduceAnswered,
     RequestFailed,
     ResponseReceived,
     Throttled,
@@ -105,6 +106,8 @@ def outcomes(events: list[Event[str]]) -> list[tuple[str, str, Any]]:
         if isinstance(event, ResponseReceived):
             body = event.body
             result.append(("ok", event.token, body.partitions[0].base_offset if isinstance(body, ProduceAnswer) else body.get("error_code")))
+        elif isinstance(event, ProduceAnswered):  # answers read together: one each, as ResponseReceived says
+            result += [("ok", token, body.partitions[0].base_offset) for token, body in zip(event.tokens, event.answers)]
         elif isinstance(event, RequestFailed):
             result.append(("failed", event.token, type(event.error)))
         elif isinstance(event, ConnectionBroken):
@@ -505,6 +508,18 @@ def test_the_answers_of_one_read_come_out_in_order_a_throttle_among_them_and_the
     ]
     assert machine.in_flight_count == 1 and machine.free_slots == 4
     assert outcomes(machine.receive_data(last[7:], 2)) == [("ok", "d", 40)]
+    assert machine.in_flight_count == 0 and machine.free_slots == 5
+
+
+def test_the_answers_a_read_holds_in_a_row_are_one_event_in_the_order_sent() -> None:
+    """Three Produce answers in one read: one ``ProduceAnswered``, its tokens and answers paired in order."""
+    machine = ready()
+    frames = [produce(machine, token) for token in "abc"]
+    read = b"".join(answer(frame, produce_body(base_offset=offset)) for frame, offset in zip(frames, (10, 20, 30)))
+    events = machine.receive_data(read, 1)
+    assert len(events) == 1 and isinstance(events[0], ProduceAnswered)
+    assert events[0].tokens == ["a", "b", "c"]
+    assert [body.partitions[0].base_offset for body in events[0].answers] == [10, 20, 30]
     assert machine.in_flight_count == 0 and machine.free_slots == 5
 
 

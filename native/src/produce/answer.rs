@@ -163,9 +163,10 @@ const CLIENT_THROTTLE_VERSION: i64 = 6;
 /// (``ClientConnection._parse``). While the oldest request in flight (the head of `in_flight`,
 /// a deque of the state machine's ``_Pending``) is a Produce request that takes the
 /// hand-written codec and `data` holds its whole frame, the frame is checked (its size within
-/// `max_response_size`, its correlation id the request's), read into a `ProduceAnswer`, the
-/// request taken off `in_flight` and `response_received(token, answer)` appended to `events`.
-/// Returns the position after the last frame taken and how many were.
+/// `max_response_size`, its correlation id the request's), read into a `ProduceAnswer` and the
+/// request taken off `in_flight`; then one `produce_answered(tokens, answers)` is appended to
+/// `events` for all the requests taken, in order. Returns the position after the last frame
+/// taken and how many were.
 ///
 /// It stops, taking nothing more, at the first frame it does not take whole: not all read yet,
 /// a size or correlation id that is wrong, a body that does not decode, an answer that asks the
@@ -176,7 +177,9 @@ const CLIENT_THROTTLE_VERSION: i64 = 6;
 /// request's answer possibly in the stream) before the call; nothing here changes them.
 ///
 /// Why: a read holds about five answers, and each went through four Python calls between the
-/// read and its event (the frame's slice, the match, the decode's call, the event's emission).
+/// read and its event (the frame's slice, the match, the decode's call, the event's emission);
+/// since 2026-12-04 they share one event, not one each (a Python object made and handled per
+/// answer).
 #[pyfunction]
 pub fn read_produce_answers(
     in_flight: &Bound<'_, PyAny>,
@@ -184,13 +187,14 @@ pub fn read_produce_answers(
     pos: usize,
     max_response_size: i64,
     events: &Bound<'_, PyList>,
-    response_received: &Bound<'_, PyAny>,
+    produce_answered: &Bound<'_, PyAny>,
 ) -> PyResult<(usize, usize)> {
     guarded("read_produce_answers", || {
         let py = data.py();
         let Ok(bytes) = data.cast::<PyBytes>() else { return Ok((pos, 0)) };
         let data = bytes.as_bytes();
         let (mut pos, mut taken) = (pos, 0);
+        let (tokens, answers) = (PyList::empty(py), PyList::empty(py));
         while let Some(frame) = data.get(pos..).and_then(whole_frame(max_response_size)) {
             if in_flight.len()? == 0 {
                 break;
@@ -211,9 +215,13 @@ pub fn read_produce_answers(
             let answer = ProduceAnswer::kept(version, &response, frame, &PyBytes::new(py, frame));
             let token = head.getattr(intern!(py, "token"))?;
             in_flight.call_method0(intern!(py, "popleft"))?;
-            events.append(response_received.call1((token, Py::new(py, answer)?))?)?;
+            tokens.append(token)?;
+            answers.append(Py::new(py, answer)?)?;
             pos += 4 + frame.len();
             taken += 1;
+        }
+        if taken > 0 {
+            events.append(produce_answered.call1((tokens, answers))?)?;
         }
         Ok((pos, taken))
     })
