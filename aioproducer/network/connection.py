@@ -1019,9 +1019,7 @@ class BrokerConnection:
             elif type(event) is ResponseReceived:
                 pairs = ((event.token, event.body),)
             else:
-                if tokens:
-                    self._run_answers(tokens, answers)
-                    tokens, answers = [], []
+                tokens, answers = self._end_run(tokens, answers)
                 if isinstance(event, RequestFailed):
                     self._run_callback(event.token, None, event.error)
                 elif isinstance(event, Throttled):
@@ -1032,22 +1030,24 @@ class BrokerConnection:
             for token, answer in pairs:
                 if type(token) is ProduceToken:
                     if tokens and tokens[0].on_answers is not token.on_answers:
-                        self._run_answers(tokens, answers)
-                        tokens, answers = [], []
+                        tokens, answers = self._end_run(tokens, answers)
                     tokens.append(token)
                     answers.append(answer)
                 else:
-                    if tokens:
-                        self._run_answers(tokens, answers)
-                        tokens, answers = [], []
+                    tokens, answers = self._end_run(tokens, answers)
                     self._run_callback(token, answer, None)
-        if tokens:
-            self._run_answers(tokens, answers)
+        self._end_run(tokens, answers)
         if broken is not None:
             if self.on_lost is not None:
                 self.on_lost(self, broken.error)
         else:
             self._arm_timer()
+
+    def _end_run(self, tokens: list[ProduceToken], answers: list[Any]) -> tuple[list[ProduceToken], list[Any]]:
+        """End a run of answers (``_handle``): hand it over if it has any, and start an empty one."""
+        if tokens:
+            self._run_answers(tokens, answers)
+        return [], []
 
     def _run_answers(self, tokens: list[ProduceToken], answers: list[Any]) -> None:
         """Hand a run of answers to their tokens' ``on_answers`` (one alone: to the token itself), bugs reported."""

@@ -222,14 +222,14 @@ impl RecordQueues {
         if !lane.lifecycle.bind(py).getattr(intern!(py, "accepting"))?.is_truthy()? {
             return Ok(None);
         }
-        let (budget, config, clock) = (lane.budget.clone_ref(py), lane.config.clone_ref(py), lane.clock.clone_ref(py));
+        let (config, clock) = (lane.config.clone_ref(py), lane.clock.clone_ref(py));
         let (event_loop, log, incomplete, wakeup) =
             (lane.event_loop.clone_ref(py), lane.log.clone_ref(py), lane.incomplete.clone_ref(py), lane.wakeup.clone_ref(py));
         let charge = self.parts[index].batches.back().map_or(0, |b| b.bind(py).borrow_mut().settle_now(py));
         let reserved = i64::try_from(batch_size).unwrap_or(i64::MAX);
         {
             // The pool's `charge` and `try_allocate`, in its order (`BufferPool`'s rules).
-            let mut budget = budget.bind(py).try_borrow_mut()?;
+            let mut budget = lane.budget.bind(py).try_borrow_mut()?;
             if charge > 0 {
                 budget.overdraw(charge);
             }
