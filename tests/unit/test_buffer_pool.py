@@ -209,3 +209,15 @@ async def test_a_head_that_gives_up_lets_the_smaller_waiters_behind_it_in() -> N
         await big
     await small
     assert pool.available_memory == 0 and pool.queued == 0
+
+
+def test_returning_more_than_was_handed_out_is_a_bookkeeping_error_that_changes_nothing() -> None:
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(300)
+    with pytest.raises(AssertionError, match="more memory than it handed out"):
+        pool.deallocate(301)
+    assert pool.available_memory == 700
+    pool.deallocate(300)
+    assert pool.available_memory == 1000
+    with pytest.raises(ValueError, match="buffer.memory must be positive"):
+        BufferPool(0, 100)
