@@ -212,6 +212,12 @@ MUTATIONS = [
         "            if reserved < 0 {\n",
     ),
     Mutation(
+        "the keyed lane takes a record whose partition was given (it lands in its key's partition)",
+        QUEUES_RS,
+        "            if !(headers.is_none() && partition.is_none() && timestamp_ms.is_none()) {\n",
+        "            if !(headers.is_none() && timestamp_ms.is_none()) {\n",
+    ),
+    Mutation(
         "buffer memory handed out past a waiter in line",
         BUDGET_RS,
         "        if self.waiting || size > self.available {\n",
@@ -372,6 +378,7 @@ CAUGHT_BY = {
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'a ready() that ignores the retry backoff': 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     "the keyed lane opens a batch without taking its memory": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',
+    "the keyed lane takes a record whose partition was given (it lands in its key's partition)": 'tests/unit/test_accumulator.py::test_the_keyed_lane_refuses_any_argument_the_door_must_see[partition:int]',
     "buffer memory handed out past a waiter in line": 'tests/unit/test_buffer_pool.py::test_a_head_that_gives_up_lets_the_smaller_waiters_behind_it_in',
     "the keyed lane opens batches for a producer that no longer accepts records": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',
     "the keyed lane's new batch not tracked as incomplete (flush() would not wait for it)": 'tests/unit/test_accumulator.py::test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door',

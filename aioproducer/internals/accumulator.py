@@ -135,6 +135,12 @@ UNKNOWN_PARTITION = -1
 #: ``try_append``'s default ``partitions``: none known, enough for a record whose partition is given.
 NO_PARTITIONS = TopicPartitions(0, ())
 
+#: ``RecordAccumulator.try_append_keyed``: ``(partitions_by_topic, topic, value, key, headers, partition,
+#: timestamp_ms, on_delivery)``, ``send()``'s arguments as given (so typed ``Any``), to the future or None.
+KeyedLane = Callable[
+    [dict[str, TopicPartitions], Any, Any, Any, Any, Any, Any, "DeliveryCallback | None"], "FutureRecordMetadata | None"
+]
+
 
 def ensure_valid_record_size(size: int, max_request_size: int, buffer_memory: int) -> None:
     """Refuse a record whose upper-bound size exceeds ``max.request.size`` or ``buffer.memory``."""
@@ -188,16 +194,16 @@ class RecordAccumulator:
         #: proportion to topics with data (a topic is active from its first queued batch until
         #: ``ready()`` finds its deques empty), one native call per scan, none per batch.
         self._queues = RecordQueues()
-        #: The door's lane for the commonest record, ``try_append_keyed(topic, num_partitions, key,
-        #: value, on_delivery)``: a ``bytes`` key and value appended to its partition's open batch in
-        #: one native call, without this class's Python frame (``RecordQueues.try_append_keyed``),
-        #: or, once ``_arm_lane`` armed it, into a new batch opened as ``_open_batch`` opens one. It
-        #: takes only a topic and partition the door has seen and an ``on_delivery`` the door has
-        #: checked (the last new batch's), and returns None for anything else: the caller then
-        #: goes through ``try_append``. ``send()``'s keyed fast path calls it first.
-        self.try_append_keyed: Callable[[str, int, bytes, bytes, DeliveryCallback | None], FutureRecordMetadata | None] = (
-            self._queues.try_append_keyed
-        )
+        #: The door's lane for the commonest record, ``try_append_keyed(partitions_by_topic, topic,
+        #: value, key, headers, partition, timestamp_ms, on_delivery)``: ``send()``'s arguments as
+        #: given, with the intake's metadata snapshots. A ``bytes`` key and value, nothing else given,
+        #: are appended to the key's partition's open batch in one native call, without this class's
+        #: Python frame (``RecordQueues.try_append_keyed``), or, once ``_arm_lane`` armed it, into a
+        #: new batch opened as ``_open_batch`` opens one. It takes only a topic and partition the
+        #: door has seen and an ``on_delivery`` the door has checked (the last new batch's), and
+        #: returns None for anything else: the caller then goes through ``try_append``.
+        #: ``send()`` calls it first, through ``RecordIntake.keyed_lane``.
+        self.try_append_keyed: KeyedLane = self._queues.try_append_keyed
         #: Topic id -> its TopicInfo; partition index -> (topic, partition): what Python assigned.
         self._topic_list: list[TopicInfo] = []
         self._keys: list[tuple[str, int]] = []

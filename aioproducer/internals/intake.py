@@ -38,7 +38,7 @@ from aioproducer.arrow import ArrowDelivery
 from aioproducer.clock import Clock
 from aioproducer.config import ProducerConfig
 from aioproducer.errors import InvalidRecordError, ProducerClosedError, SerializationError
-from aioproducer.internals.accumulator import UNKNOWN_PARTITION, RecordAccumulator
+from aioproducer.internals.accumulator import UNKNOWN_PARTITION, KeyedLane, RecordAccumulator
 from aioproducer.internals.batch import DeliveryCallback, FutureRecordMetadata
 from aioproducer.internals.callbacks import check_on_delivery, safe_call
 from aioproducer.lifecycle import LifecycleView
@@ -149,14 +149,16 @@ class Hooks:
 class RecordIntake:
     """The door into the accumulator while the producer runs (see the module docstring).
 
+    ``keyed_lane``: the accumulator's ``try_append_keyed`` when the route is plain, else None (what
+    ``Producer.send`` calls first, with every argument and ``topic_partitions``).
     ``plain`` / ``serializing``: the accumulator when that is this producer's route, else None
-    (what ``Producer.send`` tests first). ``topic_partitions``: topics validated and tracked since
+    (what ``Producer.send`` tests next). ``topic_partitions``: topics validated and tracked since
     the last metadata update, each with its snapshot (the metadata owns it); filled by
     ``wait_on_metadata``, emptied by the engine on every metadata update.
     """
 
     __slots__ = (
-        "hooks", "plain", "serializing", "topic_partitions", "_accumulator", "_client", "_clock",
+        "hooks", "keyed_lane", "plain", "serializing", "topic_partitions", "_accumulator", "_client", "_clock",
         "_max_block_ms", "_lifecycle", "_log", "_see_headers", "_on_delivery_ok", "_admit",
     )
 
@@ -175,6 +177,7 @@ class RecordIntake:
         self.hooks: Hooks = hooks
         route = hooks.route
         self.plain: RecordAccumulator | None = accumulator if route == "plain" else None
+        self.keyed_lane: KeyedLane | None = accumulator.try_append_keyed if route == "plain" else None
         self.serializing: RecordAccumulator | None = accumulator if route == "serializing" else None
         self.topic_partitions: dict[str, TopicPartitions] = {}
         self._accumulator = accumulator
@@ -191,7 +194,7 @@ class RecordIntake:
 
     def withdraw(self) -> None:
         """No record may enter any more (``ProducerEngine._set_intake``): the routes close, for callers mid-run too."""
-        self.plain = self.serializing = None
+        self.keyed_lane = self.plain = self.serializing = None
 
     # ------------------------------------------------------------------ one record
     async def send(

@@ -29,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString};
 
 use crate::batch::{try_append_record, FutureRecordMetadata, ProducerBatch, PyHeaders};
 use crate::batch_builder::{size_upper_bound, PyRecordBatchBuilder, CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD};
@@ -376,23 +376,42 @@ impl RecordQueues {
         })
     }
 
-    /// The keyed record's lane (see the module's documentation): the record's future, or None
-    /// when it must go through the accumulator's door. `num_partitions` is the topic's, from
-    /// the metadata snapshot the caller partitions by; the timestamp is the wall clock's now in
-    /// milliseconds, as the door's caller reads it (`time.time_ns() // 1_000_000`).
+    /// The keyed record's lane (see the module's documentation): `send()`'s arguments as the
+    /// caller gave them, and the intake's metadata snapshots (`partitions_by_topic`: topic ->
+    /// `TopicPartitions`, read here, written by the intake and the engine only); the record's
+    /// future, or None when it must go through the accumulator's door: headers, a partition or
+    /// a timestamp given, a topic not exactly a `str` or with no snapshot, a key or value not
+    /// exactly `bytes`, and what the lane itself refuses. The timestamp is the wall clock's now
+    /// in milliseconds, as the door's caller reads it (`time.time_ns() // 1_000_000`).
     ///
-    /// Measured against the door (`instructions.py`, `small`: 100 B keyed records with one
-    /// shared `on_delivery`): see `docs/design/native-batches.md`, stop 58.
+    /// Why `send()`'s arguments and every check here: each test `send()` made before this call
+    /// (the routes, `type(value) is bytes`, the snapshot's lookup, the partition count) was
+    /// about 25 instructions a bytecode, some 1,400 a record of 6,600 through the door at 1 KB
+    /// (callgrind, stop 66; the checks here cost about a tenth of that). Measured against the door
+    /// (`instructions.py`, `small`): see `docs/design/native-batches.md`, stops 58 and 66.
+    #[allow(clippy::too_many_arguments)] // `send()`'s arguments, one each
     fn try_append_keyed(
         &mut self,
         py: Python<'_>,
-        topic: &Bound<'_, PyString>,
-        num_partitions: i64,
-        key: &[u8],
-        value: &[u8],
+        partitions_by_topic: &Bound<'_, PyDict>,
+        topic: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        headers: &Bound<'_, PyAny>,
+        partition: &Bound<'_, PyAny>,
+        timestamp_ms: &Bound<'_, PyAny>,
         on_delivery: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Py<FutureRecordMetadata>>> {
         guarded("RecordQueues.try_append_keyed", || {
+            if !(headers.is_none() && partition.is_none() && timestamp_ms.is_none()) {
+                return Ok(None);
+            }
+            let (Ok(topic), Ok(key), Ok(value)) = (topic.cast_exact::<PyString>(), key.cast_exact::<PyBytes>(), value.cast_exact::<PyBytes>()) else {
+                return Ok(None);
+            };
+            let Some(snapshot) = partitions_by_topic.get_item(topic)? else { return Ok(None) };
+            let num_partitions: i64 = snapshot.getattr(intern!(py, "num_partitions"))?.extract()?;
+            let (key, value) = (key.as_bytes(), value.as_bytes());
             if let Some(callback) = on_delivery {
                 // Only a callable the door checked: every new batch's is, and the last one's is kept.
                 match &self.last_charge {

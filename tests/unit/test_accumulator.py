@@ -91,6 +91,14 @@ NO_JITTER = StubRng(0.5)
 VALUE = b"x" * 100
 
 
+def _keyed(
+    acc: RecordAccumulator, topic: str, num_partitions: int, key: bytes, value: bytes, on_delivery: Any
+) -> Any:
+    """The keyed lane as ``send()`` calls it: nothing but a key, a value and maybe a callback given."""
+    snapshots = {topic: TopicPartitions(num_partitions, tuple(range(num_partitions)))}
+    return acc.try_append_keyed(snapshots, topic, value, key, None, None, None, on_delivery)
+
+
 async def test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_the_rest_to_the_door() -> None:
     """A record its open batch refuses opens the next batch in the lane (``RecordQueues.set_lane``).
 
@@ -113,11 +121,11 @@ async def test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_t
     partition = partition_for_key(key, 6)
     first = acc.try_append("orders", partition, 1, key, VALUE, None, None)  # the door opens the first batch
     assert first is not None and acc.pool.available_memory == memory - 1024
-    assert acc.try_append_keyed("orders", 6, key, b"x" * 2000, None) is None  # over batch.size: the door's
+    assert _keyed(acc, "orders", 6, key, b"x" * 2000, None) is None  # over batch.size: the door's
     woken = len(wakeups)
-    future = acc.try_append_keyed("orders", 6, key, VALUE, None)
+    future = _keyed(acc, "orders", 6, key, VALUE, None)
     while future is not None and future._batch is first._batch:
-        future = acc.try_append_keyed("orders", 6, key, VALUE, None)
+        future = _keyed(acc, "orders", 6, key, VALUE, None)
     assert future is not None
     second = future._batch
     assert second is not first._batch and second.record_count == 1
@@ -125,7 +133,7 @@ async def test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_t
     assert second in acc.incomplete_batches()
     assert len(wakeups) == woken + 1
     assert acc.pool.available_memory <= memory - 2 * 1024  # the second batch's reservation (and the first's charge)
-    while (future := acc.try_append_keyed("orders", 6, key, VALUE, None)) is not None:
+    while (future := _keyed(acc, "orders", 6, key, VALUE, None)) is not None:
         pass  # more batches while memory lasts, then none
     opened = len(acc.topic_info("orders").batches[partition])
     left = acc.pool.available_memory
@@ -134,7 +142,7 @@ async def test_the_keyed_lane_opens_the_next_batch_as_the_door_does_and_leaves_t
     free = acc.pool.available_memory
     assert free >= 1024
     lifecycle.close()  # ...but the producer no longer accepts records
-    assert acc.try_append_keyed("orders", 6, key, VALUE, None) is None
+    assert _keyed(acc, "orders", 6, key, VALUE, None) is None
     assert acc.pool.available_memory == free and len(acc.topic_info("orders").batches[partition]) == opened
 
 
@@ -165,26 +173,72 @@ async def test_the_keyed_lane_appends_where_the_door_would_and_refuses_what_only
     def on_delivery(metadata: Any, error: BaseException | None) -> None:
         reports.append((metadata, error))
 
-    assert acc.try_append_keyed("orders", 6, key, VALUE, None) is None  # a topic the door has not seen
+    assert _keyed(acc, "orders", 6, key, VALUE, None) is None  # a topic the door has not seen
     opened = acc.try_append("orders", partition, 1, key, VALUE, None, on_delivery)
     assert opened is not None
-    assert acc.try_append_keyed("orders", 6, b"another", VALUE, None) is None  # a partition the door has not seen
-    assert acc.try_append_keyed("orders", 6, key, VALUE, lambda m, e: None) is None  # a callback the door has not checked
-    assert acc.try_append_keyed("orders", 0, key, VALUE, None) is None  # no partitions to choose from
+    assert _keyed(acc, "orders", 6, b"another", VALUE, None) is None  # a partition the door has not seen
+    assert _keyed(acc, "orders", 6, key, VALUE, lambda m, e: None) is None  # a callback the door has not checked
+    assert _keyed(acc, "orders", 0, key, VALUE, None) is None  # no partitions to choose from
     name, same_name = "orders", "".join(["ord", "ers"])
     assert same_name == name and same_name is not name  # the point: another object of the same name
-    lane = acc.try_append_keyed(same_name, 6, key, VALUE, on_delivery)
+    lane = _keyed(acc, same_name, 6, key, VALUE, on_delivery)
     assert lane is not None and lane._batch is opened._batch
     assert lane._batch.partition == partition
     now_ms = time.time_ns() // 1_000_000
     batch = opened._batch
-    while (next_record := acc.try_append_keyed("orders", 6, key, b"v" * 10, None)) is not None and next_record._batch is batch:
+    while (next_record := _keyed(acc, "orders", 6, key, b"v" * 10, None)) is not None and next_record._batch is batch:
         pass
     assert batch.estimated_size() <= 1024 and batch.record_count > 3  # filled to batch.size, then refused
     records = decode_batches(batch.builder.build())[0].records
     assert len(records) == batch.record_count and {r.key for r in records} == {key}
     assert [r.value for r in records[:2]] == [VALUE, VALUE]
     assert abs(records[1].timestamp - now_ms) < 60_000  # the wall clock's now, as send() stamps it
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"headers": [("h", b"1")]},
+        {"headers": []},  # given, even empty: the door keeps what it says about headers
+        {"partition": 0},
+        {"timestamp_ms": 1},
+        {"key": bytearray(b"key-7")},
+        {"key": type("Key", (bytes,), {})(b"key-7")},  # a bytes subclass: the door decides
+        {"key": None},
+        {"value": memoryview(VALUE)},
+        {"value": None},
+        {"topic": type("Topic", (str,), {})("orders")},  # a str subclass: the door decides
+        {"topic": ["orders"]},  # unhashable: the door says what is wrong with it
+        {"snapshots": {}},  # no metadata snapshot of the topic (yet)
+    ],
+    ids=lambda given: next(iter(given)) + ":" + type(next(iter(given.values()))).__name__,
+)
+async def test_the_keyed_lane_refuses_any_argument_the_door_must_see(given: dict[str, Any]) -> None:
+    """``send()`` hands the lane every argument as given: anything but a ``bytes`` key and value with
+    nothing else given, of a topic with a snapshot, is refused (None) and left to the door, untouched."""
+    from aioproducer.partitioner import partition_for_key
+
+    acc, _ = make(FakeClock(), batch_size=1024)
+    key = b"key-7"
+    opened = acc.try_append("orders", partition_for_key(key, 6), 1, key, VALUE, None, None)
+    assert opened is not None
+    args: dict[str, Any] = {
+        "snapshots": {"orders": TopicPartitions(6, tuple(range(6)))}, "topic": "orders", "value": VALUE, "key": key,
+        "headers": None, "partition": None, "timestamp_ms": None,
+    }
+
+
+    def lane() -> Any:
+        return acc.try_append_keyed(
+            args["snapshots"], args["topic"], args["value"], args["key"], args["headers"], args["partition"],
+            args["timestamp_ms"], None,
+        )
+
+    assert lane() is not None  # the lane takes the record as it is
+    count = opened._batch.record_count
+    args.update(given)
+    assert lane() is None
+    assert opened._batch.record_count == count
 
 
 async def test_ready_waits_for_linger_then_reports_the_leader() -> None:

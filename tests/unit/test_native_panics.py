@@ -174,7 +174,7 @@ CALLS: dict[str, Callable[[], object]] = {
     "RecordQueues.take_unsynced": lambda: _queues()[0].take_unsynced(),
     "RecordQueues.set_leaders": lambda: _queues()[0].set_leaders([0], [1]),
     "RecordQueues.try_append": lambda: _queues()[0].try_append(0, 1000, b"k", b"v", None, None),
-    "RecordQueues.try_append_keyed": lambda: _queues()[0].try_append_keyed("t", 1, b"k", b"v", None),
+    "RecordQueues.try_append_keyed": lambda: _queues()[0].try_append_keyed({}, "t", b"v", b"k", None, None, None, None),
     "RecordQueues.last": lambda: _queues()[0].last(0),
     "RecordQueues.settle_last": lambda: _queues()[0].settle_last(0),
     "RecordQueues.new_batch": lambda: _queues()[0].new_batch(0, AccumulatorConfig(), 5.0, 100, None, None),  # type: ignore[arg-type]  # no event loop
