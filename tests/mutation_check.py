@@ -256,8 +256,14 @@ MUTATIONS = [
     Mutation(
         "an on_delivery row's value size reported as its key size",
         COMPLETE_RS,
-        "int(row.key_size)?, int(row.value_size)?",
-        "int(row.key_size)?, int(row.key_size)?",
+        "value_size.get(py, row.value_size)?",
+        "value_size.get(py, row.key_size)?",
+    ),
+    Mutation(
+        "an on_delivery row's timestamp kept from the row before (a number's int reused though it changed)",
+        COMPLETE_RS,
+        "            Some((last, made)) if *last == n => Ok(made.clone()),\n",
+        "            Some((_, made)) => Ok(made.clone()),\n",
     ),
     Mutation(
         "an on_delivery row's offset reported one past its record's",
@@ -386,6 +392,7 @@ CAUGHT_BY = {
     "a pass's further requests forget the linger of the batches they leave": 'tests/unit/test_sender.py::test_a_pass_sends_a_node_more_while_one_of_its_first_batches_may_go_then_waits_their_linger',
     'an answer matched to a batch of another topic (an error returned for the wrong partition)': 'tests/unit/test_completion.py::test_an_answer_for_the_wrong_topic_or_partition_completes_nothing',
     "an on_delivery row's value size reported as its key size": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
+    "an on_delivery row's timestamp kept from the row before (a number's int reused though it changed)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "an on_delivery row's offset reported one past its record's": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
     "a read's answer taken for the request in flight without its correlation id checked (the stream out of step)": 'tests/unit/test_connection_state.py::test_an_answer_out_of_order_fails_the_head_and_breaks_the_connection',
     "the answers of a read stop completing at the first whose completion fails (the rest never complete)": 'tests/unit/test_completion.py::test_the_answers_of_a_read_complete_in_one_call_and_a_bug_in_one_leaves_the_next_completed',

@@ -23,6 +23,7 @@
 //! acknowledged (`TransactionManager.on_acknowledged_all`, one call per response, before any
 //! batch completes, as the sender did per batch).
 
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -312,6 +313,12 @@ fn complete_ok(
 /// `log_append_time` of 0 or more; librdkafka's mock cluster always answers with one), else its
 /// create time. One that raises is handed to batch.py's `_delivery_raised` (logged,
 /// or out of the loop for `SystemExit` and `KeyboardInterrupt`) and the others still run.
+///
+/// Per row, only what differs from the row before is made anew: the offset always, the
+/// timestamp, key and value sizes when they changed (rows of a batch mostly share them: records
+/// sent in the same millisecond, values of one size), and the call passes its two arguments
+/// without a tuple. At 1 KB with one shared `on_delivery` that was about 2,460 instructions a
+/// record before, 4 ints, a tuple and `tp_call` each (callgrind, stop 66).
 fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &[DeliveryRow], base_offset: i64, log_append_time: i64) -> PyResult<()> {
     let py = batch.py();
     let (topic, partition) = {
@@ -323,19 +330,67 @@ fn report_delivery(batch: &Bound<'_, ProducerBatch>, rows: &[DeliveryRow], base_
     let int = |n: i64| n.into_pyobject(py).map(Bound::into_any);
     // The same for every row of the batch: made once.
     let (partition, timestamp_type) = (int(partition)?, int(i64::from(log_append_time >= 0))?);
+    let mut timestamp = Reused::new();
+    let mut key_size = Reused::new();
+    let mut value_size = Reused::new();
     for row in rows {
-        let timestamp = if log_append_time >= 0 { log_append_time } else { row.timestamp };
         let offset = if base_offset >= 0 { base_offset + row.relative_offset } else { -1 };
         let metadata = record_metadata(
             py,
-            [topic.clone().into_any(), partition.clone(), int(offset)?, int(timestamp)?, int(row.key_size)?, int(row.value_size)?, timestamp_type.clone()],
+            [
+                topic.clone().into_any(),
+                partition.clone(),
+                int(offset)?,
+                timestamp.get(py, if log_append_time >= 0 { log_append_time } else { row.timestamp })?,
+                key_size.get(py, row.key_size)?,
+                value_size.get(py, row.value_size)?,
+                timestamp_type.clone(),
+            ],
         )?;
         let on_delivery = row.on_delivery.bind(py);
-        if let Err(error) = on_delivery.call1((metadata, &none)) {
+        if let Err(error) = call2(on_delivery, &metadata, none.bind(py)) {
             batch.call_method1(intern!(py, "_delivery_raised"), (on_delivery, error.into_value(py)))?;
         }
     }
     Ok(())
+}
+
+/// The Python int of the last number asked for, made again only when the number changes.
+struct Reused<'py> {
+    last: Option<(i64, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Reused<'py> {
+    fn new() -> Self {
+        Reused { last: None }
+    }
+
+    fn get(&mut self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyAny>> {
+        match &self.last {
+            Some((last, made)) if *last == n => Ok(made.clone()),
+            _ => {
+                let made = n.into_pyobject(py)?.into_any();
+                self.last = Some((n, made.clone()));
+                Ok(made)
+            }
+        }
+    }
+}
+
+/// `callable(first, second)` without an argument tuple (PyO3's `call1` makes one under the
+/// stable ABI of 3.11, which has no `PyObject_Vectorcall`; `PyObject_CallFunctionObjArgs` has
+/// CPython put the arguments on its stack and vectorcall the callable).
+fn call2<'py>(callable: &Bound<'py, PyAny>, first: &Bound<'py, PyAny>, second: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = callable.py();
+    // SAFETY: the three pointers are live objects, borrowed for the call (the `Bound`s hold
+    // them); the argument list ends with the null pointer the variadic function expects; the
+    // result is a new reference or null with the error set, which `from_owned_ptr_or_err` takes.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyObject_CallFunctionObjArgs(callable.as_ptr(), first.as_ptr(), second.as_ptr(), std::ptr::null_mut::<ffi::PyObject>()),
+        )
+    }
 }
 
 /// batch.py's `release` after a completion: only what the record futures read is kept.
