@@ -384,10 +384,10 @@ impl RecordQueues {
     /// exactly `bytes`, and what the lane itself refuses. The timestamp is the wall clock's now
     /// in milliseconds, as the door's caller reads it (`time.time_ns() // 1_000_000`).
     ///
-    /// Why `send()`'s arguments and every check here: each test `send()` made before this call
-    /// (the routes, `type(value) is bytes`, the snapshot's lookup, the partition count) was
-    /// about 25 instructions a bytecode, some 1,400 a record of 6,600 through the door at 1 KB
-    /// (callgrind, stop 66; the checks here cost about a tenth of that). Measured against the door
+    /// Why `send()`'s arguments and every check here: the tests `send()` made before this call
+    /// (the routes, `type(value) is bytes`, the snapshot's lookup, the partition count) cost
+    /// about 25 instructions a bytecode, some 1,400 a record of the door's 6,611 at 1 KB; with
+    /// them here the door costs 5,840 (callgrind, no network, stop 66). Measured against the door
     /// (`instructions.py`, `small`): see `docs/design/native-batches.md`, stops 58 and 66.
     #[allow(clippy::too_many_arguments)] // `send()`'s arguments, one each
     fn try_append_keyed(
