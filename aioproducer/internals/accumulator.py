@@ -138,7 +138,7 @@ NO_PARTITIONS = TopicPartitions(0, ())
 #: ``RecordAccumulator.try_append_keyed``: ``(partitions_by_topic, topic, value, key, headers, partition,
 #: timestamp_ms, on_delivery)``, ``send()``'s arguments as given (so typed ``Any``), to the future or None.
 KeyedLane = Callable[
-    [dict[str, TopicPartitions], Any, Any, Any, Any, Any, Any, "DeliveryCallback | None"], "FutureRecordMetadata | None"
+    [dict[str, TopicPartitions], Any, Any, Any, Any, Any, Any, DeliveryCallback | None], FutureRecordMetadata | None
 ]
 
 

@@ -19,11 +19,14 @@
 //! the drain's rotation is over a stable order (Java's `drainIndex`).
 //!
 //! The keyed record's lane (`try_append_keyed`) is the accumulator's door for its commonest
-//! record, without the door's Python frame: a `bytes` key and value to a topic and partition
+//! record, without the door's Python frame: `send()`'s arguments as given, taken when they are a
+//! `bytes` key and value and nothing else, to a topic with a metadata snapshot and a partition
 //! the door has seen, with no `on_delivery` or the one the door checked last, appended to the
-//! partition's open batch. Its partition is Java's rule for a key (`murmur::partition_for_key`),
-//! which the intake chose by calling it; anything else (a new topic or partition, a full batch,
-//! a callback not checked yet) is refused with None, and the caller goes through the door.
+//! partition's open batch (or a new one the lane opens). Its partition is Java's rule for a key
+//! (`murmur::partition_for_key`), as the door's; anything else (headers, a partition or a
+//! timestamp given, a key or value not exactly `bytes`, a new topic or partition, a batch it
+//! cannot open, a callback not checked yet) is refused with None, and `send()` goes through the
+//! door.
 
 use std::collections::{HashMap, VecDeque};
 
