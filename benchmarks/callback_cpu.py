@@ -3,9 +3,10 @@
 One producer against librdkafka's mock cluster in this process (``--brokers``, default 1, and 6
 partitions), ``--records`` keyed records of ``--value-size`` bytes (default 20,000 × 10 KB: each
 record a batch of its own at Java's ``batch.size``, ``--batch-size``), ``acks=1``, ``linger.ms=5``,
-each sent with the same counting ``on_delivery``, then ``flush()``. Measured: ``time.thread_time()`` of the loop's thread
-over the sends and the flush, per record; the median of ``--repeat`` runs. Every record must be
-reported delivered with an offset, or the run fails. ``--profile`` runs one more under cProfile.
+each sent with the same counting ``on_delivery``, then ``flush()``. Measured:
+``time.thread_time()`` of the loop's thread over the sends and the flush, per record; the median
+of ``--repeat`` runs. Every record must be reported delivered with an offset, or the run fails.
+``--profile`` runs one more under cProfile.
 
 The CPU of a batch and its request is this run's figure less the record's own: the same records
 at ``--batch-size 1048576`` (a hundred 10 KB records a batch) cost the record's own plus a
