@@ -30,12 +30,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmarks.instructions import peers_layout
+from benchmarks.process import run_json_process
 
 #: Java's ``batch.size``, and one large enough for about a hundred 10 KB records.
 SMALL_BATCH = 16_384
@@ -49,13 +49,9 @@ def run_worker(tree: Path, client: str, records: int, batch_size: int, cpu: str,
     with peers_layout(client, "large", records, f"pb-{batch_size}-{cpu}") as spec:
         spec = spec | {"batch_size": batch_size, "cpu": cpu, "value_size": value_size}
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree.resolve()), str(Path.cwd())]))
-        proc = subprocess.run(
-            [sys.executable, "-P", "-m", "benchmarks.worker", json.dumps(spec)],
-            check=False, capture_output=True, text=True, env=env, timeout=600,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"{client}: the worker failed: {proc.stderr[-2000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = run_json_process([sys.executable, "-P", "-m", "benchmarks.worker", json.dumps(spec)], 600, env)
+    if "crashed" in result:
+        raise SystemExit(f"{client}: the worker failed: {result['crashed']}")
     if result.get("cpu_clock", "process") != cpu:
         raise SystemExit(f"{tree}: its worker counted the {result.get('cpu_clock', 'process')}'s CPU, not the {cpu}'s")
     if result["acked"] != records:
