@@ -265,24 +265,22 @@ class Producer:
                         partitions = intake.topic_partitions.get(topic)
                     except TypeError:  # an unhashable topic: the general path says what is wrong with it
                         partitions = None
-                    if partitions is not None:
-                        # Every argument given (reserved=0 too): CPython 3.11 then specializes the call
-                        # for exact arguments, about 150 machine instructions per record fewer.
-                        if type(key) is bytes:
-                            # The lane refused it (a batch to open it could not, a callback not
-                            # checked yet, a partition not seen yet): the door.
-                            future = accumulator.try_append(
-                                topic, _partition_for_key(key, partitions.num_partitions), _now_ns() // 1_000_000,
-                                key, value, None, on_delivery, partitions, 0,
-                            )
-                            if future is not None:
-                                return future
-                        elif key is None:
-                            future = accumulator.try_append(
-                                topic, UNKNOWN_PARTITION, _now_ns() // 1_000_000, None, value, None, on_delivery, partitions, 0
-                            )
-                            if future is not None:
-                                return future
+                    if partitions is not None and (key is None or type(key) is bytes):
+                        # The lane refused a keyed record (a batch to open it could not, a callback
+                        # not checked yet, a partition not seen yet): the door. Every argument given
+                        # (reserved=0 too): CPython 3.11 then specializes the call for exact
+                        # arguments, about 150 machine instructions per record fewer.
+                        partition = UNKNOWN_PARTITION if key is None else _partition_for_key(key, partitions.num_partitions)
+                        timestamp_ms = _now_ns() // 1_000_000
+                        future = accumulator.try_append(
+                            topic, partition, timestamp_ms, key, value, None, on_delivery, partitions, 0
+                        )
+                        if future is not None:
+                            return future
+                        # No buffer memory now: the wait, with nothing else left to check.
+                        return await self._engine.admit("send()").wait_and_append(
+                            topic, partition, timestamp_ms, key, value, on_delivery, partitions
+                        )
             elif intake.serializing is not None:
                 future = await intake.send_serialized(topic, value, key, on_delivery)
                 if future is not None:

@@ -366,6 +366,26 @@ class RecordAccumulator:
         future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions)
         if future is not None:
             return future
+        return await self.wait_and_append(topic, partition, timestamp, key, value, headers, on_delivery, max_block_ms, partitions)
+
+    async def wait_and_append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        on_delivery: DeliveryCallback | None,
+        max_block_ms: float,
+        partitions: TopicPartitions = NO_PARTITIONS,
+    ) -> FutureRecordMetadata:
+        """:meth:`append` for a record ``try_append`` just refused: the wait for memory, then the append.
+
+        The callers that tried first (``send()``'s routes) come here, not to ``append``, which
+        would try again in vain: at 10 KB records one send in 12-14 waits for memory in the
+        peers' worker, and each refused try is six Python calls.
+        """
         size = self._reservation_size(key, value, headers)
         await self._wait_for_memory(size, max_block_ms)
         future = self.try_append(topic, partition, timestamp, key, value, headers, on_delivery, partitions, size)

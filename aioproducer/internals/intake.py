@@ -197,6 +197,27 @@ class RecordIntake:
         self.keyed_lane = self.plain = self.serializing = None
 
     # ------------------------------------------------------------------ one record
+    async def wait_and_append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes,
+        on_delivery: DeliveryCallback | None,
+        partitions: TopicPartitions,
+    ) -> FutureRecordMetadata:
+        """The plain route's record that ``try_append`` refused for want of memory: the wait (``max.block.ms``), the append.
+
+        ``send()``'s plain route made every check :meth:`send` would make for it (no hooks, bytes,
+        metadata known, the partition chosen), so the wait is all that is left; through
+        :meth:`send` it was the general route's checks and two more refused tries again (at 10 KB
+        records one send in 12-14 waits in the peers' worker).
+        """
+        return await self._accumulator.wait_and_append(
+            topic, partition, timestamp_ms, key, value, None, on_delivery, self._max_block_ms, partitions
+        )
+
     async def send(
         self,
         topic: str,
@@ -289,7 +310,7 @@ class RecordIntake:
             future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, partitions)
             if future is None:  # memory must be waited for, within what is left of max.block.ms
                 remaining = self._max_block_ms if deadline is None else max(0.0, deadline - self._clock())
-                future = await accumulator.append(
+                future = await accumulator.wait_and_append(
                     topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, remaining, partitions
                 )
         except BaseException as exc:  # a cancelled wait for metadata or memory ends the span too
@@ -344,7 +365,7 @@ class RecordIntake:
         accumulator = self._accumulator
         future = accumulator.try_append(topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, partitions, 0)
         if future is None:  # memory must be waited for, within max.block.ms
-            future = await accumulator.append(
+            future = await accumulator.wait_and_append(
                 topic, partition, timestamp_ms, key_bytes, value_bytes, header_pairs, on_delivery, self._max_block_ms, partitions
             )
         return future

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from aioproducer import KafkaTimeoutError, Producer
+from aioproducer.partitioner import partition_for_key
 from aioproducer.testing import MockCluster
 from helpers import eventually
 from readback import read_all_values
@@ -66,6 +67,31 @@ async def test_send_waits_for_buffer_memory_instead_of_growing_it(mock_cluster: 
     for broker in mock_cluster.broker_ids:
         mock_cluster.set_rtt(broker, 0)
     assert await read_values(mock_cluster.bootstrap_servers) == sent
+
+
+async def test_keyed_records_that_wait_for_memory_go_to_their_key_s_partition_in_order(mock_cluster: MockCluster) -> None:
+    """``send()``'s plain route: a keyed record that finds no memory waits and lands where its key says.
+
+    The wait goes straight to the accumulator (``RecordIntake.wait_and_append``), with the
+    partition the route computed: a record sent elsewhere, or twice, or lost, shows here.
+    """
+    for broker in mock_cluster.broker_ids:
+        mock_cluster.set_rtt(broker, 100)
+    config = {**FAST, "buffer_memory": 64 * KIB, "batch_size": 16 * KIB}
+    expected: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    async with Producer(bootstrap_servers=mock_cluster.bootstrap_servers, **config) as producer:
+        futures = []
+        for i in range(60):
+            key = b"key-%d" % (i * 7919)
+            value = b"%03d" % i + bytes([i % 256]) * 6000
+            futures.append(await producer.send(TOPIC, value=value, key=key))
+            expected[partition_for_key(key, PARTITIONS)].append(value)
+        metadata = await asyncio.gather(*futures)
+        assert [m.partition for m in metadata] == [partition_for_key(b"key-%d" % (i * 7919), PARTITIONS) for i in range(60)]
+        assert producer.metrics()["bufferpool-wait-time-total"] > 0, "no send() waited for memory"
+    for broker in mock_cluster.broker_ids:
+        mock_cluster.set_rtt(broker, 0)
+    assert await read_values(mock_cluster.bootstrap_servers) == expected
 
 
 async def test_buffer_available_bytes_never_goes_negative_with_many_waiting_senders() -> None:
