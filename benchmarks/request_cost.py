@@ -44,18 +44,19 @@ class _Connection:
         self.on_response: Any = None
         self.frame_bytes = 0
 
-    def send_produce(self, topic_data: Any, *, acks: int, timeout_ms: int, on_response: Any,
-                     transactional_id: str | None = None, transaction_v2: bool = False) -> None:
+    def try_send_produce(self, topic_data: Any, on_response: Any, acks: int, timeout_ms: int,
+                         transactional_id: str | None, transaction_v2: bool) -> bool:
         frame = encode_produce_request(VERSION, 1, "bench", transactional_id, acks, timeout_ms, topic_data)
         self.frame_bytes = sum(map(len, frame))
         self.on_response = on_response
+        return True
 
 
 class _Client:
     def __init__(self, connection: _Connection) -> None:
         self.connection = connection
 
-    def ready_connection(self, node: int) -> _Connection:
+    def connection_for(self, node: int) -> _Connection:
         return self.connection
 
 
@@ -78,7 +79,7 @@ def one_run(partitions: int, value: bytes, requests: int, idempotent: bool) -> f
     engine = _Engine(clock)
     connection = _Connection()
     sender = Sender(
-        client=_Client(connection),  # type: ignore[arg-type]  # only ready_connection() is asked
+        client=_Client(connection),  # type: ignore[arg-type]  # only connection_for() is asked
         accumulator=acc, transaction_manager=tm, config=_Config(), clock=clock, on_fatal=lifecycle.refuse,
         on_complete=engine.on_complete, on_acknowledged=engine.on_acknowledged, metrics=engine.metrics,
     )

@@ -40,6 +40,7 @@ BUILDER_RS = "native/src/batch_builder.rs"
 COMPLETE_RS = "native/src/complete.rs"
 COUNTERS_RS = "native/src/counters.rs"
 ANSWER_RS = "native/src/produce/answer.rs"
+CONNECTION_STATE = "aioproducer/protocol/connection_state.py"
 #: The native completion's bugs show there first; each of its mutants costs about 18-20 s on the
 #: shared machine under a load of 7-10 (the crate's build most of it), 5 s for a Python one.
 COMPLETION_TESTS = "tests/unit/test_completion.py"
@@ -272,6 +273,12 @@ MUTATIONS = [
         "base_offset + row.relative_offset + 1",
     ),
     Mutation(
+        "a Produce request taken on the hot path with every in-flight slot held (max.in.flight passed: order lost)",
+        CONNECTION_STATE,
+        "if self._state is not ConnectionState.READY or held >= self.max_in_flight or not acks:",
+        "if self._state is not ConnectionState.READY or not acks:",
+    ),
+    Mutation(
         "a read's answer taken for the request in flight without its correlation id checked (the stream out of step)",
         ANSWER_RS,
         "if frame[..4] != correlation_id.to_be_bytes() || supported(version).is_none() {",
@@ -394,6 +401,7 @@ CAUGHT_BY = {
     "an on_delivery row's value size reported as its key size": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
     "an on_delivery row's timestamp kept from the row before (a number's int reused though it changed)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',
     "an on_delivery row's offset reported one past its record's": 'tests/unit/test_sender.py::test_on_delivery_gets_each_record_s_own_metadata_from_the_native_completion',
+    "a Produce request taken on the hot path with every in-flight slot held (max.in.flight passed: order lost)": 'tests/unit/test_connection_state.py::test_try_send_produce_takes_nothing_when_the_connection_cannot_take_the_request_now',
     "a read's answer taken for the request in flight without its correlation id checked (the stream out of step)": 'tests/unit/test_connection_state.py::test_an_answer_out_of_order_fails_the_head_and_breaks_the_connection',
     "the answers of a read stop completing at the first whose completion fails (the rest never complete)": 'tests/unit/test_completion.py::test_the_answers_of_a_read_complete_in_one_call_and_a_bug_in_one_leaves_the_next_completed',
     "an error answer read from the response's bytes as a success (the batch completed, its records lost)": 'tests/unit/test_completion.py::test_written_batches_complete_natively_the_others_come_back_and_the_counters_add_up',

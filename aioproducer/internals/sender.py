@@ -169,10 +169,10 @@ class SenderMetadata(LeaderLookup, Protocol):
 class ProduceConnection(Protocol):
     """What the sender calls on a broker connection (``network.connection.BrokerConnection``)."""
 
-    def send_produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None, transaction_v2: bool = False,
-    ) -> None: ...
+    def try_send_produce(
+        self, topic_data: TopicData, on_response: ProduceCallback, acks: int, timeout_ms: int,
+        transactional_id: str | None, transaction_v2: bool,
+    ) -> bool: ...
 
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
@@ -206,7 +206,7 @@ class SenderClient(Protocol):
 
     def is_connected(self, node_id: int) -> bool: ...
 
-    def ready_connection(self, node_id: int) -> ProduceConnection | None: ...
+    def connection_for(self, node_id: int) -> ProduceConnection | None: ...
 
     def flush_writes(self, nodes: Iterable[int]) -> None: ...
 
@@ -803,29 +803,26 @@ class Sender:
         self._sent[id(batches)] = (batches, deadline)  # _track_sent's steps, on the hot path
         if deadline < self._sent_deadline:
             self._sent_deadline = deadline
-        connection = self.client.ready_connection(node) if acks != 0 else None
-        if connection is None:
-            # acks=0 must wait for the socket to drain; a connection gone since ready() must be replaced.
-            self._track_request(self._produce(node, topic_data, batches))
-            self._node_requests[node] = self._node_requests.get(node, 0) + 1
-            return _IN_TASK
-        sent_ms = now
-        try:
-            connection.send_produce(
-                topic_data,
-                acks=acks,
-                timeout_ms=self.config.request_timeout_ms,
-                on_response=ProduceToken(self._on_outcome, self._on_answers, (node, batches, sent_ms)),
-                transactional_id=self._transactional_id,
-                transaction_v2=self._transaction_v2,
-            )
-        except (KafkaError, OSError, ValueError) as exc:
-            self._untrack_sent(batches)
-            self._request_failed(batches, exc)
-            return _FAILED
-        self._callbacks_pending += 1
+        connection = self.client.connection_for(node) if acks != 0 else None
+        if connection is not None:
+            token = ProduceToken(self._on_outcome, self._on_answers, (node, batches, now))
+            try:
+                written = connection.try_send_produce(
+                    topic_data, token, acks, self.config.request_timeout_ms, self._transactional_id, self._transaction_v2
+                )
+            except (KafkaError, OSError, ValueError) as exc:
+                self._untrack_sent(batches)
+                self._request_failed(batches, exc)
+                return _FAILED
+            if written:
+                self._callbacks_pending += 1
+                self._node_requests[node] = self._node_requests.get(node, 0) + 1
+                return _WRITTEN
+        # acks=0 must wait for the socket to drain; a connection gone since ready(), or busy (not READY, no
+        # slot: re-authenticating), waits for what is missing in a task.
+        self._track_request(self._produce(node, topic_data, batches))
         self._node_requests[node] = self._node_requests.get(node, 0) + 1
-        return _WRITTEN
+        return _IN_TASK
 
     def _track_request(self, coro: Any) -> None:
         """Run a Produce request's coroutine in a task that a close waits for (``_requests``)."""

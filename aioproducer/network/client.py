@@ -904,14 +904,14 @@ class KafkaClient:
             if conn is not None:
                 conn.flush_writes()
 
-    def ready_connection(self, node_id: int) -> BrokerConnection | None:
-        """The live connection to ``node_id`` if it has a free in-flight slot, else None; never blocks.
+    def connection_for(self, node_id: int) -> BrokerConnection | None:
+        """The connection to ``node_id`` as it stands (None: none set up); never blocks, never connects.
 
-        What the sender writes a Produce request to synchronously
-        (:meth:`BrokerConnection.send_produce`) after :meth:`is_ready` said yes.
+        What the sender writes a Produce request to synchronously after :meth:`is_ready` said yes
+        (:meth:`BrokerConnection.try_send_produce`, which says whether it took it: not, when the
+        connection broke or is re-authenticating since).
         """
-        conn = self._conns.get(node_id)
-        return conn if conn is not None and conn.can_send_more() else None
+        return self._conns.get(node_id)
 
     @property
     def connection_count(self) -> int:

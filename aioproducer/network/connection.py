@@ -658,12 +658,11 @@ class BrokerConnection:
     ) -> None:
         """Write one Produce request now; its outcome goes to ``on_response`` later.
 
-        The sender's hot path: no task, no future, no await. Needs a free
-        in-flight slot (check :meth:`can_send_more` first; ``RuntimeError``
-        otherwise) and a response (``acks`` 1 or -1; ``acks=0`` has no response
-        to free the slot and no flow control: use :meth:`produce`). Raises
-        :class:`KafkaConnectionError` when not connected and ``ValueError`` for
-        values that do not encode, in both cases before anything is sent.
+        No task, no future, no await. Needs a free in-flight slot (check :meth:`can_send_more`
+        first; ``RuntimeError`` otherwise) and a response (``acks`` 1 or -1; ``acks=0`` has no
+        response to free the slot and no flow control: use :meth:`produce`). Raises
+        :class:`KafkaConnectionError` when not connected and ``ValueError`` for values that do
+        not encode, in both cases before anything is sent.
 
         ``on_response(response, None)`` runs when the response is read,
         ``on_response(None, error)`` when the request times out
@@ -673,16 +672,31 @@ class BrokerConnection:
         """
         if acks == 0:
             raise ValueError("acks=0 gets no response: use produce()")
-        # The state machine refuses a request when not READY (KafkaConnectionError) or with no slot
-        # free (RuntimeError), before it encodes anything: not checked twice here.
-        protocol = self._protocol
-        now = self._now()
-        frame = protocol.send_produce(
-            on_response, topic_data, now, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id,
-            transaction_v2=transaction_v2,
+        if not self.try_send_produce(topic_data, on_response, acks, timeout_ms, transactional_id, transaction_v2):
+            self._protocol.check_sendable()  # raises why: not READY, or no slot free
+            raise AssertionError(f"{self!r}: the state machine took no request and says it could")
+
+    def try_send_produce(
+        self,
+        topic_data: TopicData,
+        on_response: ProduceCallback,
+        acks: int,
+        timeout_ms: int,
+        transactional_id: str | None,
+        transaction_v2: bool,
+    ) -> bool:
+        """:meth:`send_produce` if the connection takes the request now (True); else False, nothing done.
+
+        The sender's hot path (``ClientConnection.try_send_produce``): False when not READY, no
+        slot is free or ``acks`` is 0, and the sender then sends through a task that waits for
+        what is missing. The frame is held, to leave with the pass's other requests in one write
+        (``_write_frame``'s way for it, written out).
+        """
+        frame = self._protocol.try_send_produce(
+            on_response, topic_data, self._now(), acks, timeout_ms, transactional_id, transaction_v2
         )
-        # ``_write_frame``'s way for this frame, written out (the connection is READY: the state
-        # machine just took the request): held, to leave with the pass's other requests in one write.
+        if frame is None:
+            return False
         held = self._held
         if not held:
             loop = self._loop
@@ -697,6 +711,7 @@ class BrokerConnection:
         self._held_requests += 1  # counted in the byte counts when written (``_write_held``)
         if self._timer is None:
             self._arm_timer()
+        return True
 
     async def _request(self, submit: _Submit, expect_response: bool) -> Any:
         """The awaitable form of a request: a slot, a future-settling token, the write, the outcome.

@@ -211,11 +211,14 @@ class Connection:
         self.network = network
         self.node = node
 
-    def send_produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None, transaction_v2: bool = False,
-    ) -> None:
+    def try_send_produce(
+        self, topic_data: TopicData, on_response: ProduceCallback, acks: int, timeout_ms: int,
+        transactional_id: str | None, transaction_v2: bool,
+    ) -> bool:
+        if not self.network.is_ready(self.node):
+            return False
         self.network.requests.append(Request(self.node, topic_data, on_response))
+        return True
 
     async def produce(
         self, topic_data: TopicData, *, acks: int, timeout_ms: int, transactional_id: str | None = None,
@@ -337,8 +340,8 @@ class Network:
     def throttle_delay(self, node_id: int, now: float | None = None) -> float:
         return 0.0  # this broker never throttles
 
-    def ready_connection(self, node_id: int) -> Connection | None:
-        return self._connections[node_id] if self.is_ready(node_id) else None
+    def connection_for(self, node_id: int) -> Connection | None:
+        return self._connections[node_id]
 
     def flush_writes(self, nodes: Iterable[int]) -> None:
         """Nothing to do: this model's connections deliver each request as it is sent."""

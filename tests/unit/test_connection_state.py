@@ -479,6 +479,30 @@ def test_a_body_that_does_not_encode_takes_nothing() -> None:
     assert header_of(produce(machine, "good")).correlation_id == 1  # no correlation id used up
 
 
+def test_try_send_produce_takes_nothing_when_the_connection_cannot_take_the_request_now() -> None:
+    """The sender's hot path: None (no slot, no correlation id, no deadline taken) where send_produce raises."""
+    def attempt(machine: Machine, acks: int = 1) -> Chunks | None:
+        return machine.try_send_produce("t", TOPIC_DATA, 0, acks, 5000, None, False)
+
+    full = ready(max_in_flight=1)
+    produce(full, "first")
+    assert attempt(full) is None and full.in_flight_count == 1 and full.next_deadline == TIMEOUT
+    with pytest.raises(RuntimeError):
+        produce(full, "second")
+    assert attempt(ready(), acks=0) is None  # acks=0 has no answer to free the slot: produce() instead
+    fresh: Machine = ClientConnection(client_id="t", address="b:9092", node_id=1, max_in_flight=5, request_timeout_ms=TIMEOUT)
+    assert attempt(fresh) is None and fresh.in_flight_count == 0  # not READY
+    closed = ready()
+    closed.close(KafkaConnectionError("gone"))
+    assert attempt(closed) is None and closed.in_flight_count == 0
+    with pytest.raises(KafkaConnectionError):
+        produce(closed, "late")
+    machine = ready()
+    assert attempt(machine) is not None and attempt(machine) is not None
+    assert machine.in_flight_count == 2
+    assert header_of(produce(machine, "third")).correlation_id == 3  # each took one correlation id, in order
+
+
 # -------------------------------------------------------------------- throttle
 
 

@@ -89,13 +89,14 @@ class FakeConnection:
     def can_send_more(self) -> bool:
         return self.in_flight < self.client.max_in_flight
 
-    def send_produce(
-        self, topic_data: TopicData, *, acks: int, timeout_ms: int, on_response: ProduceCallback,
-        transactional_id: str | None = None, transaction_v2: bool = False,
-    ) -> None:
+    def try_send_produce(
+        self, topic_data: TopicData, on_response: ProduceCallback, acks: int, timeout_ms: int,
+        transactional_id: str | None, transaction_v2: bool,
+    ) -> bool:
         if self.client.fail_with is not None:
             raise self.client.fail_with
-        assert self.can_send_more(), "send_produce without a free slot"
+        if not self.can_send_more():
+            return False  # as BrokerConnection: busy since ready(), the sender goes through a task
         self.in_flight += 1
 
         def answered(response: AnyProduceResponse | None, error: KafkaError | None) -> None:
@@ -103,6 +104,7 @@ class FakeConnection:
             on_response(response, error)
 
         self.client.sent.append(Sent(self.node, topic_data, acks, timeout_ms, answered, on_response))
+        return True
 
     async def send(self, api_key: int, body: dict[str, Any]) -> dict[str, Any] | None:
         raise AssertionError("these tests run without idempotence: nothing but Produce is sent")
@@ -130,7 +132,7 @@ class Leaders:
 class FakeClient:
     def __init__(self) -> None:
         self.max_in_flight = 5
-        self.ready = True  # False: ready_connection() says the connection went away since ready()
+        self.ready = True  # False: connection_for() says the connection went away since ready()
         self.flushes: list[list[int]] = []  # flush_writes()'s nodes, one entry a call
         self.updates = 0
         self.sent: list[Sent] = []
@@ -185,9 +187,8 @@ class FakeClient:
     def is_connected(self, node_id: int) -> bool:
         return True
 
-    def ready_connection(self, node_id: int) -> FakeConnection | None:
-        conn = self.conn(node_id)
-        return conn if self.ready and conn.can_send_more() else None
+    def connection_for(self, node_id: int) -> FakeConnection | None:
+        return self.conn(node_id) if self.ready else None
 
     def flush_writes(self, nodes: Iterable[int]) -> None:
         self.flushes.append(sorted(nodes))  # this fake's connections hold nothing: each request is answered as sent
