@@ -112,18 +112,21 @@ async def test_a_client_quota_throttles_and_the_producer_holds_back_for_the_thro
     await asyncio.to_thread(kafka_cluster.set_client_quota, client_id, producer_byte_rate=QUOTA)
     throttles: list[tuple[int, float, float]] = []
     writes: list[tuple[int, float]] = []
-    real_throttle, real_send_produce = KafkaClient.throttle, BrokerConnection.send_produce
+    real_throttle, real_try_send_produce = KafkaClient.throttle, BrokerConnection.try_send_produce
 
     def throttle(self: KafkaClient, node_id: int, throttle_time_ms: float) -> None:
         throttles.append((node_id, self._clock(), throttle_time_ms))
         real_throttle(self, node_id, throttle_time_ms)
 
-    def send_produce(self: BrokerConnection, *args: Any, **kwargs: Any) -> None:
-        writes.append((self.node_id, time.monotonic() * 1000.0))  # KafkaClient's default clock
-        real_send_produce(self, *args, **kwargs)
+    def try_send_produce(self: BrokerConnection, *args: Any) -> bool:
+        now = time.monotonic() * 1000.0  # KafkaClient's default clock
+        written = real_try_send_produce(self, *args)
+        if written:  # the sender's one way to write a Produce request now (else through a task)
+            writes.append((self.node_id, now))
+        return written
 
     monkeypatch.setattr(KafkaClient, "throttle", throttle)
-    monkeypatch.setattr(BrokerConnection, "send_produce", send_produce)
+    monkeypatch.setattr(BrokerConnection, "try_send_produce", try_send_produce)
     started = time.monotonic()
     async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, client_id=client_id, linger_ms=5, **REAL_BROKER_TIMEOUTS) as producer:
         sent = 0
