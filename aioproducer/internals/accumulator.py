@@ -21,7 +21,8 @@ waits: None means memory must be waited for, with nothing appended or counted.
 
 Everything runs on one event loop thread, so a synchronous section is already
 atomic: the only place that needs care is the one suspension point, waiting
-for buffer memory. ``append()`` is ``try_append()`` with that wait: with the
+for buffer memory. ``wait_and_append()`` is that wait for a record ``try_append()``
+refused (``append()`` is the two in turn, for a caller that has not tried): with the
 memory in hand it goes through ``try_append()`` again, which tries the last
 batch first (another ``send()`` may have opened one meanwhile; the memory is
 then given back) and, for ``UNKNOWN_PARTITION``, peeks the sticky partition
@@ -258,8 +259,8 @@ class RecordAccumulator:
         and count in one synchronous call (``BuiltInPartitioner.count_appended``), so the
         partition peeked is still current when the bytes are counted and may switch. Java's
         ``RecordAccumulator.append`` without its wait: None when memory must be waited for,
-        with nothing appended or counted; then call ``append()``, which comes back here.
-        ``reserved`` is memory ``append()`` already took for this record: used for the new
+        with nothing appended or counted; then call ``wait_and_append()``, which comes back here.
+        ``reserved`` is memory ``wait_and_append()`` already took for this record: used for the new
         batch, or given back if an open batch takes the record. Raises ``TypeError`` for an
         ``on_delivery`` that cannot be called as ``on_delivery(metadata, error)``, before the
         record is queued.
@@ -280,7 +281,7 @@ class RecordAccumulator:
             future = self._queues.try_append(index, timestamp, key, value, headers, on_delivery)
             if future is not None:
                 if reserved:
-                    self.pool.deallocate(reserved)  # someone opened a batch while append() waited
+                    self.pool.deallocate(reserved)  # someone opened a batch while wait_and_append() waited
                 return future
             return self._open_batch(topic, partition, index, timestamp, key, value, headers, on_delivery, reserved)
         # UNKNOWN_PARTITION: the sticky partition (KIP-794), peeked, appended to and counted here only.
@@ -294,7 +295,7 @@ class RecordAccumulator:
             if future is None:
                 return None  # nothing appended, nothing counted
         elif reserved:
-            self.pool.deallocate(reserved)  # someone opened a batch while append() waited
+            self.pool.deallocate(reserved)  # someone opened a batch while wait_and_append() waited
         partitioner.count_appended(
             sticky, (len(key) if key is not None else 0) + (len(value) if value is not None else 0), 1, partitions, future._batch
         )
