@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -221,3 +222,37 @@ def test_returning_more_than_was_handed_out_is_a_bookkeeping_error_that_changes_
     assert pool.available_memory == 1000
     with pytest.raises(ValueError, match="buffer.memory must be positive"):
         BufferPool(0, 100)
+
+
+def test_the_line_keeps_one_timer_and_each_waiter_still_expires_at_its_own_deadline() -> None:
+    """Waits served one after another arm the line's timer once, not once each; a waiter whose
+    deadline is past the armed time still fails exactly at its own (the timer is armed again)."""
+    from aioproducer.testing.virtual_time import run_in_virtual_time
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        pool = BufferPool(1000, 100)
+        armed: list[float] = []
+        call_at = loop.call_at
+
+        def spy(when: float, callback: Any, *args: Any, context: Any = None) -> asyncio.TimerHandle:
+            if callback == pool._expire_due:
+                armed.append(when)
+            return call_at(when, callback, *args, context=context)
+
+        setattr(loop, "call_at", spy)
+        assert pool.try_allocate(1000)
+        for _ in range(50):
+            waiter = asyncio.ensure_future(pool.allocate(100, 60_000))
+            await asyncio.sleep(0)
+            assert pool.queued == 1
+            pool.deallocate(100)
+            await waiter
+        assert armed == [60.0]
+        await asyncio.sleep(10)  # virtual: the next waiter's deadline (70 s) is past the armed timer's
+        with pytest.raises(KafkaTimeoutError, match="max.block.ms=60000 ms"):
+            await pool.allocate(100, 60_000)
+        assert loop.time() == 70.0
+        assert armed == [60.0, 70.0] and pool.queued == 0
+
+    run_in_virtual_time(scenario)
