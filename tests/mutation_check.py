@@ -38,6 +38,7 @@ QUEUES_RS = "native/src/queues.rs"
 BUDGET_RS = "native/src/budget.rs"
 BUILDER_RS = "native/src/batch_builder.rs"
 COMPLETE_RS = "native/src/complete.rs"
+SPARE_RS = "native/src/spare.rs"
 COUNTERS_RS = "native/src/counters.rs"
 ANSWER_RS = "native/src/produce/answer.rs"
 CONNECTION_STATE = "aioproducer/protocol/connection_state.py"
@@ -187,6 +188,12 @@ MUTATIONS = [
         BUILDER_RS,
         "if matches!(slf.closed, Some(Closed::Compressed(_) | Closed::InBuilt | Closed::Released)) {",
         "if slf.closed.is_some() {",
+    ),
+    Mutation(
+        "a spare section handed to a new batch with the records of the batch before",
+        SPARE_RS,
+        "            section.clear();\n",
+        "",
     ),
     Mutation(
         "a split that loses the first record of each piece",
@@ -387,6 +394,7 @@ CAUGHT_BY = {
     'a retried batch reordered in its deque (after a higher sequence)': 'tests/unit/test_accumulator.py::test_idempotent_drain_assigns_sequences_and_retries_in_order',
     'a batch sent in place whose kept CRC covers only its last stride': 'tests/unit/test_accumulator.py::test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state',
     "a batch sent in place loses its records when its request's view is released": 'tests/unit/test_accumulator.py::test_a_batch_sent_in_place_is_the_built_batch_byte_for_byte_and_its_crc_holds_for_every_state',
+    'a spare section handed to a new batch with the records of the batch before': 'tests/unit/test_accumulator.py::test_a_split_batch_answers_for_futures_it_does_not_hold[None]',
     'a split that loses the first record of each piece': 'tests/unit/test_accumulator.py::test_split_moves_futures_to_the_new_batches',
     "a drain that takes a partition's batches for a node that does not lead it": 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',
     'a ready() that ignores the retry backoff': 'tests/unit/test_accumulator.py::test_an_awaited_batch_goes_before_its_linger_only_to_an_idle_leader',

@@ -26,6 +26,8 @@
 
 use std::os::raw::c_int;
 
+use crate::spare;
+
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -344,7 +346,11 @@ impl Builder {
             self.max_ts = timestamp_ms;
         }
         let buf = &mut self.buf;
-        buf.reserve(if buf.capacity() == 0 { size.max(self.first_reserve) } else { size });
+        if buf.capacity() == 0 {
+            *buf = spare::take(size.max(self.first_reserve));
+        } else {
+            buf.reserve(size);
+        }
         put_varint(buf, body as i64);
         buf.push(0);
         put_varint(buf, delta);
@@ -424,7 +430,7 @@ impl Builder {
 
     /// Drops the section's bytes (the counts and timestamps stay).
     pub fn clear(&mut self) {
-        self.buf = Vec::new();
+        spare::give_back(std::mem::take(&mut self.buf));
         self.crc = 0;
         self.crc_len = 0;
     }

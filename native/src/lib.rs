@@ -28,6 +28,7 @@ pub mod produce;
 pub mod queues;
 #[cfg(unix)]
 pub mod socket_writer;
+pub mod spare;
 pub mod stats;
 
 // ------------------------------------------------------------------ entry points
