@@ -162,18 +162,28 @@ class ProducerEngine:
         """
         if self.loop is None:
             return
+        # The loop first, the process only if it is not the producer's: asyncio's running loop is
+        # never the parent's in a forked child (``get_running_loop`` compares the process id
+        # itself), so where the loop is the producer's, so is the process. One ``getpid`` system
+        # call a check, not two (a send that waits for memory, and every general route, checks).
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is self.loop:
+            return
         pid = os.getpid()
         if pid != self.pid:
             raise WrongEventLoopError(
                 f"this producer was started in process {self.pid}; it is being used in process {pid}, "
                 "a fork: its connections and sender task stayed in the parent. Create a new producer in the child"
             )
-        loop = asyncio.get_running_loop()
-        if loop is not self.loop:
-            raise WrongEventLoopError(
-                f"this producer was started on event loop {self.loop!r}; it is being used from event loop "
-                f"{loop!r}. Its connections, sender task and futures belong to the first: create one producer per event loop"
-            )
+        if loop is None:
+            raise RuntimeError("no running event loop")
+        raise WrongEventLoopError(
+            f"this producer was started on event loop {self.loop!r}; it is being used from event loop "
+            f"{loop!r}. Its connections, sender task and futures belong to the first: create one producer per event loop"
+        )
 
     def require_started(self) -> RecordAccumulator:
         """The accumulator, after checking the context; ``ProducerClosedError`` before a start succeeded."""
