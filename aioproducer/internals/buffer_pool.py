@@ -4,8 +4,9 @@ Theory of operation
 -------------------
 The Java producer's ``BufferPool`` hands out ``ByteBuffer`` objects and keeps a
 free list of ``batch.size`` buffers so that the common allocation is a pop.
-In Python a batch's bytes live in the ``bytearray`` its ``RecordBatchBuilder``
-grows, so there is nothing to recycle physically; what matters is the *budget*:
+Here a batch's bytes live in its native builder's section, and the free list is
+the native side's (``native/src/spare.rs``: a done batch's section kept for the
+next, up to 256 KB a thread, outside this budget); what this pool keeps is the *budget*:
 the total bytes reserved by open and in-flight batches never exceeds
 ``buffer.memory``. This pool therefore deals in reservations (integers), with
 the Java pool's invariants kept:
@@ -26,7 +27,7 @@ the Java pool's invariants kept:
   large record is never starved by a stream of small ones.
 * A waiter that times out (``max.block.ms``) or is cancelled leaves the queue
   and takes nothing with it; memory it was about to receive goes to the next
-  waiter.
+  waiter. The line has one timer (``_arm``), not one a waiter.
 
 Only the event loop's thread touches the pool: no locks are needed, the
 waiters are futures.
