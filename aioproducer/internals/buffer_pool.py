@@ -102,6 +102,9 @@ class BufferPool:
         #: (it then fires once for nothing). Written by ``_arm`` and ``_expire_due``; ``close`` cancels it.
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        #: The loop the timer is armed on: a waiter on another (a pool outliving its loop, in
+        #: tests) arms one on its own, as a timer of a closed loop never fires.
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
         #: Where a wait for memory is recorded (``bufferpool-wait-time-total``, ``-ratio``); only waits are.
         self.metrics = metrics
         #: The engine's clock (ms): a wait for memory is measured on it, as every window of the metrics is.
@@ -161,7 +164,7 @@ class BufferPool:
         waiter = _Waiter(size, future, deadline, max_time_to_block_ms)
         self._waiters.append(waiter)
         self.budget.waiting = True
-        if deadline < self._timer_at:
+        if deadline < self._timer_at or loop is not self._timer_loop:
             self._arm(loop, deadline)
         started_ms = self._clock()
         try:
@@ -190,6 +193,7 @@ class BufferPool:
             timer.cancel()
         self._timer = loop.call_at(when, self._expire_due, loop)
         self._timer_at = when
+        self._timer_loop = loop
 
     def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
         """The line's timer: every waiter whose deadline has come fails; the timer is armed for the earliest left.

@@ -6,7 +6,9 @@
 //! thread cache and the fast bins, and walks the unsorted and large bins, which every other size
 //! the process frees goes through. py-spy (the peers' worker, shared `on_delivery`, 2026-12-05)
 //! put the section's allocation at 3 % of the event loop's samples at 10 KB records (a batch a
-//! record) and 1.7 % at 1 KB.
+//! record) and 1.7 % at 1 KB. With the spares, 60 paired rounds of `per_batch_cpu.py`'s measure:
+//! −0.82 µs a batch and its request on the loop's thread (standard error 0.35; 89 % of the
+//! openings of a 40,000-record run served by a spare, the rest while the buffer first fills).
 //!
 //! Per thread, without locks: sections are opened and released on the event loop's thread, which
 //! holds the GIL (a builder released on another thread keeps its spares there, bounded the same

@@ -178,7 +178,7 @@ async def test_a_wait_for_memory_is_measured_on_the_engines_clock() -> None:
 
 
 async def test_each_waiter_expires_at_its_own_deadline_and_frees_the_line_behind_it() -> None:
-    """Each waiter has its own timer: the one behind the head gives up first and the line goes on."""
+    """Each waiter has its own deadline: the one behind the head gives up first and the line goes on."""
     pool = BufferPool(1000, 100)
     assert pool.try_allocate(900)
     late = asyncio.create_task(pool.allocate(800, 5_000))  # the head, waiting long
@@ -256,3 +256,25 @@ def test_the_line_keeps_one_timer_and_each_waiter_still_expires_at_its_own_deadl
         assert armed == [60.0, 70.0] and pool.queued == 0
 
     run_in_virtual_time(scenario)
+
+
+def test_a_pool_whose_loop_ended_with_its_timer_armed_still_times_out_a_waiter_on_a_new_loop() -> None:
+    """The line's timer belongs to a loop: a waiter on another loop arms one there (a closed loop's never fires)."""
+    from aioproducer.testing.virtual_time import run_in_virtual_time
+
+    pool = BufferPool(1000, 100)
+    assert pool.try_allocate(1000)
+
+    async def served_at_once() -> None:  # arms the line's timer at 0.01 s of this loop, left armed when it ends
+        waiter = asyncio.ensure_future(pool.allocate(100, 10))
+        await asyncio.sleep(0)
+        pool.deallocate(100)
+        await waiter
+
+    async def times_out() -> float:
+        with pytest.raises(KafkaTimeoutError, match="max.block.ms=30000 ms"):
+            await asyncio.wait_for(pool.allocate(100, 30_000), 120)
+        return asyncio.get_running_loop().time()
+
+    run_in_virtual_time(served_at_once)
+    assert run_in_virtual_time(times_out) == 30.0
