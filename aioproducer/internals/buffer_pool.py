@@ -97,11 +97,10 @@ class BufferPool:
         #: The producer's lifecycle, read only (see ``lifecycle.py``): no memory is handed out once it is
         #: closing. A standalone pool (tests) reads one of its own that stays RUNNING.
         self.lifecycle: LifecycleView = lifecycle if lifecycle is not None else Lifecycle(State.RUNNING)
-        #: The line's one timer (``_expire_due``, a ``loop.call_at``), armed at ``_timer_at``: never
+        #: The line's one timer (``_expire_due``, a ``loop.call_at``; ``when()`` is its time): never
         #: later than the earliest deadline of a waiter in line, and left armed when the line empties
         #: (it then fires once for nothing). Written by ``_arm`` and ``_expire_due``; ``close`` cancels it.
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
         #: The loop the timer is armed on: a waiter on another (a pool outliving its loop, in
         #: tests) arms one on its own, as a timer of a closed loop never fires.
         self._timer_loop: asyncio.AbstractEventLoop | None = None
@@ -164,7 +163,8 @@ class BufferPool:
         waiter = _Waiter(size, future, deadline, max_time_to_block_ms)
         self._waiters.append(waiter)
         self.budget.waiting = True
-        if deadline < self._timer_at or loop is not self._timer_loop:
+        timer = self._timer
+        if timer is None or deadline < timer.when() or loop is not self._timer_loop:
             self._arm(loop, deadline)
         started_ms = self._clock()
         try:
@@ -192,17 +192,17 @@ class BufferPool:
         if timer is not None:
             timer.cancel()
         self._timer = loop.call_at(when, self._expire_due, loop)
-        self._timer_at = when
         self._timer_loop = loop
 
     def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
         """The line's timer: every waiter whose deadline has come fails; the timer is armed for the earliest left.
 
-        Due is what asyncio called the timer for (``_timer_at``, or the loop's time if later):
+        Due is what asyncio called the timer for (its ``when()``, or the loop's time if later):
         each waiter expires when its own ``call_later`` would have.
         """
-        due = max(loop.time(), self._timer_at)
-        self._timer, self._timer_at = None, math.inf
+        timer = self._timer
+        due = loop.time() if timer is None else max(loop.time(), timer.when())
+        self._timer = None
         earliest = math.inf
         for waiter in self._waiters:
             if waiter.future.done():
@@ -270,5 +270,5 @@ class BufferPool:
         timer = self._timer
         if timer is not None:
             timer.cancel()
-            self._timer, self._timer_at = None, math.inf
+            self._timer = None
 
